@@ -1,0 +1,547 @@
+"""The HiCache controller: residency decisions over the tree, atomic across every registered pool.
+
+It owns the per-pool page allocators of L1 (device) and L2 (host), the write policy, the write-through
+window (backups committed but not yet acknowledged), load-back decisions and the counters SGLang exports.
+It knows nothing of time: a request-order replay calls :meth:`HiCache.serve`; the timed engine calls the
+phases (:meth:`lookup`, :meth:`admit`, :meth:`commit`, :meth:`release`, :meth:`ack`) at the instants its
+processes reach them.
+
+Semantics follow SGLang 0.5.23 (``unified_radix_cache.py``, ``unified_tree_core.py``; notes and line
+citations in ``shared/reference/sglang_hicache.md`` sections 1-3):
+
+- device eviction takes the LRU unlocked device leaf: backed up -> demote; unbacked under write_through
+  -> delete (``hicache_dropped_tokens_total{reason="write_through_unbacked_eviction"}``); unbacked under
+  write_back -> back up, then demote, or drop the subtree if the host is full (``reason="host_pressure"``);
+- host allocation walks the pools anchor first and rolls every allocation back if one pool is short,
+  evicting host LRU leaves on demand first;
+- backups cover unbacked ancestors first, so host copies stay prefix-closed;
+- a write-through backup is committed at once and device-locked until its ack.
+
+Simplifications, documented where they bite: sliding-window (SWA) state follows its node's tier (SGLang
+can tombstone SWA separately); when either the kv group or the swa group of L1 is short, whole leaves are
+evicted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from sim.errors import InputError
+from sim.pools import HitPolicy, ModelSpec
+from sim.radix import Node, RadixTree
+
+__all__ = [
+    "Admission",
+    "BackupOp",
+    "CacheStats",
+    "HiCache",
+    "Lookup",
+    "Tier",
+    "WritePolicy",
+]
+
+UNBACKED = "write_through_unbacked_eviction"
+HOST_PRESSURE = "host_pressure"
+DEVICE_FULL = "device_full"
+
+
+class WritePolicy(str, Enum):
+    WRITE_THROUGH = "write_through"
+    WRITE_THROUGH_SELECTIVE = "write_through_selective"
+    WRITE_BACK = "write_back"
+
+    @property
+    def threshold(self) -> int | None:
+        """Hit count that triggers a backup on insert (``unified_radix_cache.py:558-560``)."""
+        return {"write_through": 1, "write_through_selective": 2}.get(self.value)
+
+    @classmethod
+    def parse(cls, value: str) -> WritePolicy:
+        try:
+            return cls(value)
+        except ValueError:
+            known = ", ".join(p.value for p in cls)
+            raise InputError(f"unknown write policy {value!r} (known: {known})") from None
+
+
+class Tier:
+    """The page allocators of one tier (L1 or L2).
+
+    Only anchor pools allocate: sidecars reuse their anchor's indices (SGLang ``hybrid_pool_assembler``),
+    so every ``kv``-anchored pool holds exactly the ``kv`` anchor's pages and every ``swa``-anchored pool
+    the ``swa`` anchor's. ``math.inf`` capacity means unbounded.
+    """
+
+    __slots__ = ("kv_cap", "swa_cap", "kv_used", "swa_used", "rollbacks")
+
+    def __init__(self, kv_cap: float, swa_cap: float) -> None:
+        self.kv_cap, self.swa_cap = kv_cap, swa_cap
+        self.kv_used = self.swa_used = 0
+        self.rollbacks = 0
+
+    def alloc(self, kv: int, swa: int) -> bool:
+        """Allocate the ``kv`` anchor's pages, then the ``swa`` anchor's; roll back if either is short."""
+        if self.kv_used + kv > self.kv_cap:
+            return False
+        self.kv_used += kv
+        if swa and self.swa_used + swa > self.swa_cap:
+            self.kv_used -= kv
+            self.rollbacks += 1
+            return False
+        self.swa_used += swa
+        return True
+
+    def free(self, kv: int, swa: int) -> None:
+        self.kv_used -= kv
+        self.swa_used -= swa
+
+
+@dataclass
+class BackupOp:
+    """One node's device-to-host copy, from commit (t1) to ack (t3).
+
+    ``nodes`` grows when a pending node is split (both halves wait for the same copy); ``locked`` is the
+    node whose path lock the ack releases (None under write_back, which takes no lock).
+    """
+
+    id: int
+    locked: Node | None
+    nodes: list[Node]
+    kv_pages: int
+    swa_pages: int
+
+
+@dataclass
+class CacheStats:
+    """Raw counters; :meth:`HiCache.metrics` names them as SGLang's Prometheus metrics do."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    input_pages: int = 0
+    cached_tokens: Counter = field(default_factory=Counter)  # by cache_source: device, host
+    cached_pages: Counter = field(default_factory=Counter)
+    computed_tokens: int = 0
+    evictions: int = 0
+    evicted_tokens: int = 0
+    demotions: int = 0
+    host_evictions: int = 0
+    host_evicted_tokens: int = 0
+    dropped_tokens: Counter = field(default_factory=Counter)  # by reason
+    backup_kv_pages: int = 0
+    backup_swa_pages: int = 0
+    load_kv_pages: int = 0
+    load_swa_pages: int = 0
+    load_back_skipped_tokens: int = 0
+    backup_failed_tokens: int = 0
+    swa_tombstones: int = 0
+
+    def hit_rate(self, sources: Sequence[str] = ("device",), *, by: str = "tokens") -> float:
+        """Share of input tokens (or whole input pages) served from the given cache sources."""
+        counts, total = (self.cached_pages, self.input_pages) if by == "pages" else (
+            self.cached_tokens, self.input_tokens)  # fmt: skip
+        return sum(counts[s] for s in sources) / total if total else 0.0
+
+
+@dataclass
+class Lookup:
+    """A matched request. Its matched path stays locked until :meth:`HiCache.release`."""
+
+    keys: Sequence
+    input_tokens: int
+    device_pages: int
+    host_pages: int  # host hit beyond the device prefix, in pages
+    load: bool  # the host hit is loaded back (>= load_back_threshold), else recomputed
+    device_node: Node
+    best_node: Node
+    resident_pages: int
+    resident_node: Node
+
+
+@dataclass
+class Admission:
+    """What admitting a request decided, and the device pages it still holds in reserve."""
+
+    lookup: Lookup
+    device_tokens: int = 0
+    host_tokens: int = 0
+    computed_tokens: int = 0
+    load_kv_pages: int = 0
+    load_swa_pages: int = 0
+    kv_reserved: int = 0
+    swa_reserved: int = 0
+    held: list[Node] = field(default_factory=list)  # nodes this request locks until release
+
+
+class HiCache:
+    """L1/L2 residency for one instance.
+
+    *page_tokens*: tokens per tree page (the model's page size, or a trace's block size); pool bytes
+    scale with it. *l1_pages*/*l2_pages*: capacity of the ``kv`` anchor in tree pages (``None``:
+    unbounded; ``l2_pages=0``: no L2). The ``swa`` anchor gets ``swa_full_tokens_ratio`` of each.
+    """
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        *,
+        l1_pages: int | None,
+        l2_pages: int | None = 0,
+        policy: WritePolicy | str = WritePolicy.WRITE_THROUGH,
+        load_back_threshold: int = 10,
+        page_tokens: int | None = None,
+        swa_full_tokens_ratio: float = 0.1,
+    ) -> None:
+        for name, value in (("l1_pages", l1_pages), ("l2_pages", l2_pages)):
+            if value is not None and value < 0:
+                raise InputError(f"{name}: must be >= 0, got {value}")
+        if l1_pages == 0:
+            raise InputError("l1_pages: must be > 0")
+        if load_back_threshold < 0:
+            raise InputError(f"load_back_threshold: must be >= 0, got {load_back_threshold}")
+        self.model = model
+        self.policy = WritePolicy.parse(policy) if isinstance(policy, str) else policy
+        self.threshold = self.policy.threshold
+        self.load_back_threshold = load_back_threshold
+        self.page_tokens = page_tokens or model.page_size
+        self.l2_enabled = l2_pages != 0
+        self.window_tokens = model.sliding_window if model.has_swa else 0
+        self.tree = RadixTree(self.page_tokens, self.window_tokens)
+
+        # kv-anchored pools scale with the tree page; a window page never spans more than a model page.
+        self.swa_page_tokens = min(self.page_tokens, model.page_size)
+        self.page_bytes = {
+            p.name: int(p.bytes_per_page * (self.page_tokens if p.anchor == "kv" else self.swa_page_tokens)
+                        / model.page_size)
+            for p in model.pools
+        }  # fmt: skip
+        self.kv_bytes = sum(b for p, b in zip(model.pools, self.page_bytes.values()) if p.anchor == "kv")
+        self.swa_bytes = sum(b for p, b in zip(model.pools, self.page_bytes.values()) if p.anchor == "swa")
+        # A request's window state covers its trailing window, in whole window pages.
+        self.window_pages = math.ceil(self.window_tokens / self.swa_page_tokens) if self.window_tokens else 0
+        self.all_pages_mask = sum(1 << i for i, p in enumerate(model.pools) if p.hit_policy is HitPolicy.ALL_PAGES)
+        self.l1 = self._tier(l1_pages, swa_full_tokens_ratio)
+        self.l2 = self._tier(l2_pages, swa_full_tokens_ratio)
+        self.reserved_kv = 0
+        self.reserved_swa = 0
+        self.stats = CacheStats()
+        self._op_ids = itertools.count()
+        self.pending: dict[int, BackupOp] = {}
+
+    def _tier(self, pages: int | None, swa_ratio: float) -> Tier:
+        if pages is None:
+            return Tier(math.inf, math.inf)
+        if not (pages and self.window_pages):
+            return Tier(pages, 0)
+        # SGLang sizes the SWA pool as a share of full tokens (pool_configurator.py:1046).
+        swa_tokens = pages * self.page_tokens * swa_ratio
+        return Tier(pages, max(self.window_pages, int(swa_tokens // self.swa_page_tokens)))
+
+    # ----- pages and bytes --------------------------------------------------------------------
+    def _need(self, node: Node, host: bool = False) -> tuple[int, int]:
+        """(kv-anchored, swa-anchored) pages ``node`` takes on one tier: all its pages in the kv group,
+        only its window state in the swa group."""
+        swa_tokens = node.host_swa if host else node.swa_tokens
+        return len(node.key), -(-swa_tokens // self.swa_page_tokens)
+
+    def pool_bytes(self, kv_pages: int, swa_pages: int) -> dict[str, int]:
+        """Bytes per pool of a transfer of ``kv_pages`` pages with ``swa_pages`` pages of window state."""
+        out = {}
+        for pool in self.model.pools:
+            n = kv_pages if pool.anchor == "kv" else swa_pages
+            if n and self.page_bytes[pool.name]:
+                out[pool.name] = n * self.page_bytes[pool.name]
+        return out
+
+    def pool_usage(self, tier: Tier) -> dict[str, int]:
+        """Pages in use per registered pool (sidecars mirror their anchor)."""
+        return {p.name: tier.kv_used if p.anchor == "kv" else tier.swa_used for p in self.model.pools}
+
+    def pool_capacity(self, tier: Tier) -> dict[str, float]:
+        return {p.name: tier.kv_cap if p.anchor == "kv" else tier.swa_cap for p in self.model.pools}
+
+    # ----- device tier ------------------------------------------------------------------------
+    def ensure_device(self, kv_pages: int, swa_pages: int = 0) -> bool:
+        """Evict LRU device leaves until ``kv_pages`` and ``swa_pages`` fit beside every reservation."""
+        l1 = self.l1
+        if (l1.kv_cap - l1.kv_used - self.reserved_kv >= kv_pages
+                and l1.swa_cap - l1.swa_used - self.reserved_swa >= swa_pages):  # fmt: skip
+            return True
+        for victim in self.tree.device_victims():
+            self._evict_device(victim)
+            if (l1.kv_cap - l1.kv_used - self.reserved_kv >= kv_pages
+                    and l1.swa_cap - l1.swa_used - self.reserved_swa >= swa_pages):  # fmt: skip
+                return True
+        return False
+
+    def _evict_device(self, node: Node) -> None:
+        tokens = len(node.key) * self.page_tokens
+        self.stats.evictions += 1
+        self.stats.evicted_tokens += tokens
+        write_back = self.policy is WritePolicy.WRITE_BACK and self.l2_enabled
+        if write_back and not node.host and not self._backup_chain(node, lock=False):
+            self._drop_subtree(node, HOST_PRESSURE)
+            return
+        self.l1.free(*self._need(node))
+        if node.host:
+            self.stats.demotions += 1
+            self.tree.demote(node)
+        else:
+            if self.l2_enabled:  # without L2, deleting is plain eviction, not a drop
+                self.stats.dropped_tokens[UNBACKED] += tokens
+            self.tree.delete_leaf(node)
+
+    def _drop_subtree(self, node: Node, reason: str) -> None:
+        """Delete ``node`` and every host-only descendant, children first."""
+        for child in list(node.children.values()):
+            self._drop_subtree(child, reason)
+        self.stats.dropped_tokens[reason] += len(node.key) * self.page_tokens
+        if node.device:
+            self.l1.free(*self._need(node))
+        if node.host:
+            self.l2.free(*self._need(node, host=True))
+        self.tree.delete_leaf(node)
+
+    # ----- host tier --------------------------------------------------------------------------
+    def _alloc_host(self, kv: int, swa: int) -> bool:
+        """Allocate a node's host pages in every pool at once, evicting host LRU leaves on demand."""
+        if self.l2.alloc(kv, swa):
+            return True
+        for victim in self.tree.host_victims():
+            self._evict_host(victim)
+            if self.l2.alloc(kv, swa):
+                return True
+        return False
+
+    def _evict_host(self, node: Node) -> None:
+        self.stats.host_evictions += 1
+        self.stats.host_evicted_tokens += len(node.key) * self.page_tokens
+        self.l2.free(*self._need(node, host=True))
+        self.tree.delete_leaf(node)
+
+    def _backup_chain(self, node: Node, *, lock: bool) -> bool:
+        """Back up ``node`` and its unbacked ancestors, parent first; False if the host is full."""
+        chain = []
+        while node is not self.tree.root and not node.host:
+            chain.append(node)
+            node = node.parent
+        for n in reversed(chain):
+            kv, swa = self._need(n)  # the host copy takes what the device copy holds
+            if not self._alloc_host(kv, swa):
+                self.stats.backup_failed_tokens += kv * self.page_tokens
+                return False
+            self.tree.set_host(n, self.all_pages_mask)
+            op = BackupOp(next(self._op_ids), n if lock else None, [n], kv, swa)
+            if lock:  # the write-through window: pending and device-locked until the copy is acked
+                n.pending = op
+                self.tree.lock(n)
+                self.pending[op.id] = op
+            else:
+                self._record_backup(op)
+        return True
+
+    def _record_backup(self, op: BackupOp) -> None:
+        self.stats.backup_kv_pages += op.kv_pages
+        self.stats.backup_swa_pages += op.swa_pages
+
+    def ack(self, op: BackupOp) -> None:
+        """The D2H copy of ``op`` completed: clear the pending mark and release the window's lock."""
+        del self.pending[op.id]
+        for n in op.nodes:
+            n.pending = None
+        if op.locked is not None:
+            self.tree.unlock(op.locked)
+        for n in op.nodes:
+            self.tree.refile(n)
+        self._record_backup(op)
+
+    def ack_all(self) -> list[BackupOp]:
+        ops = list(self.pending.values())
+        for op in ops:
+            self.ack(op)
+        return ops
+
+    # ----- request phases ---------------------------------------------------------------------
+    def lookup(self, keys: Sequence, input_tokens: int) -> Lookup:
+        """Match a request (capped at ``input_tokens - 1``) and lock what it matched."""
+        m = self.tree.match(keys, max(0, (input_tokens - 1) // self.page_tokens))
+        host_pages = m.best_pages - m.device_pages if self.l2_enabled else 0
+        load = host_pages > 0 and host_pages * self.page_tokens >= self.load_back_threshold
+        self.tree.lock(m.resident_node)
+        self.tree.host_lock(m.best_node)
+        return Lookup(keys, input_tokens, m.device_pages, host_pages, load, m.device_node, m.best_node,
+                      m.resident_pages, m.resident_node)  # fmt: skip
+
+    def admit(self, lk: Lookup) -> Admission | None:
+        """Reserve device pages for what the request will make resident and load back its host hit.
+
+        Returns None, with nothing changed, when L1 cannot make room even by eviction. Loaded pages are
+        committed to the tree at once, as SGLang commits device indices before the H2D copy completes
+        (``unified_radix_cache.py:1820-1937``); the caller times the copy.
+        """
+        kv_need = max(0, len(lk.keys) - lk.resident_pages)
+        if not self.ensure_device(kv_need, self.window_pages):
+            return None
+        adm = Admission(lk, kv_reserved=kv_need, swa_reserved=self.window_pages)
+        self.reserved_kv += kv_need
+        self.reserved_swa += self.window_pages
+        pt = self.page_tokens
+        if lk.load:
+            self.tree.lock(lk.best_node)  # before reviving, so that what is revived is protected
+            adm.held.append(lk.best_node)
+            revive = []
+            node = lk.best_node
+            while node is not self.tree.root and not node.device:
+                revive.append(node)
+                node = node.parent
+            for n in reversed(revive):
+                self.tree.revive(n)
+                kv, swa = self._take(adm, n)
+                adm.load_kv_pages += kv
+                adm.load_swa_pages += swa
+            self.stats.load_kv_pages += adm.load_kv_pages
+            self.stats.load_swa_pages += adm.load_swa_pages
+        elif lk.host_pages:
+            self.stats.load_back_skipped_tokens += lk.host_pages * pt
+        adm.device_tokens = lk.device_pages * pt
+        adm.host_tokens = lk.host_pages * pt if lk.load else 0
+        adm.computed_tokens = lk.input_tokens - adm.device_tokens - adm.host_tokens
+        self._count(lk, adm.device_tokens, adm.host_tokens)
+        return adm
+
+    def _count(self, lk: Lookup, device_tokens: int, host_tokens: int) -> None:
+        s = self.stats
+        s.requests += 1
+        s.input_tokens += lk.input_tokens
+        s.input_pages += len(lk.keys)
+        s.cached_tokens["device"] += device_tokens
+        s.cached_tokens["host"] += host_tokens
+        s.cached_pages["device"] += device_tokens // self.page_tokens
+        s.cached_pages["host"] += host_tokens // self.page_tokens
+        s.computed_tokens += lk.input_tokens - device_tokens - host_tokens
+
+    def _take(self, adm: Admission, node: Node) -> tuple[int, int]:
+        """Allocate a node's device pages out of the request's reservation.
+
+        The kv group always fits: the reservation counted its pages. Window state beyond the reservation
+        is made room for by eviction; if even that fails the node keeps no window state on device (a
+        tombstone, as SGLang's SWA component leaves under pressure).
+        """
+        kv, swa = self._need(node)
+        take_swa = min(swa, adm.swa_reserved)
+        adm.kv_reserved -= kv
+        adm.swa_reserved -= take_swa
+        self.reserved_kv -= kv
+        self.reserved_swa -= take_swa
+        if swa > take_swa and not self.ensure_device(kv, swa):
+            node.swa_tokens = 0
+            self.stats.swa_tombstones += 1
+            swa = 0
+        if adm.kv_reserved < 0 or not self.l1.alloc(kv, swa):
+            raise RuntimeError(f"device allocation outside the request's reservation: {node!r}")
+        node.dev_mask = self.all_pages_mask
+        return kv, swa
+
+    def commit(self, adm: Admission, keys: Sequence | None = None) -> list[BackupOp]:
+        """Insert the request's pages (computed by now) into the tree; returns the backups it started.
+
+        The request's sliding-window state is left at the end of the key. Under the write-through
+        policies every path node whose hit count reached the threshold is backed up, ancestors first.
+        """
+        keys = adm.lookup.keys if keys is None else keys
+        if not keys:
+            return []
+        before = len(self.pending)
+        res = self.tree.insert(keys)
+        last = res.path[-1]
+        self.tree.lock(last)
+        adm.held.append(last)
+        for node in res.revived:
+            self._take(adm, node)
+        if res.inserted_pages:
+            self._take(adm, last)
+        if self.window_tokens:
+            self._grow_window(adm, last)
+        threshold = self.threshold
+        if self.l2_enabled and threshold is not None:
+            for node in res.path:
+                if not node.host and node.hit_count >= threshold:
+                    self._backup_chain(node, lock=True)
+        return list(self.pending.values())[before:] if len(self.pending) > before else []
+
+    def _grow_window(self, adm: Admission, node: Node) -> None:
+        """Leave the request's window state on the device copy of ``node``, if it lacks it."""
+        want = min(self.window_tokens, len(node.key) * self.page_tokens)
+        if node.swa_tokens >= want:
+            return
+        old_tokens, old_pages = node.swa_tokens, self._need(node)[1]
+        node.swa_tokens = want
+        extra = self._need(node)[1] - old_pages
+        take = min(extra, adm.swa_reserved)
+        adm.swa_reserved -= take
+        self.reserved_swa -= take
+        if not (self.ensure_device(0, extra) and self.l1.alloc(0, extra)):
+            node.swa_tokens = old_tokens
+            self.stats.swa_tombstones += 1
+
+    def release(self, adm: Admission) -> None:
+        """The request is done with the cache: drop its locks and any unused reservation."""
+        for node in adm.held:
+            self.tree.unlock(node)
+        adm.held.clear()
+        self.abandon(adm.lookup)
+        self.reserved_kv -= adm.kv_reserved
+        self.reserved_swa -= adm.swa_reserved
+        adm.kv_reserved = adm.swa_reserved = 0
+
+    def abandon(self, lk: Lookup) -> None:
+        """Release a lookup's locks (an admitted request's through :meth:`release`)."""
+        self.tree.unlock(lk.resident_node)
+        self.tree.host_unlock(lk.best_node)
+
+    def serve(self, keys: Sequence, input_tokens: int) -> Admission | None:
+        """Request-order replay of one request: match, load back, compute, insert, and ack its backups
+        at the end of its step. Returns None when L1 could not hold the request (its device prefix still
+        counts as a hit; the rest is computed and not cached)."""
+        lk = self.lookup(keys, input_tokens)
+        adm = self.admit(lk)
+        if adm is None:
+            self.abandon(lk)
+            self._count(lk, lk.device_pages * self.page_tokens, 0)
+            self.stats.dropped_tokens[DEVICE_FULL] += (len(keys) - lk.resident_pages) * self.page_tokens
+            return None
+        self.commit(adm)
+        self.release(adm)
+        self.ack_all()
+        return adm
+
+    # ----- reporting --------------------------------------------------------------------------
+    def metrics(self) -> dict:
+        """Counters under SGLang's metric names (``sglang:`` prefix dropped); per-pool ones as dicts."""
+        s, pt = self.stats, self.page_tokens
+        backup = self.pool_bytes(s.backup_kv_pages, s.backup_swa_pages)
+        load = self.pool_bytes(s.load_kv_pages, s.load_swa_pages)
+        pools = self.model.pools
+
+        def tokens(kv_pages: int, swa_pages: int) -> dict[str, int]:
+            return {p.name: (kv_pages if p.anchor == "kv" else swa_pages) * pt for p in pools}
+
+        return {
+            "cached_tokens_total": {"device": s.cached_tokens["device"], "host": s.cached_tokens["host"],
+                                    "total": s.cached_tokens["device"] + s.cached_tokens["host"]},
+            "computed_tokens_total": s.computed_tokens,
+            "evicted_tokens_total": s.evicted_tokens,
+            "hicache_dropped_tokens_total": dict(s.dropped_tokens),
+            "hicache_backup_tokens_total": tokens(s.backup_kv_pages, s.backup_swa_pages),
+            "hicache_backup_bytes_total": sum(backup.values()),
+            "hicache_backup_bytes_by_pool": backup,
+            "load_back_tokens_total": tokens(s.load_kv_pages, s.load_swa_pages),
+            "load_back_bytes_total": sum(load.values()),
+            "load_back_bytes_by_pool": load,
+            "hicache_host_used_tokens": self.l2.kv_used * pt,
+            "hicache_host_total_tokens": self.l2.kv_cap * pt,
+        }  # fmt: skip

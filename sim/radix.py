@@ -1,0 +1,480 @@
+"""A page-keyed radix tree with device (L1) and host (L2) residency, lock refs and two LRU orders.
+
+The tree owns structure and bookkeeping only: which nodes exist, which tier holds them, who locks them,
+and in what order they would be evicted. It never allocates or frees memory; :mod:`sim.hicache` decides
+that and calls the residency transitions here (``demote``, ``delete_leaf``, ``set_host``...). This mirrors
+SGLang's split of ``RadixCache``/``UnifiedTreeCore`` (tree decides, cache executes).
+
+Keys are *page keys*: a page of ``page_size`` token ids (a tuple, or the id itself when ``page_size`` is 1),
+or a pre-hashed block id from a trace. LRU time is a logical clock read exactly where SGLang 0.5.23's
+``RadixCache`` reads ``time.monotonic()``, so eviction order matches SGLang's call for call
+(``shared/vectors``).
+
+Invariants kept here:
+- device residency is prefix-closed (a device node's ancestors are on device), because only device
+  leaves are demoted or deleted;
+- ``evictable_tokens + protected_tokens`` is the number of device-resident tokens;
+- a node is in the device LRU iff it is on device, unlocked, and has no device child; in the host LRU
+  iff it is host-only, host-unlocked, and childless.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
+
+__all__ = ["InsertResult", "MatchResult", "Node", "RadixTree"]
+
+PageKey = Hashable
+
+
+class Node:
+    """One run of pages.
+
+    ``swa_tokens`` / ``host_swa``: trailing tokens whose sliding-window state the device / host copy
+    holds (a request leaves window state only at the end of its sequence).
+    """
+
+    __slots__ = (
+        "key", "parent", "children", "id", "last_access", "hit_count",
+        "device", "host", "lock_ref", "host_lock_ref", "dev_children",
+        "swa_tokens", "host_swa", "dev_mask", "host_mask", "pending",
+    )  # fmt: skip
+
+    def __init__(self, key: list[PageKey], parent: Node | None, node_id: int, now: int) -> None:
+        self.key = key
+        self.parent = parent
+        # NOTE: a plain dict: a defaultdict would create children on lookup.
+        self.children: dict[PageKey, Node] = {}
+        self.id = node_id
+        self.last_access = now
+        self.hit_count = 0
+        self.device = True
+        self.host = False
+        self.lock_ref = 0
+        self.host_lock_ref = 0
+        self.dev_children = 0
+        self.swa_tokens = 0
+        self.host_swa = 0
+        self.dev_mask = 0  # which pools hold this node on device / host (set by sim.hicache)
+        self.host_mask = 0
+        self.pending = None  # the in-flight write-through backup covering this node, if any
+
+    @property
+    def pages(self) -> int:
+        return len(self.key)
+
+    def __repr__(self) -> str:
+        tiers = ("D" if self.device else "") + ("H" if self.host else "")
+        return f"Node(id={self.id}, pages={len(self.key)}, {tiers or 'dead'}, lock={self.lock_ref})"
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """What a lookup found, in pages.
+
+    ``device_pages``/``device_node``: the deepest valid prefix resident on device. ``best_pages``/
+    ``best_node``: the deepest valid prefix on device or host (host hit = best - device).
+    ``resident_pages``: pages actually on device along the key, before the window validator cut them back.
+    """
+
+    device_pages: int
+    best_pages: int
+    resident_pages: int
+    device_node: Node
+    best_node: Node
+    resident_node: Node
+
+
+@dataclass(frozen=True)
+class InsertResult:
+    """``prefix_pages``: pages that were already in the tree; ``path``: the nodes covering the key."""
+
+    prefix_pages: int
+    inserted_pages: int
+    path: list[Node]
+    revived: list[Node]
+
+
+class RadixTree:
+    """The tree, usable on its own (``insert``/``match``/``evict`` as SGLang's ``RadixCache``) or driven
+    by :class:`sim.hicache.HiCache` with a host tier.
+
+    *page_size*: tokens per page key. *sliding_window*: tokens of SWA state a match endpoint needs
+    (0 disables the validator, as for single-pool models).
+    """
+
+    def __init__(self, page_size: int = 1, sliding_window: int = 0) -> None:
+        if page_size <= 0:
+            raise ValueError("page_size must be > 0")
+        self.page_size = page_size
+        self.sliding_window = sliding_window
+        self._ids = itertools.count()
+        self._clock = 0
+        self.root = Node([], None, next(self._ids), self._tick())
+        self._tick()  # SGLang's TreeNode reads the clock twice (access and creation time)
+        self.root.lock_ref = 1
+        self.root.host = True
+        self.evictable_tokens = 0
+        self.protected_tokens = 0
+        self.host_tokens = 0
+        self._dev_heap: list[tuple[int, int, Node]] = []
+        self._host_heap: list[tuple[int, int, Node]] = []
+        self.num_nodes = 1
+
+    # ----- keys -------------------------------------------------------------------------------
+    def page_keys(self, tokens: Sequence[int]) -> list[PageKey]:
+        """Whole pages of ``tokens`` as page keys (a trailing partial page is dropped, as SGLang does)."""
+        p = self.page_size
+        if p == 1:
+            return list(tokens)
+        return [tuple(tokens[i : i + p]) for i in range(0, len(tokens) // p * p, p)]
+
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    def _new_node(self, key: list[PageKey], parent: Node) -> Node:
+        node = Node(key, parent, next(self._ids), self._tick())
+        self._tick()
+        self.num_nodes += 1
+        return node
+
+    # ----- lookup -----------------------------------------------------------------------------
+    def match(self, keys: Sequence[PageKey], max_pages: int | None = None) -> MatchResult:
+        """Longest cached prefix of ``keys``; refreshes LRU time along the path and may split a node.
+
+        The walk stops at a dead node (neither on device nor on host). With a sliding window, a prefix
+        may end only where enough window state is present (SGLang ``components/swa.py:357-377``).
+        """
+        if max_pages is not None and max_pages < len(keys):
+            keys = keys[:max_pages]
+        now = self._tick()
+        node = self.root
+        node.last_access = now
+        pos = 0
+        n = len(keys)
+        resident, resident_node = 0, node
+        dev_pages, dev_node = 0, node
+        best_pages, best_node = 0, node
+        window = self.sliding_window
+        while pos < n:
+            child = node.children.get(keys[pos])
+            if child is None or not (child.device or child.host):
+                break
+            child.last_access = now
+            clen = len(child.key)
+            if child.key == keys[pos : pos + clen]:
+                matched = clen
+            else:
+                matched = _common_prefix(child.key, keys, pos)
+                self.refile(child)
+                child = self._split(child, matched)
+            self.refile(child)
+            node = child
+            pos += matched
+            if node.device:
+                resident, resident_node = pos, node
+            if not window or self._window_ok(node):
+                if node.device:
+                    dev_pages, dev_node = pos, node
+                best_pages, best_node = pos, node
+            if matched < clen:
+                break
+        return MatchResult(dev_pages, best_pages, resident, dev_node, best_node, resident_node)
+
+    def _window_ok(self, node: Node) -> bool:
+        """Walk back through fully covered nodes, counting contiguous window tokens on the node's tier."""
+        total = 0
+        while node is not self.root:
+            swa = node.swa_tokens if node.device else node.host_swa
+            total += swa
+            if total >= self.sliding_window:
+                return True
+            if swa < len(node.key) * self.page_size:
+                return False
+            node = node.parent
+        return False
+
+    # ----- insert -----------------------------------------------------------------------------
+    def insert(self, keys: Sequence[PageKey]) -> InsertResult:
+        """Cache ``keys``: bump hit counts on the matched path and add a device leaf for the rest.
+
+        Matched nodes that were not on device are made device-resident again (``revived``): the
+        request has just computed or loaded their KV.
+        """
+        now = self._tick()
+        node = self.root
+        node.last_access = now
+        pos, n = 0, len(keys)
+        path: list[Node] = []
+        revived: list[Node] = []
+        while pos < n:
+            child = node.children.get(keys[pos])
+            if child is None:
+                break
+            child.last_access = now
+            clen = len(child.key)
+            if child.key == keys[pos : pos + clen]:
+                matched = clen
+            else:
+                matched = _common_prefix(child.key, keys, pos)
+                self.refile(child)
+                child = self._split(child, matched)
+            self.refile(child)
+            child.hit_count += 1
+            if not child.device:
+                self.revive(child)
+                revived.append(child)
+            path.append(child)
+            node = child
+            pos += matched
+        prefix = pos
+        if pos < n:
+            leaf = self._new_node(list(keys[pos:]), node)
+            leaf.hit_count = 1
+            node.children[leaf.key[0]] = leaf
+            self._on_device_added(leaf)
+            path.append(leaf)
+        return InsertResult(prefix, n - prefix, path, revived)
+
+    def _split(self, child: Node, pages: int) -> Node:
+        """Split ``child`` after ``pages`` pages; the new parent inherits residency, locks, hit count."""
+        parent = child.parent
+        new = self._new_node(child.key[:pages], parent)
+        child.key = child.key[pages:]
+        new.children[child.key[0]] = child
+        parent.children[new.key[0]] = new
+        child.parent = new
+        new.hit_count = child.hit_count
+        new.device, new.host = child.device, child.host
+        new.dev_mask, new.host_mask = child.dev_mask, child.host_mask
+        new.lock_ref, new.host_lock_ref = child.lock_ref, child.host_lock_ref
+        new.dev_children = 1 if child.device else 0
+        child_tokens = len(child.key) * self.page_size
+        new.swa_tokens = max(0, child.swa_tokens - child_tokens)
+        child.swa_tokens = min(child.swa_tokens, child_tokens)
+        new.host_swa = max(0, child.host_swa - child_tokens)
+        child.host_swa = min(child.host_swa, child_tokens)
+        if child.pending is not None:
+            new.pending = child.pending
+            child.pending.nodes.append(new)
+        return new
+
+    # ----- locks ------------------------------------------------------------------------------
+    def lock(self, node: Node) -> None:
+        """Protect ``node`` and its ancestors from device eviction."""
+        page = self.page_size
+        while node is not self.root:
+            if node.lock_ref == 0 and node.device:
+                t = len(node.key) * page
+                self.evictable_tokens -= t
+                self.protected_tokens += t
+            node.lock_ref += 1
+            node = node.parent
+
+    def unlock(self, node: Node) -> None:
+        page = self.page_size
+        while node is not self.root:
+            if node.lock_ref <= 0:
+                raise RuntimeError(f"unlock of an unlocked node {node!r}")
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.device:
+                t = len(node.key) * page
+                self.evictable_tokens += t
+                self.protected_tokens -= t
+                self._push_dev_if_leaf(node)
+            node = node.parent
+
+    def host_lock(self, node: Node) -> None:
+        while node is not self.root:
+            node.host_lock_ref += 1
+            node = node.parent
+
+    def host_unlock(self, node: Node) -> None:
+        while node is not self.root:
+            node.host_lock_ref -= 1
+            if node.host_lock_ref == 0:
+                self._push_host_if_leaf(node)
+            node = node.parent
+
+    # ----- residency transitions (called by the controller) -------------------------------------
+    def revive(self, node: Node) -> None:
+        """Make a host-only node device-resident again (loaded back, or recomputed by a request)."""
+        node.device = True  # no longer host-only: it leaves the host LRU lazily
+        node.swa_tokens = node.host_swa
+        self._on_device_added(node)
+
+    def _on_device_added(self, node: Node) -> None:
+        t = len(node.key) * self.page_size
+        if node.lock_ref:
+            self.protected_tokens += t
+        else:
+            self.evictable_tokens += t
+        parent = node.parent
+        parent.dev_children += 1
+        self._push_dev_if_leaf(node)
+
+    def _on_device_removed(self, node: Node) -> None:
+        node.device = False
+        node.dev_mask = 0
+        node.swa_tokens = 0
+        self.evictable_tokens -= len(node.key) * self.page_size
+        parent = node.parent
+        parent.dev_children -= 1
+        if parent.dev_children == 0:
+            self._push_dev_if_leaf(parent)
+
+    def demote(self, node: Node) -> None:
+        """Free ``node``'s device copy; it stays in the tree as host-only."""
+        self._on_device_removed(node)
+        self._push_host_if_leaf(node)
+
+    def delete_leaf(self, node: Node) -> None:
+        """Remove a childless node from the tree, from whichever tiers hold it."""
+        if node.children:
+            raise RuntimeError(f"delete of a node with children {node!r}")
+        if node.device:
+            self._on_device_removed(node)
+        if node.host:
+            self.host_tokens -= len(node.key) * self.page_size
+            node.host = False
+            node.host_mask = 0
+            node.host_swa = 0
+        parent = node.parent
+        del parent.children[node.key[0]]
+        node.parent = None
+        self.num_nodes -= 1
+        if not parent.children:
+            self._push_host_if_leaf(parent)
+
+    def set_host(self, node: Node, mask: int) -> None:
+        """Record a host copy of ``node`` (its window state included) in the pools of ``mask``."""
+        node.host = True
+        node.host_mask = mask
+        node.host_swa = node.swa_tokens
+        self.host_tokens += len(node.key) * self.page_size
+
+    # ----- LRU orders -------------------------------------------------------------------------
+    def _push_dev_if_leaf(self, node: Node) -> None:
+        if node.device and node.lock_ref == 0 and node.dev_children == 0 and node is not self.root:
+            heap = self._dev_heap
+            heapq.heappush(heap, (node.last_access, node.id, node))
+            if len(heap) > 4 * self.num_nodes + 1024:
+                _compact(heap, _dev_evictable)
+
+    def _push_host_if_leaf(self, node: Node) -> None:
+        if node is not self.root and _host_evictable(node):
+            heap = self._host_heap
+            heapq.heappush(heap, (node.last_access, node.id, node))
+            if len(heap) > 4 * self.num_nodes + 1024:
+                _compact(heap, _host_evictable)
+
+    def refile(self, node: Node) -> None:
+        """Re-file ``node`` in whichever LRU order it belongs to, after its access time changed."""
+        if node.device:
+            if node.lock_ref == 0 and node.dev_children == 0:
+                self._push_dev_if_leaf(node)
+        elif not node.children and node.host_lock_ref == 0:
+            self._push_host_if_leaf(node)
+
+    def device_victims(self) -> Iterator[Node]:
+        """Evictable device leaves, least recently used first, as the tree changes under the caller.
+
+        The caller must demote or delete each node it takes before asking for the next one; a parent
+        that becomes a leaf joins the order with its own (older) time.
+        """
+        heap = self._dev_heap
+        while heap:
+            t, _, node = heapq.heappop(heap)
+            if node.last_access != t or not node.device or node.lock_ref or node.dev_children:
+                continue
+            if node.parent is None:  # deleted since it was filed
+                continue
+            yield node
+
+    def host_victims(self) -> Iterator[Node]:
+        """Evictable host leaves (host-only, childless, unlocked), least recently used first."""
+        heap = self._host_heap
+        while heap:
+            t, _, node = heapq.heappop(heap)
+            if node.last_access != t or node.parent is None or not _host_evictable(node):
+                continue
+            yield node
+
+    def refresh(self, node: Node) -> None:
+        """Stamp ``node``'s path as just used (a running request reading it)."""
+        now = self._tick()
+        leaf = node
+        while node is not self.root:
+            node.last_access = now
+            node = node.parent
+        self.refile(leaf)
+
+    # ----- device-only convenience, the RadixCache API -------------------------------------------
+    def evict(self, num_tokens: int) -> tuple[int, int]:
+        """Delete LRU device leaves until at least ``num_tokens`` are freed: (tokens freed, leaves)."""
+        freed = leaves = 0
+        if num_tokens <= 0:
+            return 0, 0
+        for node in self.device_victims():
+            freed += len(node.key) * self.page_size
+            leaves += 1
+            if node.host:
+                self.demote(node)
+            else:
+                self.delete_leaf(node)
+            if freed >= num_tokens:
+                break
+        return freed, leaves
+
+    # ----- inspection -------------------------------------------------------------------------
+    def nodes(self) -> Iterator[Node]:
+        """Every node but the root, parents before children."""
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    def device_tokens(self) -> int:
+        return self.evictable_tokens + self.protected_tokens
+
+    def paths(self) -> list[list[PageKey]]:
+        """Root-to-leaf key sequences of device-resident nodes, sorted (SGLang's ``state`` view)."""
+        out: list[list[PageKey]] = []
+
+        def walk(node: Node, prefix: list[PageKey]) -> None:
+            kids = [c for c in node.children.values() if c.device]
+            if not kids and node is not self.root:
+                out.append(prefix)
+            for child in kids:
+                walk(child, prefix + child.key)
+
+        walk(self.root, [])
+        return sorted(out)
+
+
+def _dev_evictable(node: Node) -> bool:
+    return node.device and node.lock_ref == 0 and node.dev_children == 0
+
+
+def _host_evictable(node: Node) -> bool:
+    return node.host and not node.device and not node.children and node.host_lock_ref == 0 and node.pending is None
+
+
+def _compact(heap: list, still_valid) -> None:
+    """Drop stale entries in place once they dominate, keeping operations O(log n) amortised."""
+    heap[:] = [e for e in heap if e[2].parent is not None and e[0] == e[2].last_access and still_valid(e[2])]
+    heapq.heapify(heap)
+
+
+def _common_prefix(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:
+    i = 0
+    for a, b in zip(key, keys[pos : pos + len(key)]):
+        if a != b:
+            break
+        i += 1
+    return i

@@ -1,0 +1,124 @@
+"""Request-order replay: a trace through :class:`sim.hicache.HiCache` with no clock.
+
+This is how hit rates are checked against published figures (SGLang's ``hicache_policy_simulator.py``
+replays Mooncake traces the same way). Capacities may be given in pages or in bytes; bytes are turned
+into pages through the model's pools.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.errors import InputError
+from sim.hicache import HiCache
+from sim.pools import ModelSpec
+from sim.workload import Request
+
+__all__ = ["ReplayResult", "format_table", "pages_for_bytes", "parse_size", "replay"]
+
+_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+
+
+def parse_size(text: str, option: str = "size") -> int:
+    """``"60GiB"``, ``"1.5TB"``, ``"4096"`` -> bytes."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise InputError(f"{option}: cannot read {text!r} as a size (e.g. 60GiB, 1.5TB, 4096)")
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if value <= 0:
+        raise InputError(f"{option}: must be > 0, got {text!r}")
+    return int(value)
+
+
+def pages_for_bytes(model: ModelSpec, nbytes: int, page_tokens: int, swa_ratio: float = 0.1) -> int:
+    """Tree pages of ``page_tokens`` tokens that ``nbytes`` hold, window pools sized at ``swa_ratio``."""
+    return model.device_pages_for_bytes(nbytes * model.page_size / page_tokens, swa_ratio)
+
+
+@dataclass
+class ReplayResult:
+    cache: HiCache
+    trace: str
+    wall_s: float
+
+    def summary(self) -> dict:
+        c, s = self.cache, self.cache.stats
+        return {
+            "trace": self.trace,
+            "model": c.model.name,
+            "pools": len(c.model.pools),
+            "page_tokens": c.page_tokens,
+            "policy": c.policy.value,
+            "load_back_threshold": c.load_back_threshold,
+            "l1_pages": _num(c.l1.kv_cap),
+            "l2_pages": _num(c.l2.kv_cap) if c.l2_enabled else 0,
+            "requests": s.requests,
+            "input_tokens": s.input_tokens,
+            "input_pages": s.input_pages,
+            "l1_hit_tokens": s.hit_rate(("device",)),
+            "l1l2_hit_tokens": s.hit_rate(("device", "host")),
+            "l1_hit_pages": s.hit_rate(("device",), by="pages"),
+            "l1l2_hit_pages": s.hit_rate(("device", "host"), by="pages"),
+            "evictions": s.evictions,
+            "demotions": s.demotions,
+            "host_evictions": s.host_evictions,
+            "metrics": c.metrics(),
+            "wall_s": self.wall_s,
+        }
+
+
+def _num(x: float) -> int | None:
+    return None if x == float("inf") else int(x)
+
+
+def replay(cache: HiCache, requests: list[Request], trace: str = "", progress: bool = False) -> ReplayResult:
+    """Serve ``requests`` in order. Window state and backups settle at the end of each request."""
+    from tqdm import tqdm
+
+    start = time.perf_counter()
+    serve = cache.serve
+    for req in tqdm(requests, desc="replay", unit="req", disable=not progress, mininterval=0.5):
+        serve(req.keys, req.input_len)
+    return ReplayResult(cache, trace, time.perf_counter() - start)
+
+
+def format_table(result: ReplayResult) -> str:
+    """The human summary that ``hicache-sim replay`` prints."""
+    d = result.summary()
+    c, m = result.cache, d["metrics"]
+    cap = lambda p: "unbounded" if p is None else f"{p:,} pages ({p * c.kv_bytes / 1e9:,.1f} GB kv-anchored)"  # noqa: E731
+    lines = [
+        f"{Path(d['trace']).name}: {d['model']} ({d['pools']} pools), {d['page_tokens']}-token pages, "
+        f"{d['policy']}, load-back threshold {d['load_back_threshold']}",
+        f"L1 {cap(d['l1_pages'])}; L2 {'off' if not d['l2_pages'] and d['l2_pages'] is not None else cap(d['l2_pages'])}",
+        "",
+        f"{'requests':<26}{d['requests']:>16,}",
+        f"{'input tokens':<26}{d['input_tokens']:>16,}",
+        f"{'input pages (whole)':<26}{d['input_pages']:>16,}",
+        f"{'':<26}{'by tokens':>16}{'by pages':>12}",
+        f"{'L1 hit':<26}{d['l1_hit_tokens']:>15.2%}{d['l1_hit_pages']:>12.2%}",
+        f"{'L1+L2 hit':<26}{d['l1l2_hit_tokens']:>15.2%}{d['l1l2_hit_pages']:>12.2%}",
+        f"{'evictions (L1 leaves)':<26}{d['evictions']:>16,}",
+        f"{'demotions (L1 -> L2)':<26}{d['demotions']:>16,}",
+        f"{'host evictions (L2)':<26}{d['host_evictions']:>16,}",
+    ]
+    dropped = m["hicache_dropped_tokens_total"]
+    lines.append(f"{'dropped tokens':<26}{sum(dropped.values()):>16,}"
+                 + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())))  # fmt: skip
+    lines += ["", f"{'bytes moved per pool':<26}{'D2H (backup)':>16}{'H2D (load-back)':>18}"]
+    backup, load = m["hicache_backup_bytes_by_pool"], m["load_back_bytes_by_pool"]
+    for pool in c.model.pools:
+        if pool.bytes_per_page:
+            lines.append(f"  {pool.name:<24}{_gb(backup.get(pool.name, 0)):>16}{_gb(load.get(pool.name, 0)):>18}")
+    lines.append(f"  {'total':<24}{_gb(m['hicache_backup_bytes_total']):>16}{_gb(m['load_back_bytes_total']):>18}")
+    rate = d["requests"] / d["wall_s"] if d["wall_s"] else 0.0
+    lines += ["", f"replayed in {d['wall_s']:.2f} s ({rate:,.0f} requests/s)"]
+    return "\n".join(lines)
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:,.2f} GB"

@@ -1,0 +1,233 @@
+"""Request sources: Mooncake-format and token-id traces, and seeded synthetic workloads.
+
+Every request carries its input as *page keys* (see :mod:`sim.radix`), so the tree never hashes token
+lists on the hot path. Synthetic content is append-only per conversation, so a page is identified by
+``(conversation, page index)``: the same history gives the same keys, a new conversation new ones.
+All randomness comes from the ``numpy.random.Generator`` passed in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sim.errors import InputError
+
+__all__ = [
+    "Request",
+    "arrival_times",
+    "detect_format",
+    "multi_turn_sessions",
+    "read_mooncake",
+    "read_token_trace",
+    "read_trace",
+    "shared_prefix",
+]
+
+
+@dataclass(slots=True)
+class Request:
+    """One request. ``keys``: whole pages of the input; ``final_keys``: of input + output, if known."""
+
+    rid: int
+    arrival_s: float
+    input_len: int
+    output_len: int
+    keys: list
+    final_keys: list | None = None
+    session: int = -1
+    round: int = 0
+
+
+def _block_keys(hash_ids: list[int], block: int, page: int, n_tokens: int) -> list:
+    """Whole ``page``-token keys covering the first ``n_tokens`` tokens of a block-hashed input."""
+    n_pages = n_tokens // page
+    if page == block:
+        return hash_ids[:n_pages]
+    if block % page == 0:
+        per = block // page
+        return [(hash_ids[i // per], i % per) for i in range(n_pages)]
+    if page % block == 0:
+        per = page // block
+        return [tuple(hash_ids[i * per : (i + 1) * per]) for i in range(n_pages)]
+    raise InputError(f"page size {page} and block size {block}: one must divide the other")
+
+
+def read_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | None = None,
+                  time_scale: float = 1.0, max_requests: int | None = None) -> list[Request]:  # fmt: skip
+    """Read a Mooncake FAST'25 trace: one JSON object per line with ``timestamp`` (ms),
+    ``input_length``, ``output_length`` and ``hash_ids`` (one id per ``block_size`` tokens)."""
+    page = page_size or block_size
+    if block_size <= 0 or page <= 0:
+        raise InputError("block and page sizes must be > 0", source=str(path))
+    out = []
+    for lineno, rec in _json_lines(path):
+        if max_requests is not None and len(out) >= max_requests:
+            break
+        ts = _field(rec, "timestamp", (int, float), path, lineno)
+        n_in = _field(rec, "input_length", int, path, lineno)
+        n_out = _field(rec, "output_length", int, path, lineno)
+        ids = _field(rec, "hash_ids", list, path, lineno)
+        if ts < 0 or n_in <= 0 or n_out < 0:
+            raise InputError("timestamp and output_length must be >= 0, input_length > 0", source=str(path), line=lineno)
+        if len(ids) < math.ceil(n_in / block_size) or not all(isinstance(h, int) for h in ids):
+            raise InputError(f"hash_ids: need {math.ceil(n_in / block_size)} integer ids for {n_in} tokens"
+                             f" at block size {block_size}, got {len(ids)}", source=str(path), line=lineno)  # fmt: skip
+        out.append(Request(len(out), ts / 1000.0 * time_scale, n_in, n_out, _block_keys(ids, block_size, page, n_in)))
+    _check_order(out, path)
+    return out
+
+
+def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.0,
+                     max_requests: int | None = None) -> list[Request]:  # fmt: skip
+    """Read a token-id trace: JSON lines with ``input_tok_ids`` (or ``input_ids``), ``output_toks`` (or
+    ``output_length``), and ``arrival_time_ns`` (or ``timestamp`` in ms). Output token ids
+    (``output_tok_ids``), when present, are cached with the input at the end of the request."""
+    out = []
+    for lineno, rec in _json_lines(path):
+        if max_requests is not None and len(out) >= max_requests:
+            break
+        ids_field = "input_tok_ids" if "input_tok_ids" in rec else "input_ids"
+        ids = _field(rec, ids_field, list, path, lineno)
+        if not ids or not all(isinstance(t, int) for t in ids):
+            raise InputError(f"{ids_field}: expected a non-empty list of integer token ids", source=str(path), line=lineno)
+        if "arrival_time_ns" in rec:
+            t = _field(rec, "arrival_time_ns", (int, float), path, lineno) / 1e9
+        else:
+            t = _field(rec, "timestamp", (int, float), path, lineno) / 1000.0
+        out_ids = rec.get("output_tok_ids")
+        n_out = len(out_ids) if isinstance(out_ids, list) else _field(
+            rec, "output_toks" if "output_toks" in rec else "output_length", int, path, lineno)  # fmt: skip
+        keys = _token_pages(ids, page_size)
+        final = _token_pages(ids + out_ids, page_size) if isinstance(out_ids, list) else None
+        out.append(Request(len(out), t * time_scale, len(ids), n_out, keys, final))
+    _check_order(out, path)
+    return out
+
+
+def read_trace(path: str | Path, *, fmt: str = "auto", block_size: int = 512, page_size: int | None = None,
+               time_scale: float = 1.0, max_requests: int | None = None) -> list[Request]:  # fmt: skip
+    """Read a trace of either format; ``auto`` looks at the first record's fields."""
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt == "mooncake":
+        return read_mooncake(path, block_size=block_size, page_size=page_size, time_scale=time_scale,
+                             max_requests=max_requests)  # fmt: skip
+    if fmt == "tokens":
+        return read_token_trace(path, page_size=page_size or 1, time_scale=time_scale, max_requests=max_requests)
+    raise InputError(f"unknown trace format {fmt!r} (known: auto, mooncake, tokens)")
+
+
+def detect_format(path: str | Path) -> str:
+    """``mooncake`` if the first record carries ``hash_ids``, else ``tokens``."""
+    first = next(_json_lines(path), None)
+    if first is None:
+        raise InputError("the trace holds no requests", source=str(path))
+    return "mooncake" if "hash_ids" in first[1] else "tokens"
+
+
+def _token_pages(ids: list[int], page: int) -> list:
+    if page == 1:
+        return list(ids)
+    return [tuple(ids[i : i + page]) for i in range(0, len(ids) // page * page, page)]
+
+
+def _json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
+    try:
+        fh = open(path, encoding="utf-8")  # noqa: SIM115 (closed below; generator)
+    except OSError as exc:
+        raise InputError(f"cannot read trace: {exc.strerror}", source=str(path)) from None
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"malformed JSON: {exc.msg}", source=str(path), line=lineno) from None
+            if not isinstance(rec, dict):
+                raise InputError("expected a JSON object", source=str(path), line=lineno)
+            yield lineno, rec
+
+
+def _field(rec: dict, name: str, kind, path, lineno: int):
+    if name not in rec:
+        raise InputError(f"missing field {name!r}", source=str(path), line=lineno)
+    value = rec[name]
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise InputError(f"{name}: unexpected value {value!r}", source=str(path), line=lineno)
+    return value
+
+
+def _check_order(reqs: list[Request], path) -> None:
+    if not reqs:
+        raise InputError("the trace holds no requests", source=str(path))
+    for a, b in zip(reqs, reqs[1:]):
+        if b.arrival_s < a.arrival_s:
+            raise InputError(f"timestamps go backwards at request {b.rid}", source=str(path))
+
+
+# ----- synthetic workloads ------------------------------------------------------------------------
+def arrival_times(n: int, rate: float, rng: np.random.Generator, *, process: str = "poisson",
+                  cv: float = 1.0) -> np.ndarray:  # fmt: skip
+    """``n`` arrival instants at ``rate`` per second: Poisson, gamma (burstiness ``cv``) or uniform."""
+    if rate <= 0:
+        raise InputError(f"rate: must be > 0, got {rate}")
+    if process == "poisson":
+        gaps = rng.exponential(1.0 / rate, n)
+    elif process == "gamma":
+        shape = 1.0 / (cv * cv)
+        gaps = rng.gamma(shape, 1.0 / (rate * shape), n)
+    elif process == "uniform":
+        gaps = rng.uniform(0.0, 2.0 / rate, n)
+    else:
+        raise InputError(f"unknown arrival process {process!r} (known: poisson, gamma, uniform)")
+    return np.cumsum(gaps)
+
+
+def multi_turn_sessions(num_clients: int, num_rounds: int, request_length: int, output_length: int,
+                        page_size: int, *, system_prompt_length: int = 0) -> list[list[Request]]:  # fmt: skip
+    """SGLang ``bench_multiturn``'s conversations: round r sends the history, the previous answer and a
+    new ``request_length``-token question. Returns each client's rounds (arrival times are set by the
+    caller: a round can only start once the previous one has finished)."""
+    if min(num_clients, num_rounds, request_length) <= 0 or output_length < 0:
+        raise InputError("multi-turn sizes must be > 0")
+    sys_pages = system_prompt_length // page_size
+    sessions, rid = [], 0
+    for c in range(num_clients):
+        rounds, history = [], system_prompt_length
+        for r in range(num_rounds):
+            n_in = history + request_length
+            keys = _conversation_keys(c, n_in, page_size, sys_pages)
+            final = _conversation_keys(c, n_in + output_length, page_size, sys_pages)
+            rounds.append(Request(rid, 0.0, n_in, output_length, keys, final, session=c, round=r))
+            rid += 1
+            history = n_in + output_length
+        sessions.append(rounds)
+    return sessions
+
+
+def _conversation_keys(client: int, n_tokens: int, page: int, sys_pages: int) -> list:
+    n = n_tokens // page
+    return [("sys", i) if i < sys_pages else (client, i) for i in range(n)]
+
+
+def shared_prefix(num_requests: int, num_groups: int, prefix_length: int, input_length: int,
+                  output_length: int, page_size: int, arrivals: np.ndarray,
+                  rng: np.random.Generator) -> list[Request]:  # fmt: skip
+    """Requests that share one of ``num_groups`` prefixes of ``prefix_length`` tokens, then diverge."""
+    if prefix_length > input_length:
+        raise InputError("shared_prefix_length: must be <= input_length")
+    groups = rng.integers(0, max(1, num_groups), num_requests)
+    p_pages, n_pages = prefix_length // page_size, input_length // page_size
+    out = []
+    for i in range(num_requests):
+        g = int(groups[i])
+        keys = [("g", g, j) if j < p_pages else ("r", i, j) for j in range(n_pages)]
+        out.append(Request(i, float(arrivals[i]), input_length, output_length, keys, session=g))
+    return out

@@ -1,0 +1,268 @@
+"""HiCache residency policies, as a specification.
+
+Keys are page ids (one int per page). Unless a test says otherwise the model is single-pool with
+one-token pages, so token counts equal page counts.
+"""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.errors import InputError
+from sim.hicache import HiCache, Tier
+from sim.pools import get_model
+
+GENERIC = get_model("generic", page_size=1, bytes_per_token=100)
+V4 = get_model("deepseek-v4-flash")
+
+
+def cache(l1=None, l2=None, policy="write_through", model=GENERIC, load_back_threshold=1, **kw):
+    return HiCache(model, l1_pages=l1, l2_pages=l2, policy=policy, load_back_threshold=load_back_threshold, **kw)
+
+
+def serve(c, keys, input_len=None):
+    return c.serve(list(keys), input_len if input_len is not None else len(keys) * c.page_tokens + 1)
+
+
+class TestMatching:
+    def test_a_repeated_request_hits_its_whole_prefix_on_device(self):
+        c = cache(l1=100)
+        serve(c, range(10))
+        adm = serve(c, range(10))
+        assert adm.device_tokens == 10 and adm.computed_tokens == 1
+
+    def test_a_match_is_capped_at_input_len_minus_one(self):
+        c = cache(l1=100)
+        serve(c, range(10), input_len=10)
+        adm = serve(c, range(10), input_len=10)
+        assert adm.device_tokens == 9 and adm.computed_tokens == 1
+
+    def test_every_input_token_is_counted_once(self):
+        c = cache(l1=8, l2=8)
+        for start in (0, 3, 0, 5, 1, 0):
+            serve(c, range(start, start + 6))
+        s = c.stats
+        assert s.cached_tokens["device"] + s.cached_tokens["host"] + s.computed_tokens == s.input_tokens
+
+
+class TestWriteThrough:
+    def test_every_inserted_leaf_is_backed_up_and_acked_at_the_end_of_the_step(self):
+        c = cache(l1=100, l2=100)
+        serve(c, range(5))
+        (node,) = c.tree.root.children.values()
+        assert node.host and node.pending is None and node.lock_ref == 0
+        assert c.stats.backup_kv_pages == 5
+
+    def test_an_evicted_backed_up_leaf_is_demoted_and_hits_from_host(self):
+        c = cache(l1=5, l2=100)
+        serve(c, range(5))
+        serve(c, range(100, 105))  # evicts the first request's pages to host
+        assert c.stats.demotions == 1
+        adm = serve(c, range(5))
+        assert adm.host_tokens == 5 and adm.device_tokens == 0
+        assert c.metrics()["load_back_tokens_total"]["kv"] == 5
+
+    def test_a_host_hit_below_the_load_back_threshold_is_recomputed(self):
+        c = cache(l1=5, l2=100, load_back_threshold=10)
+        serve(c, range(5))
+        serve(c, range(100, 105))
+        adm = serve(c, range(5))
+        assert adm.host_tokens == 0 and adm.computed_tokens == 6
+        assert c.stats.load_back_skipped_tokens == 5
+
+    def test_an_unbacked_eviction_is_counted_as_dropped(self):
+        c = cache(l1=5, l2=3)  # host too small for a 5-page backup
+        serve(c, range(5))
+        serve(c, range(100, 105))
+        assert c.metrics()["hicache_dropped_tokens_total"] == {"write_through_unbacked_eviction": 5}
+
+    def test_host_copies_stay_prefix_closed(self):
+        c = cache(l1=100, l2=100, policy="write_through_selective")
+        serve(c, range(6))
+        serve(c, [0, 1, 2, 50, 51])  # splits at 3; the shared prefix has now been hit twice
+        for node in c.tree.nodes():
+            if node.host:
+                assert node.parent is c.tree.root or node.parent.host
+
+    def test_host_eviction_frees_the_least_recently_used_host_leaf(self):
+        c = cache(l1=4, l2=8)
+        serve(c, range(4))
+        serve(c, range(10, 14))  # host is full: [0..3] (demoted) and [10..13]
+        serve(c, range(20, 24))  # backing [20..23] up needs room: [0..3], the older, goes
+        assert c.stats.host_evictions == 1
+        assert sorted(c.tree.root.children) == [10, 20]
+
+
+class TestSelective:
+    def test_a_leaf_is_backed_up_only_on_its_second_hit(self):
+        c = cache(l1=100, l2=100, policy="write_through_selective")
+        serve(c, range(5))
+        assert c.stats.backup_kv_pages == 0
+        serve(c, range(5))
+        assert c.stats.backup_kv_pages == 5
+
+
+class TestWriteBack:
+    def test_nothing_is_backed_up_until_eviction(self):
+        c = cache(l1=5, l2=100, policy="write_back")
+        serve(c, range(5))
+        assert c.stats.backup_kv_pages == 0
+        serve(c, range(100, 105))
+        assert c.stats.backup_kv_pages == 5 and c.stats.demotions == 1
+
+    def test_a_full_host_drops_the_subtree_under_host_pressure(self):
+        c = cache(l1=5, l2=2, policy="write_back")
+        serve(c, range(5))
+        serve(c, range(100, 105))
+        assert c.metrics()["hicache_dropped_tokens_total"] == {"host_pressure": 5}
+
+
+class TestWriteThroughWindow:
+    def test_a_pending_backup_is_locked_until_acked(self):
+        c = cache(l1=5, l2=100)
+        lk = c.lookup([0, 1, 2, 3, 4], 6)
+        adm = c.admit(lk)
+        (op,) = c.commit(adm)
+        c.release(adm)
+        node = op.nodes[0]
+        assert node.pending is op and node.lock_ref == 1
+        # Another request needs all of L1: the pending node cannot be evicted before its ack.
+        other = c.lookup([9, 8, 7, 6, 5], 6)
+        assert c.admit(other) is None
+        c.abandon(other)
+        c.ack(op)
+        assert node.pending is None and node.lock_ref == 0
+        assert c.admit(c.lookup([9, 8, 7, 6, 5], 6)) is not None
+
+    def test_splitting_a_pending_node_keeps_both_halves_pending(self):
+        c = cache(l1=100, l2=100)
+        adm = c.admit(c.lookup(list(range(6)), 7))
+        (op,) = c.commit(adm)
+        c.release(adm)
+        c.tree.match([0, 1, 2, 99])  # splits the pending node after 3 pages
+        assert len(op.nodes) == 2 and all(n.pending is op for n in op.nodes)
+        c.ack(op)
+        assert all(n.pending is None and n.lock_ref == 0 for n in op.nodes)
+
+
+class TestMultiPool:
+    def test_backup_bytes_are_pages_times_each_pools_bytes(self):
+        c = cache(l1=100, l2=100, model=V4, page_tokens=256)
+        serve(c, range(3))
+        m = c.metrics()
+        by_pool = m["hicache_backup_bytes_by_pool"]
+        assert by_pool["c4"] == 3 * V4.pool("c4").bytes_per_page
+        assert by_pool["swa"] == 1 * V4.pool("swa").bytes_per_page  # only the trailing window
+        assert "kv" not in by_pool  # the anchor holds no bytes
+        assert m["hicache_backup_bytes_total"] == sum(by_pool.values())
+
+    def test_a_prefix_hits_only_where_window_state_was_left(self):
+        c = cache(l1=100, l2=100, model=V4, page_tokens=256)
+        serve(c, range(6))
+        # Pages 0..2 are shared but no request ended there: no window state, so no hit (SWA validator).
+        assert serve(c, [0, 1, 2, 40, 41]).device_tokens == 0
+        # The whole first request ended at page 6: its window state is there.
+        assert serve(c, [*range(6), 70]).device_tokens == 6 * 256
+
+    def test_the_single_pool_model_has_no_window_validator(self):
+        c = cache(l1=100)
+        serve(c, range(6))
+        assert serve(c, [0, 1, 2, 40]).device_tokens == 3
+
+    def test_host_allocation_rolls_back_when_a_sidecar_group_is_short(self):
+        tier = Tier(kv_cap=10, swa_cap=1)
+        assert tier.alloc(4, 1)
+        assert not tier.alloc(4, 1)
+        assert (tier.kv_used, tier.swa_used, tier.rollbacks) == (4, 1, 1)
+
+
+class TestBadInput:
+    @pytest.mark.parametrize("kw", [{"l1": 0}, {"l1": -5}, {"l1": 10, "l2": -1}, {"l1": 10, "load_back_threshold": -1}])
+    def test_bad_capacities_are_rejected(self, kw):
+        l1 = kw.pop("l1")
+        with pytest.raises(InputError):
+            cache(l1=l1, **kw)
+
+    def test_an_unknown_policy_is_rejected(self):
+        with pytest.raises(InputError, match="unknown write policy"):
+            cache(l1=10, policy="write_sideways")
+
+
+# ----- properties over random operation sequences -------------------------------------------------
+def check_invariants(c: HiCache) -> None:
+    tree = c.tree
+    kv_dev = swa_dev = kv_host = swa_host = 0
+    for node in tree.nodes():
+        # Atomic across pools: all ALL_PAGES pools or none, on each tier.
+        assert node.host_mask in (0, c.all_pages_mask) and bool(node.host_mask) == node.host
+        assert node.dev_mask in (0, c.all_pages_mask) and bool(node.dev_mask) == node.device
+        assert node.device or node.host, "a dead node stayed in the tree"
+        if node.device:
+            kv, swa = c._need(node)
+            kv_dev, swa_dev = kv_dev + kv, swa_dev + swa
+            assert node.parent is tree.root or node.parent.device, "device residency is prefix-closed"
+        if node.host:
+            kv, swa = c._need(node, host=True)
+            kv_host, swa_host = kv_host + kv, swa_host + swa
+            if c.policy.value != "write_back":
+                assert node.parent is tree.root or node.parent.host, "host copies are prefix-closed"
+    for tier, kv, swa in ((c.l1, kv_dev, swa_dev), (c.l2, kv_host, swa_host)):
+        assert (tier.kv_used, tier.swa_used) == (kv, swa)
+        assert tier.kv_used <= tier.kv_cap and tier.swa_used <= tier.swa_cap
+    s = c.stats
+    assert s.cached_tokens["device"] + s.cached_tokens["host"] + s.computed_tokens == s.input_tokens
+
+
+def guard_locked_evictions(c: HiCache) -> None:
+    """Fail on any attempt to evict a locked or pending node."""
+    evict = c._evict_device
+
+    def guarded(node):
+        assert node.lock_ref == 0 and node.pending is None, f"evicted a locked node {node!r}"
+        evict(node)
+
+    c._evict_device = guarded
+
+
+request = st.lists(st.integers(0, 7), min_size=1, max_size=6).map(lambda k: [(k[0], i, v) for i, v in enumerate(k)])
+ops = st.lists(st.tuples(st.sampled_from(["start", "commit", "finish", "ack"]), request), min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=ops,
+    l1=st.integers(3, 20),
+    l2=st.sampled_from([0, 4, 12, 40]),
+    policy=st.sampled_from(["write_through", "write_through_selective", "write_back"]),
+    model=st.sampled_from([GENERIC, V4]),
+)
+def test_invariants_hold_after_every_operation(ops, l1, l2, policy, model):
+    """Several requests in flight, backups acked in any order; invariants checked after each step."""
+    c = HiCache(model, l1_pages=l1, l2_pages=l2, policy=policy, page_tokens=model.page_size)
+    guard_locked_evictions(c)
+    admitted, committed = [], []
+    for op, keys in ops:
+        if op == "start":
+            lk = c.lookup(keys, len(keys) * c.page_tokens)
+            adm = c.admit(lk)
+            if adm is None:
+                c.abandon(lk)
+            else:
+                admitted.append(adm)
+        elif op == "commit" and admitted:
+            adm = admitted.pop(0)
+            c.commit(adm)
+            committed.append(adm)
+        elif op == "finish" and committed:
+            c.release(committed.pop(0))
+        elif op == "ack" and c.pending:
+            c.ack(next(iter(c.pending.values())))
+        check_invariants(c)
+    for adm in admitted:
+        c.commit(adm)
+        c.release(adm)
+    for adm in committed:
+        c.release(adm)
+    c.ack_all()
+    check_invariants(c)
+    assert c.tree.protected_tokens == 0 and c.reserved_kv == 0 and c.reserved_swa == 0
