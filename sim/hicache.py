@@ -266,17 +266,32 @@ class HiCache:
 
     # ----- device tier ------------------------------------------------------------------------
     def ensure_device(self, kv_pages: int, swa_pages: int = 0) -> bool:
-        """Evict LRU device leaves until ``kv_pages`` and ``swa_pages`` fit beside every reservation."""
+        """Make ``kv_pages`` and ``swa_pages`` fit beside every reservation; False if they cannot.
+
+        A short kv group evicts LRU device leaves (which frees their window state too). A short window
+        group first drops LRU window states on their own, leaving the nodes in place (SWA tombstones).
+        """
         l1 = self.l1
-        if (l1.kv_cap - l1.kv_used - self.reserved_kv >= kv_pages
-                and l1.swa_cap - l1.swa_used - self.reserved_swa >= swa_pages):  # fmt: skip
-            return True
-        for victim in self.tree.device_victims():
-            self._evict_device(victim)
-            if (l1.kv_cap - l1.kv_used - self.reserved_kv >= kv_pages
-                    and l1.swa_cap - l1.swa_used - self.reserved_swa >= swa_pages):  # fmt: skip
-                return True
-        return False
+        if l1.kv_cap - l1.kv_used - self.reserved_kv < kv_pages:
+            for victim in self.tree.device_victims():
+                self._evict_device(victim)
+                if l1.kv_cap - l1.kv_used - self.reserved_kv >= kv_pages:
+                    break
+            else:
+                return False
+        if l1.swa_cap - l1.swa_used - self.reserved_swa < swa_pages:
+            for node in self.tree.window_victims():
+                self._drop_window(node)
+                if l1.swa_cap - l1.swa_used - self.reserved_swa >= swa_pages:
+                    break
+            else:
+                return False
+        return True
+
+    def _drop_window(self, node: Node) -> None:
+        self.l1.free(0, self._need(node)[1])
+        node.swa_tokens = 0
+        self.stats.swa_tombstones += 1
 
     def _evict_device(self, node: Node) -> None:
         tokens = len(node.key) * self.page_tokens
@@ -365,6 +380,27 @@ class HiCache:
             self.ack(op)
         return ops
 
+    def insert_host(self, keys: Sequence, n_pages: int, window: bool) -> int:
+        """Put pages prefetched from storage into L2 as host-only nodes; returns pages added.
+
+        Stops early if the host is full even after host eviction (the tail is then not inserted).
+        """
+        res = self.tree.insert(keys[:n_pages], device=False)
+        if not res.inserted_pages:
+            return 0
+        leaf = res.path[-1]
+        swa_tokens = min(self.window_tokens, len(leaf.key) * self.page_tokens) if window else 0
+        kv, swa = len(leaf.key), -(-swa_tokens // self.swa_page_tokens)
+        self.tree.host_lock(leaf)  # not evicted while making room for itself
+        ok = self._alloc_host(kv, swa)
+        self.tree.host_unlock(leaf)
+        if not ok:
+            self.tree.delete_leaf(leaf)
+            return 0
+        self.tree.set_host(leaf, self.all_pages_mask, swa_tokens)
+        self.tree.refile(leaf)
+        return res.inserted_pages
+
     # ----- request phases ---------------------------------------------------------------------
     def lookup(self, keys: Sequence, input_tokens: int) -> Lookup:
         """Match a request (capped at ``input_tokens - 1``) and lock what it matched."""
@@ -376,14 +412,15 @@ class HiCache:
         return Lookup(keys, input_tokens, m.device_pages, host_pages, load, m.device_node, m.best_node,
                       m.resident_pages, m.resident_node)  # fmt: skip
 
-    def admit(self, lk: Lookup) -> Admission | None:
+    def admit(self, lk: Lookup, extra_pages: int = 0) -> Admission | None:
         """Reserve device pages for what the request will make resident and load back its host hit.
 
-        Returns None, with nothing changed, when L1 cannot make room even by eviction. Loaded pages are
+        ``extra_pages``: pages the request adds later (its output, cached at the end). Returns None, with
+        nothing changed but evictions, when L1 cannot make room. Loaded pages are
         committed to the tree at once, as SGLang commits device indices before the H2D copy completes
         (``unified_radix_cache.py:1820-1937``); the caller times the copy.
         """
-        kv_need = max(0, len(lk.keys) - lk.resident_pages)
+        kv_need = max(0, len(lk.keys) + extra_pages - lk.resident_pages)
         if not self.ensure_device(kv_need, self.window_pages):
             return None
         adm = Admission(lk, kv_reserved=kv_need, swa_reserved=self.window_pages)
@@ -403,6 +440,9 @@ class HiCache:
                 kv, swa = self._take(adm, n)
                 adm.load_kv_pages += kv
                 adm.load_swa_pages += swa
+            best = lk.best_node
+            if best.swa_tokens < best.host_swa and not revive:  # only the window state is on host
+                adm.load_swa_pages += self._load_window(adm, best)
             self.stats.load_kv_pages += adm.load_kv_pages
             self.stats.load_swa_pages += adm.load_swa_pages
         elif lk.host_pages:
@@ -437,13 +477,18 @@ class HiCache:
         adm.swa_reserved -= take_swa
         self.reserved_kv -= kv
         self.reserved_swa -= take_swa
-        if swa > take_swa and not self.ensure_device(kv, swa):
-            node.swa_tokens = 0
-            self.stats.swa_tombstones += 1
-            swa = 0
+        if swa > take_swa:
+            window, node.swa_tokens = node.swa_tokens, 0  # unallocated: not a victim of its own room-making
+            if self.ensure_device(kv, swa):
+                node.swa_tokens = window
+            else:
+                self.stats.swa_tombstones += 1
+                swa = 0
         if adm.kv_reserved < 0 or not self.l1.alloc(kv, swa):
             raise RuntimeError(f"device allocation outside the request's reservation: {node!r}")
         node.dev_mask = self.all_pages_mask
+        if swa:
+            self.tree.file_window(node)
         return kv, swa
 
     def commit(self, adm: Admission, keys: Sequence | None = None) -> list[BackupOp]:
@@ -478,15 +523,28 @@ class HiCache:
         want = min(self.window_tokens, len(node.key) * self.page_tokens)
         if node.swa_tokens >= want:
             return
-        old_tokens, old_pages = node.swa_tokens, self._need(node)[1]
-        node.swa_tokens = want
-        extra = self._need(node)[1] - old_pages
+        old_pages = self._need(node)[1]
+        extra = -(-want // self.swa_page_tokens) - old_pages
         take = min(extra, adm.swa_reserved)
         adm.swa_reserved -= take
         self.reserved_swa -= take
-        if not (self.ensure_device(0, extra) and self.l1.alloc(0, extra)):
-            node.swa_tokens = old_tokens
+        if self.ensure_device(0, extra) and self.l1.alloc(0, extra):
+            node.swa_tokens = want
+            self.tree.file_window(node)
+        else:
             self.stats.swa_tombstones += 1
+
+    def _load_window(self, adm: Admission, node: Node) -> int:
+        """Bring a device node's window state back from its host copy (SGLang's SWA host hit)."""
+        pages = -(-node.host_swa // self.swa_page_tokens) - self._need(node)[1]
+        take = min(pages, adm.swa_reserved)
+        adm.swa_reserved -= take
+        self.reserved_swa -= take
+        if not (self.ensure_device(0, pages) and self.l1.alloc(0, pages)):
+            return 0
+        node.swa_tokens = node.host_swa
+        self.tree.file_window(node)
+        return pages
 
     def release(self, adm: Admission) -> None:
         """The request is done with the cache: drop its locks and any unused reservation."""

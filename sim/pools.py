@@ -91,6 +91,7 @@ class ModelSpec:
     pools: tuple[Pool, ...]
     sliding_window: int = 0
     index_topk: int = 0
+    layers: int = 1  # transformer layers: load-back overlaps compute layer by layer
     notes: str = ""
     _by_name: dict[str, Pool] = field(init=False, repr=False, compare=False)
 
@@ -193,7 +194,7 @@ def generic_model(bytes_per_token: int, page_size: int = 1, name: str = "generic
     if bytes_per_token <= 0:
         raise InputError("bytes_per_token: must be > 0")
     pool = Pool("kv", bytes_per_token * page_size, "kv", HitPolicy.ALL_PAGES)
-    return ModelSpec(name, page_size, (pool,), notes=f"single pool, {bytes_per_token} B/token")
+    return ModelSpec(name, page_size, (pool,), layers=61, notes=f"single pool, {bytes_per_token} B/token")
 
 
 # DeepSeek V3-class MLA in fp8: 61 layers x 576 B (512 latent + 64 rope) per token.
@@ -202,21 +203,21 @@ MLA_FP8_BYTES_PER_TOKEN = 61 * 576
 
 def _deepseek_v4_flash(page: int) -> ModelSpec:
     return ModelSpec(
-        "deepseek-v4-flash", page, _v4_pools(page, layers=43, c4=21, c128=20), 128, 512,
+        "deepseek-v4-flash", page, _v4_pools(page, layers=43, c4=21, c128=20), 128, 512, 43,
         notes="43 layers: 21 C4, 20 C128, 2 SWA-only; 9,158,208 B per 256-token page (measured, EIC)",
     )  # fmt: skip
 
 
 def _deepseek_v4_pro(page: int) -> ModelSpec:
     return ModelSpec(
-        "deepseek-v4-pro", page, _v4_pools(page, layers=61, c4=30, c128=31), 128, 1024,
+        "deepseek-v4-pro", page, _v4_pools(page, layers=61, c4=30, c128=31), 128, 1024, 61,
         notes="estimate from formulas: 61 layers, 30 C4, 31 C128",
     )  # fmt: skip
 
 
 def _deepseek_v41_flash(page: int) -> ModelSpec:
     return ModelSpec(
-        "deepseek-v4.1-flash", page, _v41_pools(page, layers=40, c2_sources=3, c1_sources=1), 128, 512,
+        "deepseek-v4.1-flash", page, _v41_pools(page, layers=40, c2_sources=3, c1_sources=1), 128, 512, 40,
         notes="estimate: 40 layers, KV owned by 3 C2 + 1 C1 source layers, fp4 indexers; no state rings",
     )  # fmt: skip
 
@@ -265,7 +266,7 @@ def model_from_dict(d: dict[str, Any], source: str | None = None) -> ModelSpec:
             )  # fmt: skip
         return ModelSpec(
             str(d.get("name", "custom")), page, tuple(pools),
-            int(d.get("sliding_window", 0)), int(d.get("index_topk", 0)),
+            int(d.get("sliding_window", 0)), int(d.get("index_topk", 0)), int(d.get("layers", 1)),
         )  # fmt: skip
     except KeyError as exc:
         raise InputError(f"model: missing field {exc.args[0]!r}", source=source) from None

@@ -122,6 +122,7 @@ class RadixTree:
         self.host_tokens = 0
         self._dev_heap: list[tuple[int, int, Node]] = []
         self._host_heap: list[tuple[int, int, Node]] = []
+        self._window_heap: list[tuple[int, int, Node]] = []
         self.num_nodes = 1
 
     # ----- keys -------------------------------------------------------------------------------
@@ -177,19 +178,44 @@ class RadixTree:
             pos += matched
             if node.device:
                 resident, resident_node = pos, node
-            if not window or self._window_ok(node):
-                if node.device:
+                if not window or self._window_ok(node, host=False):
                     dev_pages, dev_node = pos, node
+            if not window or self._window_ok(node, host=True):
                 best_pages, best_node = pos, node
             if matched < clen:
                 break
         return MatchResult(dev_pages, best_pages, resident, dev_node, best_node, resident_node)
 
-    def _window_ok(self, node: Node) -> bool:
-        """Walk back through fully covered nodes, counting contiguous window tokens on the node's tier."""
+    def peek(self, keys: Sequence[PageKey], max_pages: int | None = None) -> tuple[int, int]:
+        """(device pages, device-or-host pages) of the raw prefix of ``keys``, changing nothing.
+
+        No window validation: a router's estimate, not a match.
+        """
+        if max_pages is not None and max_pages < len(keys):
+            keys = keys[:max_pages]
+        node, pos, n, dev = self.root, 0, len(keys), 0
+        while pos < n:
+            child = node.children.get(keys[pos])
+            if child is None or not (child.device or child.host):
+                break
+            clen = len(child.key)
+            matched = clen if child.key == keys[pos : pos + clen] else _common_prefix(child.key, keys, pos)
+            pos += matched
+            if child.device:
+                dev = pos
+            if matched < clen:
+                break
+            node = child
+        return dev, pos
+
+    def _window_ok(self, node: Node, host: bool) -> bool:
+        """Walk back through fully covered nodes, counting contiguous window tokens on the device copies
+        (``host=False``), or on device or host copies."""
         total = 0
         while node is not self.root:
-            swa = node.swa_tokens if node.device else node.host_swa
+            swa = node.swa_tokens if node.device else 0
+            if host and node.host and node.host_swa > swa:
+                swa = node.host_swa
             total += swa
             if total >= self.sliding_window:
                 return True
@@ -199,11 +225,12 @@ class RadixTree:
         return False
 
     # ----- insert -----------------------------------------------------------------------------
-    def insert(self, keys: Sequence[PageKey]) -> InsertResult:
+    def insert(self, keys: Sequence[PageKey], *, device: bool = True) -> InsertResult:
         """Cache ``keys``: bump hit counts on the matched path and add a device leaf for the rest.
 
         Matched nodes that were not on device are made device-resident again (``revived``): the
-        request has just computed or loaded their KV.
+        request has just computed or loaded their KV. With ``device=False`` (pages prefetched from
+        storage into host memory) the new leaf is host-only, and nothing is revived or counted as a hit.
         """
         now = self._tick()
         node = self.root
@@ -224,19 +251,23 @@ class RadixTree:
                 self.refile(child)
                 child = self._split(child, matched)
             self.refile(child)
-            child.hit_count += 1
-            if not child.device:
-                self.revive(child)
-                revived.append(child)
+            if device:
+                child.hit_count += 1
+                if not child.device:
+                    self.revive(child)
+                    revived.append(child)
             path.append(child)
             node = child
             pos += matched
         prefix = pos
         if pos < n:
             leaf = self._new_node(list(keys[pos:]), node)
-            leaf.hit_count = 1
             node.children[leaf.key[0]] = leaf
-            self._on_device_added(leaf)
+            if device:
+                leaf.hit_count = 1
+                self._on_device_added(leaf)
+            else:
+                leaf.device = False  # host-only: the caller records its host copy with set_host
             path.append(leaf)
         return InsertResult(prefix, n - prefix, path, revived)
 
@@ -350,11 +381,12 @@ class RadixTree:
         if not parent.children:
             self._push_host_if_leaf(parent)
 
-    def set_host(self, node: Node, mask: int) -> None:
-        """Record a host copy of ``node`` (its window state included) in the pools of ``mask``."""
+    def set_host(self, node: Node, mask: int, window_tokens: int | None = None) -> None:
+        """Record a host copy of ``node`` in the pools of ``mask``, with the device copy's window state
+        unless ``window_tokens`` says otherwise."""
         node.host = True
         node.host_mask = mask
-        node.host_swa = node.swa_tokens
+        node.host_swa = node.swa_tokens if window_tokens is None else window_tokens
         self.host_tokens += len(node.key) * self.page_size
 
     # ----- LRU orders -------------------------------------------------------------------------
@@ -377,8 +409,28 @@ class RadixTree:
         if node.device:
             if node.lock_ref == 0 and node.dev_children == 0:
                 self._push_dev_if_leaf(node)
+            if node.swa_tokens:
+                self.file_window(node)
         elif not node.children and node.host_lock_ref == 0:
             self._push_host_if_leaf(node)
+
+    def file_window(self, node: Node) -> None:
+        """File a node's device window state in the window LRU (it may be dropped on its own)."""
+        heap = self._window_heap
+        heapq.heappush(heap, (node.last_access, node.id, node))
+        if len(heap) > 4 * self.num_nodes + 1024:
+            _compact(heap, _window_droppable)
+
+    def window_victims(self) -> Iterator[Node]:
+        """Device window states, least recently used first, that can be dropped without their node
+        (SGLang's SWA component evicts its own LRU and leaves tombstones). A node whose backup is in
+        flight keeps its window: the copy is reading it."""
+        heap = self._window_heap
+        while heap:
+            t, _, node = heapq.heappop(heap)
+            if node.last_access != t or node.parent is None or not _window_droppable(node):
+                continue
+            yield node
 
     def device_victims(self) -> Iterator[Node]:
         """Evictable device leaves, least recently used first, as the tree changes under the caller.
@@ -469,6 +521,10 @@ def _compact(heap: list, still_valid) -> None:
     """Drop stale entries in place once they dominate, keeping operations O(log n) amortised."""
     heap[:] = [e for e in heap if e[2].parent is not None and e[0] == e[2].last_access and still_valid(e[2])]
     heapq.heapify(heap)
+
+
+def _window_droppable(node: Node) -> bool:
+    return node.device and node.swa_tokens > 0 and node.pending is None
 
 
 def _common_prefix(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:

@@ -1,0 +1,99 @@
+"""The ``hicache-sim calibrate`` subcommands; torch is imported only when one of them runs.
+
+hicache-sim calibrate [--suite default|quick] --out PATH [--device auto|cpu|cuda] [--plot PATH]
+hicache-sim calibrate check NEW.json --baseline BASE.json [--tolerance 10%] [--allow-device-change]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from calibrate.suites import SUITES
+from sim.errors import InputError
+
+__all__ = ["add_calibrate_parser", "format_run"]
+
+
+def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="time the transfer and swap-in kernels and write a cost table",
+        description="Time every kernel over a grid of V4 item sizes and counts, measure the link ceilings, fit "
+        "latency + bytes/bandwidth per (op, backend), and write a cost table plus a plot. Without CUDA the same "
+        "suite runs on CPU tensors (device: cpu): a pipeline check, not GPU numbers.",
+    )
+    p.add_argument(
+        "--suite", choices=SUITES, default="default", help="grid to time (quick: a small one, for CI)"
+    )
+    p.add_argument("--out", metavar="PATH", help="cost table to write (e.g. calibrations/h200.json)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--plot", metavar="PATH", help="bandwidth plot (default: OUT with .png)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the random page indices")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=_calibrate)
+    inner = p.add_subparsers(dest="calibrate_command", metavar="{check}")
+    c = inner.add_parser(
+        "check",
+        help="compare a new table with a baseline",
+        description="Compare two cost tables entry by entry (same op, backend and shape). Exit 1 on a regression "
+        "beyond the tolerance, 2 on incompatible tables (schema, or device unless --allow-device-change).",
+    )
+    c.add_argument("new", metavar="NEW.json")
+    c.add_argument("--baseline", metavar="BASE.json", required=True)
+    c.add_argument("--tolerance", default="10%", help="allowed slowdown per entry, e.g. 10%% (default)")
+    c.add_argument("--allow-device-change", action="store_true", help="compare tables from different devices")
+    c.set_defaults(func=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from calibrate.check import run_check
+
+    return run_check(args.new, args.baseline, args.tolerance, args.allow_device_change)
+
+
+def format_run(table, mechanisms: dict[str, str]) -> str:
+    """The printed summary: one line per entry with bandwidth as a fraction of its direction's ceiling."""
+    lines = [
+        table.describe(),
+        "ceilings (GB/s): " + ", ".join(f"{k} {v:.2f}" for k, v in table.ceilings.items()),
+    ]
+    lines.append("mechanisms: " + ", ".join(f"{k}={v}" for k, v in mechanisms.items()))
+    lines.append(
+        f"{'op':<8}{'backend':<12}{'item B':>10}{'items':>12}{'median us':>12}{'p10':>10}{'p90':>10}{'GB/s':>9}{'ceil':>7}"
+    )
+    for e in table.entries:
+        bw = e.n_items * e.item_bytes / e.median_s / 1e9 if e.median_s > 0 else 0.0
+        ceiling = table.ceilings["d2h" if e.op == "d2h" else "h2d"]
+        shape = f"{e.n_items}" if e.op != "swap_in" else f"{e.n_requests}x{e.top_k}@{e.hit_ratio:g}"
+        lines.append(
+            f"{e.op:<8}{e.backend:<12}{e.item_bytes:>10}{shape:>12}{e.median_s * 1e6:>12.2f}"
+            f"{e.p10_s * 1e6:>10.2f}{e.p90_s * 1e6:>10.2f}{bw:>9.2f}{bw / ceiling:>7.0%}"
+        )
+    lines.append("fits: t = latency + n * per_item + bytes / bandwidth")
+    for (op, be), f in sorted(table.fits.items()):
+        lines.append(
+            f"  {op}/{be}: latency {f.latency_s * 1e6:.2f} us, per item {f.per_item_s * 1e6:.3f} us, "
+            f"bandwidth {f.bandwidth_Bps / 1e9:.2f} GB/s"
+        )
+    return "\n".join(lines)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    if not args.out:
+        raise InputError("calibrate: --out PATH is required (where to write the cost table)")
+    from calibrate.harness import resolve_device, run_suite
+    from calibrate.plot import plot_bandwidth
+    from calibrate.suites import get_suite
+    from sim.costs import write_cost_table
+
+    device = resolve_device(args.device)
+    suite = get_suite(args.suite, device)
+    run = run_suite(suite, device, seed=args.seed, show_progress=not args.no_progress)
+    run.table.path = args.out
+    write_cost_table(run.table, args.out)
+    plot = args.plot or str(Path(args.out).with_suffix(".png"))
+    plot_bandwidth(run.table, plot)
+    print(format_run(run.table, run.mechanisms))
+    print(f"wrote {args.out} and {plot}")
+    return 0

@@ -1,0 +1,216 @@
+"""The ``hicache-sim`` command: argument parsing and wiring only; the work lives in the library modules."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sim import __version__
+from sim.errors import InputError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hicache-sim",
+        description="Simulate SGLang HiCache (L1 GPU / L2 host / L3 storage) and HiSparse for multi-pool KV models.",
+    )
+    parser.add_argument("--version", action="version", version=f"hicache-sim {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    _add_validate(sub)
+    _add_replay(sub)
+    _add_pools(sub)
+    from calibrate.cli import add_calibrate_parser  # torch is imported only when calibrate runs
+
+    add_calibrate_parser(sub)
+    return parser
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a scenario in simulated time and write its results",
+        description="Simulate a scenario (YAML) with SimPy: arrivals, batching, L1/L2/L3 residency and copy "
+        "links. Writes DIR/summary.json, requests.parquet, timeseries.parquet and the resolved scenario.yaml.",
+    )
+    p.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file (see scenarios/)")
+    p.add_argument("--out", metavar="DIR", default=None, help="output folder (default: runs/<scenario name>)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a field, e.g. --set hicache.load_back_threshold=64 (repeatable)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=None, help="shorthand for --set seed=N")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_run)
+
+
+def _cmd_run(args) -> int:
+    from sim.run import format_summary, run_scenario, write_outputs
+    from sim.scenario import load_scenario
+
+    overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
+    scenario = load_scenario(args.scenario, overrides)
+    result = run_scenario(scenario, progress=not args.no_progress and sys.stderr.isatty())
+    out = args.out or f"runs/{scenario.name}"
+    paths = write_outputs(result, out)
+    print(format_summary(result))
+    print(f"wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+def _add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="check a scenario file and print what it resolves to",
+                       description="Validate a scenario YAML: unknown keys, wrong types and impossible sizes "
+                       "are reported with the YAML path of the field; exit status 2 on error.")  # fmt: skip
+    p.add_argument("scenario", metavar="SCENARIO.yaml")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+    p.set_defaults(func=_cmd_validate)
+
+
+def _cmd_validate(args) -> int:
+    from sim.scenario import validate_file
+
+    print(validate_file(args.scenario, args.overrides))
+    return 0
+
+
+def _load_model(name: str, page_size: int | None = None):
+    """A catalog name, or a YAML file holding a model description (see ``sim.pools.model_from_dict``)."""
+    from pathlib import Path
+
+    from sim.pools import get_model, model_from_dict
+
+    if name.endswith((".yaml", ".yml")):
+        import yaml
+
+        try:
+            data = yaml.safe_load(Path(name).read_text())
+        except OSError as exc:
+            raise InputError(f"cannot read model file: {exc.strerror}", source=name) from None
+        except yaml.YAMLError as exc:
+            raise InputError(f"malformed YAML: {exc}", source=name) from None
+        if isinstance(data, dict) and isinstance(data.get("model"), dict):
+            data = data["model"]
+        if not isinstance(data, dict):
+            raise InputError("expected a mapping with page_size and pools", source=name)
+        return model_from_dict(data, source=name)
+    return get_model(name, page_size=page_size)
+
+
+def _add_pools(sub) -> None:
+    p = sub.add_parser(
+        "pools",
+        help="print a model's registered pools and bytes per page",
+        description="Print the pools HiCache registers for a model: anchor, hit policy, bytes per page.",
+    )
+    p.add_argument("model", metavar="MODEL",
+                   help="deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash, generic, or a model YAML file")  # fmt: skip
+    p.add_argument("--page-size", type=_positive_int, default=None, help="tokens per page (default: the model's)")
+    p.set_defaults(func=_cmd_pools)
+
+
+def _cmd_pools(args) -> int:
+    from sim.pools import pool_table
+
+    print(pool_table(_load_model(args.model, args.page_size)))
+    return 0
+
+
+REPLAY_HELP = """Replay a trace in request order (no clock) through the L1/L2 residency model and report hit rates.
+
+Hit rates: "by tokens" = input tokens served from the cache / all input tokens; "by pages" = whole
+input pages served from the cache / all whole input pages. L1 hit = device prefix; L1+L2 = device
+prefix plus the host hit loaded back (a host hit below --load-back-threshold is recomputed and does not
+count). A match is capped at input_len - 1 tokens, as SGLang always computes the last token.
+"""
+
+
+def _add_replay(sub) -> None:
+    p = sub.add_parser("replay", help="replay a trace in request order and report hit rates",
+                       description=REPLAY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("trace", metavar="TRACE", help="Mooncake JSONL (hash_ids) or token-id JSONL trace")
+    p.add_argument("--model", default="deepseek-v4-flash", help="catalog name or model YAML (default: %(default)s)")
+    l1 = p.add_mutually_exclusive_group()
+    l1.add_argument("--l1-pages", type=_positive_int, help="device (L1) capacity in pages (default: unbounded)")
+    l1.add_argument("--l1-bytes", help="device capacity in bytes, e.g. 60GiB, converted through the model's pools")
+    l2 = p.add_mutually_exclusive_group()
+    l2.add_argument("--l2-pages", type=_nonneg_int, help="host (L2) capacity in pages; 0 disables L2 (default: 0)")
+    l2.add_argument("--l2-bytes", help="host capacity in bytes, e.g. 200GB")
+    p.add_argument("--policy", default="write_through",
+                   choices=["write_through", "write_through_selective", "write_back"], help="write policy")  # fmt: skip
+    p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
+                   help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
+    p.add_argument("--page-size", type=_positive_int, default=None,
+                   help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
+    p.add_argument("--block-size", type=_positive_int, default=512, help="tokens per hash id (default: 512)")
+    p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens"], help="trace format")
+    p.add_argument("--swa-ratio", type=float, default=0.1, help="SWA pool size as a share of full pages")
+    p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
+    p.add_argument("--json", metavar="OUT", help="also write the summary and metrics as JSON")
+    p.set_defaults(func=_cmd_replay)
+
+
+def _cmd_replay(args) -> int:
+    import json
+
+    from sim.fileio import write_text_atomic
+    from sim.hicache import HiCache
+    from sim.replay import format_table, pages_for_bytes, parse_size, replay
+    from sim.workload import detect_format, read_trace
+
+    model = _load_model(args.model)
+    fmt = detect_format(args.trace) if args.format == "auto" else args.format
+    page = args.page_size or (args.block_size if fmt == "mooncake" else model.page_size)
+    requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
+                          max_requests=args.max_requests)  # fmt: skip
+    l1 = args.l1_pages
+    if args.l1_bytes:
+        l1 = pages_for_bytes(model, parse_size(args.l1_bytes, "--l1-bytes"), page, args.swa_ratio)
+    l2 = args.l2_pages or 0
+    if args.l2_bytes:
+        l2 = pages_for_bytes(model, parse_size(args.l2_bytes, "--l2-bytes"), page, args.swa_ratio)
+    for option, pages in (("--l1-bytes", l1), ("--l2-bytes", l2 if args.l2_bytes else 1)):
+        if pages is not None and pages < 1:
+            raise InputError(f"{option}: smaller than one {page}-token page of {model.name}")
+    cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
+                    load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio)  # fmt: skip
+    result = replay(cache, requests, args.trace, progress=sys.stderr.isatty())
+    print(format_table(result))
+    if args.json:
+        write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str) + "\n")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hicache-sim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""A scenario, end to end: build the engine from the validated YAML, play it out, summarise, write.
+
+Outputs (``DIR/summary.json``, ``requests.parquet``, ``timeseries.parquet``, ``scenario.yaml``) are each
+written to a temporary path and renamed, so a run leaves whole files or none. ``summary.json`` holds only
+simulated quantities (no wall-clock time), so the same scenario and seed give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sim.compute import Roofline
+from sim.costs import CostTable, resolve_cost_table
+from sim.engine import EngineConfig, Simulation
+from sim.fileio import atomic_path, write_text_atomic
+from sim.metrics import LINKS, percentiles
+from sim.pools import ModelSpec
+from sim.replay import pages_for_bytes
+from sim.scenario import Scenario, build_model_spec, dump_resolved
+from sim.workload import arrival_times, multi_turn_sessions, read_trace, shared_prefix
+
+__all__ = ["RunResult", "build", "run_scenario", "write_outputs"]
+
+
+@dataclass
+class RunResult:
+    scenario: Scenario
+    sim: Simulation
+    summary: dict
+    wall_s: float
+
+
+def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
+    hc, hw, l3 = sc.hicache, sc.hardware, sc.l3
+    page = hc.page_size
+    l1 = pages_for_bytes(model, int(hw.kv_mem_gb * 1e9), page, hc.swa_full_tokens_ratio)
+    l2 = 0
+    if hc.enabled:
+        l2 = hc.host_pages if hc.host_pages is not None else int(l1 * hc.hicache_ratio)
+    page_bytes = model.bytes_per_page * page / model.page_size
+    return EngineConfig(
+        model=model, instances=sc.cluster.instances, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
+        write_policy=hc.write_policy, load_back_threshold=hc.load_back_threshold, page_tokens=page,
+        swa_full_tokens_ratio=hc.swa_full_tokens_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
+        max_running_requests=sc.scheduler.max_running_requests,
+        chunked_prefill_size=sc.scheduler.chunked_prefill_size, max_prefill_tokens=sc.scheduler.max_prefill_tokens,
+        l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
+        l3_latency_s=l3.latency_ms / 1e3,
+        l3_capacity_pages=None if l3.capacity_gb is None else int(l3.capacity_gb * 1e9 // page_bytes),
+        l3_io_batch_pages=l3.io_batch_pages, prefetch_threshold=hc.prefetch_threshold,
+        prefetch_policy=hc.prefetch_policy, prefetch_timeout_base_s=hc.prefetch_timeout_base_s,
+        prefetch_timeout_per_ki_token_s=hc.prefetch_timeout_per_ki_token_s, duration_s=sc.duration_s,
+        sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
+    )  # fmt: skip
+
+
+def build(sc: Scenario, costs: CostTable | None = None) -> tuple[Simulation, object, float | None]:
+    """(simulation, arrival process, expected simulated horizon or None)."""
+    model = build_model_spec(sc)
+    cfg = engine_config(sc, model)
+    costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
+    rng = np.random.default_rng(sc.seed)
+    sim = Simulation(cfg, costs, Roofline.from_scenario(sc), rng)
+    w = sc.workload
+    page = cfg.page_tokens
+    if w.kind == "multi_turn":
+        sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length, page,
+                                       system_prompt_length=w.system_prompt_length)  # fmt: skip
+        return sim, sim.closed_loop(sessions, w.max_parallel, w.request_rate, w.distribution), sc.duration_s
+    if w.kind == "synthetic":
+        times = arrival_times(w.num_requests, w.rate, rng, process=w.arrival, cv=w.cv)
+        reqs = shared_prefix(w.num_requests, w.num_prefix_groups, w.shared_prefix_length, w.input_length,
+                             w.output_length, page, times, rng)  # fmt: skip
+    else:
+        reqs = read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=page, time_scale=w.time_scale,
+                          max_requests=w.max_requests)  # fmt: skip
+    horizon = sc.duration_s or (reqs[-1].arrival_s if reqs else None)
+    return sim, sim.trace_arrivals(reqs), horizon
+
+
+def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | None = None) -> RunResult:
+    from tqdm import tqdm
+
+    start = time.perf_counter()
+    sim, arrivals, horizon = build(sc, costs)
+    bar = tqdm(total=horizon, unit="sim s", desc=sc.name, disable=not progress, mininterval=0.5,
+               bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} sim s [{elapsed}<{remaining}]" if horizon else None)  # fmt: skip
+    try:
+        sim.run(arrivals, bar)
+    finally:
+        bar.close()
+    return RunResult(sc, sim, summarise(sc, sim), time.perf_counter() - start)
+
+
+def summarise(sc: Scenario, sim: Simulation) -> dict:
+    rec, cfg = sim.rec, sim.cfg
+    df = rec.requests_frame()
+    horizon = sim.end_s or sim.env.now
+    totals = {c: int(df[c].sum()) for c in ("input_tokens", "output_tokens", "device_hit_tokens",
+                                             "host_hit_tokens", "storage_hit_tokens", "computed_tokens")}  # fmt: skip
+    n_in = totals["input_tokens"] or 1
+    metrics: dict = {}
+    for inst in sim.instances:
+        _merge(metrics, inst.cache.metrics())
+    metrics["cached_tokens_total"]["storage"] = totals["storage_hit_tokens"]
+    metrics["cached_tokens_total"]["host"] = totals["host_hit_tokens"]
+    for key in ("prefetched_tokens_total", "prefetches", "prefetch_requested_tokens"):
+        metrics[key] = rec.counters[key]
+    dropped = dict(rec.dropped)
+    unfinished = sim.arrived - rec.n_finished - sum(dropped.values())
+    return {
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "model": cfg.model.name,
+        "pools": len(cfg.model.pools),
+        "instances": cfg.instances,
+        "cost_table": sim.costs.describe(),
+        "cost_table_kind": sim.costs.source.kind,
+        "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens},
+        "simulated_s": horizon,
+        "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
+                     "unfinished": unfinished},  # fmt: skip
+        "throughput": {
+            "requests_per_s": rec.n_finished / horizon if horizon else 0.0,
+            "input_tokens_per_s": totals["input_tokens"] / horizon if horizon else 0.0,
+            "output_tokens_per_s": totals["output_tokens"] / horizon if horizon else 0.0,
+        },
+        "ttft_s": percentiles(rec.ttft),
+        "e2e_s": percentiles(rec.e2e),
+        "queue_wait_s": percentiles(df["queue_wait_s"].tolist()),
+        "tokens": totals,
+        "hit_rate": {
+            "device": totals["device_hit_tokens"] / n_in,
+            "host": totals["host_hit_tokens"] / n_in,
+            "storage": totals["storage_hit_tokens"] / n_in,
+            "total": (totals["device_hit_tokens"] + totals["host_hit_tokens"] + totals["storage_hit_tokens"]) / n_in,
+        },
+        "link_utilization": {link: rec.link_utilization(link, cfg.instances, horizon) for link in LINKS},
+        "link_bytes": {link: rec.link_bytes(link) for link in LINKS},
+        "engine": {
+            "steps": rec.counters["steps"],
+            "admission_stalls": rec.counters["admission_stalls"],
+            "blocked_s": sum(i.blocked_s for i in sim.instances),
+            "backup_flushes": rec.counters["backup_flushes"],
+        },
+        "metrics": metrics,
+    }
+
+
+def _merge(into: dict, new: dict) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict):
+            _merge(into.setdefault(key, {}), value)
+        elif isinstance(value, (int, float)) and value != float("inf"):
+            into[key] = into.get(key, 0) + value
+        else:
+            into[key] = value
+
+
+def write_outputs(result: RunResult, out_dir: str | Path) -> list[Path]:
+    """Write the four outputs atomically; returns their paths."""
+    out = Path(out_dir)
+    sim, sc = result.sim, result.scenario
+    paths = [out / "summary.json", out / "requests.parquet", out / "timeseries.parquet", out / "scenario.yaml"]
+    write_text_atomic(paths[0], json.dumps(result.summary, indent=2, sort_keys=True, default=_json_default) + "\n")
+    with atomic_path(paths[1]) as tmp:
+        sim.rec.requests_frame().to_parquet(tmp, index=False)
+    with atomic_path(paths[2]) as tmp:
+        sim.rec.timeseries_frame(sim.cfg.sample_interval_s, sim.cfg.instances).to_parquet(tmp, index=False)
+    write_text_atomic(paths[3], dump_resolved(sc))
+    return paths
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if value == float("inf"):
+        return None
+    raise TypeError(f"not JSON serialisable: {value!r}")
+
+
+def format_summary(result: RunResult) -> str:
+    """The table ``hicache-sim run`` prints at the end."""
+    s = result.summary
+    t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
+    req = s["requests"]
+    dropped = s["metrics"].get("hicache_dropped_tokens_total", {})
+    lines = [
+        f"{s['scenario']}: {s['model']} ({s['pools']} pools), {s['instances']} instance(s), "
+        f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
+        f"of {s['capacity_pages']['page_tokens']} tokens",
+        f"cost table: {s['cost_table']}",
+        "",
+        f"{'simulated time':<28}{s['simulated_s']:>14,.1f} s",
+        f"{'requests':<28}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
+        f"{req['unfinished']} unfinished",
+        f"{'throughput':<28}{t['requests_per_s']:>14,.2f} req/s",
+        f"{'input throughput':<28}{t['input_tokens_per_s']:>14,.0f} tok/s",
+        f"{'output throughput':<28}{t['output_tokens_per_s']:>14,.0f} tok/s",
+        f"{'TTFT mean / p50 / p90 / p99':<28}{ttft['mean']:>14.3f} / {ttft['p50']:.3f} / {ttft['p90']:.3f} / "
+        f"{ttft['p99']:.3f} s",
+        f"{'hit rate device / host / L3':<28}{hr['device']:>13.1%} / {hr['host']:.1%} / {hr['storage']:.1%}"
+        f"   (total {hr['total']:.1%})",
+        f"{'dropped tokens':<28}{sum(dropped.values()):>14,}" + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())),
+        f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
+        + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else ""),
+        f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
+        "",
+        f"wall time {result.wall_s:.2f} s",
+    ]  # fmt: skip
+    return "\n".join(lines)
