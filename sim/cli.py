@@ -9,8 +9,17 @@ from sim import __version__
 from sim.errors import InputError
 
 
+class _UsageError(Exception):
+    """A bad command line: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print the whole usage block and exit
+        raise _UsageError(f"{self.prog}: {message} (see --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hicache-sim",
         description="Simulate SGLang HiCache (L1 GPU / L2 host / L3 storage) and HiSparse for multi-pool KV models.",
     )
@@ -201,7 +210,11 @@ def _nonneg_int(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except InputError as exc:

@@ -218,7 +218,7 @@ class Instance:
             run.admitted_s = self.env.now
             run.prefill_left = adm.computed_tokens
             run.prefill_pos = adm.device_tokens + adm.host_tokens
-            if adm.load_kv_pages:
+            if adm.load_kv_pages or adm.load_swa_pages:
                 seconds = sim.transfer_seconds("h2d", adm.load_kv_pages, adm.load_swa_pages, cache)
                 start, end = self.links["h2d"].submit(self.env.now, seconds)
                 sim.rec.transfer(self.idx, "h2d", start, end,

@@ -270,9 +270,11 @@ def model_from_dict(d: dict[str, Any], source: str | None = None) -> ModelSpec:
         )  # fmt: skip
     except KeyError as exc:
         raise InputError(f"model: missing field {exc.args[0]!r}", source=source) from None
+    except InputError as exc:
+        if source and not str(exc).startswith(source):
+            raise InputError(str(exc), source=source) from None
+        raise
     except (TypeError, ValueError) as exc:
-        if isinstance(exc, InputError):
-            raise
         raise InputError(f"model: {exc}", source=source) from None
 
 

@@ -1,6 +1,7 @@
 """calibrate: the quick CPU suite end to end (calibrate -> table -> sim.costs), and `calibrate check`."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +28,18 @@ def _planted(path, tmp_path, name, edit):
     new = tmp_path / name
     new.write_text(json.dumps(data))
     return str(new)
+
+
+class TestTableToRun:
+    def test_a_run_uses_the_calibrated_table_its_scenario_names_and_says_so(self, quick_table, tmp_path, capsys):
+        scenario = str(Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml")
+        args = ["run", scenario, "--out", str(tmp_path / "run"), "--no-progress",
+                "--set", f"hardware.cost_table={quick_table}"]  # fmt: skip
+        assert main(args) == 0
+        printed = capsys.readouterr().out
+        assert f"cost table: {quick_table} (measured on cpu" in printed
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert summary["cost_table_kind"] == "measured" and str(quick_table) in summary["cost_table"]
 
 
 class TestCalibrateOnCpu:

@@ -1,0 +1,166 @@
+"""Replay speed: how fast the residency core serves the Mooncake conversation trace.
+
+    python bench/replay.py [--trace PATH] [--runs 3] [--sglang-path DIR]
+
+Measures, side by side in one run (median of ``--runs`` each; the trace is read once, outside the timing):
+
+  (a) generic single-pool model, device only, unbounded, 512-token pages: the configuration comparable to
+      SGLang's ``RadixCache`` (match + insert per request, nothing ever evicted);
+  (b) DeepSeek-V4-Flash, 7 pools, L1 = 6000 pages, L2 = 12000 pages, write_through;
+  (c) the whole ``hicache-sim replay`` process for (b), in a subprocess (interpreter start, imports,
+      trace parsing, replay, printing).
+
+If SGLang is importable (``--sglang-path`` puts a ``pip install --no-deps --target DIR sglang`` first on
+``sys.path``), its ``RadixCache.create_simulated(page_size=512)`` is driven the same way as (a), one
+``match_prefix`` + ``insert`` per request, and the ratio to it is printed. SGLang is never vendored or
+required: without it that row says why it was skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sim.hicache import HiCache  # noqa: E402
+from sim.pools import get_model  # noqa: E402
+from sim.replay import replay  # noqa: E402
+from sim.workload import read_mooncake  # noqa: E402
+
+DEFAULT_TRACE = ROOT / "data" / "mooncake_conversation_trace.jsonl"
+BLOCK = 512
+
+
+def median_time(fn, runs: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(runs):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def bench_generic(requests, runs):
+    def once():
+        cache = HiCache(get_model("generic"), l1_pages=None, l2_pages=0, page_tokens=BLOCK)
+        replay(cache, requests)
+        return cache
+
+    return median_time(once, runs)
+
+
+def bench_v4(requests, runs):
+    def once():
+        cache = HiCache(get_model("deepseek-v4-flash"), l1_pages=6000, l2_pages=12000,
+                        policy="write_through", page_tokens=BLOCK)  # fmt: skip
+        replay(cache, requests)
+        return cache
+
+    return median_time(once, runs)
+
+
+def bench_cli(trace: Path, runs: int) -> float:
+    cmd = [sys.executable, "-m", "sim.cli", "replay", str(trace), "--l1-pages", "6000", "--l2-pages", "12000",
+           "--policy", "write_through"]  # fmt: skip
+
+    def once():
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    return median_time(once, runs)[0]
+
+
+def import_sglang(path: str | None):
+    """``RadixCache`` and its parameter types, or the reason they cannot be imported."""
+    if path:
+        sys.path.insert(0, path)
+    try:
+        from sglang.srt.mem_cache.base_prefix_cache import InsertParams, MatchPrefixParams
+        from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
+    except Exception as exc:  # any import failure means: not usable here
+        return None, f"{type(exc).__name__}: {exc}"
+    return (RadixCache, RadixKey, MatchPrefixParams, InsertParams), ""
+
+
+def bench_sglang(api, requests, runs):
+    """SGLang's RadixCache, device only, unbounded: tokens are the block hash expanded to 512 ids."""
+    import torch
+
+    RadixCache, RadixKey, MatchPrefixParams, InsertParams = api
+    token_lists = []
+    for r in requests:
+        n_pages = len(r.keys)
+        ids = [h * BLOCK + i for h in r.keys[:n_pages] for i in range(BLOCK)]
+        token_lists.append(ids)
+
+    def once():
+        cache = RadixCache.create_simulated(page_size=BLOCK)
+        for ids in token_lists:
+            cache.match_prefix(MatchPrefixParams(key=RadixKey(ids)))
+            value = torch.arange(len(ids), dtype=torch.int64)
+            cache.insert(InsertParams(key=RadixKey(ids), value=value))
+        return cache
+
+    return median_time(once, runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--trace", type=Path, default=DEFAULT_TRACE, help="Mooncake JSONL trace (default: bundled)"
+    )
+    ap.add_argument("--runs", type=int, default=3, help="runs per configuration; the median is reported")
+    ap.add_argument("--sglang-path", help="directory holding an sglang install to compare with (optional)")
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    requests = read_mooncake(args.trace, block_size=BLOCK)
+    read_s = time.perf_counter() - t0
+    n_req = len(requests)
+    n_pages = sum(len(r.keys) for r in requests)
+    print(f"trace {args.trace.name}: {n_req:,} requests, {n_pages:,} whole {BLOCK}-token input pages "
+          f"(read in {read_s:.2f} s, not timed below); median of {args.runs} runs each")  # fmt: skip
+
+    rows = []
+    gen_s, gen = bench_generic(requests, args.runs)
+    rows.append(("(a) generic 1 pool, device-only, unbounded", gen_s, f"L1 hit {gen.stats.hit_rate():.2%}"))
+    v4_s, v4 = bench_v4(requests, args.runs)
+    rows.append(("(b) V4-Flash 7 pools, L1 6000 / L2 12000, WT", v4_s,
+                 f"L1 {v4.stats.hit_rate():.2%}, L1+L2 {v4.stats.hit_rate(('device', 'host')):.2%}"))  # fmt: skip
+    cli_s = bench_cli(args.trace, args.runs)
+
+    api, why = import_sglang(args.sglang_path)
+    sg_s = None
+    if api is not None:
+        try:
+            sg_s, _ = bench_sglang(api, requests, args.runs)
+        except Exception as exc:  # a version whose API differs: report, do not fail the bench
+            why = f"{type(exc).__name__}: {exc}"
+
+    print(f"\n{'configuration':<48}{'seconds':>9}{'requests/s':>13}{'pages/s':>13}  result")
+    for name, s, note in rows:
+        print(f"{name:<48}{s:>9.3f}{n_req / s:>13,.0f}{n_pages / s:>13,.0f}  {note}")
+    if sg_s is not None:
+        print(
+            f"{'SGLang RadixCache (page 512), unbounded':<48}{sg_s:>9.3f}{n_req / sg_s:>13,.0f}{n_pages / sg_s:>13,.0f}"
+        )
+    print(f"{'(c) hicache-sim replay process for (b)':<48}{cli_s:>9.3f}{n_req / cli_s:>13,.0f}{'':>13}  "
+          f"whole process: start, imports, read, replay, print")  # fmt: skip
+
+    print("\nratios:")
+    print(f"  (b) / (a) time: {v4_s / gen_s:.2f}x  (7 pools, bounded tiers, backups vs one unbounded pool)")
+    print(f"  (c) / (b) time: {cli_s / v4_s:.2f}x  (process overhead on top of the replay itself)")
+    if sg_s is not None:
+        print(f"  SGLang RadixCache / (a) time: {sg_s / gen_s:.2f}x  (how many times faster our tree is)")
+    else:
+        print(f"  SGLang RadixCache: skipped ({why})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
