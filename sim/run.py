@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from sim.compute import Roofline
 from sim.costs import CostTable, resolve_cost_table
 from sim.engine import EngineConfig, Simulation
+from sim.errors import InputError
 from sim.fileio import atomic_path, write_text_atomic
 from sim.metrics import LINKS, percentiles
 from sim.pools import ModelSpec
@@ -29,10 +31,16 @@ __all__ = ["RunResult", "build", "run_scenario", "write_outputs"]
 
 @dataclass
 class RunResult:
+    """A finished run: its summary and tables. ``sim`` is the prefill/colocated simulation (None for a
+    decode instance); ``tables`` holds extra outputs by file stem (``misses`` for HiSparse)."""
+
     scenario: Scenario
-    sim: Simulation
     summary: dict
     wall_s: float
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    sim: Simulation | None = None
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
@@ -67,26 +75,35 @@ def build(sc: Scenario, costs: CostTable | None = None) -> tuple[Simulation, obj
     rng = np.random.default_rng(sc.seed)
     sim = Simulation(cfg, costs, Roofline.from_scenario(sc), rng)
     w = sc.workload
-    page = cfg.page_tokens
     if w.kind == "multi_turn":
-        sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length, page,
-                                       system_prompt_length=w.system_prompt_length)  # fmt: skip
+        sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
+                                       cfg.page_tokens, system_prompt_length=w.system_prompt_length)  # fmt: skip
         return sim, sim.closed_loop(sessions, w.max_parallel, w.request_rate, w.distribution), sc.duration_s
-    if w.kind == "synthetic":
-        times = arrival_times(w.num_requests, w.rate, rng, process=w.arrival, cv=w.cv)
-        reqs = shared_prefix(w.num_requests, w.num_prefix_groups, w.shared_prefix_length, w.input_length,
-                             w.output_length, page, times, rng)  # fmt: skip
-    else:
-        reqs = read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=page, time_scale=w.time_scale,
-                          max_requests=w.max_requests)  # fmt: skip
+    reqs = open_loop_requests(sc, cfg.page_tokens, rng)
     horizon = sc.duration_s or (reqs[-1].arrival_s if reqs else None)
     return sim, sim.trace_arrivals(reqs), horizon
 
 
+def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> list:
+    """The requests of a synthetic or trace workload, with their arrival times."""
+    w = sc.workload
+    if w.kind == "synthetic":
+        times = arrival_times(w.num_requests, w.rate, rng, process=w.arrival, cv=w.cv)
+        return shared_prefix(w.num_requests, w.num_prefix_groups, w.shared_prefix_length, w.input_length,
+                             w.output_length, page, times, rng)  # fmt: skip
+    if w.kind == "trace":
+        return read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=page, time_scale=w.time_scale,
+                          max_requests=w.max_requests)  # fmt: skip
+    raise InputError(f"workload.kind: {w.kind} is not an open-loop workload")
+
+
 def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | None = None) -> RunResult:
+    """Run a scenario: a decode instance (``cluster.role: decode``) or colocated serving instances."""
     from tqdm import tqdm
 
     start = time.perf_counter()
+    if sc.cluster.role == "decode":
+        return _run_decode(sc, costs, start)
     sim, arrivals, horizon = build(sc, costs)
     bar = tqdm(total=horizon, unit="sim s", desc=sc.name, disable=not progress, mininterval=0.5,
                bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} sim s [{elapsed}<{remaining}]" if horizon else None)  # fmt: skip
@@ -94,7 +111,22 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
         sim.run(arrivals, bar)
     finally:
         bar.close()
-    return RunResult(sc, sim, summarise(sc, sim), time.perf_counter() - start)
+    timeseries = sim.rec.timeseries_frame(sim.cfg.sample_interval_s, sim.cfg.instances)
+    return RunResult(sc, summarise(sc, sim), time.perf_counter() - start, sim.rec.requests_frame(), timeseries, sim)
+
+
+def _run_decode(sc: Scenario, costs: CostTable | None, start: float) -> RunResult:
+    from sim.decode import run_decode
+
+    if sc.workload.kind == "multi_turn":
+        raise InputError("workload.kind: a decode instance needs a synthetic or trace workload")
+    costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
+    rng = np.random.default_rng(sc.seed)
+    run = run_decode(sc, open_loop_requests(sc, sc.hicache.page_size, rng), costs, rng)
+    run.summary["cost_table"] = costs.describe()
+    run.summary["cost_table_kind"] = costs.source.kind
+    return RunResult(sc, run.summary, time.perf_counter() - start, run.rec.requests_frame(),
+                     pd.DataFrame.from_records(run.rec.samples), tables={"misses": run.misses})  # fmt: skip
 
 
 def summarise(sc: Scenario, sim: Simulation) -> dict:
@@ -163,17 +195,17 @@ def _merge(into: dict, new: dict) -> None:
 
 
 def write_outputs(result: RunResult, out_dir: str | Path) -> list[Path]:
-    """Write the four outputs atomically; returns their paths."""
+    """Write the outputs atomically, each to a temporary name renamed into place; returns their paths."""
     out = Path(out_dir)
-    sim, sc = result.sim, result.scenario
     paths = [out / "summary.json", out / "requests.parquet", out / "timeseries.parquet", out / "scenario.yaml"]
     write_text_atomic(paths[0], json.dumps(result.summary, indent=2, sort_keys=True, default=_json_default) + "\n")
-    with atomic_path(paths[1]) as tmp:
-        sim.rec.requests_frame().to_parquet(tmp, index=False)
-    with atomic_path(paths[2]) as tmp:
-        sim.rec.timeseries_frame(sim.cfg.sample_interval_s, sim.cfg.instances).to_parquet(tmp, index=False)
-    write_text_atomic(paths[3], dump_resolved(sc))
-    return paths
+    frames = [(paths[1], result.requests), (paths[2], result.timeseries)]
+    frames += [(out / f"{name}.parquet", df) for name, df in sorted(result.tables.items())]
+    for path, df in frames:
+        with atomic_path(path) as tmp:
+            df.to_parquet(tmp, index=False)
+    write_text_atomic(paths[3], dump_resolved(result.scenario))
+    return paths + [p for p, _ in frames[2:]]
 
 
 def _json_default(value):
@@ -189,6 +221,8 @@ def _json_default(value):
 def format_summary(result: RunResult) -> str:
     """The table ``hicache-sim run`` prints at the end."""
     s = result.summary
+    if s.get("role") == "decode":
+        return _format_decode(result)
     t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
     req = s["requests"]
     dropped = s["metrics"].get("hicache_dropped_tokens_total", {})
@@ -212,6 +246,32 @@ def format_summary(result: RunResult) -> str:
         f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
         + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else ""),
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
+        "",
+        f"wall time {result.wall_s:.2f} s",
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _format_decode(result: RunResult) -> str:
+    s = result.summary
+    h, req, tpot = s["hisparse"], s["requests"], s["tpot_s"]
+    mode = (f"HiSparse on ({h['policy']}, {h['device_buffer_size']} C4 slots, top-k {h['top_k']})"
+            if h["enabled"] else "HiSparse off (all C4 KV on the GPU)")  # fmt: skip
+    lines = [
+        f"{s['scenario']}: {s['model']} decode instance, {mode}",
+        f"cost table: {s['cost_table']}",
+        "",
+        f"{'simulated time':<30}{s['simulated_s']:>14,.1f} s",
+        f"{'requests':<30}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped",
+        f"{'GPU bytes per request':<30}{h['bytes_per_request'] / 1e6:>14,.0f} MB   "
+        f"(off {h['bytes_per_request_baseline'] / 1e6:,.0f} MB, on {h['bytes_per_request_hisparse'] / 1e6:,.0f} MB)",
+        f"{'max decode batch':<30}{h['max_batch']:>14,}   (off {h['max_batch_baseline']}, on "
+        f"{h['max_batch_hisparse']}: {h['batch_gain']:.2f}x)",
+        f"{'peak batch reached':<30}{h['peak_batch']:>14,}",
+        f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
+        f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",
+        f"{'misses per step (req, layer)':<30}{h['misses_per_step']:>14.1f}   miss rate {h['miss_rate']:.1%}"
+        + (f", swap-in {h['swap_in_share']:.1%} of step time" if h["enabled"] else ""),
         "",
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip

@@ -535,16 +535,14 @@ class HiSparseAccessConfig(_Section):
     trace_path: str | None = Field(
         None, description="Recorded top-k trace (kind trace), relative to the scenario file."
     )
-    recency_bias: float = Field(
-        0.5, ge=0, le=1, description="Share of picks drawn from the most recent tokens."
+    sink_tokens: int = Field(4, ge=0, description="First compressed ids always selected (attention sinks; assumption).")
+    recent_fraction: float = Field(
+        0.25, ge=0, le=1, description="Share of top-k taken by the most recent compressed ids (assumption)."
     )
-    temporal_overlap: float = Field(
-        0.8, ge=0, le=1, description="Share of a step's top-k repeated from the previous step."
+    overlap: float = Field(
+        0.8, ge=0, le=1, description="Probability an older pick of the previous step is picked again (assumption)."
     )
-    zipf_alpha: float = Field(1.1, gt=0, description="Zipf exponent of popularity over older tokens.")
-    popular_fraction: float = Field(
-        0.05, ge=0, le=1, description="Fraction of context that is persistently popular."
-    )
+    zipf_alpha: float = Field(1.0, ge=0, description="Zipf exponent of popularity over older tokens (assumption).")
     layers_simulated: int = Field(
         2, ge=1, description="C4 layers simulated (LRU state is per layer); results scale to all."
     )
@@ -571,15 +569,17 @@ class HiSparseConfig(_Section):
         ge=1,
         description="Compressed tokens picked per step; null = the model's index_topk (512 Flash, 1024 Pro).",
     )
-    host_to_device_ratio: float = Field(
-        2.0, gt=0, description="The device C4 pool shrinks by this factor; the host holds the rest."
-    )
     policy: Literal["lru", "clock", "belady"] = Field(
         "lru", description="Hot-buffer replacement (SGLang: lru; belady is the offline bound)."
     )
     access: HiSparseAccessConfig = Field(
         default_factory=HiSparseAccessConfig, description="Top-k access model."
     )
+    step_windows: int | None = Field(
+        4, ge=1, description="Decode windows whose misses are simulated (spread over the output); null = all steps."
+    )
+    window_steps: int = Field(256, ge=1, description="Steps per simulated window.")
+    sample_requests: int = Field(2, ge=1, description="Requests whose access streams are simulated.")
 
 
 class OutputConfig(_Section):

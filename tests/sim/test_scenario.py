@@ -116,11 +116,7 @@ class TestDefaults:
             128,
             False,
         )
-        assert (s.hisparse.device_buffer_size, s.hisparse.host_to_device_ratio, s.hisparse.top_k) == (
-            4096,
-            2.0,
-            None,
-        )
+        assert (s.hisparse.device_buffer_size, s.hisparse.top_k, s.hisparse.policy) == (4096, None, "lru")
         assert (s.hardware.gpu_mem_gb, s.hardware.hbm_bandwidth_tbps, s.hardware.peak_tflops) == (
             141.0,
             4.8,
