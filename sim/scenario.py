@@ -13,7 +13,6 @@ anywhere.
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import types
 import typing
@@ -64,17 +63,6 @@ __all__ = [
 ]
 
 CATALOG_MODELS: tuple[str, ...] = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash", "generic")
-# index_topk from the HF configs (sglang_hicache.md, "Model configs"); HiSparse uses it instead of its own 2048.
-_INDEX_TOPK = {"deepseek-v4-flash": 512, "deepseek-v4-pro": 1024, "deepseek-v4.1-flash": 512}
-# Total bytes per 256-token page per rank (all pools), used only for the cheap "host pool smaller than one
-# page" check when sim.pools cannot answer. Same figures as DESIGN.md 1.1; sim.pools is the authority.
-_PAGE_BYTES_FALLBACK = {
-    "deepseek-v4-flash": 9_158_208,
-    "deepseek-v4-pro": 13_023_168,
-    "deepseek-v4.1-flash": 5_634_560,
-}
-
-
 class _Section(BaseModel):
     """Base of every schema model: strict types, no unknown keys, immutable once validated."""
 
@@ -117,33 +105,26 @@ def _resolve_file(value: str | None, info: ValidationInfo) -> str | None:
 class PoolConfig(_Section):
     """One KV pool of an inline model: its size per page, and how HiCache treats it (DESIGN.md 1.1).
 
-    Give either ``bytes_per_page`` or a layer structure (``layers`` + ``bytes_per_slot`` and
-    ``compress_ratio`` or ``slots_per_page``); page bytes per layer are padded to ``align_bytes`` as SGLang pads
-    to 576 B (pool_configurator.py:1372-1404).
+    Give either ``bytes_per_page`` or a layer structure, as ``sim.pools.LayerGroup`` reads it: ``layers``
+    with ``bytes_per_slot`` (and ``compress_ratio``, ``align``: per-layer page bytes padded as SGLang pads to
+    576 B, pool_configurator.py:1372-1404), or ``layers`` with ``ring_rows`` x ``row_bytes`` (a state ring).
     """
 
     name: str = Field(description="Pool name, e.g. kv, swa, c4, c4_indexer, c4_state.")
     bytes_per_page: int | None = Field(
         None, ge=0, description="Bytes one page of this pool holds per rank (0 for the kv anchor)."
     )
-    layers: int | None = Field(None, ge=1, description="Layer structure: layers owning this pool.")
+    layers: int | None = Field(None, ge=0, description="Layer structure: layers owning this pool.")
     bytes_per_slot: int | None = Field(
         None, ge=1, description="Layer structure: bytes per slot per layer (584 for a v4 KV row)."
     )
-    compress_ratio: int = Field(
-        1, ge=1, description="Layer structure: raw tokens per slot (4 for C4, 128 for C128)."
-    )
-    slots_per_page: int | None = Field(
-        None,
-        ge=1,
-        description="Layer structure: fixed slots per page (state rings), overriding compress_ratio.",
-    )
-    align_bytes: int = Field(
-        1, ge=1, description="Layer structure: per-layer page bytes round up to this (576 for the v4 layout)."
-    )
+    compress_ratio: int = Field(1, ge=1, description="Layer structure: raw tokens per slot (4 for C4, 128 for C128).")
+    align: int = Field(1, ge=1, description="Layer structure: per-layer page bytes round up to this (576 for v4).")
+    ring_rows: int | None = Field(None, ge=1, description="State ring: rows per page per layer (C4: 8).")
+    row_bytes: int | None = Field(None, ge=1, description="State ring: bytes per row (fp32 C4 state: 8,192).")
     anchor: Literal["kv", "swa"] | None = Field(
         None,
-        description="Pool whose indices this sidecar reuses; null for a pool with its own allocator (kv, swa).",
+        description="Pool whose indices this sidecar reuses; null for the anchors themselves (kv, swa).",
     )
     hit_policy: Literal["ALL_PAGES", "TRAILING_PAGES"] = Field(
         "ALL_PAGES",
@@ -158,30 +139,37 @@ class PoolConfig(_Section):
     @classmethod
     def _default_hit_policy(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("hit_policy") is None:
-            data = {**data, "hit_policy": "TRAILING_PAGES" if data.get("anchor") == "swa" else "ALL_PAGES"}
+            anchor = data.get("anchor") or data.get("name")
+            data = {**data, "hit_policy": "TRAILING_PAGES" if anchor == "swa" else "ALL_PAGES"}
         return data
 
     @model_validator(mode="after")
     def _one_size(self) -> PoolConfig:
-        structured = self.layers is not None or self.bytes_per_slot is not None
+        ring = self.ring_rows is not None or self.row_bytes is not None
+        structured = self.layers is not None or self.bytes_per_slot is not None or ring
         if (self.bytes_per_page is None) == (not structured):
             raise _field_error(
-                "bytes_per_page", "give either bytes_per_page or layers + bytes_per_slot, not both or neither"
+                "bytes_per_page", "give either bytes_per_page or a layer structure (layers + ...), not both or neither"
             )
-        if structured and (self.layers is None or self.bytes_per_slot is None):
-            raise _field_error(
-                "layers" if self.layers is None else "bytes_per_slot",
-                "a layer structure needs both layers and bytes_per_slot",
-            )
+        if structured and self.layers is None:
+            raise _field_error("layers", "a layer structure needs layers")
+        if structured and ring and (self.ring_rows is None or self.row_bytes is None):
+            raise _field_error("ring_rows", "a state ring needs both ring_rows and row_bytes")
+        if structured and not ring and self.bytes_per_slot is None:
+            raise _field_error("bytes_per_slot", "a layer structure needs bytes_per_slot (or ring_rows + row_bytes)")
+        if self.anchor is None and self.name not in ("kv", "swa"):
+            raise _field_error("anchor", f"pool {self.name!r} needs an anchor (kv or swa)")
         return self
 
     def page_bytes(self, page_size: int) -> int:
         """Bytes per page per rank at ``page_size`` tokens."""
+        from sim.pools import LayerGroup
+
         if self.bytes_per_page is not None:
             return self.bytes_per_page
-        assert self.layers is not None and self.bytes_per_slot is not None
-        slots = self.slots_per_page if self.slots_per_page is not None else page_size // self.compress_ratio
-        return self.layers * math.ceil(slots * self.bytes_per_slot / self.align_bytes) * self.align_bytes
+        group = LayerGroup(self.layers or 0, self.compress_ratio, self.bytes_per_slot or 0, self.align,
+                           self.ring_rows or 0, self.row_bytes or 0)  # fmt: skip
+        return group.page_bytes(page_size)
 
 
 class ModelConfig(_Section):
@@ -204,6 +192,9 @@ class ModelConfig(_Section):
     pools: list[PoolConfig] | None = Field(
         None, min_length=1, description="Inline pool list; null to use the catalog entry."
     )
+    sliding_window: int = Field(0, ge=0, description="Inline model: SWA window tokens (V4: 128); 0 = none.")
+    index_topk: int | None = Field(None, ge=1, description="Inline model: the indexer's top-k (HiSparse).")
+    layers: int = Field(1, ge=1, description="Inline model: transformer layers (load-back overlaps per layer).")
 
     @model_validator(mode="before")
     @classmethod
@@ -241,24 +232,13 @@ class ModelConfig(_Section):
                 )
         return self
 
-    def page_bytes(self, page_size: int) -> int | None:
-        """Total bytes per page per rank over all pools, or None when only sim.pools knows."""
+    def page_bytes(self, page_size: int) -> int:
+        """Total bytes per page per rank over all pools."""
+        from sim import pools
+
         if self.pools is not None:
             return sum(p.page_bytes(page_size) for p in self.pools)
-        if self.generic_bytes_per_token is not None:
-            return self.generic_bytes_per_token * page_size
-        try:
-            from sim import pools  # lazy: pools may not exist yet; it is the authority when it does
-
-            spec = pools.get_model(self.name, page_size=page_size)
-            for attr in ("bytes_per_page", "page_bytes"):
-                value = getattr(spec, attr, None)
-                value = value() if callable(value) else value
-                if isinstance(value, int):
-                    return value
-        except (ImportError, AttributeError, TypeError, ValueError, KeyError):
-            pass
-        return _PAGE_BYTES_FALLBACK.get(self.name) if page_size == 256 else None
+        return pools.get_model(self.name, page_size=page_size, bytes_per_token=self.generic_bytes_per_token).bytes_per_page
 
 
 # ------------------------------------------------------------------------------------------------ hardware
@@ -637,7 +617,7 @@ class Scenario(_Section):
                 raise _field_error(
                     "hisparse.enabled", "HiSparse runs only on decode instances; set cluster.role: decode"
                 )
-            top_k = self.hisparse.top_k or _INDEX_TOPK.get(self.model.name)
+            top_k = self.hisparse_top_k
             if top_k is None:
                 raise _field_error("hisparse.top_k", "required for a model without a catalog index_topk")
             if top_k > self.hisparse.device_buffer_size:
@@ -668,7 +648,7 @@ class Scenario(_Section):
     @property
     def hisparse_top_k(self) -> int | None:
         """HiSparse top-k in effect: the explicit value, else the model's index_topk."""
-        return self.hisparse.top_k or _INDEX_TOPK.get(self.model.name)
+        return self.hisparse.top_k or build_model_spec(self).index_topk or None
 
 
 # ------------------------------------------------------------------------------------------ YAML and errors
@@ -938,8 +918,10 @@ def build_model_spec(scenario: Scenario) -> Any:
 
     m = scenario.model
     if m.pools is not None:
-        d = m.model_dump(mode="json")
+        d = m.model_dump(mode="json", exclude_none=True)
         d["page_size"] = scenario.hicache.page_size
+        for p in d["pools"]:
+            p.setdefault("anchor", p["name"])
         return pools.model_from_dict(d)
     return pools.get_model(
         m.name, page_size=scenario.hicache.page_size, bytes_per_token=m.generic_bytes_per_token

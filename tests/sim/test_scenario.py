@@ -18,6 +18,7 @@ from sim.scenario import (
     SyntheticWorkload,
     TraceWorkload,
     apply_overrides,
+    build_model_spec,
     dump_resolved,
     field_paths,
     load_scenario,
@@ -143,14 +144,14 @@ class TestDefaults:
             "name": "mine",
             "pools": [
                 {"name": "kv", "bytes_per_page": 0},
-                {"name": "swa", "layers": 43, "bytes_per_slot": 584, "align_bytes": 576},
+                {"name": "swa", "layers": 43, "bytes_per_slot": 584, "align": 576},
                 {
                     "name": "c4",
                     "anchor": "kv",
                     "layers": 21,
                     "bytes_per_slot": 584,
                     "compress_ratio": 4,
-                    "align_bytes": 576,
+                    "align": 576,
                 },
                 {"name": "c4_state", "anchor": "swa", "bytes_per_page": 1_720_320},
             ],
@@ -159,12 +160,15 @@ class TestDefaults:
         policies = {p.name: p.hit_policy for p in s.model.pools}
         assert policies == {
             "kv": "ALL_PAGES",
-            "swa": "ALL_PAGES",
+            "swa": "TRAILING_PAGES",  # the swa anchor and its sidecars: only the trailing window counts
             "c4": "ALL_PAGES",
             "c4_state": "TRAILING_PAGES",
         }
         assert s.model.pools[1].page_bytes(256) == 6_439_680  # the V4-Flash SWA figure
         assert s.model.pools[2].page_bytes(256) == 786_240  # the V4-Flash C4 figure
+        spec = build_model_spec(s)
+        assert [p.anchor for p in spec.pools] == ["kv", "swa", "kv", "swa"]
+        assert spec.bytes_per_page == 6_439_680 + 786_240 + 1_720_320
 
     def test_yaml_exponents_without_a_dot_or_sign_are_numbers(self, tmp_path):
         path = write(tmp_path, "name: x\ncompute:\n  prefill_flops_per_token: 2e10\n")
