@@ -165,16 +165,7 @@ class RadixTree:
             child = node.children.get(keys[pos])
             if child is None or not (child.device or child.host):
                 break
-            child.last_access = now
-            clen = len(child.key)
-            if child.key == keys[pos : pos + clen]:
-                matched = clen
-            else:
-                matched = _common_prefix(child.key, keys, pos)
-                self.refile(child)
-                child = self._split(child, matched)
-            self.refile(child)
-            node = child
+            node, matched, whole = self._enter(child, keys, pos, now)
             pos += matched
             if node.device:
                 resident, resident_node = pos, node
@@ -182,9 +173,25 @@ class RadixTree:
                     dev_pages, dev_node = pos, node
             if not window or self._window_ok(node, host=True):
                 best_pages, best_node = pos, node
-            if matched < clen:
+            if not whole:
                 break
         return MatchResult(dev_pages, best_pages, resident, dev_node, best_node, resident_node)
+
+    def _enter(self, child: Node, keys: Sequence[PageKey], pos: int, now: int) -> tuple[Node, int, bool]:
+        """Stamp ``child`` as used and split it where ``keys`` diverge from it.
+
+        Returns the node covering the matched part, the pages matched, and whether all of ``child`` matched.
+        """
+        child.last_access = now
+        clen = len(child.key)
+        if child.key == keys[pos : pos + clen]:
+            self.refile(child)
+            return child, clen, True
+        matched = _common_prefix(child.key, keys, pos)
+        self.refile(child)
+        node = self._split(child, matched)
+        self.refile(node)
+        return node, matched, False
 
     def peek(self, keys: Sequence[PageKey], max_pages: int | None = None) -> tuple[int, int]:
         """(device pages, device-or-host pages) of the raw prefix of ``keys``, changing nothing.
@@ -242,15 +249,7 @@ class RadixTree:
             child = node.children.get(keys[pos])
             if child is None:
                 break
-            child.last_access = now
-            clen = len(child.key)
-            if child.key == keys[pos : pos + clen]:
-                matched = clen
-            else:
-                matched = _common_prefix(child.key, keys, pos)
-                self.refile(child)
-                child = self._split(child, matched)
-            self.refile(child)
+            child, matched, _ = self._enter(child, keys, pos, now)
             if device:
                 child.hit_count += 1
                 if not child.device:
