@@ -12,8 +12,8 @@ the newest compressed token (outside the replacement order, never a miss), under
 - ``belady``: offline optimum (evict the resident id whose next use is furthest); needs the whole stream.
 
 When a new C4 token appears (every 4th step) the previous newest is backed up D2H (counted); it stays on
-the GPU only while the buffer has an empty slot, so a sequence whose compressed length fits the buffer never
-misses (SGLang's fast path). Then: memory per request with and without HiSparse, the max decode batch within
+the GPU only while the whole history fits the buffer, so a sequence whose compressed length fits never
+misses (SGLang's fast path); past that, its slot goes to the next newest token. Then: memory per request with and without HiSparse, the max decode batch within
 an HBM budget, and a roofline decode throughput. Everything here is numpy; no clock, no SimPy.
 """
 
@@ -265,8 +265,10 @@ def run_stream(stream: StreamTrace, buffer_size: int, policy: Policy = "lru",
     backups = 0
     for s in range(n_steps):
         n_now = int(compressed_len(int(stream.seq_len[s])))
-        while newest < n_now - 1:  # a new C4 token: the previous newest is backed up, kept if room
-            if newest >= 0:
+        while newest < n_now - 1:  # a new C4 token: the previous newest is backed up D2H
+            # It stays on the GPU only on the fast path (the whole history fits the buffer); otherwise its
+            # slot goes to the next newest token and it lives on host until a top-k misses on it.
+            if newest >= 0 and newest + 1 <= buffer_size:
                 buf.admit(newest, s)
             backups += s > 0
             newest += 1

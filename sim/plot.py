@@ -1,0 +1,271 @@
+"""Figures from result files: threshold sweeps, HiSparse miss counts, and a run's cache occupancy.
+
+Each kind reads one parquet (or the folder that holds it), checks its columns, and renders with
+matplotlib (Agg, through a pyplot-free ``Figure``) to a temporary file renamed over the target, so a figure appears whole or not at
+all. Bad input (missing file, missing columns, unknown kind or parameter) raises InputError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from sim.errors import InputError
+from sim.fileio import atomic_path
+
+__all__ = ["KINDS", "plot", "plot_misses", "plot_occupancy", "plot_threshold"]
+
+FORMATS = ("png", "svg")
+SWEEP_DEFAULT_Y = ("hit_total", "ttft_p90_s", "input_tokens_per_s")
+MISSES_COLUMNS = ("step", "misses", "policy", "device_buffer_size")
+OCCUPANCY_COLUMNS = ("time_s", "instance", "waiting", "running", "l1_kv_pages", "l1_swa_pages", "l2_kv_pages",
+                     "l2_swa_pages")  # fmt: skip
+# Axis labels with units for the metric columns sim.sweep writes; anything else is labelled by its name.
+METRIC_LABELS = {
+    "input_tokens_per_s": "input throughput (tokens/s)",
+    "output_tokens_per_s": "output throughput (tokens/s)",
+    "requests_per_s": "throughput (requests/s)",
+    "ttft_mean_s": "TTFT mean (s)",
+    "ttft_p50_s": "TTFT p50 (s)",
+    "ttft_p90_s": "TTFT p90 (s)",
+    "ttft_p99_s": "TTFT p99 (s)",
+    "hit_device": "L1 hit rate (share of input tokens)",
+    "hit_host": "L2 hit rate (share of input tokens)",
+    "hit_storage": "L3 hit rate (share of input tokens)",
+    "hit_total": "hit rate (share of input tokens)",
+    "dropped_tokens": "dropped tokens",
+    "load_back_tokens": "loaded-back tokens",
+    "backup_bytes": "backup (bytes)",
+    "util_h2d": "H2D link busy (share of time)",
+    "util_d2h": "D2H link busy (share of time)",
+    "admission_stalls": "admission stalls",
+    "simulated_s": "simulated time (s)",
+}
+
+
+def plot(kind: str, source: str | Path, out: str | Path, *, x: str | None = None,
+         y: Sequence[str] | None = None) -> Path:  # fmt: skip
+    """Render ``kind`` from ``source`` to ``out`` (.png or .svg); returns ``out``. Raises InputError."""
+    if kind not in KINDS:
+        raise InputError(f"unknown plot kind {kind!r} (choose from {', '.join(KINDS)})")
+    out = Path(out)
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise InputError(f"--out must end in .png or .svg, got {out.name!r}")
+    if kind != "threshold" and (x is not None or y):
+        raise InputError(f"--x and --y apply only to the threshold plot, not {kind}")
+    reader, default_name, draw = KINDS[kind]
+    df = reader(_resolve(source, default_name))
+    fig = draw(df, x=x, y=y) if kind == "threshold" else draw(df)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
+    return out
+
+
+def _resolve(source: str | Path, default_name: str) -> Path:
+    path = Path(source)
+    if path.is_dir():
+        path = path / default_name
+    if not path.is_file():
+        raise InputError("no such file", source=str(path))
+    return path
+
+
+def _read(path: Path, required: Sequence[str]) -> pd.DataFrame:
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a file that is not parquet
+        raise InputError(f"cannot read parquet: {exc}", source=str(path)) from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", source=str(path))
+    if df.empty:
+        raise InputError("no rows to plot", source=str(path))
+    return df
+
+
+def _figure(panels: int, title: str, width: float = 5.0, height: float = 3.8):
+    """A pyplot-free figure: no global backend switch, nothing to close; ``savefig`` renders with Agg."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * panels, height))
+    axes = fig.subplots(1, panels, squeeze=False)
+    fig.suptitle(title)
+    return fig, list(axes[0])
+
+
+# ------------------------------------------------------------------------------------------ threshold
+
+
+def read_sweep(path: Path) -> pd.DataFrame:
+    df = _read(path, ["point_id"])
+    df.attrs["source"] = str(path)
+    return df
+
+
+def grid_columns(df: pd.DataFrame) -> list[str]:
+    """The grid parameter columns of a sweep table: those between ``point_id`` and the metrics (dotted paths)."""
+    from sim.scenario import field_paths
+
+    known = field_paths()
+    return [c for c in df.columns if c in known]
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+DASHES = ("-", "--", ":", "-.")
+
+
+def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] | None = None):
+    """Metrics vs one grid parameter, one line per combination of the other varying parameters.
+
+    Default panels: total hit rate, TTFT p90, input throughput. Repeated seeds are averaged.
+    """
+    source = df.attrs.get("source", "sweep")
+    params = grid_columns(df)
+    varying = [c for c in params if df[c].nunique(dropna=False) > 1]
+    if x is None:
+        if not varying:
+            raise InputError("no grid column varies; nothing to plot against", source=source)
+        x = next((c for c in varying if c != "seed"), varying[0])
+    elif x not in params:
+        raise InputError(f"--x {x}: not a grid column (have: {', '.join(params) or 'none'})", source=source)
+    metrics = list(y) if y else [m for m in SWEEP_DEFAULT_Y if m in df.columns]
+    unknown = [m for m in metrics if m not in df.columns or m in params or m == "point_id"]
+    if unknown or not metrics:
+        have = [c for c in df.columns if c not in params and c != "point_id"]
+        raise InputError(
+            f"--y {' '.join(unknown)}: not a metric column (have: {', '.join(have)})", source=source
+        )
+    from matplotlib.ticker import FuncFormatter
+
+    groups = [c for c in varying if c not in (x, "seed")]
+    data = df.groupby([x, *groups], dropna=False)[metrics].mean().reset_index().sort_values(x)
+    fig, axes = _figure(len(metrics), f"{', '.join(_label(m) for m in metrics)} vs {x}", width=4.6)
+    line_sets = data.groupby(groups, dropna=False) if groups else [((), data)]
+    for i, (key, part) in enumerate(line_sets):
+        key = key if isinstance(key, tuple) else (key,)
+        label = ", ".join(f"{g.rsplit('.', 1)[-1]}={v}" for g, v in zip(groups, key)) or None
+        # Lines that coincide (a parameter with no effect) stay visible: each gets its own dash and marker.
+        style = {"marker": MARKERS[i % len(MARKERS)], "linestyle": DASHES[i % len(DASHES)],
+                 "markersize": max(9 - 1.5 * i, 3)}  # fmt: skip
+        for ax, m in zip(axes, metrics):
+            ax.plot(part[x], part[m], label=label, **style)
+    for ax, m in zip(axes, metrics):
+        ax.set_xlabel(f"{x} (tokens)" if x.endswith("_threshold") else x)
+        ax.set_ylabel(METRIC_LABELS.get(m, m))
+        ax.set_title(_label(m))
+        if m.startswith("hit_") or m.startswith("util_"):
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.3g}%"))
+        if (
+            pd.api.types.is_numeric_dtype(data[x])
+            and data[x].min() > 0
+            and data[x].max() / data[x].min() >= 16
+        ):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(data[x].unique()), [str(v) for v in sorted(data[x].unique())])
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    if groups:  # below the panels, so no line is hidden behind it
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4),
+                   fontsize="small", frameon=False)  # fmt: skip
+    return fig
+
+
+def _label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric).split(" (")[0]
+
+
+# ------------------------------------------------------------------------------------------ misses
+
+
+def read_misses(path: Path) -> pd.DataFrame:
+    return _read(path, MISSES_COLUMNS)
+
+
+def plot_misses(df: pd.DataFrame):
+    """Mean misses per step vs step, and the per-row miss distribution, per (policy, device_buffer_size)."""
+    configs = sorted(df.groupby(["policy", "device_buffer_size"]).groups, key=lambda k: (str(k[0]), k[1]))
+    fig, (line_ax, box_ax) = _figure(2, "HiSparse hot-buffer misses", width=6.0)
+    dists, labels, colours = [], [], []
+    for i, (policy, size) in enumerate(configs):
+        part = df[(df["policy"] == policy) & (df["device_buffer_size"] == size)]
+        label, colour = f"{policy}, {size:,} slots", f"C{i % 10}"
+        mean = part.groupby("step")["misses"].mean()
+        line_ax.plot(mean.index, mean.to_numpy(), label=label, color=colour, linewidth=1.2)
+        dists.append(part["misses"].to_numpy())
+        labels.append(label)
+        colours.append(colour)
+    over = " over requests and layers" if {"request", "layer"} & set(df.columns) else ""
+    line_ax.set(
+        xlabel="decode step", ylabel="misses per step (C4 tokens)", title=f"Mean misses per step{over}"
+    )
+    line_ax.set_ylim(bottom=0)
+    line_ax.legend(fontsize="small")
+    line_ax.grid(alpha=0.3)
+    boxes = box_ax.boxplot(dists, showfliers=False, patch_artist=True)
+    for box, colour in zip(boxes["boxes"], colours):
+        box.set(facecolor=colour, alpha=0.5)
+    box_ax.set_xticks(range(1, len(labels) + 1), labels, rotation=20, ha="right")
+    box_ax.set(xlabel="policy, device_buffer_size", ylabel="misses per step (C4 tokens)",
+               title="Distribution per configuration (outliers hidden)")  # fmt: skip
+    box_ax.set_ylim(bottom=0)
+    box_ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------ occupancy
+
+
+def read_timeseries(path: Path) -> pd.DataFrame:
+    df = _read(path, OCCUPANCY_COLUMNS)
+    capacity = _capacity(path.parent / "summary.json")
+    if capacity:
+        df.attrs["capacity"] = capacity
+    return df
+
+
+def _capacity(summary: Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads(summary.read_text()).get("capacity_pages")
+    except (OSError, ValueError):
+        return None  # a bare timeseries.parquet plots without capacity lines
+
+
+def plot_occupancy(df: pd.DataFrame):
+    """L1 and L2 pages used (kv and swa) and queue lengths over time, one colour per instance."""
+    fig, axes = _figure(3, "Cache occupancy and queues", width=5.0)
+    capacity = df.attrs.get("capacity") or {}
+    instances = sorted(df["instance"].unique())
+    colours = [f"C{i % 10}" for i in range(len(instances))]
+    panels = [
+        (axes[0], "L1 (GPU) pages used", [("l1_kv_pages", "kv", "-"), ("l1_swa_pages", "swa", "--")], "l1"),
+        (axes[1], "L2 (host) pages used", [("l2_kv_pages", "kv", "-"), ("l2_swa_pages", "swa", "--")], "l2"),
+        (axes[2], "Scheduler queues", [("running", "running", "-"), ("waiting", "waiting", "--")], None),
+    ]
+    for ax, title, series, level in panels:
+        for inst, colour in zip(instances, colours):
+            part = df[df["instance"] == inst].sort_values("time_s")
+            for col, name, style in series:
+                label = f"{name}, instance {inst}" if len(instances) > 1 else name
+                ax.plot(part["time_s"], part[col], linestyle=style, color=colour, label=label, linewidth=1.2)
+        if level and capacity.get(level):
+            ax.axhline(capacity[level], color="grey", linestyle=":", label=f"{level.upper()} kv capacity")
+        ax.set(xlabel="simulated time (s)", ylabel="requests" if level is None else "pages", title=title)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+KINDS: dict[str, tuple[Callable[[Path], pd.DataFrame], str, Callable]] = {
+    "threshold": (read_sweep, "sweep.parquet", plot_threshold),
+    "misses": (read_misses, "misses.parquet", plot_misses),
+    "occupancy": (read_timeseries, "timeseries.parquet", plot_occupancy),
+}
