@@ -209,7 +209,7 @@ class Instance:
                 if running == 0 and not cache.pending and not self.acked:
                     self.waiting.popleft()  # nothing will ever free room for it
                     sim.rec.dropped["exceeds_kv_capacity"] += 1
-                    sim.finished_one(req, dropped=True)
+                    sim.finished_one(req)
                     continue
                 sim.rec.counters["admission_stalls"] += 1
                 return True
@@ -359,23 +359,14 @@ class Simulation:
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
         self.end_s = 0.0
-        self._pool_items = self._items_per_pool(cfg)
-
-    @staticmethod
-    def _items_per_pool(cfg: EngineConfig) -> list[tuple[str, str, int]]:
-        """(pool, anchor, item bytes) per pool with bytes: page_first copies a page of all layers as one
-        item; layer_first copies a page per layer, which the cost table prices as more, smaller items."""
-        out = []
-        for p in cfg.model.pools:
-            if p.bytes_per_page:
-                out.append((p.name, p.anchor, p.bytes_per_page))
-        return out
+        # Pools that hold bytes, with their anchor: a copy moves kv-anchored pages and window pages.
+        self._pool_items = [(p.name, p.anchor) for p in cfg.model.pools if p.bytes_per_page]
 
     def transfer_seconds(self, op: str, kv_pages: int, swa_pages: int, cache: HiCache) -> float:
         """One merged copy of ``kv_pages`` pages (and window pages) in every pool, one call per pool."""
         backend, total = self.cfg.io_backend, 0.0
         layers = self.cfg.model.layers if self.cfg.host_layout == "layer_first" else 1
-        for name, anchor, _ in self._pool_items:
+        for name, anchor in self._pool_items:
             pages = kv_pages if anchor == "kv" else swa_pages
             if pages:
                 item = cache.page_bytes[name]
@@ -457,7 +448,8 @@ class Simulation:
         ))  # fmt: skip
         self.finished_one(req)
 
-    def finished_one(self, req: Request, dropped: bool = False) -> None:
+    def finished_one(self, req: Request) -> None:
+        """A request left the system (finished or dropped): the closed loop may send the next round."""
         self.end_s = max(self.end_s, self.env.now)
         if self.on_finish is not None:
             self.on_finish(req)
