@@ -311,6 +311,7 @@ class Instance:
         hit = sim.storage.hit_pages(run.req.keys, start, stop)
         if hit * cfg.page_tokens < cfg.prefetch_threshold or hit == 0:
             return False
+        sim.storage.touch(run.req.keys[start : start + hit])  # read: most recently used
         swa = cache.window_pages
         nbytes = sum(cache.pool_bytes(hit, swa).values())
         total = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(hit / cfg.l3_io_batch_pages)

@@ -390,18 +390,19 @@ class RadixTree:
 
     # ----- LRU orders -------------------------------------------------------------------------
     def _push_dev_if_leaf(self, node: Node) -> None:
-        if node.device and node.lock_ref == 0 and node.dev_children == 0 and node is not self.root:
-            heap = self._dev_heap
-            heapq.heappush(heap, (node.last_access, node.id, node))
-            if len(heap) > 4 * self.num_nodes + 1024:
-                _compact(heap, _dev_evictable)
+        if node is not self.root and _dev_evictable(node):
+            self._file(self._dev_heap, node, _dev_evictable)
 
     def _push_host_if_leaf(self, node: Node) -> None:
         if node is not self.root and _host_evictable(node):
-            heap = self._host_heap
-            heapq.heappush(heap, (node.last_access, node.id, node))
-            if len(heap) > 4 * self.num_nodes + 1024:
-                _compact(heap, _host_evictable)
+            self._file(self._host_heap, node, _host_evictable)
+
+    def _file(self, heap: list, node: Node, still_valid) -> None:
+        """Push ``node`` at its current time; stale entries are skipped on pop and compacted when they
+        dominate, so each operation stays O(log n) amortised."""
+        heapq.heappush(heap, (node.last_access, node.id, node))
+        if len(heap) > 4 * self.num_nodes + 1024:
+            _compact(heap, still_valid)
 
     def refile(self, node: Node) -> None:
         """Re-file ``node`` in whichever LRU order it belongs to, after its access time changed."""
@@ -415,21 +416,13 @@ class RadixTree:
 
     def file_window(self, node: Node) -> None:
         """File a node's device window state in the window LRU (it may be dropped on its own)."""
-        heap = self._window_heap
-        heapq.heappush(heap, (node.last_access, node.id, node))
-        if len(heap) > 4 * self.num_nodes + 1024:
-            _compact(heap, _window_droppable)
+        self._file(self._window_heap, node, _window_droppable)
 
     def window_victims(self) -> Iterator[Node]:
         """Device window states, least recently used first, that can be dropped without their node
         (SGLang's SWA component evicts its own LRU and leaves tombstones). A node whose backup is in
         flight keeps its window: the copy is reading it."""
-        heap = self._window_heap
-        while heap:
-            t, _, node = heapq.heappop(heap)
-            if node.last_access != t or node.parent is None or not _window_droppable(node):
-                continue
-            yield node
+        return _pop_valid(self._window_heap, _window_droppable)
 
     def device_victims(self) -> Iterator[Node]:
         """Evictable device leaves, least recently used first, as the tree changes under the caller.
@@ -437,32 +430,14 @@ class RadixTree:
         The caller must demote or delete each node it takes before asking for the next one; a parent
         that becomes a leaf joins the order with its own (older) time.
         """
-        heap = self._dev_heap
-        while heap:
-            t, _, node = heapq.heappop(heap)
-            if node.last_access != t or not node.device or node.lock_ref or node.dev_children:
-                continue
-            if node.parent is None:  # deleted since it was filed
-                continue
-            yield node
+        return _pop_valid(self._dev_heap, _dev_evictable)
 
     def host_victims(self) -> Iterator[Node]:
-        """Evictable host leaves (host-only, childless, unlocked), least recently used first."""
-        heap = self._host_heap
-        while heap:
-            t, _, node = heapq.heappop(heap)
-            if node.last_access != t or node.parent is None or not _host_evictable(node):
-                continue
-            yield node
+        """Evictable host leaves (host-only, childless, unlocked), least recently used first.
 
-    def refresh(self, node: Node) -> None:
-        """Stamp ``node``'s path as just used (a running request reading it)."""
-        now = self._tick()
-        leaf = node
-        while node is not self.root:
-            node.last_access = now
-            node = node.parent
-        self.refile(leaf)
+        As with :meth:`device_victims`, the caller deletes each node before asking for the next.
+        """
+        return _pop_valid(self._host_heap, _host_evictable)
 
     # ----- device-only convenience, the RadixCache API -------------------------------------------
     def evict(self, num_tokens: int) -> tuple[int, int]:
@@ -514,6 +489,14 @@ def _dev_evictable(node: Node) -> bool:
 
 def _host_evictable(node: Node) -> bool:
     return node.host and not node.device and not node.children and node.host_lock_ref == 0 and node.pending is None
+
+
+def _pop_valid(heap: list, still_valid) -> Iterator[Node]:
+    """Pop entries least recent first, yielding those still current (time unchanged, node in the tree)."""
+    while heap:
+        t, _, node = heapq.heappop(heap)
+        if node.last_access == t and node.parent is not None and still_valid(node):
+            yield node
 
 
 def _compact(heap: list, still_valid) -> None:
