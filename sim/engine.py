@@ -3,7 +3,10 @@
 One arrival process feeds requests to instances through a router. Each instance runs one scheduler
 process: continuous batching in steps, chunked prefill within a token budget, decode for every running
 request. Step time comes from the roofline (:mod:`sim.compute`); copies are timed from the cost table
-(:mod:`sim.costs`) on FIFO links (H2D, D2H, and the L3 read and write links).
+(:mod:`sim.costs`) on FIFO links (H2D, D2H, and the L3 read and write links). A link is a one-server FIFO
+queue computed in closed form (a copy starts at max(now, when the link frees)) whose completions are SimPy
+timeouts: the timeline of a capacity-1 ``simpy.Resource`` with one process per copy, at one event per copy
+instead of four, and with the end known when the copy is queued, which the load-back overlap needs.
 
 Timeline of a write-through backup (DESIGN.md 1.4): *t1* the request's prefill ends and its pages are
 inserted and committed as backed up (pending, device-locked); *t2* the end of that scheduler step flushes
