@@ -42,6 +42,7 @@ from sim.workload import Request
 __all__ = ["EngineConfig", "Simulation"]
 
 MAX_JUMP_STEPS = 256  # decode-only steps simulated in one timeout when nothing else can happen
+LPM_MAX_QUEUE = 128  # SGLang falls back from lpm to fcfs above this queue length (schedule_policy.py)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class EngineConfig:
     io_backend: str = "kernel"  # cost-table backend
     host_layout: str = "page_first"
     max_running_requests: int = 256
+    schedule_policy: str = "fcfs"  # or "lpm": longest device prefix first
     chunked_prefill_size: int = 8192
     max_prefill_tokens: int = 16384
     l3_enabled: bool = False
@@ -197,6 +199,10 @@ class Instance:
         cfg, cache, sim = self.sim.cfg, self.cache, self.sim
         budget = cfg.max_prefill_tokens
         running = len(self.prefilling) + len(self.decoding)
+        if cfg.schedule_policy == "lpm" and 1 < len(self.waiting) <= LPM_MAX_QUEUE:
+            pt = cfg.page_tokens
+            self.waiting = deque(sorted(self.waiting, key=lambda r: -cache.tree.peek(
+                r.req.keys, (r.req.input_len - 1) // pt)[0]))  # fmt: skip
         while self.waiting and running < cfg.max_running_requests and budget > 0:
             run = self.waiting[0]
             req = run.req

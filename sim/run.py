@@ -55,7 +55,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         model=model, instances=sc.cluster.instances, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
         write_policy=hc.write_policy, load_back_threshold=hc.load_back_threshold, page_tokens=page,
         swa_full_tokens_ratio=hc.swa_full_tokens_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
-        max_running_requests=sc.scheduler.max_running_requests,
+        max_running_requests=sc.scheduler.max_running_requests, schedule_policy=sc.scheduler.schedule_policy,
         chunked_prefill_size=sc.scheduler.chunked_prefill_size, max_prefill_tokens=sc.scheduler.max_prefill_tokens,
         l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
         l3_latency_s=l3.latency_ms / 1e3,

@@ -151,3 +151,22 @@ class TestTraceInTime:
         df = run.sim.rec.requests_frame().sort_values("rid")
         assert np.allclose(df["arrival_s"], [0, 1, 2, 3, 4])
         assert (df["device_hit_tokens"].iloc[1:] == 1024).all()  # two shared 512-token blocks
+
+
+class TestSchedulePolicy:
+    @pytest.mark.parametrize(("policy", "first"), [("fcfs", 0), ("lpm", 1)])
+    def test_lpm_admits_the_longest_cached_prefix_first(self, policy, first):
+        from sim.engine import _Running
+        from sim.workload import Request
+
+        sc = scenario(scheduler={"schedule_policy": policy, "max_running_requests": 1})
+        sim, _, _ = build(sc)
+        inst = sim.instances[0]
+        cached = [("c", i) for i in range(4)]
+        inst.cache.serve(cached, 4 * 256 + 1)  # pages 0..3 of request 1's prompt are on the GPU
+        cold = Request(0, 0.0, 1024, 8, [("x", i) for i in range(4)])
+        warm = Request(1, 0.0, 1280, 8, [*cached, ("c", 4)])
+        for req in (cold, warm):
+            inst.waiting.append(_Running(req, 0))
+        inst._admit()
+        assert [r.req.rid for r in inst.prefilling] == [first]
