@@ -1,0 +1,651 @@
+"""The scenario schema: pydantic models of every section, their defaults and cross-field checks.
+
+Pydantic lives only here and in :mod:`sim.scenario`, at the YAML edge. Every model forbids unknown keys and
+is frozen, so a typo fails loudly and the engine cannot mutate its config. Defaults are SGLang 0.5.23's (see
+``shared/reference/sglang_hicache.md``); estimates say so in their help text. Relative paths
+(``hardware.cost_table``, ``workload.path``, ``hisparse.access.trace_path``) are resolved against the
+scenario file's directory, then the current directory, and stored absolute, so a resolved dump loads back
+anywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+__all__ = [
+    "CATALOG_MODELS",
+    "ClusterConfig",
+    "ComputeConfig",
+    "HardwareConfig",
+    "HiCacheConfig",
+    "HiSparseAccessConfig",
+    "HiSparseConfig",
+    "L3Config",
+    "ModelConfig",
+    "MultiTurnWorkload",
+    "OutputConfig",
+    "PoolConfig",
+    "Scenario",
+    "SchedulerConfig",
+    "SyntheticWorkload",
+    "TraceWorkload",
+    "build_model_spec",
+]
+
+CATALOG_MODELS: tuple[str, ...] = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash", "generic")
+class _Section(BaseModel):
+    """Base of every schema model: strict types, no unknown keys, immutable once validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _field_error(path: str, message: str) -> PydanticCustomError:
+    """A validation error pointing at ``path`` (dotted, relative to the model raising it)."""
+    return PydanticCustomError("scenario_field", "{path}: {message}", {"path": path, "message": message})
+
+
+def _resolve_file(value: str | None, info: ValidationInfo) -> str | None:
+    """Find ``value`` beside the scenario file, else under the CWD; return it absolute.
+
+    Raises a validation error when it exists in neither place (unless the context turns checks off).
+    """
+    if value is None:
+        return None
+    ctx = info.context or {}
+    path = Path(value).expanduser()
+    candidates = (
+        [path] if path.is_absolute() else [Path(ctx["base_dir"]) / path] if ctx.get("base_dir") else []
+    )
+    if not path.is_absolute():
+        candidates.append(Path.cwd() / path)
+    for cand in candidates:
+        if cand.exists():
+            return str(cand.resolve())
+    if not ctx.get("check_files", True):
+        return value
+    where = " or ".join(str(c.parent) for c in candidates)
+    raise PydanticCustomError(
+        "file_not_found", "file not found: {value} (looked in {where})", {"value": value, "where": where}
+    )
+
+
+# --------------------------------------------------------------------------------------------------- model
+
+
+class PoolConfig(_Section):
+    """One KV pool of an inline model: its size per page, and how HiCache treats it (DESIGN.md 1.1).
+
+    Give either ``bytes_per_page`` or a layer structure, as ``sim.pools.LayerGroup`` reads it: ``layers``
+    with ``bytes_per_slot`` (and ``compress_ratio``, ``align``: per-layer page bytes padded as SGLang pads to
+    576 B, pool_configurator.py:1372-1404), or ``layers`` with ``ring_rows`` x ``row_bytes`` (a state ring).
+    """
+
+    name: str = Field(description="Pool name, e.g. kv, swa, c4, c4_indexer, c4_state.")
+    bytes_per_page: int | None = Field(
+        None, ge=0, description="Bytes one page of this pool holds per rank (0 for the kv anchor)."
+    )
+    layers: int | None = Field(None, ge=0, description="Layer structure: layers owning this pool.")
+    bytes_per_slot: int | None = Field(
+        None, ge=1, description="Layer structure: bytes per slot per layer (584 for a v4 KV row)."
+    )
+    compress_ratio: int = Field(1, ge=1, description="Layer structure: raw tokens per slot (4 for C4, 128 for C128).")
+    align: int = Field(1, ge=1, description="Layer structure: per-layer page bytes round up to this (576 for v4).")
+    ring_rows: int | None = Field(None, ge=1, description="State ring: rows per page per layer (C4: 8).")
+    row_bytes: int | None = Field(None, ge=1, description="State ring: bytes per row (fp32 C4 state: 8,192).")
+    anchor: Literal["kv", "swa"] | None = Field(
+        None,
+        description="Pool whose indices this sidecar reuses; null for the anchors themselves (kv, swa).",
+    )
+    hit_policy: Literal["ALL_PAGES", "TRAILING_PAGES"] = Field(
+        "ALL_PAGES",
+        description="L3 hit rule; defaults to TRAILING_PAGES exactly when anchored on swa, as upstream.",
+    )
+    backupable: bool = Field(True, description="False for pools HiCache cannot back up (forced recompute).")
+    rank_replicated: bool = Field(
+        True, description="Every TP rank holds a full copy (true for all V4 pools)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_hit_policy(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("hit_policy") is None:
+            anchor = data.get("anchor") or data.get("name")
+            data = {**data, "hit_policy": "TRAILING_PAGES" if anchor == "swa" else "ALL_PAGES"}
+        return data
+
+    @model_validator(mode="after")
+    def _one_size(self) -> PoolConfig:
+        ring = self.ring_rows is not None or self.row_bytes is not None
+        structured = self.layers is not None or self.bytes_per_slot is not None or ring
+        if (self.bytes_per_page is None) == (not structured):
+            raise _field_error(
+                "bytes_per_page", "give either bytes_per_page or a layer structure (layers + ...), not both or neither"
+            )
+        if structured and self.layers is None:
+            raise _field_error("layers", "a layer structure needs layers")
+        if structured and ring and (self.ring_rows is None or self.row_bytes is None):
+            raise _field_error("ring_rows", "a state ring needs both ring_rows and row_bytes")
+        if structured and not ring and self.bytes_per_slot is None:
+            raise _field_error("bytes_per_slot", "a layer structure needs bytes_per_slot (or ring_rows + row_bytes)")
+        if self.anchor is None and self.name not in ("kv", "swa"):
+            raise _field_error("anchor", f"pool {self.name!r} needs an anchor (kv or swa)")
+        return self
+
+    def page_bytes(self, page_size: int) -> int:
+        """Bytes per page per rank at ``page_size`` tokens."""
+        from sim.pools import LayerGroup
+
+        if self.bytes_per_page is not None:
+            return self.bytes_per_page
+        group = LayerGroup(self.layers or 0, self.compress_ratio, self.bytes_per_slot or 0, self.align,
+                           self.ring_rows or 0, self.row_bytes or 0)  # fmt: skip
+        return group.page_bytes(page_size)
+
+
+class ModelConfig(_Section):
+    """The model whose KV is cached: a catalog name, or an inline list of pools.
+
+    A bare string in YAML (``model: deepseek-v4-flash``) means ``{name: ...}``.
+    """
+
+    name: str = Field(description=f"Catalog name ({', '.join(CATALOG_MODELS)}) or, with pools, any label.")
+    page_size: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens per page the pool sizes refer to; must equal hicache.page_size if set.",
+    )
+    generic_bytes_per_token: int | None = Field(
+        None,
+        ge=1,
+        description="KV bytes per token per rank of the generic single-pool model (MLA fp8 V3: 35,136).",
+    )
+    pools: list[PoolConfig] | None = Field(
+        None, min_length=1, description="Inline pool list; null to use the catalog entry."
+    )
+    sliding_window: int = Field(0, ge=0, description="Inline model: SWA window tokens (V4: 128); 0 = none.")
+    index_topk: int | None = Field(None, ge=1, description="Inline model: the indexer's top-k (HiSparse).")
+    layers: int = Field(1, ge=1, description="Inline model: transformer layers (load-back overlaps per layer).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelConfig:
+        if self.pools is None:
+            if self.name not in CATALOG_MODELS:
+                close = difflib.get_close_matches(self.name, CATALOG_MODELS, n=1)
+                hint = (
+                    f" (did you mean {close[0]}?)"
+                    if close
+                    else f"; expected one of {', '.join(CATALOG_MODELS)}"
+                )
+                raise _field_error("name", f"unknown model {self.name!r}{hint}")
+            if self.name == "generic" and self.generic_bytes_per_token is None:
+                raise _field_error("generic_bytes_per_token", "required for the generic model")
+            if self.name != "generic" and self.generic_bytes_per_token is not None:
+                raise _field_error("generic_bytes_per_token", "applies only to the generic model")
+            return self
+        if self.generic_bytes_per_token is not None:
+            raise _field_error(
+                "generic_bytes_per_token", "applies only to the generic catalog model, not to inline pools"
+            )
+        names = [p.name for p in self.pools]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise _field_error("pools", f"pool {dup!r} listed twice")
+        for i, pool in enumerate(self.pools):
+            if pool.anchor is not None and pool.anchor not in names:
+                raise _field_error(
+                    f"pools.{i}.anchor", f"anchor pool {pool.anchor!r} is not in the pool list"
+                )
+        return self
+
+    def page_bytes(self, page_size: int) -> int:
+        """Total bytes per page per rank over all pools."""
+        from sim import pools
+
+        if self.pools is not None:
+            return sum(p.page_bytes(page_size) for p in self.pools)
+        return pools.get_model(self.name, page_size=page_size, bytes_per_token=self.generic_bytes_per_token).bytes_per_page
+
+
+# ------------------------------------------------------------------------------------------------ hardware
+
+
+class HardwareConfig(_Section):
+    """The GPU and host an instance runs on."""
+
+    gpu_name: str = Field("H200", description="Label for reports.")
+    gpu_mem_gb: float = Field(141.0, gt=0, description="GPU memory in GB (1e9 B); H200 SXM: 141.")
+    kv_mem_gb: float = Field(
+        40.0,
+        gt=0,
+        description="GPU memory given to the KV pools (L1), GB; what is left after weights and activations.",
+    )
+    host_mem_gb: float = Field(
+        1024.0, gt=0, description="Host DRAM budget for the L2 pools of one instance (all ranks), GB."
+    )
+    tp_size: int = Field(
+        1, ge=1, description="Tensor-parallel ranks per instance; V4 pools are replicated on every rank."
+    )
+    cost_table: str | None = Field(
+        None,
+        description="Cost-table JSON from `calibrate`, relative to the scenario file; null = bundled spec-derived default.",
+    )
+    hbm_bandwidth_tbps: float = Field(4.8, gt=0, description="HBM bandwidth, TB/s (H200: 4.8).")
+    peak_tflops: float = Field(989.0, gt=0, description="Peak dense BF16 TFLOP/s (H200 SXM: 989).")
+
+    @field_validator("cost_table")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _resolve_file(value, info)
+
+    @model_validator(mode="after")
+    def _kv_fits(self) -> HardwareConfig:
+        if self.kv_mem_gb > self.gpu_mem_gb:
+            raise _field_error(
+                "kv_mem_gb",
+                f"KV memory larger than the GPU ({self.kv_mem_gb:g} > gpu_mem_gb {self.gpu_mem_gb:g})",
+            )
+        return self
+
+
+# ------------------------------------------------------------------------------------------------- hicache
+
+
+class HiCacheConfig(_Section):
+    """L2 (host) HiCache: sizing, write policy, thresholds and L3 prefetch termination (DESIGN.md 1.4-1.5).
+
+    As SGLang does (arg_groups/hicache_hook.py:171-193), ``page_first_direct`` + ``kernel`` becomes io
+    ``direct`` and ``page_first`` + ``direct`` becomes layout ``page_first_direct``.
+    """
+
+    enabled: bool = Field(True, description="Hierarchical cache on (L2 host pools); false = L1 only.")
+    page_size: int = Field(256, ge=1, description="Tokens per radix page (DeepSeek V4 asserts 256).")
+    hicache_ratio: float = Field(2.0, gt=0, description="Host pages = int(device pages x ratio), per pool.")
+    host_pages: int | None = Field(
+        None, ge=1, description="Explicit host pages per pool, overriding hicache_ratio."
+    )
+    write_policy: Literal["write_through", "write_through_selective", "write_back"] = Field(
+        "write_through",
+        description="When L1 pages are backed up to L2: on insert (hit >= 1), on second hit (>= 2), or at eviction.",
+    )
+    load_back_threshold: int = Field(
+        10, ge=0, description="Minimum host-hit tokens to load back L2 -> L1 rather than recompute."
+    )
+    prefetch_threshold: int = Field(256, ge=0, description="Minimum storage-hit tokens to prefetch from L3.")
+    prefetch_policy: Literal["best_effort", "wait_complete", "timeout"] = Field(
+        "timeout",
+        description="When an L3 prefetch stops: as soon as the request can run, when all arrives, or at a timeout.",
+    )
+    prefetch_timeout_base_s: float = Field(1.0, ge=0, description="Prefetch timeout: fixed part, seconds.")
+    prefetch_timeout_per_ki_token_s: float = Field(
+        0.25, ge=0, description="Prefetch timeout: seconds per 1024 tokens."
+    )
+    io_backend: Literal["kernel", "direct", "batched"] = Field(
+        "kernel", description="L1<->L2 copy mechanism; cost-table backend kernel, copy_engine or batched."
+    )
+    mem_layout: Literal["page_first", "layer_first", "page_first_direct"] = Field(
+        "page_first", description="Host pool layout (affects copy granularity)."
+    )
+    swa_full_tokens_ratio: float = Field(
+        0.1, gt=0, le=1, description="Device SWA pool size as a fraction of full tokens."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_io(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            io, layout = data.get("io_backend", "kernel"), data.get("mem_layout", "page_first")
+            if layout == "page_first_direct" and io == "kernel":
+                data = {**data, "io_backend": "direct"}
+            elif layout == "page_first" and io == "direct":
+                data = {**data, "mem_layout": "page_first_direct"}
+        return data
+
+    @property
+    def write_through_threshold(self) -> int:
+        """Hit count at which a node is backed up: 1 for write_through, 2 otherwise (unified_radix_cache.py:558)."""
+        return 1 if self.write_policy == "write_through" else 2
+
+    @property
+    def cost_backend(self) -> str:
+        """The cost-table backend name for ``io_backend``."""
+        return {"kernel": "kernel", "direct": "copy_engine", "batched": "batched"}[self.io_backend]
+
+    def prefetch_timeout_s(self, tokens: int) -> float:
+        """SGLang's prefetch timeout for a prefetch of ``tokens`` tokens."""
+        return self.prefetch_timeout_base_s + self.prefetch_timeout_per_ki_token_s * tokens / 1024
+
+
+class L3Config(_Section):
+    """L3 storage shared by all instances; defaults are the measured EIC figures for V4-Flash (TP8 H20)."""
+
+    enabled: bool = Field(False, description="L3 storage on (needs hicache.enabled).")
+    read_gbps: float = Field(0.57, gt=0, description="Read bandwidth per rank, GB/s (measured EIC).")
+    write_gbps: float = Field(
+        0.16, gt=0, description="Write bandwidth per rank, GB/s (measured EIC; only TP0 writes)."
+    )
+    latency_ms: float = Field(1.0, ge=0, description="Per storage call latency, ms (estimate).")
+    capacity_gb: float | None = Field(None, gt=0, description="Storage capacity, GB; null = unbounded.")
+    io_batch_pages: int = Field(128, ge=1, description="Pages per storage call (hicache_storage.py:24).")
+
+
+class SchedulerConfig(_Section):
+    """Batch formation per scheduler step."""
+
+    max_running_requests: int = Field(256, ge=1, description="Requests decoding at once.")
+    chunked_prefill_size: int = Field(
+        8192, ge=1, description="Prefill tokens per step; longer prompts are chunked."
+    )
+    max_prefill_tokens: int = Field(
+        16384, ge=1, description="Prefill token budget for admitting new requests in one step."
+    )
+    schedule_policy: Literal["fcfs", "lpm"] = Field(
+        "fcfs", description="Waiting-queue order: arrival, or longest prefix match."
+    )
+
+
+class ComputeConfig(_Section):
+    """A simple, replaceable roofline for GPU step time; defaults are V4-Flash estimates, not measurements.
+
+    prefill time = tokens x (flops_per_token + attn x context) / (peak x mfu); decode time = (weights + KV read)
+    / (HBM x mbu); plus ``step_overhead_ms`` per step.
+    """
+
+    prefill_flops_per_token: float = Field(
+        2.6e10,
+        gt=0,
+        description="Linear FLOPs per token: 2 x active params (V4-Flash ~13B active; estimate).",
+    )
+    attn_flops_per_token_per_ctx: float = Field(
+        1.4e6,
+        ge=0,
+        description="Attention FLOPs per token per context token (estimate: 4 x 64 heads x 512 dim x 43 layers / 4 for C4 compression).",
+    )
+    decode_bytes_per_step: float = Field(
+        1.3e10, gt=0, description="Weight bytes read per decode step: active params x 1 B (fp8)."
+    )
+    kv_bytes_per_token_read: float = Field(
+        3900.0,
+        ge=0,
+        description="KV bytes read per context token per decode step (V4-Flash FULL-anchored ~3,899 B; estimate).",
+    )
+    mfu: float = Field(0.4, gt=0, le=1, description="Achieved fraction of peak FLOPs in prefill.")
+    mbu: float = Field(0.7, gt=0, le=1, description="Achieved fraction of HBM bandwidth in decode.")
+    step_overhead_ms: float = Field(2.0, ge=0, description="Scheduler and launch overhead per step, ms.")
+
+
+# ------------------------------------------------------------------------------------------------ workload
+
+
+class MultiTurnWorkload(_Section):
+    """SGLang's bench_multiturn: clients each send rounds of history + a new question (reference section 8)."""
+
+    kind: Literal["multi_turn"] = Field("multi_turn", description="Workload type.")
+    num_clients: int = Field(256, ge=1, description="Conversations.")
+    max_parallel: int = Field(128, ge=1, description="Requests in flight at once.")
+    request_length: int = Field(512, ge=1, description="New tokens per round (the sub-question).")
+    output_length: int = Field(64, ge=1, description="Generated tokens per round.")
+    num_rounds: int = Field(5, ge=1, description="Rounds per client.")
+    request_rate: float | None = Field(
+        1.0,
+        gt=0,
+        description="Request arrivals per second (bench default 1.0); null = closed loop, as fast as max_parallel allows.",
+    )
+    distribution: Literal["poisson", "uniform"] = Field(
+        "poisson", description="Inter-arrival distribution (uniform over [0, 2/rate])."
+    )
+    system_prompt_length: int = Field(0, ge=0, description="Tokens of a system prompt shared by all clients.")
+
+
+class SyntheticWorkload(_Section):
+    """Independent requests with optional shared prefixes, for controlled experiments."""
+
+    kind: Literal["synthetic"] = Field("synthetic", description="Workload type.")
+    arrival: Literal["poisson", "gamma"] = Field("poisson", description="Inter-arrival process.")
+    rate: float = Field(1.0, gt=0, description="Mean arrivals per second.")
+    cv: float = Field(
+        1.0, gt=0, description="Coefficient of variation of gamma inter-arrivals (1 = Poisson)."
+    )
+    num_requests: int = Field(1000, ge=1, description="Requests to generate.")
+    input_length: int = Field(1024, ge=1, description="Prompt tokens per request.")
+    output_length: int = Field(128, ge=1, description="Generated tokens per request.")
+    shared_prefix_length: int = Field(
+        0, ge=0, description="Leading prompt tokens shared within a prefix group."
+    )
+    num_prefix_groups: int = Field(
+        1, ge=1, description="Distinct shared prefixes; requests pick one uniformly."
+    )
+
+    @model_validator(mode="after")
+    def _prefix_fits(self) -> SyntheticWorkload:
+        if self.shared_prefix_length > self.input_length:
+            raise _field_error("shared_prefix_length", f"longer than input_length ({self.input_length})")
+        return self
+
+
+class TraceWorkload(_Section):
+    """Replay of a recorded trace in time: Mooncake JSONL (hash_ids per block) or real token ids."""
+
+    kind: Literal["trace"] = Field("trace", description="Workload type.")
+    path: str = Field(description="Trace file, relative to the scenario file (or the current directory).")
+    format: Literal["mooncake", "tokens"] = Field(
+        "mooncake",
+        description="mooncake: timestamp ms, input_length, output_length, hash_ids; tokens: token-id records.",
+    )
+    block_size: int = Field(512, ge=1, description="Tokens per hash_id block (Mooncake: 512).")
+    time_scale: float = Field(1.0, gt=0, description="Multiplies inter-arrival times; > 1 slows arrivals.")
+    max_requests: int | None = Field(None, ge=1, description="Replay only the first N requests; null = all.")
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _resolve_file(value, info)
+
+
+def _workload_tag(value: Any) -> str | None:
+    """The workload kind; a mapping without one is multi_turn, the default workload."""
+    return value.get("kind", "multi_turn") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+Workload = Annotated[
+    Union[  # noqa: UP007 - Annotated tags need the explicit Union form
+        Annotated[MultiTurnWorkload, Tag("multi_turn")],
+        Annotated[SyntheticWorkload, Tag("synthetic")],
+        Annotated[TraceWorkload, Tag("trace")],
+    ],
+    Discriminator(_workload_tag),
+]
+_WORKLOAD_CLASSES = (MultiTurnWorkload, SyntheticWorkload, TraceWorkload)
+_WORKLOAD_KINDS = ("multi_turn", "synthetic", "trace")
+
+
+# -------------------------------------------------------------------------------------- cluster, hisparse
+
+
+class ClusterConfig(_Section):
+    """Instances sharing one L3; L1/L2 stay private to each instance."""
+
+    instances: int = Field(1, ge=1, description="Inference servers (TP groups).")
+    router: Literal["round_robin", "cache_aware"] = Field(
+        "round_robin", description="How requests pick an instance."
+    )
+    role: Literal["colocated", "decode"] = Field(
+        "colocated", description="colocated prefill+decode, or a PD decode instance (HiSparse)."
+    )
+
+
+class HiSparseAccessConfig(_Section):
+    """Which compressed tokens the indexer's top-k picks each step: a parametric model or a recorded trace."""
+
+    kind: Literal["parametric", "trace"] = Field("parametric", description="Access model.")
+    trace_path: str | None = Field(
+        None, description="Recorded top-k trace (kind trace), relative to the scenario file."
+    )
+    sink_tokens: int = Field(4, ge=0, description="First compressed ids always selected (attention sinks; assumption).")
+    recent_fraction: float = Field(
+        0.25, ge=0, le=1, description="Share of top-k taken by the most recent compressed ids (assumption)."
+    )
+    overlap: float = Field(
+        0.8, ge=0, le=1, description="Probability an older pick of the previous step is picked again (assumption)."
+    )
+    zipf_alpha: float = Field(1.0, ge=0, description="Zipf exponent of popularity over older tokens (assumption).")
+    layers_simulated: int = Field(
+        2, ge=1, description="C4 layers simulated (LRU state is per layer); results scale to all."
+    )
+
+    @field_validator("trace_path")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _resolve_file(value, info)
+
+    @model_validator(mode="after")
+    def _trace_needs_path(self) -> HiSparseAccessConfig:
+        if self.kind == "trace" and self.trace_path is None:
+            raise _field_error("trace_path", "required when kind is trace")
+        return self
+
+
+class HiSparseConfig(_Section):
+    """HiSparse decode offload of C4 KV (DESIGN.md 1.6); defaults from mem_cache/sparsity/factory.py:79-82."""
+
+    enabled: bool = Field(False, description="HiSparse on (needs cluster.role: decode).")
+    device_buffer_size: int = Field(4096, ge=1, description="GPU hot-buffer C4 slots per request.")
+    top_k: int | None = Field(
+        None,
+        ge=1,
+        description="Compressed tokens picked per step; null = the model's index_topk (512 Flash, 1024 Pro).",
+    )
+    policy: Literal["lru", "clock", "belady"] = Field(
+        "lru", description="Hot-buffer replacement (SGLang: lru; belady is the offline bound)."
+    )
+    access: HiSparseAccessConfig = Field(
+        default_factory=HiSparseAccessConfig, description="Top-k access model."
+    )
+    step_windows: int | None = Field(
+        4, ge=1, description="Decode windows whose misses are simulated (spread over the output); null = all steps."
+    )
+    window_steps: int = Field(256, ge=1, description="Steps per simulated window.")
+    sample_requests: int = Field(2, ge=1, description="Requests whose access streams are simulated.")
+
+
+class OutputConfig(_Section):
+    """What a run records."""
+
+    timeseries_interval_s: float = Field(
+        1.0, gt=0, description="Sampling interval of the metrics time series, simulated s."
+    )
+    record_requests: bool = Field(True, description="Keep one record per request.")
+
+
+# ------------------------------------------------------------------------------------------------ scenario
+
+
+class Scenario(_Section):
+    """A complete, validated simulation input. Build it with :func:`load_scenario` or :func:`scenario_from_dict`."""
+
+    name: str = Field(description="Scenario name, used in output paths and reports.")
+    description: str = Field("", description="Free text.")
+    seed: int = Field(0, description="Seed of the one numpy Generator a run uses.")
+    duration_s: float | None = Field(
+        None, gt=0, description="Simulated-time cap, s; null = until the workload is exhausted."
+    )
+    model: ModelConfig = Field(
+        default_factory=lambda: ModelConfig(name="deepseek-v4-flash"),
+        description="Catalog name or inline pool list.",
+    )
+    hardware: HardwareConfig = Field(default_factory=HardwareConfig, description="GPU and host.")
+    hicache: HiCacheConfig = Field(default_factory=HiCacheConfig, description="L2 host cache.")
+    l3: L3Config = Field(default_factory=L3Config, description="L3 storage.")
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig, description="Batching.")
+    compute: ComputeConfig = Field(default_factory=ComputeConfig, description="GPU step-time roofline.")
+    workload: Workload = Field(
+        default_factory=MultiTurnWorkload, description="Request source, chosen by kind."
+    )
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Instances and routing.")
+    hisparse: HiSparseConfig = Field(
+        default_factory=HiSparseConfig, description="Decode-side sparse offload."
+    )
+    output: OutputConfig = Field(default_factory=OutputConfig, description="Recording.")
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> Scenario:
+        hc = self.hicache
+        if self.model.page_size is not None and self.model.page_size != hc.page_size:
+            raise _field_error(
+                "model.page_size", f"{self.model.page_size} differs from hicache.page_size {hc.page_size}"
+            )
+        if self.model.pools is None and self.model.name.startswith("deepseek-v4") and hc.page_size != 256:
+            raise _field_error("hicache.page_size", "DeepSeek V4 models require 256 (asserted by SGLang)")
+        if self.l3.enabled and not hc.enabled:
+            raise _field_error("l3.enabled", "L3 needs hicache.enabled: true")
+        if self.hisparse.enabled:
+            if self.cluster.role != "decode":
+                raise _field_error(
+                    "hisparse.enabled", "HiSparse runs only on decode instances; set cluster.role: decode"
+                )
+            top_k = self.hisparse_top_k
+            if top_k is None:
+                raise _field_error("hisparse.top_k", "required for a model without a catalog index_topk")
+            if top_k > self.hisparse.device_buffer_size:
+                raise _field_error(
+                    "hisparse.top_k",
+                    f"{top_k} exceeds hisparse.device_buffer_size {self.hisparse.device_buffer_size}",
+                )
+        page_bytes = self.model.page_bytes(hc.page_size)
+        if page_bytes:
+            device_pages = int(self.hardware.kv_mem_gb * 1e9 // page_bytes)
+            if device_pages < 1:
+                raise _field_error("hardware.kv_mem_gb", f"smaller than one page ({page_bytes:,} B)")
+            if hc.enabled:
+                host_pages = (
+                    hc.host_pages if hc.host_pages is not None else int(device_pages * hc.hicache_ratio)
+                )
+                if host_pages < 1:
+                    raise _field_error("hicache.hicache_ratio", "host pool smaller than one page")
+                host_gb = host_pages * page_bytes * self.hardware.tp_size / 1e9
+                if host_gb > self.hardware.host_mem_gb:
+                    field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
+                    raise _field_error(
+                        field,
+                        f"host pool ({host_gb:,.1f} GB) exceeds hardware.host_mem_gb ({self.hardware.host_mem_gb:g})",
+                    )
+        return self
+
+    @property
+    def hisparse_top_k(self) -> int | None:
+        """HiSparse top-k in effect: the explicit value, else the model's index_topk."""
+        return self.hisparse.top_k or build_model_spec(self).index_topk or None
+
+
+def build_model_spec(scenario: Scenario) -> Any:
+    """The ``sim.pools.ModelSpec`` for the scenario's model (imports sim.pools lazily)."""
+    from sim import pools
+
+    m = scenario.model
+    if m.pools is not None:
+        d = m.model_dump(mode="json", exclude_none=True)
+        d["page_size"] = scenario.hicache.page_size
+        for p in d["pools"]:
+            p.setdefault("anchor", p["name"])
+        return pools.model_from_dict(d)
+    return pools.get_model(
+        m.name, page_size=scenario.hicache.page_size, bytes_per_token=m.generic_bytes_per_token
+    )
