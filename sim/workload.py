@@ -27,6 +27,7 @@ __all__ = [
     "read_token_trace",
     "read_trace",
     "shared_prefix",
+    "token_page_keys",
 ]
 
 
@@ -104,8 +105,8 @@ def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.
         out_ids = rec.get("output_tok_ids")
         n_out = len(out_ids) if isinstance(out_ids, list) else _field(
             rec, "output_toks" if "output_toks" in rec else "output_length", int, path, lineno)  # fmt: skip
-        keys = _token_pages(ids, page_size)
-        final = _token_pages(ids + out_ids, page_size) if isinstance(out_ids, list) else None
+        keys = token_page_keys(ids, page_size)
+        final = token_page_keys(ids + out_ids, page_size) if isinstance(out_ids, list) else None
         _check_order(out, t * time_scale, path, lineno)
         out.append(Request(len(out), t * time_scale, len(ids), n_out, keys, final))
     _check_nonempty(out, path)
@@ -133,10 +134,15 @@ def detect_format(path: str | Path) -> str:
     return "mooncake" if "hash_ids" in first[1] else "tokens"
 
 
-def _token_pages(ids: list[int], page: int) -> list:
-    if page == 1:
-        return list(ids)
-    return [tuple(ids[i : i + page]) for i in range(0, len(ids) // page * page, page)]
+def token_page_keys(ids: list[int], page: int) -> list[int]:
+    """Chained keys of the whole pages of ``ids``: each names its page and everything before it, as
+    SGLang's chained page hashes do, so equal keys mean equal prefixes (what L3 content addressing needs).
+    Python hashes tuples of ints the same in every process."""
+    keys, prev = [], 0
+    for i in range(0, len(ids) // page * page, page):
+        prev = hash((prev, tuple(ids[i : i + page])))
+        keys.append(prev)
+    return keys
 
 
 def _json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:

@@ -15,6 +15,7 @@ from sim.workload import (
     read_token_trace,
     read_trace,
     shared_prefix,
+    token_page_keys,
 )
 
 SHAREGPT = Path("/work/shared/traces/llmservingsim_sharegpt-llama-3.1-8b-300-sps10.jsonl")
@@ -69,28 +70,29 @@ class TestMooncake:
 
 
 class TestTokenTrace:
-    def test_token_ids_become_whole_page_tuples_with_ns_arrivals(self, tmp_path):
+    def test_token_ids_become_chained_whole_page_keys_with_ns_arrivals(self, tmp_path):
         recs = [
             {"input_tok_ids": list(range(10)), "output_toks": 3, "arrival_time_ns": 5_000_000_000},
             {"input_ids": [1, 2, 3, 4], "output_length": 1, "timestamp": 6000},
         ]
         path = write_lines(tmp_path / "t.jsonl", recs)
         a, b = read_token_trace(path, page_size=4)
-        assert a.keys == [(0, 1, 2, 3), (4, 5, 6, 7)]
+        assert a.keys == token_page_keys(list(range(8)), 4) and len(a.keys) == 2
         assert (a.input_len, a.output_len, a.arrival_s) == (10, 3, 5.0)
-        assert b.keys == [(1, 2, 3, 4)] and b.arrival_s == 6.0
+        assert b.keys == token_page_keys([1, 2, 3, 4], 4) and b.arrival_s == 6.0
         assert a.final_keys is None
 
     def test_output_token_ids_are_cached_with_the_input(self, tmp_path):
         rec = {"input_tok_ids": [1, 2, 3], "output_tok_ids": [4, 5], "arrival_time_ns": 0}
         (req,) = read_token_trace(write_lines(tmp_path / "t.jsonl", [rec]), page_size=2)
         assert req.output_len == 2
-        assert req.keys == [(1, 2)] and req.final_keys == [(1, 2), (3, 4)]
+        assert len(req.keys) == 1 and req.final_keys[:1] == req.keys and len(req.final_keys) == 2
 
-    def test_page_size_one_keys_are_the_token_ids(self, tmp_path):
-        rec = {"input_tok_ids": [9, 8, 7], "output_toks": 1, "arrival_time_ns": 0}
-        (req,) = read_token_trace(write_lines(tmp_path / "t.jsonl", [rec]), page_size=1)
-        assert req.keys == [9, 8, 7]
+    def test_a_page_key_names_its_whole_prefix(self):
+        """The same page after different prefixes gets different keys (content addressing for L3)."""
+        a, b = token_page_keys([1, 2, 9, 9], 2), token_page_keys([3, 4, 9, 9], 2)
+        assert a[1] != b[1]
+        assert token_page_keys([9, 8, 7], 1) == token_page_keys([9, 8, 7, 6], 1)[:3]
 
     @pytest.mark.skipif(not SHAREGPT.exists(), reason="shared ShareGPT token trace not present")
     def test_the_sharegpt_token_trace_reads_in_arrival_order(self):
