@@ -132,7 +132,7 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float) -> RunResul
 def summarise(sc: Scenario, sim: Simulation) -> dict:
     rec, cfg = sim.rec, sim.cfg
     df = rec.requests_frame()
-    horizon = sim.end_s or sim.env.now
+    horizon = sim.env.now if cfg.duration_s is not None else (sim.end_s or sim.env.now)  # a capped run: the cap
     totals = {c: int(df[c].sum()) for c in ("input_tokens", "output_tokens", "device_hit_tokens",
                                              "host_hit_tokens", "storage_hit_tokens", "computed_tokens")}  # fmt: skip
     n_in = totals["input_tokens"] or 1
@@ -262,7 +262,8 @@ def _format_decode(result: RunResult) -> str:
         f"cost table: {s['cost_table']}",
         "",
         f"{'simulated time':<30}{s['simulated_s']:>14,.1f} s",
-        f"{'requests':<30}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped",
+        f"{'requests':<30}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
+        f"{req['unfinished']} unfinished",
         f"{'GPU bytes per request':<30}{h['bytes_per_request'] / 1e6:>14,.0f} MB   "
         f"(off {h['bytes_per_request_baseline'] / 1e6:,.0f} MB, on {h['bytes_per_request_hisparse'] / 1e6:,.0f} MB)",
         f"{'max decode batch':<30}{h['max_batch']:>14,}   (off {h['max_batch_baseline']}, on "
