@@ -202,10 +202,6 @@ class CostTable:
         self._memo[key] = value
         return value
 
-    def ceiling_Bps(self, name: str) -> float:
-        """A link ceiling in bytes/s (``h2d``, ``d2h``, ``h2d_bidir``, ``d2h_bidir``)."""
-        return self.ceilings[name] * 1e9
-
     def _transfer(self, op: str, backend: str, n_items: int, item_bytes: int) -> float:
         rows = self._rows.get((op, backend), {})
         fit = self.fits.get((op, backend))

@@ -257,13 +257,6 @@ class HiCache:
                 out[pool.name] = n * self.page_bytes[pool.name]
         return out
 
-    def pool_usage(self, tier: Tier) -> dict[str, int]:
-        """Pages in use per registered pool (sidecars mirror their anchor)."""
-        return {p.name: tier.kv_used if p.anchor == "kv" else tier.swa_used for p in self.model.pools}
-
-    def pool_capacity(self, tier: Tier) -> dict[str, float]:
-        return {p.name: tier.kv_cap if p.anchor == "kv" else tier.swa_cap for p in self.model.pools}
-
     # ----- device tier ------------------------------------------------------------------------
     def ensure_device(self, kv_pages: int, swa_pages: int = 0) -> bool:
         """Make ``kv_pages`` and ``swa_pages`` fit beside every reservation; False if they cannot.

@@ -200,10 +200,6 @@ class TopkTrace:
     ids: np.ndarray
     offsets: np.ndarray
 
-    @property
-    def n_rows(self) -> int:
-        return int(self.step.shape[0])
-
     def row_ids(self, i: int) -> np.ndarray:
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
