@@ -594,5 +594,5 @@ class HiCache:
             "load_back_bytes_total": sum(load.values()),
             "load_back_bytes_by_pool": load,
             "hicache_host_used_tokens": self.l2.kv_used * pt,
-            "hicache_host_total_tokens": self.l2.kv_cap * pt,
+            "hicache_host_total_tokens": None if self.l2.kv_cap == math.inf else self.l2.kv_cap * pt,
         }  # fmt: skip
