@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -265,21 +265,10 @@ class HiCache:
         group first drops LRU window states on their own, leaving the nodes in place (SWA tombstones).
         """
         l1 = self.l1
-        if l1.kv_cap - l1.kv_used - self.reserved_kv < kv_pages:
-            for victim in self.tree.device_victims():
-                self._evict_device(victim)
-                if l1.kv_cap - l1.kv_used - self.reserved_kv >= kv_pages:
-                    break
-            else:
-                return False
-        if l1.swa_cap - l1.swa_used - self.reserved_swa < swa_pages:
-            for node in self.tree.window_victims():
-                self._drop_window(node)
-                if l1.swa_cap - l1.swa_used - self.reserved_swa >= swa_pages:
-                    break
-            else:
-                return False
-        return True
+        return _make_room(lambda: l1.kv_cap - l1.kv_used - self.reserved_kv, kv_pages,
+                          self.tree.device_victims(), self._evict_device) and _make_room(
+            lambda: l1.swa_cap - l1.swa_used - self.reserved_swa, swa_pages,
+            self.tree.window_victims(), self._drop_window)  # fmt: skip
 
     def _drop_window(self, node: Node) -> None:
         self.l1.free(0, self._need(node)[1])
@@ -596,3 +585,14 @@ class HiCache:
             "hicache_host_used_tokens": self.l2.kv_used * pt,
             "hicache_host_total_tokens": None if self.l2.kv_cap == math.inf else self.l2.kv_cap * pt,
         }  # fmt: skip
+
+
+def _make_room(free: Callable[[], float], need: int, victims: Iterator[Node], release: Callable[[Node], None]) -> bool:
+    """Release victims in order until ``free()`` reaches ``need``; False if they run out first."""
+    if free() >= need:
+        return True
+    for node in victims:
+        release(node)
+        if free() >= need:
+            return True
+    return False
