@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pools(sub)
     _add_sweep(sub)
     _add_plot(sub)
+    _add_tree(sub)
     from calibrate.cli import add_calibrate_parser  # torch is imported only when calibrate runs
 
     add_calibrate_parser(sub)
@@ -65,6 +66,50 @@ def _cmd_run(args) -> int:
     print(format_summary(result))
     print(f"wrote {', '.join(str(p) for p in paths)}")
     return 0
+
+
+TREE_HELP = """Answer a stream of prefix-cache calls the way SGLang's own trees record them, and check the answers.
+
+Two formats (see shared/vectors): SGLang's RadixCache calls (insert / match / evict / state) and the DeepSeek-V4
+UnifiedRadixCache calls (config / request / admit / extend / decode / finish / match / state). Each line is a
+call, or {"call": ..., "expect": ...}. Prints one JSON answer per call with SGLang's field names; where expects
+are present it prints the agreement on stderr and exits 1 on any mismatch. Record your own SGLang version's
+answers in this format to check the model against it.
+"""
+
+
+def _add_tree(sub) -> None:
+    p = sub.add_parser("tree", help="answer a call stream like SGLang's radix trees; check recorded answers",
+                       description=TREE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("calls", metavar="CALLS.jsonl", help="call stream (vectors format; expects optional)")
+    p.add_argument("--quiet", action="store_true", help="print only the agreement and mismatches, not every answer")
+    p.set_defaults(func=_cmd_tree)
+
+
+def _cmd_tree(args) -> int:
+    import json
+    from pathlib import Path
+
+    from sim.treecalls import compare, run_calls
+
+    path = Path(args.calls)
+    if not path.is_file():
+        raise InputError("no such file", source=args.calls)
+    checked = agreed = 0
+    for lineno, answer, expect in run_calls(path):
+        if not args.quiet:
+            print(json.dumps(answer, separators=(",", ":")))
+        if expect is None:
+            continue
+        checked += 1
+        wrong = compare(answer, expect)
+        if wrong:
+            print(f"{path}:{lineno}: call {answer.get('id', '?')}: {'; '.join(wrong)}", file=sys.stderr)
+        else:
+            agreed += 1
+    if checked:
+        print(f"{agreed}/{checked} answers agree with the recorded ones", file=sys.stderr)
+    return 0 if agreed == checked else 1
 
 
 def _add_validate(sub) -> None:

@@ -1,0 +1,241 @@
+"""DeepSeek V4's prefix cache over paged Full and SWA pools, and the cache calls a running request makes.
+
+:class:`SWACache` owns the two page pools and the :class:`~sim.unified.UnifiedTree`; :class:`Running` is a
+request's KV record (SGLang's ``Req.kv``: the tree-owned prefix, the SWA-evicted boundary, the rows it
+allocated). The calls follow SGLang 0.5.23 (paths relative to ``sglang/srt/``):
+
+- **admit** (``managers/schedule_batch.py:1692-1775``): match the prompt with the key capped at
+  ``len - 1`` (V4.1's bounded SWA replay caps it ``replay_tail`` tokens lower, ``mem_cache/common.py:193-211``),
+  lock the match end;
+- **extend** one prefill chunk (``managers/schedule_policy.py:1140, 1665``): the first chunk of a prompt
+  longer than ``chunked_prefill_size`` ends on a page, later ones take up to the chunk size; every token of
+  the chunk gets a Full and an SWA slot, allocated by pages after evicting from the tree for the chunk
+  plus one page (``mem_cache/allocation.py:175-258``, ``allocator/swa.py:203-214``); a chunk that does not
+  end the prompt is checkpointed into the tree, as is the end of a prefill that does not finish the request;
+- **decode** one step: before every step but the first, once ``seqlen - 1 - window`` has passed the
+  SWA-evicted boundary by 128 tokens, the request frees its out-of-window SWA
+  (``managers/schedule_batch.py:4047-4123``); then one page's worth is made free by eviction and a page is
+  allocated when the new token starts one (``mem_cache/allocation.py:572-623``);
+- **checkpoint** (``mem_cache/unified_radix_cache.py:1164-1336``): an unfinished request frees its
+  out-of-window SWA up to the key first; a request with a branching point inserts only up to it; the insert
+  moves the lock to the new end;
+- **release** (``mem_cache/common.py:400-437``): a checkpoint of prompt + output minus the last token, then
+  every row the tree did not take goes back to the pools.
+
+Pool usage is derived, not tracked row by row: after any insert the tree owns the request's rows below
+``protected`` (its duplicates freed, ``unified_tree_core.py:1332-1366``), so the request holds its Full pages
+from ``protected`` and its SWA pages from ``max(protected, evicted)`` up to what it allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sim.swa import out_of_window_boundary
+from sim.unified import Match, UnifiedTree, UNode
+
+__all__ = ["OutOfMemory", "Running", "SWACache"]
+
+SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL (environ.py)
+
+
+class OutOfMemory(RuntimeError):
+    """An allocation failed even after eviction (SGLang raises; a scheduler would retract)."""
+
+
+@dataclass
+class Running:
+    """One request's KV record."""
+
+    prompt: Sequence[int]
+    output: Sequence[int]
+    match: Match
+    lock_node: UNode
+    lock_uuid: int | None
+    protected: int  # tokens owned by the tree (cache_protected_len)
+    branching: int | None
+    evicted: int = 0  # SWA-evicted boundary
+    inserted: int = 0  # cache_inserted_len
+    allocated: int = 0  # rows with KV slots
+    prefilled: int = 0  # extend_end
+    emitted: int = 0  # output tokens produced
+    decode_steps: int = 0
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    finished: bool = False
+    evicted_full: int = 0  # tree tokens evicted by this request's allocations (last call)
+    evicted_swa: int = 0
+
+    @property
+    def kv_len(self) -> int:
+        """Tokens whose KV is computed: the prompt part prefilled plus every output token but the newest."""
+        return self.prefilled + max(0, self.emitted - 1)
+
+
+class SWACache:
+    """Paged Full and SWA pools (``full_pages``/``swa_pages`` of ``page`` tokens; None: unbounded) under a
+    FULL + SWA tree."""
+
+    def __init__(
+        self,
+        *,
+        page: int,
+        window: int,
+        full_pages: int | None,
+        swa_pages: int | None,
+        chunked_prefill_size: int = 8192,
+        replay_tail: int = 0,
+    ) -> None:
+        self.page = page
+        self.window = window
+        self.full_cap = float("inf") if full_pages is None else full_pages * page
+        self.swa_cap = float("inf") if swa_pages is None else swa_pages * page
+        self.chunked_prefill_size = chunked_prefill_size
+        self.replay_tail = replay_tail
+        self.tree = UnifiedTree(page, window)
+        self.running: set[int] = set()
+        self._req_full = 0  # pages held by running requests
+        self._req_swa = 0
+        self._held: dict[int, tuple[int, int]] = {}
+
+    # ----- pool usage -------------------------------------------------------------------------
+    @property
+    def full_used(self) -> int:
+        return self.tree.full_tokens + self._req_full * self.page
+
+    @property
+    def swa_used(self) -> int:
+        return self.tree.swa_tokens + self._req_swa * self.page
+
+    def full_free(self) -> float:
+        return self.full_cap - self.full_used
+
+    def swa_free(self) -> float:
+        return self.swa_cap - self.swa_used
+
+    def _account(self, r: Running) -> None:
+        """Re-derive the pages ``r`` holds from its record."""
+        p = self.page
+        top = -(-r.allocated // p)
+        full = max(0, top - r.protected // p)
+        swa = max(0, top - max(r.protected, r.evicted) // p)
+        old = self._held.get(id(r), (0, 0))
+        self._req_full += full - old[0]
+        self._req_swa += swa - old[1]
+        self._held[id(r)] = (full, swa)
+
+    def _make_free(self, r: Running, tokens: int) -> None:
+        """Evict from the tree until ``tokens`` are free in both pools (``allocator/swa.py:203-214``)."""
+        full_short = max(0, tokens - self.full_free())
+        swa_short = max(0, tokens - self.swa_free())
+        if full_short or swa_short:
+            f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
+            r.evicted_full += f
+            r.evicted_swa += s
+
+    def _alloc_rows(self, r: Running, end: int) -> None:
+        p = self.page
+        new_pages = -(-end // p) - -(-r.allocated // p)
+        if new_pages > 0 and (new_pages * p > self.full_free() or new_pages * p > self.swa_free()):
+            raise OutOfMemory(f"cannot allocate {new_pages} pages for tokens [{r.allocated}, {end})")
+        r.allocated = end
+        self._account(r)
+
+    # ----- request calls ----------------------------------------------------------------------
+    def lookup(self, tokens: Sequence[int]) -> Match:
+        """SGLang's admission match: the key capped at ``len - 1`` (and ``replay_tail`` lower), whole pages."""
+        limit = max(0, len(tokens) - 1 - self.replay_tail)
+        return self.tree.match(self.tree.page_keys(tokens[:limit]))
+
+    def admit(self, prompt: Sequence[int], output: Sequence[int] = ()) -> Running:
+        m = self.lookup(prompt)
+        uuid = self.tree.lock(m.node)
+        r = Running(prompt, output, m, m.node, uuid, m.device, m.branching)
+        r.prefilled = r.allocated = m.device
+        self._account(r)
+        self.running.add(id(r))
+        return r
+
+    def next_chunk(self, r: Running) -> tuple[int, int]:
+        start, n = r.prefilled, len(r.prompt)
+        c = self.chunked_prefill_size
+        if not r.chunks and n - start > c:
+            return start, (start + c // self.page * self.page) // self.page * self.page
+        return start, start + min(n - start, c)
+
+    def extend(self, r: Running) -> tuple[int, int]:
+        """Run one prefill chunk; returns its token range."""
+        start, end = self.next_chunk(r)
+        r.evicted_full = r.evicted_swa = 0
+        self._make_free(r, end - start + self.page)
+        self._alloc_rows(r, end)
+        r.prefilled = end
+        r.chunks.append((start, end))
+        if end < len(r.prompt):
+            self.checkpoint(r, end)
+            return start, end
+        r.emitted = 1 if r.output else 0
+        if len(r.output) <= 1:
+            self.release(r)
+        else:
+            self.checkpoint(r, end)
+        return start, end
+
+    def decode(self, r: Running) -> None:
+        """One decode step: free out-of-window SWA, allocate the new token's slot, emit a token."""
+        r.evicted_full = r.evicted_swa = 0
+        seqlen = len(r.prompt) + r.emitted
+        if r.decode_steps >= 1 and seqlen - 1 - self.window >= r.evicted + SWA_EVICTION_INTERVAL:
+            self._free_window(r, seqlen - 1)
+        self._make_free(r, self.page)
+        self._alloc_rows(r, seqlen)
+        r.decode_steps += 1
+        r.emitted += 1
+        if r.emitted >= len(r.output):
+            self.release(r)
+
+    def finish(self, r: Running) -> None:
+        """Run ``r`` to its end: remaining chunks, then decode steps, then release."""
+        while not r.finished and r.prefilled < len(r.prompt):
+            self.extend(r)
+        while not r.finished:
+            self.decode(r)
+
+    def _free_window(self, r: Running, pre_len: int) -> None:
+        r.evicted = out_of_window_boundary(r.evicted, pre_len, r.protected, self.window, self.page)
+        self._account(r)
+
+    def checkpoint(self, r: Running, up_to: int) -> None:
+        """Insert the request's first ``up_to`` tokens and move its lock to where they end."""
+        tokens = list(r.prompt) + list(r.output[: r.emitted])
+        cache_len = up_to
+        branching = r.branching if r.branching is not None and r.branching > r.protected else None
+        if branching is not None and branching <= up_to:
+            cache_len = branching
+        else:
+            branching = None
+        if not r.finished:
+            self._free_window(r, cache_len - 1)
+        keys = self.tree.page_keys(tokens[:cache_len])
+        if keys:
+            res = self.tree.insert(keys, prev_prefix=r.protected, inserted=r.inserted, window_start=r.evicted,
+                                   branching=branching)  # fmt: skip
+            r.inserted = max(r.inserted, len(keys) * self.page)
+            self.tree.unlock(r.lock_node, r.lock_uuid)
+            r.lock_node, r.lock_uuid = res.node, self.tree.lock(res.node)
+            r.protected = len(keys) * self.page
+            if res.branch_inserted:
+                r.branching = None
+                if not r.finished:
+                    self._free_window(r, r.prefilled - 1)  # get_fill_ids() stops at extend_end
+        self._account(r)
+
+    def release(self, r: Running) -> None:
+        """The request finished: the tree keeps prompt + output minus the newest token; the rest is freed."""
+        r.finished = True
+        self.checkpoint(r, r.kv_len)
+        self.tree.unlock(r.lock_node, r.lock_uuid)
+        r.allocated = r.protected
+        self._account(r)
+        del self._held[id(r)]
+        self.running.discard(id(r))

@@ -1,0 +1,389 @@
+"""DeepSeek V4's radix tree: SGLang 0.5.23's ``UnifiedTreeCore`` with a FULL and an SWA component.
+
+The FULL component is the tree's backbone: a node exists while its Full KV does, device eviction takes the
+least recently used unlocked leaf (``components/full.py:209-246``, a heap on ``last_access_time``), and locks
+cover the whole root path. The SWA rules are in :mod:`sim.swa`. Citations are to
+``mem_cache/unified_cache/unified_tree_core.py`` unless a file is named.
+
+LRU time is SGLang's access counter, read where SGLang reads it: two ticks per new node (access and
+creation time), one per node an insert walks, one for a split child, and one per match, whose path from the
+match end up gets that time minus 1e-5 per level (``:1012-1036``). So eviction order matches SGLang's call
+for call (``shared/vectors/v4``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from sim.swa import SWAComponent
+
+__all__ = ["InsertOutcome", "Match", "UNode", "UnifiedTree"]
+
+PageKey = Hashable
+
+
+class UNode:
+    """A run of pages with its Full KV (always on device here) and its SWA state (live or tombstone)."""
+
+    __slots__ = (
+        "key", "parent", "children", "id", "last_access", "hit_count", "tokens",
+        "lock", "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next",
+    )  # fmt: skip
+
+    def __init__(self, key: list[PageKey], parent: UNode | None, node_id: int, now: float, page: int) -> None:
+        self.key = key
+        self.parent = parent
+        self.children: dict[PageKey, UNode] = {}
+        self.id = node_id
+        self.last_access = now
+        self.hit_count = 0
+        self.tokens = len(key) * page
+        self.lock = 0
+        self.swa = False
+        self.swa_lock = 0
+        self.swa_uuid: int | None = None
+        self.swa_prev: UNode | None = None
+        self.swa_next: UNode | None = None
+
+    def __repr__(self) -> str:
+        return f"UNode(id={self.id}, tokens={self.tokens}, {'S' if self.swa else 'T'}, lock={self.lock})"
+
+
+@dataclass(frozen=True)
+class Match:
+    """``device``: the SWA-valid Full prefix (tokens) ending at ``node``; ``full_hit``: the Full prefix before
+    the validator cut it back; ``branching``: the page-aligned Full hit beyond the valid end, if any."""
+
+    device: int
+    node: UNode
+    full_hit: int
+    branching: int | None
+
+
+@dataclass(frozen=True)
+class InsertOutcome:
+    """``prefix``: tokens already in the tree; ``node``: where the key ends; ``branch_inserted``: the insert
+    reached the request's branching point."""
+
+    prefix: int
+    node: UNode
+    branch_inserted: bool
+
+
+class UnifiedTree:
+    """FULL + SWA radix tree over page keys of ``page`` tokens with a ``window``-token sliding window."""
+
+    def __init__(self, page: int, window: int) -> None:
+        self.page = page
+        self.window = window
+        self._ids = itertools.count()
+        self._clock = 0.0
+        self.root = self._node([], None)
+        self.root.lock = 1
+        self.root.swa_lock = 1
+        self.swa = SWAComponent(self, window)
+        self.full_evictable = 0
+        self.full_protected = 0
+        self.leaves: set[UNode] = set()
+        self._heap: list[tuple[float, int, UNode]] = []
+        self.num_nodes = 0
+
+    def sentinel(self) -> UNode:
+        return UNode([], None, -1, 0.0, self.page)
+
+    def _tick(self) -> float:
+        self._clock += 1
+        return self._clock
+
+    def _node(self, key: list[PageKey], parent: UNode | None) -> UNode:
+        node = UNode(key, parent, next(self._ids), self._tick(), self.page)
+        self._tick()  # creation time
+        return node
+
+    # ----- keys -------------------------------------------------------------------------------
+    def page_keys(self, tokens: Sequence[int]) -> list[PageKey]:
+        """Whole pages of ``tokens`` (a partial last page is never cached)."""
+        p = self.page
+        return [tuple(tokens[i : i + p]) for i in range(0, len(tokens) // p * p, p)]
+
+    # ----- match ------------------------------------------------------------------------------
+    def match(self, keys: Sequence[PageKey]) -> Match:
+        """Longest SWA-valid prefix of ``keys`` (``:905-1068``); splits a partly matched node and refreshes
+        the LRU from the match end up."""
+        node = self.root
+        pos, n = 0, len(keys)
+        best, best_pages = node, 0
+        valid = self.swa.validator()
+        while pos < n:
+            child = node.children.get(keys[pos])
+            if child is None:
+                break
+            matched = _common(child.key, keys, pos)
+            pos += matched
+            if matched < len(child.key):
+                node = self._split(child, matched)
+                if valid(node):
+                    best, best_pages = node, pos
+                break
+            node = child
+            if valid(node):
+                best, best_pages = node, pos
+        if best is not self.root:
+            self.swa.lru.refresh_window(best, self.root, self.window + self.page)
+        t = self._tick()
+        x = best
+        while x is not None:
+            x.last_access = t
+            self._refile(x)
+            t -= 1e-5
+            x = x.parent
+        device = best_pages * self.page
+        aligned = pos * self.page
+        return Match(device, best, aligned, aligned if aligned > device else None)
+
+    # ----- insert -----------------------------------------------------------------------------
+    def insert(
+        self,
+        keys: Sequence[PageKey],
+        *,
+        prev_prefix: int,
+        inserted: int,
+        window_start: int,
+        branching: int | None = None,
+    ) -> InsertOutcome:
+        """Insert a request's page-aligned key (``:1129-1465``).
+
+        *prev_prefix*: tokens the request already holds from the tree; *inserted*: tokens it inserted before
+        (their hit counts are not raised again); *window_start*: its SWA-evicted boundary (SWA below it is
+        gone, so only the part at or beyond it is published or restored).
+        """
+        page = self.page
+        root = self.root
+        root.last_access = self._tick()
+        node, pos, n = root, 0, len(keys)
+        while pos < n:
+            child = node.children.get(keys[pos])
+            if child is None:
+                break
+            child.last_access = self._tick()
+            self._refile(child)
+            matched = _common(child.key, keys, pos)
+            if matched < len(child.key):
+                child = self._split(child, matched)
+            start = pos * page
+            end = start + child.tokens
+            if prev_prefix < end and not child.swa:
+                child = self._restore_window(child, start, end, window_start)
+            if end > inserted:
+                child.hit_count += 1
+            node = child
+            pos += matched
+        prefix = pos * page
+        target, new_leaf = node, pos < n
+        if new_leaf:
+            target = self._add_leaf(node, list(keys[pos:]))
+            self._populate(target, prefix, window_start)
+        branch_inserted = branching is not None and n * page >= branching
+        if target is not root:
+            self.swa.lru.refresh_window(target, root, self.window + page)
+            if new_leaf and n * page > inserted:
+                target.hit_count += 1
+        return InsertOutcome(prefix, target, branch_inserted)
+
+    def _clip(self, node: UNode, start: int, end: int, window_start: int) -> UNode | None:
+        """The part of a tombstoned span at or beyond ``window_start``, split off as its own node."""
+        live = max(start, window_start)
+        if live >= end:
+            return None
+        if live > start:
+            self._split(node, (live - start) // self.page)
+        return node
+
+    def _restore_window(self, node: UNode, start: int, end: int, window_start: int) -> UNode:
+        """An insert that recomputed a tombstoned node inside its window gives it SWA again
+        (``swa.py:551-589``); a locked node keeps its Full KV and only takes the SWA pages."""
+        part = self._clip(node, start, end, window_start)
+        if part is not None:
+            self.swa.publish(part)
+        return node
+
+    def _populate(self, leaf: UNode, start: int, window_start: int) -> None:
+        """Publish a new leaf's in-window SWA, capping the locked run at one window of pages
+        (``swa.py:591-607, 622-660``)."""
+        part = self._clip(leaf, start, start + leaf.tokens, window_start)
+        if part is None:
+            return
+        tail = -(-self.window // self.page) * self.page
+        if part.swa_lock == 0 and part.tokens > tail:
+            parent = self._split(part, (part.tokens - tail) // self.page)
+            self.swa.publish(parent)
+        self.swa.publish(part)
+
+    def _add_leaf(self, parent: UNode, key: list[PageKey]) -> UNode:
+        leaf = self._node(key, parent)
+        parent.children[key[0]] = leaf
+        self.num_nodes += 1
+        self.full_evictable += leaf.tokens
+        self.update_leaf(leaf)
+        self.update_leaf(parent)
+        return leaf
+
+    def _split(self, child: UNode, pages: int) -> UNode:
+        """Split ``child`` after ``pages`` pages; returns the new parent (``:1467-1530``)."""
+        parent = child.parent
+        new = self._node(child.key[:pages], parent)
+        child.key = child.key[pages:]
+        new.children[child.key[0]] = child
+        parent.children[new.key[0]] = new
+        child.parent = new
+        new.hit_count = child.hit_count
+        new.tokens = len(new.key) * self.page
+        child.tokens -= new.tokens
+        new.lock = child.lock
+        self.swa.on_split(new, child)
+        if new.swa:
+            self.swa.lru.insert_after(child, new)
+        child.last_access = self._tick()
+        self.num_nodes += 1
+        self.update_leaf(new)
+        self.update_leaf(child)
+        return new
+
+    # ----- locks ------------------------------------------------------------------------------
+    def lock(self, node: UNode) -> int | None:
+        """Lock ``node``'s root path (Full) and its window run (SWA); returns the SWA boundary id."""
+        x = node
+        while x is not self.root:
+            if x.lock == 0:
+                self.full_evictable -= x.tokens
+                self.full_protected += x.tokens
+            x.lock += 1
+            self.leaves.discard(x)
+            x = x.parent
+        uuid = self.swa.lock(node)
+        self.update_leaf(node)
+        return uuid
+
+    def unlock(self, node: UNode, uuid: int | None) -> None:
+        self.swa.unlock(node, uuid)
+        x = node
+        while x is not self.root:
+            if x.lock <= 0:
+                raise RuntimeError(f"unlock of an unlocked node {x!r}")
+            if x.lock == 1:
+                self.full_evictable += x.tokens
+                self.full_protected -= x.tokens
+            x.lock -= 1
+            if x.lock == 0:
+                self.update_leaf(x)
+            x = x.parent
+        self.update_leaf(node)
+
+    # ----- leaves and the Full LRU --------------------------------------------------------------
+    def update_leaf(self, node: UNode) -> None:
+        """Keep ``leaves`` = unlocked nodes with no child (``:1592-1602, 2348-2364``)."""
+        if node is not self.root and not node.lock and not node.swa_lock and not node.children:
+            if node not in self.leaves:
+                self.leaves.add(node)
+                heapq.heappush(self._heap, (node.last_access, node.id, node))
+        else:
+            self.leaves.discard(node)
+
+    def _refile(self, node: UNode) -> None:
+        if node in self.leaves:
+            heapq.heappush(self._heap, (node.last_access, node.id, node))
+
+    def _pop_leaf(self) -> UNode | None:
+        heap = self._heap
+        while heap:
+            t, _, node = heapq.heappop(heap)
+            if node in self.leaves and node.last_access == t:
+                return node
+        return None
+
+    def _delete_leaf(self, node: UNode, tracker: list[int]) -> None:
+        """Delete an evictable leaf and all its state (``:1903-1929``)."""
+        tracker[0] += node.tokens
+        tracker[1] += self.swa.tombstone(node)
+        self.full_evictable -= node.tokens
+        self.leaves.discard(node)
+        parent = node.parent
+        del parent.children[node.key[0]]
+        node.parent = None
+        self.num_nodes -= 1
+        self.update_leaf(parent)
+        if len(self._heap) > 4 * self.num_nodes + 1024:
+            self._heap = [e for e in self._heap if e[2] in self.leaves and e[0] == e[2].last_access]
+            heapq.heapify(self._heap)
+
+    # ----- eviction ---------------------------------------------------------------------------
+    def evict(
+        self,
+        full_short: int,
+        swa_short: int,
+        full_free: Callable[[], int],
+        swa_free: Callable[[], int],
+    ) -> tuple[int, int]:
+        """Free tree state until ``full_short`` more Full and ``swa_short`` more SWA tokens are free
+        (``unified_radix_cache.py:697-1058``); returns the (Full, SWA) tokens evicted.
+
+        Full goes first, LRU leaf by leaf. SWA then walks its own LRU: an evictable leaf goes whole (Full
+        with it), any other unlocked node only loses its SWA (a tombstone).
+        """
+        tracker = [0, 0]
+        full_target = full_free() + full_short  # both targets are fixed before either walk
+        swa_target = swa_free() + swa_short
+        if full_short > 0:
+            while full_free() < full_target:
+                node = self._pop_leaf()
+                if node is None:
+                    break
+                self._delete_leaf(node, tracker)
+        if swa_short > 0 and swa_free() < swa_target and tracker[1] < swa_short:
+            lru = self.swa.lru
+            cursor = lru.lru_unlocked()
+            while cursor is not None and tracker[1] < swa_short:
+                x = cursor
+                cursor = lru.lru_unlocked(x)
+                if x in self.leaves:
+                    self._delete_leaf(x, tracker)
+                else:
+                    tracker[1] += self.swa.tombstone(x)
+                    self.update_leaf(x)
+                if swa_free() >= swa_target:
+                    break
+                if cursor is not None and not lru.contains(cursor):
+                    cursor = lru.lru_unlocked()
+        return tracker[0], tracker[1]
+
+    # ----- inspection -------------------------------------------------------------------------
+    @property
+    def full_tokens(self) -> int:
+        return self.full_evictable + self.full_protected
+
+    @property
+    def swa_tokens(self) -> int:
+        return self.swa.evictable + self.swa.protected
+
+    def paths(self) -> list[list[UNode]]:
+        """Every root-to-leaf path, as its nodes."""
+        out: list[list[UNode]] = []
+        stack = [(c, [c]) for c in self.root.children.values()]
+        while stack:
+            node, path = stack.pop()
+            if not node.children:
+                out.append(path)
+            stack.extend((c, path + [c]) for c in node.children.values())
+        return out
+
+
+def _common(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:
+    i = 0
+    for a, b in zip(key, keys[pos : pos + len(key)]):
+        if a != b:
+            break
+        i += 1
+    return i

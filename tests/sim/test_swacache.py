@@ -1,0 +1,68 @@
+"""DeepSeek V4's prefix cache: per-page sliding-window state as SGLang keeps it (``sim.swacache``)."""
+
+from sim.swa import out_of_window_boundary
+from sim.swacache import SWACache
+
+
+def cache(**kw) -> SWACache:
+    return SWACache(page=256, window=128, full_pages=None, swa_pages=None, **kw)
+
+
+def serve(c: SWACache, prompt, output):
+    r = c.admit(prompt, output)
+    c.finish(r)
+    return r
+
+
+def test_a_shared_system_prompt_becomes_a_valid_match_end_at_the_second_request():
+    c = cache()
+    system = list(range(2048))
+    hits = [serve(c, system + list(range(10_000 * i, 10_000 * i + 300)), [7] * 20).match.device for i in range(1, 6)]
+    # The first leaves SWA only near its end; the second hits the Full KV but no window (a branching point), and
+    # its insert stops there and rebuilds the window, so every later request hits the whole system prompt.
+    assert hits == [0, 0, 2048, 2048, 2048]
+
+
+def test_the_second_request_records_the_branching_point():
+    c = cache()
+    system = list(range(2048))
+    serve(c, system + list(range(50_000, 50_300)), [7] * 20)
+    r = c.admit(system + list(range(60_000, 60_300)), [7] * 20)
+    assert (r.match.device, r.match.full_hit, r.match.branching) == (0, 2048, 2048)
+
+
+def test_a_request_that_finishes_in_its_prefill_keeps_swa_on_every_page():
+    c = cache()
+    serve(c, list(range(1000)), [1])
+    assert [n.swa for path in c.tree.paths() for n in path] == [True, True]
+    assert c.swa_used == c.full_used == 768
+
+
+def test_a_decoding_request_keeps_only_the_last_page_of_swa():
+    c = cache()
+    r = serve(c, list(range(1000)), list(range(5000, 5020)))
+    assert r.protected == 768  # prompt + output - 1 = 1019 tokens, page-aligned
+    assert c.full_used == 768 and c.swa_used == 256
+
+
+def test_chunked_prefill_leaves_a_window_at_every_chunk_edge():
+    c = cache(chunked_prefill_size=2048)
+    r = serve(c, list(range(7000)), [1])
+    assert r.chunks == [(0, 2048), (2048, 4096), (4096, 6144), (6144, 7000)]
+    for end in (2048, 4096, 6144):
+        assert c.lookup(list(range(end + 1))).device == end
+
+
+def test_swa_pool_pressure_evicts_whole_lru_leaves_with_their_full_kv():
+    c = SWACache(page=256, window=128, full_pages=64, swa_pages=4)
+    for i in range(6):
+        serve(c, list(range(i * 10_000, i * 10_000 + 300)), [1])
+    assert c.swa_used <= 4 * 256 and c.full_used == c.swa_used  # leaves went whole, Full with SWA
+    assert c.lookup(list(range(300))).device == 0  # the oldest prompt is gone
+    assert c.lookup(list(range(50_000, 50_300))).device == 256
+
+
+def test_out_of_window_free_keeps_max_window_page_rounded_up_behind_the_end():
+    assert out_of_window_boundary(0, 999, 0, 128, 256) == 512
+    assert out_of_window_boundary(512, 1018, 768, 128, 256) == 768  # never below the tree-owned prefix
+    assert out_of_window_boundary(0, 100, 0, 128, 256) == 0  # not yet a window behind
