@@ -46,10 +46,12 @@ class OutOfMemory(RuntimeError):
 
 @dataclass
 class Running:
-    """One request's KV record."""
+    """One request's KV record. ``keys``: page keys of its whole pages of prompt + output, so a checkpoint
+    of the first ``n`` tokens inserts ``keys[: n // page]`` (token ids themselves are never needed)."""
 
-    prompt: Sequence[int]
-    output: Sequence[int]
+    keys: Sequence
+    prompt_len: int
+    output_len: int
     match: Match
     lock_node: UNode
     lock_uuid: int | None
@@ -63,7 +65,7 @@ class Running:
     decode_steps: int = 0
     chunks: list[tuple[int, int]] = field(default_factory=list)
     finished: bool = False
-    evicted_full: int = 0  # tree tokens evicted by this request's allocations (last call)
+    evicted_full: int = 0  # tree tokens evicted by this request's allocations (the caller resets them)
     evicted_swa: int = 0
 
     @property
@@ -142,22 +144,24 @@ class SWACache:
         self._account(r)
 
     # ----- request calls ----------------------------------------------------------------------
-    def lookup(self, tokens: Sequence[int]) -> Match:
-        """SGLang's admission match: the key capped at ``len - 1`` (and ``replay_tail`` lower), whole pages."""
-        limit = max(0, len(tokens) - 1 - self.replay_tail)
-        return self.tree.match(self.tree.page_keys(tokens[:limit]))
+    def lookup(self, keys: Sequence, prompt_len: int) -> Match:
+        """SGLang's admission match: the key capped at ``prompt_len - 1`` (and ``replay_tail`` lower), in
+        whole pages; ``keys`` may run past the prompt."""
+        limit = max(0, prompt_len - 1 - self.replay_tail) // self.page
+        return self.tree.match(keys[:limit])
 
-    def admit(self, prompt: Sequence[int], output: Sequence[int] = ()) -> Running:
-        m = self.lookup(prompt)
+    def admit(self, keys: Sequence, prompt_len: int, output_len: int = 0) -> Running:
+        """Match and lock a request whose prompt + output pages are ``keys``."""
+        m = self.lookup(keys, prompt_len)
         uuid = self.tree.lock(m.node)
-        r = Running(prompt, output, m, m.node, uuid, m.device, m.branching)
+        r = Running(keys, prompt_len, output_len, m, m.node, uuid, m.device, m.branching)
         r.prefilled = r.allocated = m.device
         self._account(r)
         self.running.add(id(r))
         return r
 
     def next_chunk(self, r: Running) -> tuple[int, int]:
-        start, n = r.prefilled, len(r.prompt)
+        start, n = r.prefilled, r.prompt_len
         c = self.chunked_prefill_size
         if not r.chunks and n - start > c:
             return start, (start + c // self.page * self.page) // self.page * self.page
@@ -166,16 +170,15 @@ class SWACache:
     def extend(self, r: Running) -> tuple[int, int]:
         """Run one prefill chunk; returns its token range."""
         start, end = self.next_chunk(r)
-        r.evicted_full = r.evicted_swa = 0
         self._make_free(r, end - start + self.page)
         self._alloc_rows(r, end)
         r.prefilled = end
         r.chunks.append((start, end))
-        if end < len(r.prompt):
+        if end < r.prompt_len:
             self.checkpoint(r, end)
             return start, end
-        r.emitted = 1 if r.output else 0
-        if len(r.output) <= 1:
+        r.emitted = 1 if r.output_len else 0
+        if r.output_len <= 1:
             self.release(r)
         else:
             self.checkpoint(r, end)
@@ -183,23 +186,48 @@ class SWACache:
 
     def decode(self, r: Running) -> None:
         """One decode step: free out-of-window SWA, allocate the new token's slot, emit a token."""
-        r.evicted_full = r.evicted_swa = 0
-        seqlen = len(r.prompt) + r.emitted
+        seqlen = r.prompt_len + r.emitted
         if r.decode_steps >= 1 and seqlen - 1 - self.window >= r.evicted + SWA_EVICTION_INTERVAL:
             self._free_window(r, seqlen - 1)
         self._make_free(r, self.page)
         self._alloc_rows(r, seqlen)
         r.decode_steps += 1
         r.emitted += 1
-        if r.emitted >= len(r.output):
+        if r.emitted >= r.output_len:
+            self.release(r)
+
+    def decode_many(self, r: Running, n: int) -> None:
+        """``n`` decode steps (fewer if the request finishes): the same state as ``n`` calls of :meth:`decode`.
+
+        When the pools hold every page the steps will allocate plus the page each step makes free, no step
+        evicts, so the steps collapse to the few where the SWA boundary can move (a replay of long outputs
+        then costs O(pages), not O(tokens)); otherwise they run one by one.
+        """
+        n = min(n, r.output_len - r.emitted)
+        if n <= 0:
+            return
+        p = self.page
+        end = r.prompt_len + r.emitted + n - 1  # rows allocated after the last of the n steps
+        room = (-(-end // p) - -(-r.allocated // p) + 1) * p
+        if room > self.full_free() or room > self.swa_free():
+            for _ in range(n):
+                self.decode(r)
+            return
+        first = r.prompt_len + r.emitted + (0 if r.decode_steps >= 1 else 1)  # the first step never frees
+        r.evicted = _bulk_window(r.evicted, first, end, r.protected, self.window, p)
+        r.allocated = end
+        r.decode_steps += n
+        r.emitted += n
+        self._account(r)
+        if r.emitted >= r.output_len:
             self.release(r)
 
     def finish(self, r: Running) -> None:
         """Run ``r`` to its end: remaining chunks, then decode steps, then release."""
-        while not r.finished and r.prefilled < len(r.prompt):
+        while not r.finished and r.prefilled < r.prompt_len:
             self.extend(r)
-        while not r.finished:
-            self.decode(r)
+        if not r.finished:
+            self.decode_many(r, r.output_len)
 
     def _free_window(self, r: Running, pre_len: int) -> None:
         r.evicted = out_of_window_boundary(r.evicted, pre_len, r.protected, self.window, self.page)
@@ -207,7 +235,6 @@ class SWACache:
 
     def checkpoint(self, r: Running, up_to: int) -> None:
         """Insert the request's first ``up_to`` tokens and move its lock to where they end."""
-        tokens = list(r.prompt) + list(r.output[: r.emitted])
         cache_len = up_to
         branching = r.branching if r.branching is not None and r.branching > r.protected else None
         if branching is not None and branching <= up_to:
@@ -216,7 +243,7 @@ class SWACache:
             branching = None
         if not r.finished:
             self._free_window(r, cache_len - 1)
-        keys = self.tree.page_keys(tokens[:cache_len])
+        keys = r.keys[: cache_len // self.page]
         if keys:
             res = self.tree.insert(keys, prev_prefix=r.protected, inserted=r.inserted, window_start=r.evicted,
                                    branching=branching)  # fmt: skip
@@ -239,3 +266,20 @@ class SWACache:
         self._account(r)
         del self._held[id(r)]
         self.running.discard(id(r))
+
+
+def _bulk_window(evicted: int, first: int, last: int, dead_lo: int, window: int, page: int) -> int:
+    """The SWA-evicted boundary after decode steps with ``seqlen`` from ``first`` to ``last``: each step frees
+    once ``seqlen - 1 - window`` is an eviction interval past the boundary. Visits only the steps where
+    the boundary can move."""
+    keep = -(-max(window, page) // page) * page
+    s = first
+    while True:
+        s = max(s, evicted + SWA_EVICTION_INTERVAL + window + 1)  # the next step that triggers a free
+        if s > last:
+            return evicted
+        new = out_of_window_boundary(evicted, s - 1, dead_lo, window, page)
+        if new == evicted:  # nothing to free until the threshold passes the boundary by a page
+            s = max(s + 1, evicted + page + keep + 1)
+        else:
+            evicted, s = new, s + 1

@@ -99,19 +99,13 @@ class TreeDriver:
                 "swa_evicted_at_finish": r.evicted}  # fmt: skip
 
     def _admit(self, call: dict) -> Running:
-        return self.cache.admit(expand_tokens(call["tokens"]), expand_tokens(call.get("output", [])))
+        prompt, output = expand_tokens(call["tokens"]), expand_tokens(call.get("output", []))
+        return self.cache.admit(self.cache.tree.page_keys(prompt + output), len(prompt), len(output))
 
     def _op_request(self, call: dict) -> dict:
         r = self._admit(call)
-        full = swa = 0
-        while not r.finished:
-            if r.prefilled < len(r.prompt):
-                self.cache.extend(r)
-            else:
-                self.cache.decode(r)
-            full += r.evicted_full
-            swa += r.evicted_swa
-        return {**self._finished(r), "evicted_full": full, "evicted_swa": swa}
+        self.cache.finish(r)
+        return {**self._finished(r), **self._evictions(r)}
 
     def _op_admit(self, call: dict) -> dict:
         r = self._admit(call)
@@ -126,38 +120,29 @@ class TreeDriver:
 
     def _op_extend(self, call: dict) -> dict:
         r = self._running(call)
+        r.evicted_full = r.evicted_swa = 0
         chunk = self.cache.extend(r)
-        out = {"chunk": list(chunk), "prefilled": r.prefilled >= len(r.prompt), "finished": r.finished,
+        out = {"chunk": list(chunk), "prefilled": r.prefilled >= r.prompt_len, "finished": r.finished,
                **self._evictions(r)}  # fmt: skip
         return {**out, **self._finished(r)} if r.finished else out
 
     def _op_decode(self, call: dict) -> dict:
         r = self._running(call)
-        full = swa = 0
-        for _ in range(call.get("n", 1)):
-            if r.finished:
-                break
-            self.cache.decode(r)
-            full += r.evicted_full
-            swa += r.evicted_swa
-        out = {"steps": r.decode_steps, "finished": r.finished, "evicted_full": full, "evicted_swa": swa}
+        r.evicted_full = r.evicted_swa = 0
+        self.cache.decode_many(r, call.get("n", 1))
+        out = {"steps": r.decode_steps, "finished": r.finished, **self._evictions(r)}
         return {**out, **self._finished(r)} if r.finished else out
 
     def _op_finish(self, call: dict) -> dict:
         r = self._running(call)
-        full = swa = 0
-        while not r.finished:
-            if r.prefilled < len(r.prompt):
-                self.cache.extend(r)
-            else:
-                self.cache.decode(r)
-            full += r.evicted_full
-            swa += r.evicted_swa
+        r.evicted_full = r.evicted_swa = 0
+        self.cache.finish(r)
         del self.requests[call["rid"]]
-        return {**self._finished(r), "evicted_full": full, "evicted_swa": swa}
+        return {**self._finished(r), **self._evictions(r)}
 
     def _op_match(self, call: dict) -> dict:
-        m = self.cache.lookup(expand_tokens(call["tokens"]))
+        tokens = expand_tokens(call["tokens"])
+        m = self.cache.lookup(self.cache.tree.page_keys(tokens), len(tokens))
         return {"matched": m.device, "full_hit": m.full_hit, "swa_branching": m.branching}
 
     def _op_state(self, call: dict) -> dict:

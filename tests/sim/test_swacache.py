@@ -8,10 +8,18 @@ def cache(**kw) -> SWACache:
     return SWACache(page=256, window=128, full_pages=None, swa_pages=None, **kw)
 
 
+def admit(c: SWACache, prompt, output):
+    return c.admit(c.tree.page_keys(list(prompt) + list(output)), len(prompt), len(output))
+
+
 def serve(c: SWACache, prompt, output):
-    r = c.admit(prompt, output)
+    r = admit(c, prompt, output)
     c.finish(r)
     return r
+
+
+def lookup(c: SWACache, tokens):
+    return c.lookup(c.tree.page_keys(tokens), len(tokens))
 
 
 def test_a_shared_system_prompt_becomes_a_valid_match_end_at_the_second_request():
@@ -27,7 +35,7 @@ def test_the_second_request_records_the_branching_point():
     c = cache()
     system = list(range(2048))
     serve(c, system + list(range(50_000, 50_300)), [7] * 20)
-    r = c.admit(system + list(range(60_000, 60_300)), [7] * 20)
+    r = admit(c, system + list(range(60_000, 60_300)), [7] * 20)
     assert (r.match.device, r.match.full_hit, r.match.branching) == (0, 2048, 2048)
 
 
@@ -50,7 +58,7 @@ def test_chunked_prefill_leaves_a_window_at_every_chunk_edge():
     r = serve(c, list(range(7000)), [1])
     assert r.chunks == [(0, 2048), (2048, 4096), (4096, 6144), (6144, 7000)]
     for end in (2048, 4096, 6144):
-        assert c.lookup(list(range(end + 1))).device == end
+        assert lookup(c, list(range(end + 1))).device == end
 
 
 def test_swa_pool_pressure_evicts_whole_lru_leaves_with_their_full_kv():
@@ -58,8 +66,8 @@ def test_swa_pool_pressure_evicts_whole_lru_leaves_with_their_full_kv():
     for i in range(6):
         serve(c, list(range(i * 10_000, i * 10_000 + 300)), [1])
     assert c.swa_used <= 4 * 256 and c.full_used == c.swa_used  # leaves went whole, Full with SWA
-    assert c.lookup(list(range(300))).device == 0  # the oldest prompt is gone
-    assert c.lookup(list(range(50_000, 50_300))).device == 256
+    assert lookup(c, list(range(300))).device == 0  # the oldest prompt is gone
+    assert lookup(c, list(range(50_000, 50_300))).device == 256
 
 
 def test_out_of_window_free_keeps_max_window_page_rounded_up_behind_the_end():
