@@ -118,19 +118,35 @@ class SWAComponent:
         self._uuids = itertools.count(1)
 
     # ----- matching -------------------------------------------------------------------------
-    def validator(self):
-        """A fresh per-match validator: call it on each node walked, in order (``swa.py:357-377``)."""
+    def validator(self, host: bool = False):
+        """A fresh per-match validator: call it on each node walked, in order (``swa.py:357-377``). With
+        ``host``, SWA held only on host counts too (a load-back restores it)."""
         run = [float("inf")]
         window = self.window
 
         def valid(node) -> bool:
-            if not node.swa:
+            if not (node.swa or (host and node.host_swa)):
                 run[0] = 0
                 return False
             run[0] += node.tokens
             return run[0] >= window
 
         return valid
+
+    def unbacked_window(self, node) -> list:
+        """Nodes within the window behind ``node`` whose SWA is on device only, deepest first; the walk stops
+        at a copy in flight or a gap (``swa.py:121-140``)."""
+        root = self.tree.root
+        covered = 0
+        out = []
+        while node is not root and covered < self.window:
+            if node.pending is not None or not (node.swa or node.host_swa):
+                break
+            covered += node.tokens
+            if node.swa and not node.host_swa:
+                out.append(node)
+            node = node.parent
+        return out
 
     # ----- values -----------------------------------------------------------------------------
     def publish(self, node) -> None:

@@ -29,19 +29,36 @@ from ``protected`` and its SWA pages from ``max(protected, evicted)`` up to what
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sim.swa import out_of_window_boundary
 from sim.unified import Match, UnifiedTree, UNode
 
-__all__ = ["OutOfMemory", "Running", "SWACache"]
+__all__ = ["Backup", "OutOfMemory", "Running", "SWACache"]
+
+WRITE_THRESHOLD = {"write_through": 1, "write_through_selective": 2}  # unified_radix_cache.py:558-560
 
 SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL (environ.py)
 
 
 class OutOfMemory(RuntimeError):
     """An allocation failed even after eviction (SGLang raises; a scheduler would retract)."""
+
+
+@dataclass
+class Backup:
+    """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
+    ``swa_nodes`` (``swa`` tokens). Under write-through the node is locked until the ack
+    (``unified_radix_cache.py:1681-1818``)."""
+
+    node: UNode
+    nodes: list[UNode]
+    full: int
+    swa: int
+    lock_uuid: int | None = None
+    locked: bool = False
 
 
 @dataclass
@@ -65,6 +82,9 @@ class Running:
     decode_steps: int = 0
     chunks: list[tuple[int, int]] = field(default_factory=list)
     finished: bool = False
+    host_hit: int = 0  # tokens loaded back from host at admission
+    load_full: int = 0  # tokens of Full KV and of window state that admission loaded back
+    load_swa: int = 0
     evicted_full: int = 0  # tree tokens evicted by this request's allocations (the caller resets them)
     evicted_swa: int = 0
 
@@ -87,14 +107,33 @@ class SWACache:
         swa_pages: int | None,
         chunked_prefill_size: int = 8192,
         replay_tail: int = 0,
+        host_full_pages: int | None = 0,
+        host_swa_pages: int | None = 0,
+        write_policy: str = "write_through",
+        load_back_threshold: int = 10,
     ) -> None:
         self.page = page
         self.window = window
-        self.full_cap = float("inf") if full_pages is None else full_pages * page
-        self.swa_cap = float("inf") if swa_pages is None else swa_pages * page
+        inf = float("inf")
+        self.full_cap = inf if full_pages is None else full_pages * page
+        self.swa_cap = inf if swa_pages is None else swa_pages * page
+        self.host_full_cap = inf if host_full_pages is None else host_full_pages * page
+        self.host_swa_cap = inf if host_swa_pages is None else host_swa_pages * page
         self.chunked_prefill_size = chunked_prefill_size
         self.replay_tail = replay_tail
-        self.tree = UnifiedTree(page, window)
+        self.hicache = host_full_pages != 0
+        if write_policy not in ("write_through", "write_through_selective", "write_back"):
+            raise ValueError(f"unknown write policy {write_policy!r}")
+        self.write_policy = write_policy
+        self.threshold = WRITE_THRESHOLD.get(write_policy)
+        self.load_back_threshold = load_back_threshold
+        self.tree = UnifiedTree(page, window, hicache=self.hicache)
+        if self.hicache:
+            self.tree.backup = self._backup_on_insert
+            self.tree.evict_unbacked = self._evict_unbacked
+        self.pending: list[Backup] = []
+        self.stats: Counter = Counter()
+        self.dropped: Counter = Counter()  # tokens by reason, as hicache_dropped_tokens_total
         self.running: set[int] = set()
         self._req_full = 0  # pages held by running requests
         self._req_swa = 0
@@ -115,6 +154,131 @@ class SWACache:
     def swa_free(self) -> float:
         return self.swa_cap - self.swa_used
 
+    def host_full_free(self) -> float:
+        return self.host_full_cap - self.tree.host_tokens
+
+    def host_swa_free(self) -> float:
+        return self.host_swa_cap - self.tree.host_swa_tokens
+
+    # ----- host tier --------------------------------------------------------------------------
+    def _backup_on_insert(self, node: UNode) -> None:
+        """Write-through: back up a node whose hit count reached the threshold, unbacked ancestors first."""
+        if self.threshold is None or node.hit_count < self.threshold:
+            return
+        chain = [node]
+        x = node.parent
+        while x is not self.tree.root and not x.host:
+            chain.append(x)
+            x = x.parent
+        for n in reversed(chain):
+            if not self.back_up(n, lock=True):
+                return
+
+    def back_up(self, node: UNode, *, lock: bool) -> bool:
+        """Allocate host copies of ``node``'s Full KV and its unbacked window state, evicting host leaves if
+        short, and commit them at once (``unified_radix_cache.py:1681-1760``); False if the host is full."""
+        swa_nodes = self.tree.swa.unbacked_window(node)
+        full = 0 if node.host else node.tokens
+        swa = sum(x.tokens for x in swa_nodes)
+        if not full and not swa:
+            return True
+        short = max(full - self.host_full_free(), swa - self.host_swa_free())
+        if short > 0:
+            self.stats["host_evicted_tokens"] += self.tree.evict_host(int(short))
+            if full > self.host_full_free() or swa > self.host_swa_free():
+                self.stats["backup_failed_tokens"] += full
+                return False
+        self.tree.set_host(node, swa_nodes)
+        op = Backup(node, [node, *swa_nodes], full, swa)
+        if lock:  # the write-through window: pending and device-locked until the ack
+            op.lock_uuid, op.locked = self.tree.lock(node), True
+            for x in op.nodes:
+                x.pending = op
+            self.pending.append(op)
+        else:
+            self._count_backup(op)
+        return True
+
+    def _count_backup(self, op: Backup) -> None:
+        self.stats["backup_full_tokens"] += op.full
+        self.stats["backup_swa_tokens"] += op.swa
+
+    def ack(self, op: Backup) -> None:
+        """The copy of ``op`` landed: clear the pending marks and release the window's lock."""
+        for x in op.nodes:
+            if x.pending is op:
+                x.pending = None
+        if op.locked and op.node.parent is not None:
+            self.tree.unlock(op.node, op.lock_uuid)
+        for x in op.nodes:
+            if x.parent is not None:
+                self.tree.update_leaf(x)
+        self._count_backup(op)
+
+    def ack_all(self) -> list[Backup]:
+        ops, self.pending = self.pending, []
+        for op in ops:
+            self.ack(op)
+        return ops
+
+    def _evict_unbacked(self, node: UNode, tracker: list[int]) -> None:
+        """An unbacked device victim: write-back copies it first (dropping it if the host is full);
+        write-through deletes it and counts the loss (``unified_radix_cache.py:1003-1075``)."""
+        if self.write_policy == "write_back":
+            if self.back_up(node, lock=False):
+                self.stats["demoted_tokens"] += node.tokens
+                self.tree.demote(node, tracker)
+                return
+            reason = "host_pressure"
+        else:
+            reason = "write_through_unbacked_eviction"
+        self.dropped[reason] += node.tokens
+        self.tree.delete_leaf(node, tracker)
+
+    def _load_back(self, r: Running) -> None:
+        """Bring a host hit back to the device at admission when it reaches ``load_back_threshold`` or brings
+        window state (``unified_radix_cache.py:1820-1937``); the request's prefix is then the best match."""
+        tree, m = self.tree, r.match
+        best = m.best
+        if best is m.node and not m.swa_host:
+            return
+        path = list(tree.path_up(best))
+        full_nodes = [x for x in path if not x.full]
+        swa_nodes = []
+        n = 0
+        for x in path:
+            if n >= self.window:
+                break
+            if not x.swa and x.host_swa:
+                swa_nodes.append(x)
+            n += x.tokens
+        kv = sum(x.tokens for x in full_nodes)
+        swa = sum(x.tokens for x in swa_nodes)
+        if kv < max(1, self.load_back_threshold) and not swa_nodes:
+            self.stats["load_back_skipped_tokens"] += kv
+            return
+        tree.host_lock_path(best)
+        uuid = tree.lock(best)
+        if kv > self.full_free() or swa > self.swa_free():
+            self._make_free(r, 0, full=kv, swa=swa)
+        ok = kv <= self.full_free() and swa <= self.swa_free()
+        if ok:
+            for x in reversed(full_nodes):
+                tree.load(x)
+            for x in swa_nodes:
+                tree.swa.publish(x)
+        tree.unlock(best, uuid)
+        tree.host_unlock_path(best)
+        if not ok:
+            return
+        tree.unlock(r.lock_node, r.lock_uuid)
+        r.lock_node, r.lock_uuid = best, tree.lock(best)
+        r.host_hit = m.best_len - m.device
+        r.protected = r.prefilled = r.allocated = m.best_len
+        r.load_full, r.load_swa = kv, swa
+        self.stats["load_full_tokens"] += kv
+        self.stats["load_swa_tokens"] += swa
+
     def _account(self, r: Running) -> None:
         """Re-derive the pages ``r`` holds from its record."""
         p = self.page
@@ -126,10 +290,11 @@ class SWACache:
         self._req_swa += swa - old[1]
         self._held[id(r)] = (full, swa)
 
-    def _make_free(self, r: Running, tokens: int) -> None:
-        """Evict from the tree until ``tokens`` are free in both pools (``allocator/swa.py:203-214``)."""
-        full_short = max(0, tokens - self.full_free())
-        swa_short = max(0, tokens - self.swa_free())
+    def _make_free(self, r: Running, tokens: int, *, full: int | None = None, swa: int | None = None) -> None:
+        """Evict from the tree until ``tokens`` (or ``full`` and ``swa``) are free in the pools
+        (``allocator/swa.py:203-214``)."""
+        full_short = max(0, (tokens if full is None else full) - self.full_free())
+        swa_short = max(0, (tokens if swa is None else swa) - self.swa_free())
         if full_short or swa_short:
             f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
             r.evicted_full += f
@@ -156,7 +321,14 @@ class SWACache:
         uuid = self.tree.lock(m.node)
         r = Running(keys, prompt_len, output_len, m, m.node, uuid, m.device, m.branching)
         r.prefilled = r.allocated = m.device
+        if self.hicache:
+            self._load_back(r)
         self._account(r)
+        s = self.stats
+        s["requests"] += 1
+        s["input_tokens"] += prompt_len
+        s["device_hit_tokens"] += m.device
+        s["host_hit_tokens"] += r.host_hit
         self.running.add(id(r))
         return r
 

@@ -30,7 +30,8 @@ class UNode:
 
     __slots__ = (
         "key", "parent", "children", "id", "last_access", "hit_count", "tokens",
-        "lock", "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next",
+        "full", "host", "host_swa", "lock", "host_lock", "pending",
+        "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next",
     )  # fmt: skip
 
     def __init__(self, key: list[PageKey], parent: UNode | None, node_id: int, now: float, page: int) -> None:
@@ -41,7 +42,12 @@ class UNode:
         self.last_access = now
         self.hit_count = 0
         self.tokens = len(key) * page
+        self.full = True  # Full KV on device; False: evicted to host (``host``) or dead
+        self.host = False  # Full KV on host (backed up)
+        self.host_swa = False  # SWA state on host
         self.lock = 0
+        self.host_lock = 0
+        self.pending: object | None = None  # the write-through backup in flight over this node
         self.swa = False
         self.swa_lock = 0
         self.swa_uuid: int | None = None
@@ -49,18 +55,26 @@ class UNode:
         self.swa_next: UNode | None = None
 
     def __repr__(self) -> str:
-        return f"UNode(id={self.id}, tokens={self.tokens}, {'S' if self.swa else 'T'}, lock={self.lock})"
+        tiers = ("D" if self.full else "") + ("H" if self.host else "")
+        return f"UNode(id={self.id}, tokens={self.tokens}, {tiers or 'dead'}, {'S' if self.swa else 'T'}, lock={self.lock})"
 
 
 @dataclass(frozen=True)
 class Match:
-    """``device``: the SWA-valid Full prefix (tokens) ending at ``node``; ``full_hit``: the Full prefix before
-    the validator cut it back; ``branching``: the page-aligned Full hit beyond the valid end, if any."""
+    """``device``: the SWA-valid device prefix (tokens) ending at ``node``; ``full_hit``: the Full prefix
+    before the validator cut it back; ``branching``: the page-aligned Full hit beyond the valid end, if any.
+    With a host tier, ``best`` is the deepest end valid on device or host, ``host`` the Full tokens between
+    ``node`` and ``best`` held only on host, and ``swa_host`` the window tokens behind ``best`` held only on
+    host (``components/full.py:123-145``, ``swa.py:379-420``)."""
 
     device: int
     node: UNode
     full_hit: int
     branching: int | None
+    best: UNode
+    best_len: int = 0
+    host: int = 0
+    swa_host: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,9 +90,12 @@ class InsertOutcome:
 class UnifiedTree:
     """FULL + SWA radix tree over page keys of ``page`` tokens with a ``window``-token sliding window."""
 
-    def __init__(self, page: int, window: int) -> None:
+    def __init__(self, page: int, window: int, hicache: bool = False) -> None:
         self.page = page
         self.window = window
+        self.hicache = hicache
+        self.backup: Callable[[UNode], None] | None = None  # the controller's write-through hook
+        self.evict_unbacked: Callable[[UNode, list[int]], None] | None = None  # default: delete
         self._ids = itertools.count()
         self._clock = 0.0
         self.root = self._node([], None)
@@ -89,6 +106,10 @@ class UnifiedTree:
         self.full_protected = 0
         self.leaves: set[UNode] = set()
         self._heap: list[tuple[float, int, UNode]] = []
+        self.host_leaves: set[UNode] = set()
+        self._host_heap: list[tuple[float, int, UNode]] = []
+        self.host_tokens = 0
+        self.host_swa_tokens = 0
         self.num_nodes = 0
 
     def sentinel(self) -> UNode:
@@ -112,27 +133,31 @@ class UnifiedTree:
     # ----- match ------------------------------------------------------------------------------
     def match(self, keys: Sequence[PageKey]) -> Match:
         """Longest SWA-valid prefix of ``keys`` (``:905-1068``); splits a partly matched node and refreshes
-        the LRU from the match end up."""
-        node = self.root
+        the LRU from the match end up. The walk stops at a dead node (neither on device nor on host)."""
+        node = root = self.root
         pos, n = 0, len(keys)
-        best, best_pages = node, 0
-        valid = self.swa.validator()
+        best = dev = root
+        dev_pages = best_pages = 0
+        valid_any, valid_dev = self.swa.validator(host=True), self.swa.validator()
+        hicache = self.hicache
         while pos < n:
             child = node.children.get(keys[pos])
-            if child is None:
+            if child is None or not (child.full or child.host):
                 break
             matched = _common(child.key, keys, pos)
             pos += matched
-            if matched < len(child.key):
-                node = self._split(child, matched)
-                if valid(node):
-                    best, best_pages = node, pos
-                break
-            node = child
-            if valid(node):
+            partial = matched < len(child.key)
+            node = self._split(child, matched) if partial else child
+            ok = valid_any(node) and (node.full or node.host) if hicache else False
+            if valid_dev(node) and node.full:
+                dev, dev_pages = node, pos
+                ok = True
+            if ok:
                 best, best_pages = node, pos
-        if best is not self.root:
-            self.swa.lru.refresh_window(best, self.root, self.window + self.page)
+            if partial:
+                break
+        if best is not root:
+            self.swa.lru.refresh_window(best, root, self.window + self.page)
         t = self._tick()
         x = best
         while x is not None:
@@ -140,9 +165,32 @@ class UnifiedTree:
             self._refile(x)
             t -= 1e-5
             x = x.parent
-        device = best_pages * self.page
+        device = dev_pages * self.page
+        host = sum(x.tokens for x in self.path_up(best, dev) if x.host)
         aligned = pos * self.page
-        return Match(device, best, aligned, aligned if aligned > device else None)
+        branch = aligned if aligned > device + host else None
+        swa_host = self._swa_host(best) if hicache else 0
+        return Match(device, dev, aligned, branch, best, best_pages * self.page, host, swa_host)
+
+    def path_up(self, node: UNode, stop: UNode | None = None):
+        """``node`` and its ancestors up to (not including) ``stop`` or the root."""
+        while node is not stop and node is not self.root:
+            yield node
+            node = node.parent
+
+    def _swa_host(self, node: UNode) -> int:
+        """Window tokens behind ``node`` that are only on host (what a load-back must bring in)."""
+        n = host = 0
+        while node is not self.root and n < self.window:
+            if node.swa:
+                n += node.tokens
+            elif node.host_swa:
+                n += node.tokens
+                host += node.tokens
+            else:
+                break
+            node = node.parent
+        return host
 
     # ----- insert -----------------------------------------------------------------------------
     def insert(
@@ -175,10 +223,15 @@ class UnifiedTree:
                 child = self._split(child, matched)
             start = pos * page
             end = start + child.tokens
-            if prev_prefix < end and not child.swa:
+            if not child.full:  # host-only: the request's fresh KV becomes its device copy (``:1564-1590``)
+                self._unevict(child)
+                part = self._clip(child, start, end, window_start) if not child.swa else None
+                if part is not None:
+                    self.swa.publish(part)
+            elif prev_prefix < end and not child.swa:
                 child = self._restore_window(child, start, end, window_start)
             if end > inserted:
-                child.hit_count += 1
+                self._hit(child)
             node = child
             pos += matched
         prefix = pos * page
@@ -189,9 +242,33 @@ class UnifiedTree:
         branch_inserted = branching is not None and n * page >= branching
         if target is not root:
             self.swa.lru.refresh_window(target, root, self.window + page)
-            if new_leaf and n * page > inserted:
-                target.hit_count += 1
+            if new_leaf:
+                if n * page > inserted:
+                    self._hit(target)
+            elif (self.hicache and target.host and target.pending is None and self.backup is not None
+                  and self.swa.unbacked_window(target)):  # an existing backed node whose window is new
+                self.backup(target)
         return InsertOutcome(prefix, target, branch_inserted)
+
+    def _hit(self, node: UNode) -> None:
+        """Count a hit; with a write-through policy, back the node up once it reaches the threshold
+        (``_inc_hit_count_and_check``, ``:1104-1123``)."""
+        node.hit_count += 1
+        if self.hicache and self.backup is not None and not node.host:
+            self.backup(node)
+
+    def load(self, node: UNode) -> None:
+        """A host-only node's Full KV loaded back to the device (``commit_load_back``, ``:2694-2733``)."""
+        self._unevict(node)
+
+    def _unevict(self, node: UNode) -> None:
+        node.full = True
+        if node.lock:
+            self.full_protected += node.tokens
+        else:
+            self.full_evictable += node.tokens
+        self.update_leaf(node)
+        self.update_leaf(node.parent)
 
     def _clip(self, node: UNode, start: int, end: int, window_start: int) -> UNode | None:
         """The part of a tombstoned span at or beyond ``window_start``, split off as its own node."""
@@ -257,7 +334,7 @@ class UnifiedTree:
         """Lock ``node``'s root path (Full) and its window run (SWA); returns the SWA boundary id."""
         x = node
         while x is not self.root:
-            if x.lock == 0:
+            if x.lock == 0 and x.full:
                 self.full_evictable -= x.tokens
                 self.full_protected += x.tokens
             x.lock += 1
@@ -267,13 +344,25 @@ class UnifiedTree:
         self.update_leaf(node)
         return uuid
 
+    def host_lock_path(self, node: UNode) -> None:
+        """Keep ``node``'s host copies from host eviction while a load-back reads them."""
+        for x in self.path_up(node, self.root):
+            x.host_lock += 1
+            self.host_leaves.discard(x)
+
+    def host_unlock_path(self, node: UNode) -> None:
+        for x in self.path_up(node, self.root):
+            x.host_lock -= 1
+            if not x.host_lock:
+                self.update_leaf(x)
+
     def unlock(self, node: UNode, uuid: int | None) -> None:
         self.swa.unlock(node, uuid)
         x = node
         while x is not self.root:
             if x.lock <= 0:
                 raise RuntimeError(f"unlock of an unlocked node {x!r}")
-            if x.lock == 1:
+            if x.lock == 1 and x.full:
                 self.full_evictable += x.tokens
                 self.full_protected -= x.tokens
             x.lock -= 1
@@ -284,32 +373,49 @@ class UnifiedTree:
 
     # ----- leaves and the Full LRU --------------------------------------------------------------
     def update_leaf(self, node: UNode) -> None:
-        """Keep ``leaves`` = unlocked nodes with no child (``:1592-1602, 2348-2364``)."""
-        if node is not self.root and not node.lock and not node.swa_lock and not node.children:
+        """Keep the device leaves (Full on device, unlocked, no child with Full on device) and the host
+        leaves (Full only on host, no children, unlocked on both tiers, no copy in flight) current
+        (``:1592-1602, 2348-2387``)."""
+        if node is self.root:
+            return
+        unlocked = not node.lock and not node.swa_lock
+        if node.full and unlocked and not any(c.full for c in node.children.values()):
             if node not in self.leaves:
                 self.leaves.add(node)
                 heapq.heappush(self._heap, (node.last_access, node.id, node))
         else:
             self.leaves.discard(node)
+        if (not node.full and node.host and unlocked and not node.host_lock and not node.children
+                and node.pending is None):  # fmt: skip
+            if node not in self.host_leaves:
+                self.host_leaves.add(node)
+                heapq.heappush(self._host_heap, (node.last_access, node.id, node))
+        else:
+            self.host_leaves.discard(node)
 
     def _refile(self, node: UNode) -> None:
         if node in self.leaves:
             heapq.heappush(self._heap, (node.last_access, node.id, node))
+        elif node in self.host_leaves:
+            heapq.heappush(self._host_heap, (node.last_access, node.id, node))
 
-    def _pop_leaf(self) -> UNode | None:
-        heap = self._heap
+    def _pop(self, heap: list, members: set) -> UNode | None:
         while heap:
             t, _, node = heapq.heappop(heap)
-            if node in self.leaves and node.last_access == t:
+            if node in members and node.last_access == t:
                 return node
         return None
 
-    def _delete_leaf(self, node: UNode, tracker: list[int]) -> None:
-        """Delete an evictable leaf and all its state (``:1903-1929``)."""
-        tracker[0] += node.tokens
+    def _remove(self, node: UNode, tracker: list[int]) -> None:
+        """Take a childless node out of the tree with whatever it still holds (``:1878-1929``)."""
+        if node.full:
+            tracker[0] += node.tokens
+            self.full_evictable -= node.tokens
+            node.full = False
         tracker[1] += self.swa.tombstone(node)
-        self.full_evictable -= node.tokens
+        self._free_host(node)
         self.leaves.discard(node)
+        self.host_leaves.discard(node)
         parent = node.parent
         del parent.children[node.key[0]]
         node.parent = None
@@ -318,6 +424,73 @@ class UnifiedTree:
         if len(self._heap) > 4 * self.num_nodes + 1024:
             self._heap = [e for e in self._heap if e[2] in self.leaves and e[0] == e[2].last_access]
             heapq.heapify(self._heap)
+        if len(self._host_heap) > 4 * self.num_nodes + 1024:
+            self._host_heap = [e for e in self._host_heap if e[2] in self.host_leaves and e[0] == e[2].last_access]
+            heapq.heapify(self._host_heap)
+
+    def _free_host(self, node: UNode) -> None:
+        if node.host:
+            self.host_tokens -= node.tokens
+            node.host = False
+        if node.host_swa:
+            self.host_swa_tokens -= node.tokens
+            node.host_swa = False
+
+    def delete_leaf(self, node: UNode, tracker: list[int]) -> None:
+        """Delete a device leaf and then every childless ancestor left with neither a device nor a host
+        copy of its Full KV (``:1903-1929, 2289-2346``)."""
+        parent = node.parent
+        self._remove(node, tracker)
+        cur = parent
+        while cur is not self.root and not cur.children and not (cur.lock or cur.swa_lock or cur.host_lock):
+            if cur.full or cur.host:
+                break
+            nxt = cur.parent
+            self._remove(cur, tracker)
+            cur = nxt
+
+    def demote(self, node: UNode, tracker: list[int]) -> None:
+        """Free a backed-up leaf's device copy; it stays in the tree, host-only (``:2090-2123``)."""
+        tracker[0] += node.tokens
+        self.full_evictable -= node.tokens
+        node.full = False
+        tracker[1] += self.swa.tombstone(node)
+        self.update_leaf(node)
+        self.update_leaf(node.parent)
+
+    def set_host(self, node: UNode, swa_nodes: Sequence[UNode]) -> None:
+        """Record a backup: ``node``'s Full KV and the window state of ``swa_nodes`` now have host copies."""
+        if not node.host:
+            node.host = True
+            self.host_tokens += node.tokens
+        for x in swa_nodes:
+            if not x.host_swa:
+                x.host_swa = True
+                self.host_swa_tokens += x.tokens
+
+    def evict_host(self, tokens: int) -> int:
+        """Delete least recently used host leaves until ``tokens`` host tokens are freed (``:1931-1960``)."""
+        freed = 0
+        tracker = [0, 0]
+        while freed < tokens:
+            node = self._pop(self._host_heap, self.host_leaves)
+            if node is None:
+                break
+            freed += node.tokens
+            parent = node.parent
+            self._remove(node, tracker)
+            if parent is not self.root:
+                self.update_leaf(parent)
+        return freed
+
+    def evict_leaf(self, node: UNode, tracker: list[int]) -> None:
+        """A device victim: demoted if backed up, else handed to ``evict_unbacked`` (``:1788-1823``)."""
+        if node.host:
+            self.demote(node, tracker)
+        elif self.evict_unbacked is not None:
+            self.evict_unbacked(node, tracker)
+        else:
+            self.delete_leaf(node, tracker)
 
     # ----- eviction ---------------------------------------------------------------------------
     def evict(
@@ -338,10 +511,10 @@ class UnifiedTree:
         swa_target = swa_free() + swa_short
         if full_short > 0:
             while full_free() < full_target:
-                node = self._pop_leaf()
+                node = self._pop(self._heap, self.leaves)
                 if node is None:
                     break
-                self._delete_leaf(node, tracker)
+                self.evict_leaf(node, tracker)
         if swa_short > 0 and swa_free() < swa_target and tracker[1] < swa_short:
             lru = self.swa.lru
             cursor = lru.lru_unlocked()
@@ -349,7 +522,7 @@ class UnifiedTree:
                 x = cursor
                 cursor = lru.lru_unlocked(x)
                 if x in self.leaves:
-                    self._delete_leaf(x, tracker)
+                    self.evict_leaf(x, tracker)
                 else:
                     tracker[1] += self.swa.tombstone(x)
                     self.update_leaf(x)

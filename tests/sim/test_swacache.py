@@ -74,3 +74,60 @@ def test_out_of_window_free_keeps_max_window_page_rounded_up_behind_the_end():
     assert out_of_window_boundary(0, 999, 0, 128, 256) == 512
     assert out_of_window_boundary(512, 1018, 768, 128, 256) == 768  # never below the tree-owned prefix
     assert out_of_window_boundary(0, 100, 0, 128, 256) == 0  # not yet a window behind
+
+
+def hicache(l1=16, l2=64, policy="write_through", **kw) -> SWACache:
+    return SWACache(page=256, window=128, full_pages=l1, swa_pages=l1, host_full_pages=l2, host_swa_pages=l2,
+                    write_policy=policy, **kw)
+
+
+def test_write_through_backs_up_on_first_insert_and_locks_until_the_ack():
+    c = hicache()
+    r = serve(c, list(range(1000)), [1])
+    assert c.tree.host_tokens == 768 and c.tree.host_swa_tokens == 768  # Full and its window, per page
+    assert len(c.pending) == 2 and c.tree.full_protected == 768  # both leaves locked while in flight
+    c.ack_all()
+    assert c.tree.full_protected == 0 and c.stats["backup_full_tokens"] == 768
+    assert r.protected == 768
+
+
+def test_evicted_backed_up_pages_load_back_with_their_window():
+    c = hicache(l1=8)
+    serve(c, list(range(1000)), [1])
+    c.ack_all()
+    for i in range(1, 4):  # push the first prompt out of L1
+        serve(c, list(range(i * 10_000, i * 10_000 + 1000)), [1])
+        c.ack_all()
+    assert lookup(c, list(range(1000))).device == 0
+    r = admit(c, list(range(1000)) + [5], [1])
+    assert (r.match.device, r.host_hit) == (0, 768)  # a host hit, loaded back with its SWA
+    assert r.load_full == 768 and r.load_swa > 0
+
+
+def test_the_load_back_threshold_does_not_stop_a_load_whose_window_is_on_host():
+    # SGLang skips a load below the threshold only when no component (the window state) must come from
+    # host too (unified_radix_cache.py:1878-1884): for V4 an evicted prefix always brings its window.
+    c = hicache(l1=8, load_back_threshold=1024)
+    serve(c, list(range(1000)), [1])
+    c.ack_all()
+    for i in range(1, 4):
+        serve(c, list(range(i * 10_000, i * 10_000 + 1000)), [1])
+        c.ack_all()
+    r = admit(c, list(range(1000)) + [5], [1])
+    assert (r.host_hit, r.load_full, r.load_swa) == (768, 768, 256)
+
+
+def test_write_back_copies_only_at_eviction_and_never_drops_with_room_on_host():
+    c = hicache(l1=8, policy="write_back")
+    for i in range(4):
+        serve(c, list(range(i * 10_000, i * 10_000 + 1000)), [1])
+    assert not c.pending and c.stats["backup_full_tokens"] > 0
+    assert not c.dropped and c.stats["demoted_tokens"] > 0
+
+
+def test_write_through_without_room_on_host_drops_and_counts_it():
+    c = hicache(l1=8, l2=1)
+    for i in range(4):
+        serve(c, list(range(i * 10_000, i * 10_000 + 1000)), [1])
+        c.ack_all()
+    assert c.dropped["write_through_unbacked_eviction"] > 0
