@@ -209,12 +209,15 @@ def _cmd_replay(args) -> int:
 
     from sim.fileio import write_text_atomic
     from sim.hicache import HiCache
-    from sim.replay import format_table, pages_for_bytes, parse_size, replay
+    from sim.replay import format_table, pages_for_bytes, parse_size, replay, replay_v4, v4_cache
     from sim.workload import detect_format, read_trace
 
     model = _load_model(args.model)
+    if not (0 < args.swa_ratio <= 1):
+        raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
-    page = args.page_size or (args.block_size if fmt == "mooncake" else model.page_size)
+    v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/swacache.py)
+    page = args.page_size or (args.block_size if fmt == "mooncake" and not v4 else model.page_size)
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     l1 = args.l1_pages
@@ -226,9 +229,14 @@ def _cmd_replay(args) -> int:
     for option, pages in (("--l1-bytes", l1), ("--l2-bytes", l2 if args.l2_bytes else 1)):
         if pages is not None and pages < 1:
             raise InputError(f"{option}: smaller than one {page}-token page of {model.name}")
-    cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
-                    load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio)  # fmt: skip
-    result = replay(cache, requests, args.trace, progress=sys.stderr.isatty())
+    if v4:
+        cache = v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
+                         load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
+        result = replay_v4(cache, model, requests, args.trace, progress=sys.stderr.isatty())
+    else:
+        cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
+                        load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio)  # fmt: skip
+        result = replay(cache, requests, args.trace, progress=sys.stderr.isatty())
     print(format_table(result))
     if args.json:
         write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str) + "\n")

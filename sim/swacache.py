@@ -132,7 +132,7 @@ class SWACache:
             self.tree.backup = self._backup_on_insert
             self.tree.evict_unbacked = self._evict_unbacked
         self.pending: list[Backup] = []
-        self.stats: Counter = Counter()
+        self.stats: Counter = self.tree.counts  # one set of counters: the tree's and the controller's
         self.dropped: Counter = Counter()  # tokens by reason, as hicache_dropped_tokens_total
         self.running: set[int] = set()
         self._req_full = 0  # pages held by running requests
@@ -299,6 +299,8 @@ class SWACache:
             f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
             r.evicted_full += f
             r.evicted_swa += s
+            self.stats["evicted_tokens"] += f
+            self.stats["swa_evicted_tokens"] += s
 
     def _alloc_rows(self, r: Running, end: int) -> None:
         p = self.page
@@ -327,6 +329,7 @@ class SWACache:
         s = self.stats
         s["requests"] += 1
         s["input_tokens"] += prompt_len
+        s["input_pages"] += prompt_len // self.page
         s["device_hit_tokens"] += m.device
         s["host_hit_tokens"] += r.host_hit
         self.running.add(id(r))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -110,6 +111,7 @@ class UnifiedTree:
         self._host_heap: list[tuple[float, int, UNode]] = []
         self.host_tokens = 0
         self.host_swa_tokens = 0
+        self.counts: Counter = Counter()  # evicted_leaves, demotions, host_evictions
         self.num_nodes = 0
 
     def sentinel(self) -> UNode:
@@ -451,6 +453,7 @@ class UnifiedTree:
 
     def demote(self, node: UNode, tracker: list[int]) -> None:
         """Free a backed-up leaf's device copy; it stays in the tree, host-only (``:2090-2123``)."""
+        self.counts["demotions"] += 1
         tracker[0] += node.tokens
         self.full_evictable -= node.tokens
         node.full = False
@@ -477,6 +480,7 @@ class UnifiedTree:
             if node is None:
                 break
             freed += node.tokens
+            self.counts["host_evictions"] += 1
             parent = node.parent
             self._remove(node, tracker)
             if parent is not self.root:
@@ -485,6 +489,7 @@ class UnifiedTree:
 
     def evict_leaf(self, node: UNode, tracker: list[int]) -> None:
         """A device victim: demoted if backed up, else handed to ``evict_unbacked`` (``:1788-1823``)."""
+        self.counts["evicted_leaves"] += 1
         if node.host:
             self.demote(node, tracker)
         elif self.evict_unbacked is not None:
