@@ -13,8 +13,9 @@ the newest compressed token (outside the replacement order, never a miss), under
 
 When a new C4 token appears (every 4th step) the previous newest is backed up D2H (counted); it stays on
 the GPU only while the whole history fits the buffer, so a sequence whose compressed length fits never
-misses (SGLang's fast path); past that, its slot goes to the next newest token. Then: memory per request with and without HiSparse, the max decode batch within
-an HBM budget, and a roofline decode throughput. Everything here is numpy; no clock, no SimPy.
+misses (SGLang's fast path); past that, its slot goes to the next newest token. Then: the decode GPU's pools
+as SGLang sizes them with and without HiSparse, the max decode batch they admit, and a roofline decode
+throughput. Everything here is numpy; no clock, no SimPy.
 """
 
 from __future__ import annotations
