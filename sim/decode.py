@@ -75,11 +75,14 @@ class _Decoder:
         self.all_done = env.event()  # fires when every expected request has finished or been dropped
         self.swap_s = 0.0
         self.busy_s = 0.0
+        # Mean misses per (request, layer) at each decode step offset, interpolated between simulated windows
+        # and held at the last value past them; indexed by the running requests' offsets every step.
         if self.enabled and hs.steps.size:
-            per_step = hs.misses_per_step  # per (request, layer)
-            self.miss_steps, self.miss_means = hs.steps.astype(float), per_step
+            self.miss_table = np.interp(np.arange(int(hs.steps.max()) + 1), hs.steps, hs.misses_per_step)
         else:
-            self.miss_steps, self.miss_means = np.zeros(1), np.zeros(1)
+            self.miss_table = np.zeros(1)
+        self.starts: list[int] = []  # decode step each running request started at
+        self._starts_arr: np.ndarray | None = None
         s0 = 1 << 16
         self.read0 = shape.kv_read_bytes(s0, self.k)
         self.read_slope = (shape.kv_read_bytes(s0 + 4096, self.k) - self.read0) / 4096
@@ -120,6 +123,8 @@ class _Decoder:
             while self.running and self.running[0][0] <= self.step:
                 _, _, req, admitted, start = heapq.heappop(self.running)
                 self.seq_sum -= req.input_len + (self.step - start)
+                self.starts.remove(start)
+                self._starts_arr = None
                 self.used_full -= self.full_tokens(req)
                 self.used_swa -= self.swa_need
                 self.used_c4 -= self.c4_need
@@ -144,13 +149,17 @@ class _Decoder:
             self.used_swa += self.swa_need
             self.used_c4 += self.c4_need
             heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.env.now, self.step))
+            self.starts.append(self.step)
+            self._starts_arr = None
             self.seq_sum += req.input_len
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
 
     def _swap_in_seconds(self) -> float:
         """The batch's misses in one C4 layer at this step, priced per layer, times the C4 layers."""
-        offsets = np.fromiter((self.step - e[4] for e in self.running), dtype=float, count=len(self.running))
-        misses = float(np.interp(offsets, self.miss_steps, self.miss_means).sum())
+        if self._starts_arr is None:
+            self._starts_arr = np.array(self.starts, dtype=np.int64)
+        offsets = np.minimum(self.step - self._starts_arr, self.miss_table.size - 1)
+        misses = float(self.miss_table[offsets].sum())
         n = len(self.running)
         per_layer = self.costs.swap_in_seconds(n, self.k, min(int(round(misses)), n * self.k),
                                                self.shape.kv_row_bytes)  # fmt: skip
