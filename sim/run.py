@@ -267,7 +267,7 @@ def _format_decode(result: RunResult) -> str:
         f"{'GPU bytes per request':<30}{h['bytes_per_request'] / 1e6:>14,.0f} MB   "
         f"(off {h['bytes_per_request_baseline'] / 1e6:,.0f} MB, on {h['bytes_per_request_hisparse'] / 1e6:,.0f} MB)",
         f"{'max decode batch':<30}{h['max_batch']:>14,}   (off {h['max_batch_baseline']}, on "
-        f"{h['max_batch_hisparse']}: {h['batch_gain']:.2f}x)",
+        f"{h['max_batch_hisparse']}: {h['batch_gain']:.2f}x; capped by {h['batch_limit']})",
         f"{'peak batch reached':<30}{h['peak_batch']:>14,}",
         f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",

@@ -527,7 +527,19 @@ class HiSparseConfig(_Section):
     """HiSparse decode offload of C4 KV (DESIGN.md 1.6); defaults from mem_cache/sparsity/factory.py:79-82."""
 
     enabled: bool = Field(False, description="HiSparse on (needs cluster.role: decode).")
-    device_buffer_size: int = Field(4096, ge=1, description="GPU hot-buffer C4 slots per request.")
+    device_buffer_size: int = Field(
+        4096, ge=1, description="GPU hot-buffer C4 slots per request (plus one 64-slot page for the newest)."
+    )
+    host_to_device_ratio: int = Field(
+        2,
+        ge=1,
+        description="The device C4 pool is full tokens / (4 x this); SGLang's default 2 (the docs suggest 5-10).",
+    )
+    initial_fill: Literal["direct", "staging"] = Field(
+        "direct",
+        description="Hot buffer at decode start: direct (PD direct-to-host: empty unless the prompt fits) or "
+        "staging (prefill staged on this GPU: the oldest tokens).",
+    )
     top_k: int | None = Field(
         None,
         ge=1,
