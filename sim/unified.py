@@ -31,7 +31,7 @@ class UNode:
 
     __slots__ = (
         "key", "parent", "children", "id", "last_access", "hit_count", "tokens",
-        "full", "host", "host_swa", "lock", "host_lock", "pending",
+        "full", "full_kids", "host", "host_swa", "lock", "host_lock", "pending",
         "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next",
     )  # fmt: skip
 
@@ -44,6 +44,7 @@ class UNode:
         self.hit_count = 0
         self.tokens = len(key) * page
         self.full = True  # Full KV on device; False: evicted to host (``host``) or dead
+        self.full_kids = 0  # children with Full KV on device (a device leaf has none)
         self.host = False  # Full KV on host (backed up)
         self.host_swa = False  # SWA state on host
         self.lock = 0
@@ -265,6 +266,7 @@ class UnifiedTree:
 
     def _unevict(self, node: UNode) -> None:
         node.full = True
+        node.parent.full_kids += 1
         if node.lock:
             self.full_protected += node.tokens
         else:
@@ -304,6 +306,7 @@ class UnifiedTree:
     def _add_leaf(self, parent: UNode, key: list[PageKey]) -> UNode:
         leaf = self._node(key, parent)
         parent.children[key[0]] = leaf
+        parent.full_kids += 1
         self.num_nodes += 1
         self.full_evictable += leaf.tokens
         self.update_leaf(leaf)
@@ -322,6 +325,11 @@ class UnifiedTree:
         new.tokens = len(new.key) * self.page
         child.tokens -= new.tokens
         new.lock = child.lock
+        new.full, new.host, new.host_swa, new.host_lock = child.full, child.host, child.host_swa, child.host_lock
+        new.full_kids = 1 if child.full else 0
+        if child.pending is not None:  # both halves wait for the same copy
+            new.pending = child.pending
+            child.pending.nodes.append(new)
         self.swa.on_split(new, child)
         if new.swa:
             self.swa.lru.insert_after(child, new)
@@ -381,7 +389,7 @@ class UnifiedTree:
         if node is self.root:
             return
         unlocked = not node.lock and not node.swa_lock
-        if node.full and unlocked and not any(c.full for c in node.children.values()):
+        if node.full and unlocked and not node.full_kids:
             if node not in self.leaves:
                 self.leaves.add(node)
                 heapq.heappush(self._heap, (node.last_access, node.id, node))
@@ -414,6 +422,7 @@ class UnifiedTree:
             tracker[0] += node.tokens
             self.full_evictable -= node.tokens
             node.full = False
+            node.parent.full_kids -= 1
         tracker[1] += self.swa.tombstone(node)
         self._free_host(node)
         self.leaves.discard(node)
@@ -457,6 +466,7 @@ class UnifiedTree:
         tracker[0] += node.tokens
         self.full_evictable -= node.tokens
         node.full = False
+        node.parent.full_kids -= 1
         tracker[1] += self.swa.tombstone(node)
         self.update_leaf(node)
         self.update_leaf(node.parent)
@@ -559,6 +569,9 @@ class UnifiedTree:
 
 
 def _common(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:
+    n = len(key)
+    if key == keys[pos : pos + n]:
+        return n
     i = 0
     for a, b in zip(key, keys[pos : pos + len(key)]):
         if a != b:
