@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sim.errors import InputError
 from sim.hicache import HiCache
+from sim.metrics import dropped_by_reason
 from sim.pools import ModelSpec
 from sim.workload import Request
 
@@ -106,11 +107,11 @@ def format_table(result: ReplayResult) -> str:
         f"{'demotions (L1 -> L2)':<26}{d['demotions']:>16,}",
         f"{'host evictions (L2)':<26}{d['host_evictions']:>16,}",
     ]
-    dropped = m["hicache_dropped_tokens_total"]
+    dropped = dropped_by_reason(m)
     lines.append(f"{'dropped tokens':<26}{sum(dropped.values()):>16,}"
                  + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())))  # fmt: skip
     lines += ["", f"{'bytes moved per pool':<26}{'D2H (backup)':>16}{'H2D (load-back)':>18}"]
-    backup, load = m["hicache_backup_bytes_by_pool"], m["load_back_bytes_by_pool"]
+    backup, load = m["sim_hicache_backup_bytes_by_pool"], m["sim_load_back_bytes_by_pool"]
     for pool in c.model.pools:
         if pool.bytes_per_page:
             lines.append(f"  {pool.name:<24}{_gb(backup.get(pool.name, 0)):>16}{_gb(load.get(pool.name, 0)):>18}")

@@ -20,7 +20,7 @@ from sim.costs import CostTable, resolve_cost_table
 from sim.engine import EngineConfig, Simulation
 from sim.errors import InputError
 from sim.fileio import atomic_path, write_text_atomic
-from sim.metrics import LINKS, percentiles
+from sim.metrics import LINKS, dropped_by_reason, percentiles
 from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
@@ -141,8 +141,7 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
         _merge(metrics, inst.cache.metrics())
     metrics["cached_tokens_total"]["storage"] = totals["storage_hit_tokens"]
     metrics["cached_tokens_total"]["host"] = totals["host_hit_tokens"]
-    for key in ("prefetched_tokens_total", "prefetches", "prefetch_requested_tokens"):
-        metrics[key] = rec.counters[key]
+    metrics.update(rec.engine_metrics())
     dropped = dict(rec.dropped)
     unfinished = sim.arrived - rec.n_finished - sum(dropped.values())
     return {
@@ -225,7 +224,7 @@ def format_summary(result: RunResult) -> str:
         return _format_decode(result)
     t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
     req = s["requests"]
-    dropped = s["metrics"].get("hicache_dropped_tokens_total", {})
+    dropped = dropped_by_reason(s["metrics"])
     lines = [
         f"{s['scenario']}: {s['model']} ({s['pools']} pools), {s['instances']} instance(s), "
         f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
