@@ -107,7 +107,8 @@ class _Prefetch:
     """An L3 read in flight for a queued request (SGLang's ``ongoing_prefetch`` entry)."""
 
     start: int  # first page read: the request's L1 + L2 match when the read was issued
-    pages: int  # pages storage holds and the read brings
+    pages: int  # pages the read brings (storage's hit, or what the host had room for), held on the host
+    swa_pages: int  # window pages held on the host with them (none for a partial read)
     requested_tokens: int  # the span asked for, which sizes the timeout and the in-flight cap
     anchor: Node  # host-locked until the read ends (unified_radix_cache.py:2168-2172)
     t_start: float
@@ -439,13 +440,21 @@ class Instance:
             counters["storage_prefetch_unfulfilled_tokens_total:below_threshold"] += hit * pt
             self.retries[req.rid] = None
             return
-        sim.storage.touch(req.keys[start : start + hit])  # read: most recently used
-        nbytes = sum(cache.pool_bytes(hit, cache.window_pages).values())
-        seconds = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(hit / cfg.l3_io_batch_pages)
+        cache.tree.host_lock(anchor)  # not evicted to make room for its own read
+        pages = cache.reserve_host(hit, cache.window_pages, -(-threshold // pt))
+        if pages < hit:  # SGLang: host_capacity (unified_radix_cache.py:3111-3140)
+            counters["storage_prefetch_unfulfilled_tokens_total:host_capacity"] += (hit - pages) * pt
+        if not pages:
+            cache.tree.host_unlock(anchor)
+            self.retries[req.rid] = None
+            return
+        swa = cache.window_pages if pages == hit else 0
+        sim.storage.touch(req.keys[start : start + pages])  # read: most recently used
+        nbytes = sum(cache.pool_bytes(pages, swa).values())
+        seconds = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(pages / cfg.l3_io_batch_pages)
         t_start, t_end = self.links["l3_read"].submit(self.env.now, seconds)
-        cache.tree.host_lock(anchor)
         self.prefetch_tokens += requested
-        pf = run.prefetch = _Prefetch(start, hit, requested, anchor, t_start, t_end, nbytes)
+        pf = run.prefetch = _Prefetch(start, pages, swa, requested, anchor, t_start, t_end, nbytes)
         counters["sim_prefetches_total"] += 1
         counters["sim_prefetch_requested_tokens_total"] += requested
 
@@ -489,9 +498,11 @@ class Instance:
         run.prefetch = None
         self.prefetch_tokens -= pf.requested_tokens
         self.cache.tree.host_unlock(pf.anchor)
+        self.cache.l2.free(pf.pages, pf.swa_pages)  # the reservation: insert_host takes what it keeps
         if pf.t_end > pf.t_start:
             sim.rec.transfer(self.idx, "l3_read", pf.t_start, pf.t_end, pf.nbytes * done // pf.pages)
-        pages = self.cache.insert_host(run.req.keys, pf.start + done, window=done == pf.pages) if done else 0
+        window = done == pf.pages and pf.swa_pages > 0
+        pages = self.cache.insert_host(run.req.keys, pf.start + done, window=window) if done else 0
         run.prefetched_pages = min(done, pages)
         sim.rec.counters["prefetched_tokens_total"] += done * pt
         if done < pf.pages:  # cut short: by the timeout's deadline, or at once under best_effort

@@ -373,6 +373,17 @@ class HiCache:
             self.ack(op)
         return ops
 
+    def reserve_host(self, kv_pages: int, swa_pages: int, min_kv_pages: int) -> int:
+        """Take host pages for an L3 read before it starts, as SGLang allocates a prefetch's host pages when
+        its lookup hits, evicting host LRU leaves (``hybrid_cache_controller.py:796-829``): all of them with
+        their window pages, else as many kv pages as are free if that is at least ``min_kv_pages`` (a
+        partial read, which brings no window state), else none. Returns the kv pages taken; the caller
+        gives them back (:meth:`Tier.free`) before :meth:`insert_host` places what landed."""
+        if self._alloc_host(kv_pages, swa_pages):
+            return kv_pages
+        part = min(kv_pages, int(self.l2.kv_cap - self.l2.kv_used))
+        return part if part >= max(1, min_kv_pages) and self.l2.alloc(part, 0) else 0
+
     def insert_host(self, keys: Sequence, n_pages: int, window: bool) -> int:
         """Put pages prefetched from storage into L2 as host-only nodes; returns pages added.
 

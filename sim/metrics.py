@@ -27,7 +27,7 @@ ENGINE_COUNTERS = (
     "sim_prefetches_total", "sim_prefetch_requested_tokens_total", "sim_prefetch_retries_total",
     "sim_prefetch_rate_limited_total", "sim_write_back_wait_seconds_total",
 )  # fmt: skip
-UNFULFILLED_REASONS = ("below_threshold", "storage_transfer", "deadline")
+UNFULFILLED_REASONS = ("below_threshold", "host_capacity", "storage_transfer", "deadline")
 
 
 @dataclass

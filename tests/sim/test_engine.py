@@ -195,6 +195,22 @@ class TestPrefetch:
         assert run.prefetch.t_start == pytest.approx(0.25)
         assert sim.rec.counters["sim_prefetch_requested_tokens_total"] == 8 * 256
 
+    def test_a_read_takes_its_host_pages_when_it_starts(self):
+        sim, inst = self.build()
+        run = self.request(0, "a", sim=sim)
+        inst.submit(run)
+        l2 = inst.cache.l2
+        assert (l2.kv_used, l2.swa_used) == (8, inst.cache.window_pages)
+        sim.env.run(until=run.prefetch.t_end + 1e-9)
+        assert run.prefetched_pages == 8 and (l2.kv_used, l2.swa_used) == (8, inst.cache.window_pages)
+
+    def test_a_host_too_small_for_the_hit_gets_a_partial_read(self):
+        sim, inst = self.build(host_pages=6)
+        run = self.request(0, "a", sim=sim)
+        inst.submit(run)
+        assert run.prefetch.pages == 6 and run.prefetch.swa_pages == 0
+        assert sim.rec.engine_metrics()["storage_prefetch_unfulfilled_tokens_total"]["host_capacity"] == 2 * 256
+
     def test_admission_skips_a_request_whose_read_is_running(self):
         sim, inst = self.build()
         reading, cold = self.request(0, "a", sim=sim), self.request(1, "b", stored=False, sim=sim)
