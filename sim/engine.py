@@ -16,6 +16,10 @@ scheduler step, releasing the lock (and, with L3 on, queueing TP0's write to sto
 Load-back overlaps the prefill layer by layer: a step that carries a request's load cannot end before
 the load's last layer lands plus one layer of compute.
 
+Under write_back there is no window: a device eviction backs its victim up and waits for that D2H copy, so
+the next batch starts after it lands. L3 reads start when a request is queued; admission passes over a
+request whose read still runs, until the prefetch policy lets it go (DESIGN.md 1.5).
+
 Same-time ordering: SimPy breaks ties FIFO by scheduling order; the arrival process is started before the
 scheduler processes, so an arrival at a step boundary is seen by that boundary's admission.
 """
