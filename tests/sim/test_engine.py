@@ -61,6 +61,16 @@ class TestConservation:
         assert s["link_bytes"]["d2h"] == s["metrics"]["hicache_backup_bytes_total"]
         assert s["link_bytes"]["h2d"] == s["metrics"]["load_back_bytes_total"]
 
+    def test_metric_names_are_sglangs_or_say_they_are_the_simulators(self, quick_run):
+        sglang = {"cached_tokens_total", "evicted_tokens_total", "hicache_dropped_tokens_total",
+                  "hicache_backup_tokens_total", "hicache_backup_bytes_total", "load_back_tokens_total",
+                  "load_back_bytes_total", "hicache_host_used_tokens", "hicache_host_total_tokens",
+                  "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
+                  "storage_prefetch_unfulfilled_tokens_total"}  # fmt: skip
+        m = quick_run.summary["metrics"]
+        assert sglang <= set(m) and all(name.startswith("sim_") for name in set(m) - sglang)
+        assert set(m["cached_tokens_total"]) == {"device", "host", "storage"}
+
     def test_every_input_token_is_a_hit_or_computed(self, quick_run):
         t = quick_run.summary["tokens"]
         hits = t["device_hit_tokens"] + t["host_hit_tokens"] + t["storage_hit_tokens"]
