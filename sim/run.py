@@ -245,10 +245,23 @@ def format_summary(result: RunResult) -> str:
         f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
         + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else ""),
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
+        *_l3_and_write_back_lines(s["metrics"]),
         "",
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
     return "\n".join(lines)
+
+
+def _l3_and_write_back_lines(m: dict) -> list[str]:
+    """Summary lines for L3 reads and write_back waits, when there were any."""
+    lines = []
+    if m.get("sim_prefetches_total"):
+        cut = sum(m["storage_prefetch_unfulfilled_tokens_total"].values())
+        lines.append(f"{'L3 reads':<28}{m['sim_prefetches_total']:>14,}  ({m['prefetched_tokens_total']:,} tokens "
+                     f"landed, {cut:,} not; {m['sim_prefetch_retries_total']:,} lookups retried)")  # fmt: skip
+    if m.get("sim_write_back_wait_seconds_total"):
+        lines.append(f"{'write_back copy waits':<28}{m['sim_write_back_wait_seconds_total']:>14.2f} s")
+    return lines
 
 
 def _format_decode(result: RunResult) -> str:
