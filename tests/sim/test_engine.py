@@ -176,6 +176,16 @@ class TestL3:
             assert s["hit_rate"]["storage"] > 0
             assert s["metrics"]["prefetched_tokens_total"] > 0
 
+    def test_the_printed_summary_reports_the_l3_reads(self):
+        from sim.run import format_summary
+
+        sc = scenario(hicache={"hicache_ratio": 1.0}, l3={"enabled": True, "read_gbps": 20.0, "write_gbps": 20.0},
+                      cluster={"instances": 2, "router": "round_robin"})  # fmt: skip
+        run = run_scenario(sc)
+        m = run.summary["metrics"]
+        line = next(x for x in format_summary(run).splitlines() if x.startswith("L3 reads"))
+        assert f"{m['sim_prefetches_total']:,}" in line and f"{m['prefetched_tokens_total']:,} tokens landed" in line
+
 
 class TestPrefetch:
     """L3 reads as SGLang's scheduler runs them: issued at queue time, polled at admission."""
