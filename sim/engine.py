@@ -40,7 +40,7 @@ from sim.costs import CostTable
 from sim.hicache import Admission, BackupOp, HiCache
 from sim.metrics import Recorder
 from sim.pools import ModelSpec
-from sim.radix import Node
+from sim.radix import Node, RadixTree
 from sim.storage import Storage
 from sim.workload import Request
 
@@ -48,6 +48,9 @@ __all__ = ["EngineConfig", "Simulation"]
 
 MAX_JUMP_STEPS = 256  # decode-only steps simulated in one timeout when nothing else can happen
 LPM_MAX_QUEUE = 128  # SGLang falls back from lpm to fcfs above this queue length (schedule_policy.py)
+# In-batch prefix caching (schedule_policy.py:110-119): a waiting request with at most this many device-cached
+# tokens whose prompt shares at least as many with an earlier such request is scheduled after the others.
+IN_BATCH_PREFIX_TOKENS = 32
 # A queued request whose L3 lookup missed is looked up again every 8 scheduling passes, at most 8 times
 # (--hicache-storage-prefetch-retry-poll-interval / -max-attempts, arg_groups/fields/memory.py:181-205).
 PREFETCH_RETRY_INTERVAL = 8
@@ -254,7 +257,7 @@ class Instance:
         budget = cfg.max_prefill_tokens
         running = len(self.prefilling) + len(self.decoding)
         if cfg.schedule_policy == "lpm" and 1 < len(self.waiting) <= LPM_MAX_QUEUE:
-            self.waiting = deque(sorted(self.waiting, key=self._lpm_key))
+            self.waiting = self._lpm_order()
         self.prefetch_blocked, self.prefetch_wake = 0, math.inf
         taken: set[int] = set()
         stalled = False
@@ -298,13 +301,28 @@ class Instance:
             self.waiting = deque(r for r in self.waiting if id(r) not in taken)
         return stalled
 
-    def _lpm_key(self, run: _Running) -> int:
-        """SGLang's lpm order: most device + host matched tokens first, as the match reports them after
-        the window check and the ``input_len - 1`` cap (``schedule_policy.py:441-450``,
-        ``mem_cache/common.py:244-261``). Like SGLang's, the match refreshes the path's LRU time."""
-        lk = self.cache.lookup(run.req.keys, run.req.input_len)
-        self.cache.abandon(lk)
-        return -(lk.device_pages + lk.host_pages)
+    def _lpm_order(self) -> deque[_Running]:
+        """The waiting queue in SGLang's lpm order (``schedule_policy.py:346-395, 441-450``): most device +
+        host matched tokens first, as the match reports them after the window check and the
+        ``input_len - 1`` cap (``mem_cache/common.py:244-261``); ties keep queue order. A request with
+        (almost) nothing cached on device whose prompt shares a prefix with an earlier such request waiting
+        goes last, so that one computes the shared prefix and the others then hit it. The waiting requests'
+        prompts are compared page by page here (SGLang compares tokens). Like SGLang's, each match refreshes
+        the path's LRU time."""
+        cache, pt = self.cache, self.sim.cfg.page_tokens
+        waiting_tree = RadixTree(pt)
+        keys: list[float] = []
+        for run in self.waiting:
+            lk = cache.lookup(run.req.keys, run.req.input_len)
+            cache.abandon(lk)
+            if lk.device_pages * pt <= IN_BATCH_PREFIX_TOKENS:
+                if waiting_tree.match(run.req.keys).device_pages * pt >= IN_BATCH_PREFIX_TOKENS:
+                    keys.append(math.inf)
+                    continue
+                waiting_tree.insert(run.req.keys)
+            keys.append(-(lk.device_pages + lk.host_pages))
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        return deque(self.waiting[i] for i in order)
 
     def _plan_prefill(self) -> tuple[int, float, float, list[_Running]]:
         """Chunks of this step: (tokens, attention pairs, latest load end among them, finishing)."""

@@ -357,6 +357,22 @@ class TestSchedulePolicy:
         inst._admit()
         assert [r.req.rid for r in inst.prefilling] == [1]
 
+    def test_lpm_puts_a_cold_request_sharing_a_prefix_with_an_earlier_one_last(self):
+        """SGLang's in-batch prefix caching: one of them computes the shared prefix, the other then hits it."""
+        from sim.engine import _Running
+        from sim.workload import Request
+
+        sim, _, _ = build(scenario(scheduler={"schedule_policy": "lpm"}))
+        inst = sim.instances[0]
+        shared = [("s", i) for i in range(2)]
+        reqs = [Request(0, 0.0, 1280, 8, [*shared, ("a", 0), ("a", 1), ("a", 2)]),
+                Request(1, 0.0, 1280, 8, [*shared, ("b", 0), ("b", 1), ("b", 2)]),
+                Request(2, 0.0, 1280, 8, [("c", i) for i in range(5)])]  # fmt: skip
+        for req in reqs:
+            inst.waiting.append(_Running(req, 0))
+        inst._admit()
+        assert [r.req.rid for r in inst.prefilling] == [0, 2, 1]
+
     def test_lpm_ignores_a_prefix_that_fails_the_window_check(self):
         """A host copy without window state is no valid match end for V4: lpm does not count it."""
         from sim.engine import _Running
