@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sim.errors import InputError
 from sim.hicache import HiCache
+from sim.metrics import dropped_by_reason
 from sim.pools import ModelSpec
 from sim.swacache import SWACache
 from sim.workload import Request
@@ -121,6 +122,9 @@ def _v4_summary(result: ReplayResult) -> dict:
     backup = by_pool(s["backup_full_tokens"], s["backup_swa_tokens"])
     load = by_pool(s["load_full_tokens"], s["load_swa_tokens"])
     inputs = s["input_tokens"]
+    # SGLang pre-seeds host_pressure, and write_through_unbacked_eviction under write_through only
+    # (unified_radix_cache.py:565-574).
+    reasons = ["host_pressure"] + (["write_through_unbacked_eviction"] if c.write_policy == "write_through" else [])
     cap = lambda x: None if x == float("inf") else int(x // page)  # noqa: E731
     return {
         "trace": result.trace,
@@ -142,20 +146,19 @@ def _v4_summary(result: ReplayResult) -> dict:
         "evictions": s["evicted_leaves"],
         "demotions": s["demotions"],
         "host_evictions": s["host_evictions"],
-        "metrics": {
-            "cached_tokens_total": {"device": s["device_hit_tokens"], "host": s["host_hit_tokens"],
-                                    "total": s["device_hit_tokens"] + s["host_hit_tokens"]},
+        "metrics": {  # SGLang's names and label sets; counters SGLang does not export start with sim_
+            "cached_tokens_total": {"device": s["device_hit_tokens"], "host": s["host_hit_tokens"]},
             "evicted_tokens_total": s["evicted_tokens"],
-            "swa_evicted_tokens_total": s["swa_evicted_tokens"],
-            "hicache_dropped_tokens_total": dict(c.dropped),
+            "hicache_dropped_tokens_total": {r: {"kv": c.dropped[r]} for r in reasons} if c.hicache else {},
             "hicache_backup_tokens_total": {"kv": s["backup_full_tokens"], "swa": s["backup_swa_tokens"]},
             "hicache_backup_bytes_total": sum(backup.values()),
-            "hicache_backup_bytes_by_pool": backup,
             "load_back_tokens_total": {"kv": s["load_full_tokens"], "swa": s["load_swa_tokens"]},
             "load_back_bytes_total": sum(load.values()),
-            "load_back_bytes_by_pool": load,
             "hicache_host_used_tokens": c.tree.host_tokens,
             "hicache_host_total_tokens": None if c.host_full_cap == float("inf") else int(c.host_full_cap),
+            "sim_swa_evicted_tokens_total": s["swa_evicted_tokens"],
+            "sim_hicache_backup_bytes_by_pool": backup,
+            "sim_load_back_bytes_by_pool": load,
         },
         "kv_bytes_per_page": int(sum(bytes_per_token[n] for n in full_pools) * page),
         "pool_names": [p.name for p in model.pools if p.bytes_per_page],
@@ -198,11 +201,11 @@ def format_table(result: ReplayResult) -> str:
         f"{'demotions (L1 -> L2)':<26}{d['demotions']:>16,}",
         f"{'host evictions (L2)':<26}{d['host_evictions']:>16,}",
     ]
-    dropped = m["hicache_dropped_tokens_total"]
+    dropped = dropped_by_reason(m)
     lines.append(f"{'dropped tokens':<26}{sum(dropped.values()):>16,}"
                  + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())))  # fmt: skip
     lines += ["", f"{'bytes moved per pool':<26}{'D2H (backup)':>16}{'H2D (load-back)':>18}"]
-    backup, load = m["hicache_backup_bytes_by_pool"], m["load_back_bytes_by_pool"]
+    backup, load = m["sim_hicache_backup_bytes_by_pool"], m["sim_load_back_bytes_by_pool"]
     for name in d["pool_names"]:
         lines.append(f"  {name:<24}{_gb(backup.get(name, 0)):>16}{_gb(load.get(name, 0)):>18}")
     lines.append(f"  {'total':<24}{_gb(m['hicache_backup_bytes_total']):>16}{_gb(m['load_back_bytes_total']):>18}")

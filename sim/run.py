@@ -20,7 +20,7 @@ from sim.costs import CostTable, resolve_cost_table
 from sim.engine import EngineConfig, Simulation
 from sim.errors import InputError
 from sim.fileio import atomic_path, write_text_atomic
-from sim.metrics import LINKS, percentiles
+from sim.metrics import LINKS, dropped_by_reason, percentiles
 from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
@@ -141,8 +141,7 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
         _merge(metrics, inst.cache.metrics())
     metrics["cached_tokens_total"]["storage"] = totals["storage_hit_tokens"]
     metrics["cached_tokens_total"]["host"] = totals["host_hit_tokens"]
-    for key in ("prefetched_tokens_total", "prefetches", "prefetch_requested_tokens"):
-        metrics[key] = rec.counters[key]
+    metrics.update(rec.engine_metrics())
     dropped = dict(rec.dropped)
     unfinished = sim.arrived - rec.n_finished - sum(dropped.values())
     return {
@@ -225,7 +224,7 @@ def format_summary(result: RunResult) -> str:
         return _format_decode(result)
     t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
     req = s["requests"]
-    dropped = s["metrics"].get("hicache_dropped_tokens_total", {})
+    dropped = dropped_by_reason(s["metrics"])
     lines = [
         f"{s['scenario']}: {s['model']} ({s['pools']} pools), {s['instances']} instance(s), "
         f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
@@ -246,10 +245,23 @@ def format_summary(result: RunResult) -> str:
         f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
         + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else ""),
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
+        *_l3_and_write_back_lines(s["metrics"]),
         "",
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
     return "\n".join(lines)
+
+
+def _l3_and_write_back_lines(m: dict) -> list[str]:
+    """Summary lines for L3 reads and write_back waits, when there were any."""
+    lines = []
+    if m.get("sim_prefetches_total"):
+        cut = sum(m["storage_prefetch_unfulfilled_tokens_total"].values())
+        lines.append(f"{'L3 reads':<28}{m['sim_prefetches_total']:>14,}  ({m['prefetched_tokens_total']:,} tokens "
+                     f"landed, {cut:,} not; {m['sim_prefetch_retries_total']:,} lookups retried)")  # fmt: skip
+    if m.get("sim_write_back_wait_seconds_total"):
+        lines.append(f"{'write_back copy waits':<28}{m['sim_write_back_wait_seconds_total']:>14.2f} s")
+    return lines
 
 
 def _format_decode(result: RunResult) -> str:

@@ -260,4 +260,4 @@ class TestV4Replay:
         d = json.loads(target.read_text())
         assert d["l1l2_hit_tokens"] > d["l1_hit_tokens"] and d["demotions"] > 0
         assert d["metrics"]["load_back_tokens_total"]["kv"] > 0
-        assert d["metrics"]["load_back_bytes_by_pool"]["swa"] > 0  # window state comes back with its pages
+        assert d["metrics"]["sim_load_back_bytes_by_pool"]["swa"] > 0  # window state comes back with its pages
