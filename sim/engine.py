@@ -114,11 +114,8 @@ class Instance:
     """One serving instance: a HiCache, a waiting queue, running requests and its copy links."""
 
     def __init__(self, sim: Simulation, idx: int) -> None:
-        cfg = sim.cfg
         self.sim, self.idx, self.env = sim, idx, sim.env
-        self.cache = HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
-                             load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                             swa_full_tokens_ratio=cfg.swa_full_tokens_ratio)  # fmt: skip
+        self.cache = self._new_cache()
         self.waiting: deque[_Running] = deque()
         self.prefilling: list[_Running] = []
         self.decoding: list[tuple[int, int, _Running]] = []  # (finish step, rid, request)
@@ -130,6 +127,23 @@ class Instance:
         self.wake = self.env.event()
         self.idle = False
         self.blocked_s = 0.0
+
+    def _new_cache(self) -> HiCache:
+        cfg = self.sim.cfg
+        return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
+                       load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+                       swa_full_tokens_ratio=cfg.swa_full_tokens_ratio)  # fmt: skip
+
+    @property
+    def quiescent(self) -> bool:
+        """Nothing running, queued or waiting for a backup ack: what SGLang's /flush_cache waits for."""
+        return not (self.load or self.cache.pending or self.acked or self.to_flush)
+
+    def flush_cache(self) -> None:
+        """SGLang's ``/flush_cache`` on a quiescent instance: L1 and L2 emptied, counters kept, L3 untouched."""
+        stats = self.cache.stats
+        self.cache = self._new_cache()
+        self.cache.stats = stats
 
     # ----- wiring -----------------------------------------------------------------------------
     def notify(self) -> None:
@@ -407,44 +421,6 @@ class Simulation:
         for req in requests:
             if req.arrival_s > env.now:
                 yield env.timeout(req.arrival_s - env.now)
-            self.dispatch(req)
-
-    def closed_loop(self, sessions: list[list[Request]], max_parallel: int, rate: float | None,
-                    distribution: str = "poisson"):  # fmt: skip
-        """SGLang bench_multiturn: at most ``max_parallel`` requests in flight; a client's next round
-        is ready once its previous round finished; ready clients are picked at random (seeded)."""
-        env, rng = self.env, self.rng
-        order = rng.permutation(len(sessions))
-        ready: list[int] = [int(i) for i in order]
-        next_round = [0] * len(sessions)
-        in_flight = 0
-        wake = env.event()
-
-        def finished(req: Request) -> None:
-            nonlocal in_flight, wake
-            in_flight -= 1
-            if req.session >= 0 and next_round[req.session] < len(sessions[req.session]):
-                ready.append(req.session)
-            if not wake.triggered:
-                wake.succeed()
-
-        self.on_finish = finished
-        while True:
-            if not ready or in_flight >= max_parallel:
-                if in_flight == 0 and not ready:
-                    return
-                yield wake
-                wake = env.event()
-                continue
-            if rate:
-                gap = rng.exponential(1.0 / rate) if distribution == "poisson" else rng.uniform(0, 2.0 / rate)
-                yield env.timeout(gap)
-            pick = int(rng.integers(len(ready)))
-            client = ready.pop(pick)
-            req = sessions[client][next_round[client]]
-            next_round[client] += 1
-            req.arrival_s = env.now
-            in_flight += 1
             self.dispatch(req)
 
     def record(self, run: _Running, now: float) -> None:

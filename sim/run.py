@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim import clients
 from sim.compute import Roofline
 from sim.costs import CostTable, resolve_cost_table
 from sim.engine import EngineConfig, Simulation
@@ -24,7 +25,7 @@ from sim.metrics import LINKS, percentiles
 from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
-from sim.workload import arrival_times, multi_turn_sessions, read_trace, shared_prefix
+from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
 
 __all__ = ["RunResult", "build", "run_scenario", "write_outputs"]
 
@@ -73,12 +74,21 @@ def build(sc: Scenario, costs: CostTable | None = None) -> tuple[Simulation, obj
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)
-    sim = Simulation(cfg, costs, Roofline.from_scenario(sc), rng)
+    sim = Simulation(cfg, costs, Roofline.from_scenario(sc, costs.compute_params), rng)
     w = sc.workload
     if w.kind == "multi_turn":
         sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
-                                       cfg.page_tokens, system_prompt_length=w.system_prompt_length)  # fmt: skip
-        return sim, sim.closed_loop(sessions, w.max_parallel, w.request_rate, w.distribution), sc.duration_s
+                                       cfg.page_tokens, system_prompt_length=w.system_prompt_length,
+                                       sub_question_length=w.sub_question_input_length)  # fmt: skip
+        return sim, clients.bench_multiturn(sim, sessions, w), sc.duration_s
+    if w.kind == "bench_serving":
+        steps, rid = [], 0
+        for i, st in enumerate(w.steps):
+            reqs = random_ids_requests(st.num_prompts, st.random_input_len, st.random_output_len,
+                                       st.random_range_ratio, st.seed, cfg.page_tokens, step=i, first_rid=rid)  # fmt: skip
+            rid += len(reqs)
+            steps.append((st, reqs))
+        return sim, clients.bench_serving(sim, steps), sc.duration_s
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
     horizon = sc.duration_s or (reqs[-1].arrival_s if reqs else None)
     return sim, sim.trace_arrivals(reqs), horizon
@@ -181,6 +191,7 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
             "backup_flushes": rec.counters["backup_flushes"],
         },
         "metrics": metrics,
+        **({"client": report} if (report := clients.client_report(sc.workload, df)) else {}),
     }
 
 
@@ -247,6 +258,7 @@ def format_summary(result: RunResult) -> str:
         + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else ""),
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
         "",
+        *([clients.format_client_report(s["client"]), ""] if s.get("client") else []),
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
     return "\n".join(lines)
