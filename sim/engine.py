@@ -70,6 +70,7 @@ class EngineConfig:
     l3_latency_s: float = 1e-3
     l3_capacity_pages: int | None = None
     l3_io_batch_pages: int = 128
+    l3_all_window_pages: bool = False  # L3 moves every page's window pools, not just the trailing window
     prefetch_threshold: int = 256
     prefetch_policy: str = "timeout"
     prefetch_timeout_base_s: float = 1.0
@@ -319,7 +320,8 @@ class Instance:
             return
         window = any(n.host_swa for n in op.nodes)
         sim, cfg = self.sim, self.sim.cfg
-        nbytes = sum(self.cache.pool_bytes(len(keys), op.swa_pages).values())
+        swa = len(keys) if cfg.l3_all_window_pages and window else op.swa_pages
+        nbytes = sum(self.cache.pool_bytes(len(keys), swa).values())
         seconds = nbytes / cfg.l3_write_Bps + cfg.l3_latency_s * math.ceil(len(keys) / cfg.l3_io_batch_pages)
         start, end = self.links["l3_write"].submit(self.env.now, seconds)
         sim.rec.transfer(self.idx, "l3_write", start, end, nbytes)
@@ -335,7 +337,7 @@ class Instance:
         if hit * cfg.page_tokens < cfg.prefetch_threshold or hit == 0:
             return False
         sim.storage.touch(run.req.keys[start : start + hit])  # read: most recently used
-        swa = cache.window_pages
+        swa = hit if cfg.l3_all_window_pages and cache.window_pages else cache.window_pages
         nbytes = sum(cache.pool_bytes(hit, swa).values())
         total = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(hit / cfg.l3_io_batch_pages)
         t_start, t_end = self.links["l3_read"].submit(self.env.now, total)

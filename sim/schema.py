@@ -395,6 +395,12 @@ class L3Config(_Section):
     latency_ms: float = Field(1.0, ge=0, description="Per storage call latency, ms (estimate).")
     capacity_gb: float | None = Field(None, gt=0, description="Storage capacity, GB; null = unbounded.")
     io_batch_pages: int = Field(128, ge=1, description="Pages per storage call (hicache_storage.py:24).")
+    window_pages: Literal["trailing", "all"] = Field(
+        "trailing",
+        description="Window (SWA) pages an L3 read or write moves: the trailing window (SGLang 0.5.23's "
+        "TRAILING_PAGES pools) or every page (whole 9,158,208-B V4-Flash pages, as the EIC patch of "
+        "measurements.md M1 moves them: its 0.57 / 0.16 GB/s per rank are whole-page rates).",
+    )
 
 
 class SchedulerConfig(_Section):
