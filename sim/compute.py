@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["FITTED", "Roofline", "attention_pairs"]
+__all__ = ["FITTED", "SPEC_DEFAULTS", "Roofline", "attention_pairs"]
 
 # The ComputeConfig fields that ``calibrate compute`` fits and a cost table's ``compute`` section carries.
 FITTED = ("mfu", "mbu", "step_overhead_ms", "attn_flops_scale")
+SPEC_DEFAULTS = {"mfu": 0.4, "mbu": 0.7, "step_overhead_ms": 2.0, "attn_flops_scale": 1.0}  # estimates, not measured
 
 
 def attention_pairs(tokens: int, start: int) -> float:
@@ -46,13 +47,11 @@ class Roofline:
 
     @classmethod
     def from_scenario(cls, scenario, fitted: Mapping[str, float] | None = None) -> Roofline:
-        """The scenario's roofline; ``fitted`` efficiencies (a cost table's ``compute`` section) apply to the
-        fields the scenario does not set itself."""
+        """The scenario's roofline; ``fitted`` efficiencies (a cost table's ``compute`` section) fill the
+        fields the scenario leaves null, :data:`SPEC_DEFAULTS` what neither sets."""
         c, hw = scenario.compute, scenario.hardware
-        eff = {k: getattr(c, k) for k in FITTED}
-        for k, v in (fitted or {}).items():
-            if k not in c.model_fields_set:
-                eff[k] = v
+        eff = {k: getattr(c, k) if getattr(c, k) is not None else (fitted or {}).get(k, SPEC_DEFAULTS[k])
+               for k in FITTED}  # fmt: skip
         return cls(c.prefill_flops_per_token, c.attn_flops_per_token_per_ctx, c.decode_bytes_per_step,
                    c.kv_bytes_per_token_read, hw.peak_tflops * 1e12, hw.hbm_bandwidth_tbps * 1e12,
                    eff["mfu"], eff["mbu"], eff["step_overhead_ms"] / 1e3, eff["attn_flops_scale"],

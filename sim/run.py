@@ -164,6 +164,7 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
         "instances": cfg.instances,
         "cost_table": sim.costs.describe(),
         "cost_table_kind": sim.costs.source.kind,
+        "compute": _compute_summary(sc, sim),
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens},
         "simulated_s": horizon,
         "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
@@ -194,6 +195,15 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
         "metrics": metrics,
         **({"client": report} if (report := clients.client_report(sc.workload, df)) else {}),
     }
+
+
+def _compute_summary(sc: Scenario, sim: Simulation) -> dict:
+    """The step-time efficiencies in effect and where each came from: scenario, fitted table, or estimate."""
+    r, fitted = sim.roofline, sim.costs.compute_params
+    values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
+    origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
+              for k in values}  # fmt: skip
+    return {**values, "origin": origin, "fit_source": sim.costs.compute.get("source") if fitted else None}
 
 
 def _merge(into: dict, new: dict) -> None:
@@ -243,6 +253,8 @@ def format_summary(result: RunResult) -> str:
         f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
         f"of {s['capacity_pages']['page_tokens']} tokens",
         f"cost table: {s['cost_table']}",
+        "compute: " + ", ".join(f"{k} {v:.3g} ({s['compute']['origin'][k]})" for k, v in s["compute"].items()
+                                if k in s["compute"]["origin"]),
         "",
         f"{'simulated time':<28}{s['simulated_s']:>14,.1f} s",
         f"{'requests':<28}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "

@@ -422,7 +422,8 @@ class ComputeConfig(_Section):
     """A simple, replaceable roofline for GPU step time; defaults are V4-Flash estimates, not measurements.
 
     prefill time = tokens x (flops_per_token + attn x context) / (peak x mfu); decode time = (weights + KV read)
-    / (HBM x mbu); plus ``step_overhead_ms`` per step.
+    / (HBM x mbu); plus ``step_overhead_ms`` per step. The efficiencies left null come from the cost table's
+    ``compute`` section (``hicache-sim calibrate compute``), else from spec-derived estimates.
     """
 
     prefill_flops_per_token: float = Field(
@@ -449,11 +450,19 @@ class ComputeConfig(_Section):
     expert_bytes: float = Field(0.0, ge=0, description="MoE: bytes of one routed expert over all layers, per rank.")
     n_experts: int = Field(0, ge=0, description="MoE: routed experts per layer (0: dense model).")
     experts_per_token: int = Field(0, ge=0, description="MoE: routed experts each token picks.")
-    mfu: float = Field(0.4, gt=0, le=1, description="Achieved fraction of peak FLOPs in prefill.")
-    mbu: float = Field(0.7, gt=0, le=1, description="Achieved fraction of HBM bandwidth in decode.")
-    step_overhead_ms: float = Field(2.0, ge=0, description="Scheduler and launch overhead per step, ms.")
-    attn_flops_scale: float = Field(
-        1.0, gt=0, description="Multiplier on attention FLOPs per context token (fitted by calibrate compute)."
+    mfu: float | None = Field(
+        None, gt=0, le=1,
+        description="Achieved fraction of peak FLOPs in prefill; null = the cost table's fitted value, else 0.4 (estimate).",
+    )
+    mbu: float | None = Field(
+        None, gt=0, le=1,
+        description="Achieved fraction of HBM bandwidth in decode; null = fitted, else 0.7 (estimate).",
+    )
+    step_overhead_ms: float | None = Field(
+        None, ge=0, description="Scheduler and launch overhead per step, ms; null = fitted, else 2.0 (estimate)."
+    )
+    attn_flops_scale: float | None = Field(
+        None, gt=0, description="Multiplier on attention FLOPs per context token; null = fitted, else 1."
     )
 
 
