@@ -258,7 +258,6 @@ def _bench_serving(conv: Conversion, argv: list[str], index: int) -> None:
             conv.mapped.append(f"{text} -> workload.dataset_name")
         else:
             conv.ignored.append(f"{text}: not modelled")
-    step.setdefault("seed", 42)  # bench_serving's default --seed
     step["label"] = f"step {index}" + (f" conc {step['max_concurrency']}" if "max_concurrency" in step else "")
     wl["steps"].append(step)
 

@@ -522,7 +522,7 @@ class ServingStep(_Section):
         None, gt=0, description="--request-rate, req/s (Poisson); null = inf, every prompt at once."
     )
     flush_cache: bool = Field(False, description="POST /flush_cache before the step (L1 and L2 emptied, L3 kept).")
-    seed: int = Field(1, description="--seed: steps with equal seed and lengths send the same prompts.")
+    seed: int = Field(42, description="--seed (default 42): steps with equal seed and lengths send the same prompts.")
     wait_backups: bool = Field(
         False, description="Start only after every queued L2/L3 backup has landed (a pause between runs)."
     )
