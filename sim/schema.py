@@ -19,9 +19,12 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
     Tag,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -709,11 +712,16 @@ class Scenario(_Section):
         default_factory=HiSparseConfig, description="Decode-side sparse offload."
     )
     output: OutputConfig = Field(default_factory=OutputConfig, description="Recording.")
+    _derived: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="before")
     @classmethod
     def _derive(cls, data: Any, info: ValidationInfo) -> Any:
-        """Fill what a catalog GPU and a model config.json determine, where the scenario leaves it unset."""
+        """Fill what a catalog GPU and a model config.json determine, where the scenario leaves it unset.
+
+        The filled paths are remembered (:attr:`derived`) and left out of dumps, so that a dump with another
+        GPU, TP size or memory fraction set on it (``--set``, a sweep grid) derives them afresh.
+        """
         if not isinstance(data, dict):
             return data
         model, hw = data.get("model"), data.get("hardware")
@@ -743,12 +751,19 @@ class Scenario(_Section):
             raise _field_error("hardware.gpu", str(exc)) from None
         data = dict(data)
         sched = dict(data.get("scheduler") or {})
+        derived: list[str] = []
+
+        def fill(section: dict, name: str, key: str, value: Any) -> None:
+            if key not in section:
+                section[key] = value
+                derived.append(f"{name}.{key}")
+
         if gpu is not None:
-            hw.setdefault("gpu_name", gpu.name)
-            hw.setdefault("gpu_mem_gb", round(gpu.memory_mib * hardware.MIB / 1e9, 3))
-            hw.setdefault("hbm_bandwidth_tbps", gpu.hbm_tbps)
-            hw.setdefault("peak_tflops", float(gpu.peak_tflops(shape.compute_dtype if shape else "bf16")))
-            sched.setdefault("chunked_prefill_size", hardware.default_chunked_prefill_size(gpu.memory_mib))
+            fill(hw, "hardware", "gpu_name", gpu.name)
+            fill(hw, "hardware", "gpu_mem_gb", round(gpu.memory_mib * hardware.MIB / 1e9, 3))
+            fill(hw, "hardware", "hbm_bandwidth_tbps", gpu.hbm_tbps)
+            fill(hw, "hardware", "peak_tflops", float(gpu.peak_tflops(shape.compute_dtype if shape else "bf16")))
+            fill(sched, "scheduler", "chunked_prefill_size", hardware.default_chunked_prefill_size(gpu.memory_mib))
             data["scheduler"] = sched
         if shape is not None:
             comp = dict(data.get("compute") or {})
@@ -759,7 +774,7 @@ class Scenario(_Section):
                                ("kv_bytes_per_request", shape.kv_read_bytes_per_request),
                                ("expert_bytes", shape.expert_bytes), ("n_experts", shape.n_experts),
                                ("experts_per_token", shape.experts_per_token)):  # fmt: skip
-                comp.setdefault(key, float(value) if isinstance(value, float) else value)
+                fill(comp, "compute", key, float(value) if isinstance(value, float) else value)
             data["compute"] = comp
             if gpu is not None and "kv_mem_gb" not in hw:
                 mfs = hw.get("mem_fraction_static") or hardware.default_mem_fraction_static(
@@ -769,12 +784,30 @@ class Scenario(_Section):
                 if kv <= 0:
                     raise _field_error("hardware.kv_mem_gb", f"the weights ({shape.weight_bytes_per_rank / 1e9:,.1f} GB "
                                        f"per rank) leave no KV memory at mem_fraction_static {mfs:g} on {gpu.name}")  # fmt: skip
-                hw["kv_mem_gb"] = round(kv / 1e9, 3)
+                fill(hw, "hardware", "kv_mem_gb", round(kv / 1e9, 3))
         data["hardware"] = hw
+        if isinstance(info.context, dict):
+            info.context["derived"] = tuple(derived)
         return data
 
+    @model_serializer(mode="wrap")
+    def _leave_out_derived(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        for path in self._derived:
+            section, key = path.split(".")
+            if isinstance(out.get(section), dict):
+                out[section].pop(key, None)
+        return out
+
+    @property
+    def derived(self) -> tuple[str, ...]:
+        """Fields filled from the GPU catalog and the model config (left out of dumps, derived on load)."""
+        return self._derived
+
+
     @model_validator(mode="after")
-    def _cross_check(self) -> Scenario:
+    def _cross_check(self, info: ValidationInfo) -> Scenario:
+        self._derived = tuple((info.context or {}).get("derived", ())) if isinstance(info.context, dict) else ()
         hc = self.hicache
         if self.model.page_size is not None and self.model.page_size != hc.page_size:
             raise _field_error(

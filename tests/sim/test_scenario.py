@@ -392,3 +392,26 @@ class TestBenchServingWorkload:
 
     def test_at_least_one_step(self):
         assert "workload.steps" in error_of(scenario_from_dict, {"name": "t", "workload": {"kind": "bench_serving", "steps": []}})
+
+
+class TestDerivedFieldsFollowTheirSources:
+    """A dump leaves derived fields out, so a sweep or --set over its sources derives them afresh."""
+
+    BASE = TestModelConfigAndGpu.BASE
+
+    def test_a_dump_omits_what_was_derived_and_keeps_what_was_given(self):
+        s = scenario_from_dict({**self.BASE, "scheduler": {"chunked_prefill_size": 2048}})
+        assert "hardware.kv_mem_gb" in s.derived and "scheduler.chunked_prefill_size" not in s.derived
+        dumped = s.model_dump(mode="json")
+        assert "kv_mem_gb" not in dumped["hardware"] and dumped["scheduler"]["chunked_prefill_size"] == 2048
+
+    @pytest.mark.parametrize("override", ["hardware.mem_fraction_static=0.8", "hardware.gpu=H100", "hardware.tp_size=4"])
+    def test_changing_a_source_on_a_dump_changes_what_follows(self, override):
+        s = scenario_from_dict(self.BASE)
+        again = scenario_from_dict(apply_overrides(s.model_dump(mode="json"), [override]))
+        assert again.hardware.kv_mem_gb != s.hardware.kv_mem_gb
+
+    def test_a_given_kv_mem_gb_survives_a_dump_and_an_override(self):
+        s = scenario_from_dict({**self.BASE, "hardware": {**self.BASE["hardware"], "kv_mem_gb": 3.0}})
+        again = scenario_from_dict(apply_overrides(s.model_dump(mode="json"), ["hardware.mem_fraction_static=0.8"]))
+        assert again.hardware.kv_mem_gb == 3.0
