@@ -252,8 +252,8 @@ class ModelConfig(_Section):
 
         if self.config is None:
             return None
-        cfg, name = load_config(self.config)
-        return derive(cfg, tp_size=tp_size, kv_dtype=self.kv_dtype, name=name)
+        cfg, _ = load_config(self.config)
+        return derive(cfg, tp_size=tp_size, kv_dtype=self.kv_dtype, name=self.name)
 
     def page_bytes(self, page_size: int, tp_size: int = 1) -> int:
         """Total bytes per page per rank over all pools."""

@@ -99,3 +99,19 @@ def test_bad_configs_are_one_line_errors(tmp_path):
         derive({k: v for k, v in cfg.items() if k != "hidden_size"})
     with pytest.raises(InputError, match="kv_dtype"):
         derive(cfg, kv_dtype="int3")
+
+
+def test_a_scenario_whose_model_is_a_config_json_path_runs(tmp_path, capsys):
+    from importlib import resources
+
+    from sim.cli import main
+
+    (tmp_path / "config.json").write_text(resources.files("sim").joinpath("data", "models", "llama-3.1-8b.json").read_text())
+    (tmp_path / "s.yaml").write_text(
+        "name: llama\nmodel: {name: llama, config: config.json}\nhardware: {gpu: H100}\nhicache: {page_size: 16}\n"
+        "workload: {kind: multi_turn, num_clients: 4, max_parallel: 2, num_rounds: 2, request_length: 512,"
+        " output_length: 8, request_rate: null}\n"
+    )
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "llama (1 pools)" in out and "8 finished" in out and "bench_multiturn summary" in out
