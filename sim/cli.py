@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep(sub)
     _add_plot(sub)
     _add_tree(sub)
+    _add_scenario(sub)
     from calibrate.cli import add_calibrate_parser  # torch is imported only when calibrate runs
 
     add_calibrate_parser(sub)
@@ -284,8 +285,9 @@ def _add_plot(sub) -> None:
                        description="Plot one of: threshold (a sweep.parquet or its folder: hit rate, TTFT and "
                        "input throughput vs a grid parameter), misses (misses.parquet: misses per step and "
                        "their distribution per policy and buffer size), occupancy (a run's timeseries.parquet "
-                       "or its folder: L1/L2 pages and queues over time).")  # fmt: skip
-    p.add_argument("kind", choices=["threshold", "misses", "occupancy"], help="what to plot")
+                       "or its folder: L1/L2 pages and queues over time), rounds (a run's requests.parquet or its folder: TTFT "
+                       "and hit rate per bench_multiturn round or bench_serving step).")  # fmt: skip
+    p.add_argument("kind", choices=["threshold", "misses", "occupancy", "rounds"], help="what to plot")
     p.add_argument("input", metavar="INPUT", help="parquet file or the folder holding it")
     p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="image to write")
     p.add_argument("--x", default=None, metavar="PARAM", help="threshold: grid column on the x axis")
@@ -297,6 +299,55 @@ def _cmd_plot(args) -> int:
     from sim.plot import plot
 
     print(f"wrote {plot(args.kind, args.input, args.out, x=args.x, y=args.y)}")
+    return 0
+
+
+FROM_SGLANG_HELP = """Write a scenario YAML from an SGLang launch command and, optionally, bench client commands.
+
+Every launch_server flag is either mapped to a scenario field or listed as ignored (in the YAML's header and
+on stdout); a flag SGLang 0.5.23 does not accept is an error. Each --bench bench_serving command becomes one
+step (run in order); a bench_multiturn.py command becomes the multi-turn workload. The GPU is not on the
+command line: name it with --gpu (the KV memory then follows as SGLang sizes it).
+
+  hicache-sim scenario from-sglang --gpu A10 --out m2.yaml \\
+    --launch "python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2 --page-size 64" \\
+    --bench "python bench_multiturn.py --num-clients 20 --num-rounds 10 --disable-auto-run"
+"""
+
+
+def _add_scenario(sub) -> None:
+    p = sub.add_parser("scenario", help="make scenarios (from-sglang: from SGLang command lines)")
+    inner = p.add_subparsers(dest="scenario_command", required=True, metavar="{from-sglang}")
+    f = inner.add_parser("from-sglang", help="write a scenario from an SGLang launch (+ bench) command",
+                         description=FROM_SGLANG_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    f.add_argument("--launch", required=True, metavar="CMD", help="the sglang.launch_server command line (quoted)")
+    f.add_argument("--bench", action="append", default=[], metavar="CMD",
+                   help="a bench_serving or bench_multiturn.py command line (repeatable: one step each)")  # fmt: skip
+    f.add_argument("--gpu", required=True, help="catalog GPU the server ran on (H20, H100, H200, A10, ...)")
+    f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
+    f.add_argument("--model-config", default=None, metavar="CONFIG.json",
+                   help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
+    f.add_argument("--host-mem-gb", type=float, default=None, help="host DRAM for the L2 pools (all ranks), GB")
+    f.add_argument("--out", default=None, metavar="FILE.yaml", help="write here (default: stdout)")
+    f.set_defaults(func=_cmd_from_sglang)
+
+
+def _cmd_from_sglang(args) -> int:
+    from sim.fileio import write_text_atomic
+    from sim.fromsglang import from_sglang, to_yaml
+    from sim.scenario import scenario_from_dict
+
+    conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
+                       host_mem_gb=args.host_mem_gb)  # fmt: skip
+    scenario_from_dict(conv.scenario, source="from-sglang")  # the result must load
+    text = to_yaml(conv)
+    if args.out is None:
+        print(text, end="")
+        return 0
+    write_text_atomic(args.out, text)
+    print(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored")
+    for line in conv.ignored:
+        print(f"  ignored {line}")
     return 0
 
 

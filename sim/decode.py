@@ -195,7 +195,7 @@ def _access_model(sc):
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
                progress=None) -> DecodeRun:  # fmt: skip
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first."""
-    roofline = Roofline.from_scenario(sc)
+    roofline = Roofline.from_scenario(sc, costs.compute_params)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,

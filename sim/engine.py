@@ -82,6 +82,7 @@ class EngineConfig:
     l3_latency_s: float = 1e-3
     l3_capacity_pages: int | None = None
     l3_io_batch_pages: int = 128
+    l3_all_window_pages: bool = False  # L3 moves every page's window pools, not just the trailing window
     prefetch_threshold: int = 256
     prefetch_policy: str = "timeout"
     prefetch_timeout_base_s: float = 1.0
@@ -142,11 +143,8 @@ class Instance:
     """One serving instance: a HiCache, a waiting queue, running requests and its copy links."""
 
     def __init__(self, sim: Simulation, idx: int) -> None:
-        cfg = sim.cfg
         self.sim, self.idx, self.env = sim, idx, sim.env
-        self.cache = HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
-                             load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                             swa_full_tokens_ratio=cfg.swa_full_tokens_ratio)  # fmt: skip
+        self.cache = self._new_cache()
         self.waiting: deque[_Running] = deque()
         self.prefilling: list[_Running] = []
         self.decoding: list[tuple[int, int, _Running]] = []  # (finish step, rid, request)
@@ -163,11 +161,28 @@ class Instance:
         # at half the host pool; queued requests whose lookup is re-issued at a later pass; this pass's
         # requests skipped while their read runs, and the earliest deadline among them.
         self.prefetch_tokens = 0
-        self.prefetch_cap = 0.5 * cfg.l2_pages * cfg.page_tokens
+        self.prefetch_cap = 0.5 * sim.cfg.l2_pages * sim.cfg.page_tokens
         self.retries: dict[int, int | None] = {}  # rid -> pass at which the lookup is re-issued
         self.passes = 0
         self.prefetch_blocked = 0
         self.prefetch_wake = math.inf
+
+    def _new_cache(self) -> HiCache:
+        cfg = self.sim.cfg
+        return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
+                       load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+                       swa_full_tokens_ratio=cfg.swa_full_tokens_ratio)  # fmt: skip
+
+    @property
+    def quiescent(self) -> bool:
+        """Nothing running, queued or waiting for a backup ack: what SGLang's /flush_cache waits for."""
+        return not (self.load or self.cache.pending or self.acked or self.to_flush)
+
+    def flush_cache(self) -> None:
+        """SGLang's ``/flush_cache`` on a quiescent instance: L1 and L2 emptied, counters kept, L3 untouched."""
+        stats = self.cache.stats
+        self.cache = self._new_cache()
+        self.cache.stats = stats
 
     # ----- wiring -----------------------------------------------------------------------------
     def notify(self) -> None:
@@ -416,7 +431,8 @@ class Instance:
         if not keys:
             return
         sim, cfg = self.sim, self.sim.cfg
-        nbytes = sum(self.cache.pool_bytes(len(keys), swa_pages).values())
+        swa = len(keys) if cfg.l3_all_window_pages and window else swa_pages
+        nbytes = sum(self.cache.pool_bytes(len(keys), swa).values())
         seconds = nbytes / cfg.l3_write_Bps + cfg.l3_latency_s * math.ceil(len(keys) / cfg.l3_io_batch_pages)
         start, end = self.links["l3_write"].submit(self.env.now, seconds)
         sim.rec.transfer(self.idx, "l3_write", start, end, nbytes)
@@ -470,7 +486,8 @@ class Instance:
             cache.tree.host_unlock(anchor)
             self.retries[req.rid] = None
             return
-        swa = cache.window_pages if pages == hit else 0
+        window = pages if cfg.l3_all_window_pages else cache.window_pages  # EIC reads whole pages per pool
+        swa = window if pages == hit and cache.window_pages else 0
         sim.storage.touch(req.keys[start : start + pages])  # read: most recently used
         nbytes = sum(cache.pool_bytes(pages, swa).values())
         seconds = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(pages / cfg.l3_io_batch_pages)
@@ -623,44 +640,6 @@ class Simulation:
         for req in requests:
             if req.arrival_s > env.now:
                 yield env.timeout(req.arrival_s - env.now)
-            self.dispatch(req)
-
-    def closed_loop(self, sessions: list[list[Request]], max_parallel: int, rate: float | None,
-                    distribution: str = "poisson"):  # fmt: skip
-        """SGLang bench_multiturn: at most ``max_parallel`` requests in flight; a client's next round
-        is ready once its previous round finished; ready clients are picked at random (seeded)."""
-        env, rng = self.env, self.rng
-        order = rng.permutation(len(sessions))
-        ready: list[int] = [int(i) for i in order]
-        next_round = [0] * len(sessions)
-        in_flight = 0
-        wake = env.event()
-
-        def finished(req: Request) -> None:
-            nonlocal in_flight, wake
-            in_flight -= 1
-            if req.session >= 0 and next_round[req.session] < len(sessions[req.session]):
-                ready.append(req.session)
-            if not wake.triggered:
-                wake.succeed()
-
-        self.on_finish = finished
-        while True:
-            if not ready or in_flight >= max_parallel:
-                if in_flight == 0 and not ready:
-                    return
-                yield wake
-                wake = env.event()
-                continue
-            if rate:
-                gap = rng.exponential(1.0 / rate) if distribution == "poisson" else rng.uniform(0, 2.0 / rate)
-                yield env.timeout(gap)
-            pick = int(rng.integers(len(ready)))
-            client = ready.pop(pick)
-            req = sessions[client][next_round[client]]
-            next_round[client] += 1
-            req.arrival_s = env.now
-            in_flight += 1
             self.dispatch(req)
 
     def record(self, run: _Running, now: float) -> None:
