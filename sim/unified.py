@@ -169,7 +169,7 @@ class UnifiedTree:
             t -= 1e-5
             x = x.parent
         device = dev_pages * self.page
-        host = sum(x.tokens for x in self.path_up(best, dev) if x.host)
+        host = sum(x.tokens for x in self.path_up(best, dev) if x.host) if hicache else 0
         aligned = pos * self.page
         branch = aligned if aligned > device + host else None
         swa_host = self._swa_host(best) if hicache else 0
@@ -376,7 +376,7 @@ class UnifiedTree:
                 self.full_evictable += x.tokens
                 self.full_protected -= x.tokens
             x.lock -= 1
-            if x.lock == 0:
+            if x.lock == 0 and not x.full_kids:  # a node with a device child is no leaf of either kind
                 self.update_leaf(x)
             x = x.parent
         self.update_leaf(node)
