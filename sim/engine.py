@@ -42,6 +42,7 @@ from sim.metrics import Recorder
 from sim.pools import ModelSpec
 from sim.radix import Node, RadixTree
 from sim.storage import Storage
+from sim.v4hicache import V4Admission, V4HiCache, request_keys
 from sim.workload import Request
 
 __all__ = ["EngineConfig", "Simulation"]
@@ -98,7 +99,7 @@ class _Running:
 
     req: Request
     inst: int
-    adm: Admission | None = None
+    adm: Admission | V4Admission | None = None
     admitted_s: float = 0.0
     prefill_left: int = 0
     prefill_pos: int = 0
@@ -108,6 +109,8 @@ class _Running:
     prefetched_pages: int = 0
     prefetch: _Prefetch | None = None
     prefetch_attempts: int = 0  # L3 lookups re-issued (SGLang's storage_prefetch_retry_attempts)
+    synced_step: int = 0  # V4: the step a decoding request's cache state is current at
+    retracted: bool = False
 
 
 @dataclass(slots=True)
@@ -145,6 +148,8 @@ class Instance:
     def __init__(self, sim: Simulation, idx: int) -> None:
         self.sim, self.idx, self.env = sim, idx, sim.env
         self.cache = self._new_cache()
+        self.v4 = isinstance(self.cache, V4HiCache)
+        self.v4_due: list[tuple[int, int, _Running]] = []  # V4 decodes by the step of their next page
         self.waiting: deque[_Running] = deque()
         self.prefilling: list[_Running] = []
         self.decoding: list[tuple[int, int, _Running]] = []  # (finish step, rid, request)
@@ -167,11 +172,14 @@ class Instance:
         self.prefetch_blocked = 0
         self.prefetch_wake = math.inf
 
-    def _new_cache(self) -> HiCache:
+    def _new_cache(self) -> HiCache | V4HiCache:
+        """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.swacache`), else HiCache."""
         cfg = self.sim.cfg
-        return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
-                       load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                       swa_full_tokens_ratio=cfg.swa_full_tokens_ratio)  # fmt: skip
+        kind = V4HiCache if cfg.model.has_swa else HiCache
+        extra = {"chunked_prefill_size": cfg.chunked_prefill_size} if kind is V4HiCache else {}
+        return kind(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
+                    load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+                    swa_full_tokens_ratio=cfg.swa_full_tokens_ratio, **extra)  # fmt: skip
 
     @property
     def quiescent(self) -> bool:
@@ -283,11 +291,15 @@ class Instance:
                 self.prefetch_blocked += 1
                 continue
             req = run.req
-            lk = cache.lookup(req.keys, req.input_len)
-            extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
-            adm = cache.admit(lk, extra_pages=max(0, extra))
+            if self.v4:
+                adm = cache.admit_request(request_keys(req, cfg.page_tokens), req.input_len, req.output_len)
+            else:
+                lk = cache.lookup(req.keys, req.input_len)
+                extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
+                adm = cache.admit(lk, extra_pages=max(0, extra))
+                if adm is None:
+                    cache.abandon(lk)
             if adm is None:
-                cache.abandon(lk)
                 if running == 0 and not cache.pending and not self.acked:
                     taken.add(id(run))  # nothing will ever free room for it
                     self.retries.pop(req.rid, None)
@@ -347,6 +359,10 @@ class Instance:
             if tokens >= budget:
                 break
             chunk = min(run.prefill_left, budget - tokens)
+            if self.v4:  # the cache runs the chunk: pages allocated, a non-final chunk inserted
+                chunk = self.cache.extend(run.adm, chunk)
+                if not chunk:
+                    continue
             pairs += attention_pairs(chunk, run.prefill_pos)
             tokens += chunk
             run.prefill_left -= chunk
@@ -360,23 +376,61 @@ class Instance:
     def _prefill_done(self, run: _Running) -> None:
         self.prefilling.remove(run)
         self.to_flush.extend(self.cache.commit(run.adm))
-        run.first_token_s = self.env.now
+        run.first_token_s = run.first_token_s or self.env.now  # a retracted request keeps its first token
         if run.req.output_len <= 1:
             self._finish(run)
         else:
             heapq.heappush(self.decoding, (self.step + run.req.output_len - 1, run.req.rid, run))
             self.decode_ctx += run.req.input_len
+            if self.v4:
+                run.synced_step = self.step
+                heapq.heappush(self.v4_due, (self.step + self.cache.steps_to_page(run.adm), run.req.rid, run))
 
     def _finish_decodes(self) -> None:
+        if self.v4:
+            self._sync_decodes()
         while self.decoding and self.decoding[0][0] <= self.step:
             _, _, run = heapq.heappop(self.decoding)
+            if run.retracted:
+                continue
             self.decode_ctx -= run.req.input_len + run.req.output_len - 1
+            if self.v4 and not self._sync(run, run.req.output_len):
+                continue
             self._finish(run)
 
+    def _sync_decodes(self) -> None:
+        """V4: bring every decoding request whose next page falls in the steps just run up to date."""
+        due = self.v4_due
+        while due and due[0][0] <= self.step:
+            _, rid, run = heapq.heappop(due)
+            if run.retracted or run.adm.run.finished:
+                continue
+            if self._sync(run, self.step - run.synced_step) and not run.adm.run.finished:
+                heapq.heappush(due, (self.step + self.cache.steps_to_page(run.adm), rid, run))
+
+    def _sync(self, run: _Running, steps: int) -> bool:
+        """Run ``steps`` decode steps of a V4 request in the cache; False if a pool ran dry and it was
+        retracted. SGLang retracts the request with the fewest output tokens (``schedule_batch.py:3542-3580``);
+        the model retracts the one whose page could not be had, and it starts over from its prompt."""
+        try:
+            self.cache.decode(run.adm, steps)
+        except MemoryError:
+            self.cache.retract(run.adm)
+            run.retracted = True
+            self.decode_ctx -= run.req.input_len + run.req.output_len - 1
+            retry = _Running(run.req, run.inst, first_token_s=run.first_token_s,
+                             prefetch_attempts=run.prefetch_attempts)  # fmt: skip
+            self.waiting.appendleft(retry)
+            return False
+        run.synced_step = self.step
+        return True
+
     def _finish(self, run: _Running) -> None:
-        if run.req.final_keys:
+        if run.req.final_keys and not self.v4:
             self.to_flush.extend(self.cache.commit(run.adm, run.req.final_keys))
         self.cache.release(run.adm)
+        if self.v4:  # the release's insert may start backups
+            self.to_flush.extend(self.cache.commit(run.adm))
         self.sim.record(run, self.env.now)
 
     def _flush(self) -> None:
@@ -583,9 +637,10 @@ class Instance:
             self._start_prefetch(run)
 
 
-def _storage_pages(op: BackupOp) -> tuple[list, bool, int]:
+def _storage_pages(op) -> tuple[list, bool, int]:
     """What a backup writes to storage: its page keys, whether it carries window state, its window pages."""
-    return [k for n in op.nodes for k in n.key], any(n.host_swa for n in op.nodes), op.swa_pages
+    nodes = op.storage_nodes
+    return [k for n in nodes for k in n.key], any(n.host_swa for n in op.nodes), op.swa_pages
 
 
 class Simulation:

@@ -115,6 +115,11 @@ class BackupOp:
     kv_pages: int
     swa_pages: int
 
+    @property
+    def storage_nodes(self) -> list[Node]:
+        """What goes on to L3 after the ack."""
+        return self.nodes
+
 
 @dataclass
 class CacheStats:

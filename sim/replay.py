@@ -96,35 +96,25 @@ def replay_v4(cache: SWACache, model: ModelSpec, requests: list[Request], trace:
     give are keyed uniquely to their request."""
     from tqdm import tqdm
 
+    from sim.v4hicache import request_keys
+
     start = time.perf_counter()
     page = cache.page
     for req in tqdm(requests, desc="replay", unit="req", disable=not progress, mininterval=0.5):
-        out = max(1, req.output_len)
-        total = (req.input_len + out) // page
-        keys = req.final_keys if req.final_keys and len(req.final_keys) >= total else req.keys
-        keys = list(keys[:total]) + [("out", req.rid, j) for j in range(len(keys), total)]
-        r = cache.admit(keys, req.input_len, out)
+        r = cache.admit(request_keys(req, page), req.input_len, max(1, req.output_len))
         cache.finish(r)
         cache.ack_all()
+        cache.write_back_copies.clear()  # no clock: a write_back copy costs nothing here
     return ReplayResult(cache, trace, time.perf_counter() - start, model)
 
 
 def _v4_summary(result: ReplayResult) -> dict:
+    from sim.v4hicache import v4_metrics
+
     c, s, model = result.cache, result.cache.stats, result.model
     page = c.page
-    bytes_per_token = {p.name: p.bytes_per_page / model.page_size for p in model.pools}
-    full_pools = [p.name for p in model.pools if p.anchor == "kv"]
-
-    def by_pool(full_tokens: int, swa_tokens: int) -> dict[str, int]:
-        return {name: int((full_tokens if name in full_pools else swa_tokens) * b)
-                for name, b in bytes_per_token.items() if b}  # fmt: skip
-
-    backup = by_pool(s["backup_full_tokens"], s["backup_swa_tokens"])
-    load = by_pool(s["load_full_tokens"], s["load_swa_tokens"])
-    inputs = s["input_tokens"]
-    # SGLang pre-seeds host_pressure, and write_through_unbacked_eviction under write_through only
-    # (unified_radix_cache.py:565-574).
-    reasons = ["host_pressure"] + (["write_through_unbacked_eviction"] if c.write_policy == "write_through" else [])
+    inputs, pages = s["input_tokens"], s["input_pages"]
+    hit = s["device_hit_tokens"] + s["host_hit_tokens"]
     cap = lambda x: None if x == float("inf") else int(x // page)  # noqa: E731
     return {
         "trace": result.trace,
@@ -137,30 +127,16 @@ def _v4_summary(result: ReplayResult) -> dict:
         "l2_pages": cap(c.host_full_cap) if c.hicache else 0,
         "requests": s["requests"],
         "input_tokens": inputs,
-        "input_pages": s["input_pages"],
+        "input_pages": pages,
         "l1_hit_tokens": s["device_hit_tokens"] / inputs if inputs else 0.0,
-        "l1l2_hit_tokens": (s["device_hit_tokens"] + s["host_hit_tokens"]) / inputs if inputs else 0.0,
-        "l1_hit_pages": s["device_hit_tokens"] // page / s["input_pages"] if s["input_pages"] else 0.0,
-        "l1l2_hit_pages": (s["device_hit_tokens"] + s["host_hit_tokens"]) // page / s["input_pages"]
-        if s["input_pages"] else 0.0,
+        "l1l2_hit_tokens": hit / inputs if inputs else 0.0,
+        "l1_hit_pages": s["device_hit_tokens"] // page / pages if pages else 0.0,
+        "l1l2_hit_pages": hit // page / pages if pages else 0.0,
         "evictions": s["evicted_leaves"],
         "demotions": s["demotions"],
         "host_evictions": s["host_evictions"],
-        "metrics": {  # SGLang's names and label sets; counters SGLang does not export start with sim_
-            "cached_tokens_total": {"device": s["device_hit_tokens"], "host": s["host_hit_tokens"]},
-            "evicted_tokens_total": s["evicted_tokens"],
-            "hicache_dropped_tokens_total": {r: {"kv": c.dropped[r]} for r in reasons} if c.hicache else {},
-            "hicache_backup_tokens_total": {"kv": s["backup_full_tokens"], "swa": s["backup_swa_tokens"]},
-            "hicache_backup_bytes_total": sum(backup.values()),
-            "load_back_tokens_total": {"kv": s["load_full_tokens"], "swa": s["load_swa_tokens"]},
-            "load_back_bytes_total": sum(load.values()),
-            "hicache_host_used_tokens": c.tree.host_tokens,
-            "hicache_host_total_tokens": None if c.host_full_cap == float("inf") else int(c.host_full_cap),
-            "sim_swa_evicted_tokens_total": s["swa_evicted_tokens"],
-            "sim_hicache_backup_bytes_by_pool": backup,
-            "sim_load_back_bytes_by_pool": load,
-        },
-        "kv_bytes_per_page": int(sum(bytes_per_token[n] for n in full_pools) * page),
+        "metrics": v4_metrics(c, model),
+        "kv_bytes_per_page": sum(p.bytes_per_page for p in model.pools if p.anchor == "kv") * page // model.page_size,
         "pool_names": [p.name for p in model.pools if p.bytes_per_page],
         "wall_s": result.wall_s,
     }

@@ -43,22 +43,36 @@ WRITE_THRESHOLD = {"write_through": 1, "write_through_selective": 2}  # unified_
 SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL (environ.py)
 
 
-class OutOfMemory(RuntimeError):
+class OutOfMemory(MemoryError):
     """An allocation failed even after eviction (SGLang raises; a scheduler would retract)."""
 
 
 @dataclass
 class Backup:
     """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
-    ``swa_nodes`` (``swa`` tokens). Under write-through the node is locked until the ack
+    the other ``nodes`` (``swa`` tokens in all). Under write-through the node is locked until the ack
     (``unified_radix_cache.py:1681-1818``)."""
 
     node: UNode
     nodes: list[UNode]
     full: int
     swa: int
+    page: int
     lock_uuid: int | None = None
     locked: bool = False
+
+    @property
+    def kv_pages(self) -> int:
+        return self.full // self.page
+
+    @property
+    def swa_pages(self) -> int:
+        return self.swa // self.page
+
+    @property
+    def storage_nodes(self) -> list[UNode]:
+        """What goes on to L3 after the ack: the node whose Full KV this copied."""
+        return [self.node] if self.full else []
 
 
 @dataclass
@@ -131,7 +145,11 @@ class SWACache:
         if self.hicache:
             self.tree.backup = self._backup_on_insert
             self.tree.evict_unbacked = self._evict_unbacked
-        self.pending: list[Backup] = []
+        self.pending: dict[int, Backup] = {}  # write-through copies not yet acknowledged
+        self.write_back_copies: list[list[Backup]] = []  # copies made at eviction, for a clocked caller
+        self._new_backups: list[Backup] = []
+        self.host_reserved = 0  # host tokens held for L3 reads in flight
+        self.host_swa_reserved = 0
         self.stats: Counter = self.tree.counts  # one set of counters: the tree's and the controller's
         self.dropped: Counter = Counter()  # tokens by reason, as hicache_dropped_tokens_total
         self.running: set[int] = set()
@@ -155,10 +173,10 @@ class SWACache:
         return self.swa_cap - self.swa_used
 
     def host_full_free(self) -> float:
-        return self.host_full_cap - self.tree.host_tokens
+        return self.host_full_cap - self.tree.host_tokens - self.host_reserved
 
     def host_swa_free(self) -> float:
-        return self.host_swa_cap - self.tree.host_swa_tokens
+        return self.host_swa_cap - self.tree.host_swa_tokens - self.host_swa_reserved
 
     # ----- host tier --------------------------------------------------------------------------
     def _backup_on_insert(self, node: UNode) -> None:
@@ -189,15 +207,22 @@ class SWACache:
                 self.stats["backup_failed_tokens"] += full
                 return False
         self.tree.set_host(node, swa_nodes)
-        op = Backup(node, [node, *swa_nodes], full, swa)
+        op = Backup(node, [node, *swa_nodes], full, swa, self.page)
         if lock:  # the write-through window: pending and device-locked until the ack
             op.lock_uuid, op.locked = self.tree.lock(node), True
             for x in op.nodes:
                 x.pending = op
-            self.pending.append(op)
+            self.pending[id(op)] = op
+            self._new_backups.append(op)
         else:
             self._count_backup(op)
+            self.write_back_copies.append([op])
         return True
+
+    def take_new_backups(self) -> list[Backup]:
+        """Write-through backups started since the last call (for a caller that times their copies)."""
+        ops, self._new_backups = self._new_backups, []
+        return ops
 
     def _count_backup(self, op: Backup) -> None:
         self.stats["backup_full_tokens"] += op.full
@@ -205,6 +230,7 @@ class SWACache:
 
     def ack(self, op: Backup) -> None:
         """The copy of ``op`` landed: clear the pending marks and release the window's lock."""
+        del self.pending[id(op)]
         for x in op.nodes:
             if x.pending is op:
                 x.pending = None
@@ -216,7 +242,7 @@ class SWACache:
         self._count_backup(op)
 
     def ack_all(self) -> list[Backup]:
-        ops, self.pending = self.pending, []
+        ops = list(self.pending.values())
         for op in ops:
             self.ack(op)
         return ops
@@ -342,9 +368,9 @@ class SWACache:
             return start, (start + c // self.page * self.page) // self.page * self.page
         return start, start + min(n - start, c)
 
-    def extend(self, r: Running) -> tuple[int, int]:
-        """Run one prefill chunk; returns its token range."""
-        start, end = self.next_chunk(r)
+    def extend(self, r: Running, tokens: int | None = None) -> tuple[int, int]:
+        """Run one prefill chunk, SGLang's next one or the next ``tokens``; returns its token range."""
+        start, end = self.next_chunk(r) if tokens is None else (r.prefilled, r.prefilled + tokens)
         self._make_free(r, end - start + self.page)
         self._alloc_rows(r, end)
         r.prefilled = end
@@ -434,6 +460,15 @@ class SWACache:
                 if not r.finished:
                     self._free_window(r, r.prefilled - 1)  # get_fill_ids() stops at extend_end
         self._account(r)
+
+    def abort(self, r: Running) -> None:
+        """Drop a running request without caching what it computed beyond its tree-owned prefix."""
+        self.tree.unlock(r.lock_node, r.lock_uuid)
+        r.allocated = r.protected
+        self._account(r)
+        del self._held[id(r)]
+        self.running.discard(id(r))
+        self.stats["retractions"] += 1
 
     def release(self, r: Running) -> None:
         """The request finished: the tree keeps prompt + output minus the newest token; the rest is freed."""

@@ -101,6 +101,7 @@ class UnifiedTree:
         self._ids = itertools.count()
         self._clock = 0.0
         self.root = self._node([], None)
+        self.root.host = True  # the root counts as backed up (an L3 read may start from it)
         self.root.lock = 1
         self.root.swa_lock = 1
         self.swa = SWAComponent(self, window)
@@ -174,6 +175,48 @@ class UnifiedTree:
         branch = aligned if aligned > device + host else None
         swa_host = self._swa_host(best) if hicache else 0
         return Match(device, dev, aligned, branch, best, best_pages * self.page, host, swa_host)
+
+    def peek(self, keys: Sequence[PageKey]) -> tuple[int, int]:
+        """(device pages, device-or-host pages) of the raw prefix of ``keys``, changing nothing: a router's
+        estimate, without the window check."""
+        node, pos, n, dev = self.root, 0, len(keys), 0
+        while pos < n:
+            child = node.children.get(keys[pos])
+            if child is None or not (child.full or child.host):
+                break
+            matched = _common(child.key, keys, pos)
+            pos += matched
+            if child.full:
+                dev = pos
+            if matched < len(child.key):
+                break
+            node = child
+        return dev, pos
+
+    def insert_host(self, keys: Sequence[PageKey], window_pages: int) -> int:
+        """Place pages read from L3 as a host-only leaf, the last ``window_pages`` of them with their window
+        state (``:2395-2490``); returns the pages added. Pages already in the tree are left as they are."""
+        node, pos, n = self.root, 0, len(keys)
+        while pos < n:
+            child = node.children.get(keys[pos])
+            if child is None:
+                break
+            matched = _common(child.key, keys, pos)
+            if matched < len(child.key):
+                child = self._split(child, matched)
+            node, pos = child, pos + matched
+        if pos >= n:
+            return 0
+        leaf = self._node(list(keys[pos:]), node)
+        leaf.full = False
+        node.children[leaf.key[0]] = leaf
+        self.num_nodes += 1
+        if 0 < window_pages < len(leaf.key):
+            self.set_host(self._split(leaf, len(leaf.key) - window_pages), [])
+        self.set_host(leaf, [leaf] if window_pages else [])
+        self.update_leaf(leaf)
+        self.update_leaf(node)
+        return n - pos
 
     def path_up(self, node: UNode, stop: UNode | None = None):
         """``node`` and its ancestors up to (not including) ``stop`` or the root."""

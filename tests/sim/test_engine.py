@@ -100,19 +100,19 @@ class TestWriteThroughWindow:
         sc = scenario(hardware={"kv_mem_gb": 0.15}, hicache={"hicache_ratio": 8.0}, workload={"num_clients": 32})
         fast = run_scenario(sc).summary
         sim, arrivals, _ = build(sc, slow_d2h_table(2e8))  # 0.2 GB/s: ~50 ms per 9 MB page
-        cache = sim.instances[0].cache
+        tree = sim.instances[0].cache.c.tree  # V4: SGLang's FULL + SWA tree (sim.swacache)
         evicted_locked = []
-        evict = cache._evict_device
+        evict = tree.evict_leaf
 
-        def guarded(node):
-            if node.pending is not None or node.lock_ref:
+        def guarded(node, tracker):
+            if node.pending is not None or node.lock or node.swa_lock:
                 evicted_locked.append(node)
-            evict(node)
+            evict(node, tracker)
 
-        cache._evict_device = guarded
+        tree.evict_leaf = guarded
         sim.run(arrivals)
         slow = summarise(sc, sim)
-        assert cache.stats.evictions > 0 and not evicted_locked
+        assert tree.counts["evicted_leaves"] > 0 and not evicted_locked
         assert slow["engine"]["admission_stalls"] > fast["engine"]["admission_stalls"]
         assert slow["engine"]["blocked_s"] > fast["engine"]["blocked_s"]
         assert slow["link_utilization"]["d2h"] > fast["link_utilization"]["d2h"]
