@@ -170,8 +170,9 @@ def _access_model(sc):
 
 
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
-               progress=None) -> DecodeRun:  # fmt: skip
-    """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first."""
+               progress=None, rec: Recorder | None = None) -> DecodeRun:  # fmt: skip
+    """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
+    ``rec`` is the recorder to fill (one with a sink streams per-request records)."""
     roofline = Roofline.from_scenario(sc)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
     h = sc.hisparse
@@ -185,7 +186,7 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     hs = simulate_hisparse(hs_cfg, shape, _access_model(sc), h.sample_requests, input_len, output_len, costs,
                            rng, budget)  # fmt: skip
     env = simpy.Environment()
-    rec = Recorder(record_requests=sc.output.record_requests)
+    rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)
     dec = _Decoder(env, sc, shape, hs if h.enabled else None, costs, roofline, rec)
 
     def arrivals():
@@ -216,11 +217,9 @@ def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
 
 def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int) -> dict:
     rec = dec.rec
-    df = rec.requests_frame()
-    out_tokens = int(df["output_tokens"].sum())
+    out_tokens = rec.token_totals()["output_tokens"]
     cap = hs.capacity
     dropped = dict(rec.dropped)
-    tpot = ((df["finish_s"] - df["first_token_s"]) / (df["output_tokens"] - 1).clip(lower=1)).tolist()
     return {
         "scenario": sc.name,
         "seed": sc.seed,
@@ -236,8 +235,8 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
         },
         "ttft_s": percentiles(rec.ttft),
         "e2e_s": percentiles(rec.e2e),
-        "tpot_s": percentiles(tpot),
-        "queue_wait_s": percentiles(df["queue_wait_s"].tolist()),
+        "tpot_s": percentiles(rec.tpot),
+        "queue_wait_s": percentiles(rec.queue_wait),
         "engine": {"steps": rec.counters["steps"], "admission_stalls": rec.counters["admission_stalls"],
                    "busy_s": dec.busy_s},  # fmt: skip
         "hisparse": {

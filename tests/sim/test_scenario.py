@@ -125,7 +125,7 @@ class TestDefaults:
         )
 
     def test_hisparse_top_k_falls_back_to_the_models_index_topk(self):
-        decode = {"cluster": {"role": "decode"}, "hisparse": {"enabled": True}}
+        decode = {"cluster": {"role": "decode"}, "hisparse": {"enabled": True}, "workload": {"kind": "synthetic"}}
         assert scenario_from_dict({"name": "x", **decode}).hisparse_top_k == 512
         assert scenario_from_dict({"name": "x", "model": "deepseek-v4-pro", **decode}).hisparse_top_k == 1024
 

@@ -118,9 +118,9 @@ class TestResume:
         ran: list[str] = []
         real = sim.sweep._run_local
 
-        def spy(todo, workers, address):
+        def spy(todo, workers):
             ran.extend(p.point_id for p in todo)
-            return real(todo, workers, address)
+            return real(todo, workers)
 
         monkeypatch.setattr(sim.sweep, "_run_local", spy)
         second = run_sweep(plan, out, workers=2)
