@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import signal
 import sys
@@ -53,7 +54,7 @@ def _add_run(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace the results already in --out DIR")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a field, e.g. --set hicache.load_back_threshold=64 (repeatable)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=None, help="shorthand for --set seed=N")
+    p.add_argument("--seed", type=_nonneg_int, default=None, help="shorthand for --set seed=N")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_run)
 
@@ -314,6 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"hicache-sim: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            raise  # a bug: keep the traceback
+        print(f"hicache-sim: error: {exc.filename or ''}: {exc.strerror}; nothing half-written was kept",
+              file=sys.stderr)  # fmt: skip
+        return 2
     except _Terminated:
         print("hicache-sim: terminated; nothing half-written was kept", file=sys.stderr)
         return 128 + signal.SIGTERM
@@ -323,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
 class _Terminated(BaseException):

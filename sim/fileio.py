@@ -46,13 +46,17 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 
 def _check_parents(path: Path, option: str) -> None:
-    """Every existing ancestor of ``path`` must be a folder we can write into (the nearest one)."""
+    """The nearest existing ancestor of ``path`` must be a folder we can create things in: tried for real
+    (a probe folder made and removed), since permission bits do not tell for root or special file systems."""
     for parent in path.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
                 raise InputError(f"{option}: {parent} is a file, not a folder", source=str(path))
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise InputError(f"{option}: cannot write into {parent} (permission denied)", source=str(path))
+            try:
+                os.rmdir(tempfile.mkdtemp(prefix=".hicache-sim-probe-", dir=parent))
+            except OSError as exc:
+                raise InputError(f"{option}: cannot write into {parent}: {exc.strerror or exc}",
+                                 source=str(path)) from None  # fmt: skip
             return
 
 
@@ -62,8 +66,6 @@ def check_output_file(path: str | os.PathLike, option: str = "--out") -> Path:
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{option}: is a folder, expected a file name", source=str(path))
-    if path.exists() and not os.access(path, os.W_OK):
-        raise InputError(f"{option}: cannot overwrite (permission denied)", source=str(path))
     _check_parents(path, option)
     return path
 
@@ -73,9 +75,7 @@ def check_output_folder(path: str | os.PathLike, option: str = "--out") -> Path:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(f"{option}: is a file, expected a folder", source=str(path))
-    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
-        raise InputError(f"{option}: cannot write into this folder (permission denied)", source=str(path))
-    _check_parents(path, option)
+    _check_parents(path / "x" if path.is_dir() else path, option)
     return path
 
 
@@ -126,6 +126,7 @@ def staged_dir(final: str | os.PathLike, *, replace: bool = False, option: str =
             raise InputError(f"{option}: not a hicache-sim output folder (no {marker}); refusing to replace it",
                              source=str(final))  # fmt: skip
     parent = final.absolute().parent
+    created = [p for p in (parent, *parent.parents) if not p.exists()]  # removed again if the run fails
     try:
         parent.mkdir(parents=True, exist_ok=True)
         _remove_stale(parent, final.name)
@@ -148,3 +149,8 @@ def staged_dir(final: str | os.PathLike, *, replace: bool = False, option: str =
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+            for folder in created:  # innermost first; stops at the first one that is not empty
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break

@@ -35,7 +35,7 @@ from sim.workload import arrival_times, multi_turn_sessions, read_trace, shared_
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
-MAX_TIMESERIES_ROWS = 100_000
+MAX_TIMESERIES_ROWS = 50_000  # ~2.5 KB a row while running (a dict of ~20 columns)
 LONG_RUN_REQUESTS = 200_000  # ~40 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
 Notify = Callable[[str], None]
 

@@ -125,6 +125,8 @@ def _describe(err: dict[str, Any]) -> str:
         return simple[kind]
     if kind.startswith("int_"):
         return f"expected an integer{got}"
+    if kind == "finite_number":
+        return f"must be a finite number{got}"
     if kind.startswith("float_"):
         return f"expected a number{got}"
     if kind.startswith("bool_"):

@@ -61,7 +61,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 class _Section(BaseModel):
     """Base of every schema model: strict types, no unknown keys, immutable once validated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def _field_error(path: str, message: str) -> PydanticCustomError:

@@ -274,7 +274,10 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "loc
     workers = workers or os.cpu_count() or 1
     ray_started = _connect_ray(workers, ray_address) if executor == "ray" else False
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--out: cannot create the sweep folder: {exc.strerror}", source=str(out)) from None
         write_text_atomic(out / "sweep.yaml", _describe_yaml(plan))
         done: dict[str, dict] = {}
         for p in plan.points:
@@ -360,6 +363,7 @@ def _exit_with_parent() -> None:
     import threading
     import time
 
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler, inherited through fork
     parent = os.getppid()
     if sys.platform.startswith("linux"):
         import ctypes
@@ -398,14 +402,14 @@ def _run_local(todo: list[Point], workers: int) -> Iterator[tuple[Point, dict]]:
 
 def _connect_ray(workers: int, address: str | None) -> bool:
     """Start or join Ray now, before the sweep writes anything; True if this call started it."""
+    if address and address != "auto":
+        _check_reachable(address)
     try:
         import ray
     except ImportError:
         raise InputError("--executor ray needs Ray (pip install 'hicache-sim[ray]')") from None
     if ray.is_initialized():
         return False
-    if address and address != "auto":
-        _check_reachable(address)
     try:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)

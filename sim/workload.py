@@ -154,26 +154,26 @@ def token_page_keys(ids: list[int], page: int) -> list[int]:
 
 def _json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
     try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115 (closed below; generator)
+        fh = open(path, "rb")  # noqa: SIM115 (closed below; generator). Bytes: a bad byte names its line
     except OSError as exc:
         raise InputError(f"cannot read trace: {exc.strerror}", source=str(path)) from None
     with fh:
-        lineno = 0
-        try:
-            for lineno, line in enumerate(fh, 1):  # noqa: B007 (lineno is read after a decode error)
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"malformed JSON: {exc.msg}", source=str(path), line=lineno) from None
-                except ValueError as exc:
-                    raise InputError(str(exc), source=str(path), line=lineno) from None
-                if not isinstance(rec, dict):
-                    raise InputError("expected a JSON object", source=str(path), line=lineno)
-                yield lineno, rec
-        except UnicodeDecodeError:
-            raise InputError("not a UTF-8 text file (a JSON-lines trace)", source=str(path), line=lineno + 1) from None
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError("not a UTF-8 text file (a JSON-lines trace)", source=str(path), line=lineno) from None
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"malformed JSON: {exc.msg}", source=str(path), line=lineno) from None
+            except ValueError as exc:
+                raise InputError(str(exc), source=str(path), line=lineno) from None
+            if not isinstance(rec, dict):
+                raise InputError("expected a JSON object", source=str(path), line=lineno)
+            yield lineno, rec
 
 
 def _no_constant(name: str):
