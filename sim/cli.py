@@ -67,7 +67,7 @@ def _cmd_run(args) -> int:
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
     out = args.out or new_run_dir("runs", scenario.name)
-    with staged_dir(out, replace=args.overwrite) as tmp:  # checked and created before the run starts
+    with staged_dir(out, overwrite=args.overwrite) as tmp:  # checked and created before the run starts
         result = run_scenario(scenario, progress=not args.no_progress and sys.stderr.isatty(),
                               requests_out=tmp / "requests.parquet", notify=_note)  # fmt: skip
         names = write_files(result, tmp)
@@ -209,9 +209,12 @@ def _cmd_replay(args) -> int:
 
 SWEEP_HELP = """Run a scenario over the cartesian product of --grid axes, in parallel, and tabulate the results.
 
-Writes DIR/points/<point_id>.json as each point finishes (a rerun with the same DIR skips those), DIR/sweep.parquet
-(one row per point: grid columns by dotted path, point_id, seed, flat metrics) and DIR/sweep.yaml (the resolved
-base scenario and the grid; pass it back as SCENARIO to rerun). Every point is validated before any runs.
+Writes DIR/points/<point_id>.json as each point finishes (rerunning the same sweep into DIR resumes it: finished
+points are skipped, failed ones tried again), DIR/sweep.parquet (one row per point: point_id, grid columns by
+dotted path, seed, status "ok" or "failed", error, flat metrics) and DIR/sweep.yaml (the resolved base scenario and
+the grid; pass it back as SCENARIO to rerun). Every point is validated before any runs; a DIR holding another
+sweep is refused unless --overwrite. A point that fails is recorded with its reason and the others go on; the
+command then exits 2.
 """
 
 
@@ -239,7 +242,7 @@ def _cmd_sweep(args) -> int:
 
     plan = plan_sweep(args.scenario, args.grid, args.overrides)  # validates every point; writes nothing
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
-                   progress=not args.no_progress and sys.stderr.isatty(), replace=args.overwrite)  # fmt: skip
+                   progress=not args.no_progress and sys.stderr.isatty(), overwrite=args.overwrite)  # fmt: skip
     print(format_rows(df, [a.key for a in plan.axes]))
     print(f"wrote {args.out}/sweep.parquet ({len(df)} of {len(plan.points)} points), sweep.yaml, points/")
     failed = df[df["status"] == "failed"] if "status" in df else df.iloc[:0]

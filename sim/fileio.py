@@ -110,16 +110,16 @@ def _remove_stale(parent: Path, name: str) -> None:
 
 
 @contextlib.contextmanager
-def staged_dir(final: str | os.PathLike, *, replace: bool = False, option: str = "--out",
+def staged_dir(final: str | os.PathLike, *, overwrite: bool = False, option: str = "--out",
                marker: str = "summary.json") -> Iterator[Path]:  # fmt: skip
     """Yield an empty staging folder; on success it becomes ``final`` whole, else it is removed.
 
-    ``final`` may be absent or an empty folder. A non-empty one is replaced only with ``replace`` and only
+    ``final`` may be absent or an empty folder. A non-empty one is replaced only with ``overwrite`` and only
     if it holds ``marker`` (an earlier run's output), so a mistyped ``--out`` cannot wipe unrelated files.
     """
     final = check_output_folder(final, option)
     if final.is_dir() and any(final.iterdir()):
-        if not replace:
+        if not overwrite:
             raise InputError(f"{option}: already holds results; pass --overwrite to replace them, or choose "
                              "another folder", source=str(final))  # fmt: skip
         if not (final / marker).is_file():

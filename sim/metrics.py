@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["LINKS", "REQUEST_COLUMNS", "Recorder", "RequestWriter", "busy_fraction"]
+__all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Recorder", "RequestWriter", "SampleBuffer",
+           "busy_fraction"]
 
 LINKS = ("h2d", "d2h", "l3_read", "l3_write")
 REQUEST_COLUMNS = (
@@ -33,6 +34,34 @@ _INT_COLUMNS = {"rid", "instance", "session", "round", *SUMMED}
 REQUEST_DTYPES = {c: "int64" if c in _INT_COLUMNS else "float64" for c in REQUEST_COLUMNS}
 _SUMMED_AT = tuple(REQUEST_COLUMNS.index(c) for c in SUMMED)
 BATCH_ROWS = 65_536  # per-request records held before a sink takes them
+MAX_TIMESERIES_ROWS = 50_000  # ~2.5 KB a row while running (a dict of ~20 columns)
+
+
+class SampleBuffer(list):
+    """The periodic samples, bounded: past ``max_rows`` it keeps every other sampling tick, as if sampled
+    at twice the interval (``stride`` says by how much the interval grew). A tick is ``rows_per_tick``
+    consecutive appends (one row per instance); tick k (1-based) is kept when k is a multiple of ``stride``."""
+
+    def __init__(self, rows_per_tick: int = 1, max_rows: int = MAX_TIMESERIES_ROWS) -> None:
+        super().__init__()
+        self.rows_per_tick, self.max_rows = rows_per_tick, max(max_rows, 2 * rows_per_tick)
+        self.stride = 1
+        self._appended = 0
+
+    def append(self, row) -> None:
+        tick = self._appended // self.rows_per_tick + 1
+        self._appended += 1
+        if tick % self.stride == 0:
+            super().append(row)
+            if len(self) > self.max_rows and self._appended % self.rows_per_tick == 0:
+                self._thin()
+
+    def _thin(self) -> None:
+        """Keep the stored ticks at multiples of 2 x stride: the 2nd, 4th... stored group."""
+        n = self.rows_per_tick
+        kept = [row for j in range(1, len(self) // n, 2) for row in self[j * n : (j + 1) * n]]
+        self[:] = kept
+        self.stride *= 2
 
 
 @dataclass
@@ -47,7 +76,7 @@ class Recorder:
     sink: Callable[[list[tuple]], None] | None = None
     requests: list[tuple] = field(default_factory=list)
     links: dict[tuple[int, str], list[tuple[float, float, int]]] = field(default_factory=lambda: defaultdict(list))
-    samples: list[dict] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=SampleBuffer)
     dropped: Counter = field(default_factory=Counter)  # requests, by reason
     counters: Counter = field(default_factory=Counter)  # engine-level: steps, stalls, prefetches...
     # Aggregates kept even when per-request records are off.
@@ -100,8 +129,9 @@ class Recorder:
         return busy / (horizon * instances)
 
     def timeseries_frame(self, interval: float, instances: int) -> pd.DataFrame:
-        """The periodic samples, with each link's busy fraction over the interval before each sample."""
-        df = pd.DataFrame.from_records(self.samples)
+        """The periodic samples, with each link's busy fraction over the interval before each sample
+        (``interval`` is the sampling interval actually kept)."""
+        df = pd.DataFrame.from_records(list(self.samples))
         if df.empty:
             return df
         for link in LINKS:

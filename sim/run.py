@@ -6,8 +6,10 @@ whole run or does not exist. Per-request records can stream to ``requests.parque
 ``summary.json`` is strict JSON holding only simulated quantities (no wall-clock time), so the same scenario
 and seed give the same bytes.
 
-The time series is bounded: when the workload's worst-case simulated span would give more than
-``MAX_TIMESERIES_ROWS`` samples, the sampling interval is widened (and the caller told).
+The time series is bounded (``MAX_TIMESERIES_ROWS``): the recorder keeps every other sampling tick once
+it holds that many rows, and an interval that certainly gives too many ticks (arrivals or a duration cap
+spanning them) is widened up front; the scenario written out records the interval actually used, and the
+caller is told.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from sim.costs import CostTable, resolve_cost_table
 from sim.engine import EngineConfig, Simulation
 from sim.errors import InputError
 from sim.fileio import staged_dir
-from sim.metrics import LINKS, Recorder, RequestWriter, percentiles
+from sim.metrics import LINKS, MAX_TIMESERIES_ROWS, Recorder, RequestWriter, SampleBuffer, percentiles
 from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
@@ -35,8 +37,8 @@ from sim.workload import arrival_times, multi_turn_sessions, read_trace, shared_
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
-MAX_TIMESERIES_ROWS = 50_000  # ~2.5 KB a row while running (a dict of ~20 columns)
-LONG_RUN_REQUESTS = 200_000  # ~40 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
+LONG_RUN_REQUESTS = 100_000  # ~20 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
+MAX_SAMPLE_ROWS_BUILT = 10_000_000  # sampler rows built (then mostly thinned) before the interval is widened
 Notify = Callable[[str], None]
 
 
@@ -104,32 +106,36 @@ def build(sc: Scenario, costs: CostTable | None = None,
 
 def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline: Roofline,
                     notify: Notify | None = None) -> float:  # fmt: skip
-    """The time-series interval to use: the scenario's, widened when the run could exceed
-    ``MAX_TIMESERIES_ROWS`` samples.
+    """The time-series interval to sample at: the scenario's, widened when it would certainly give more
+    than ``MAX_TIMESERIES_ROWS`` rows (the arrivals or a duration cap span that many intervals), or when the
+    sampler could build more than ``MAX_SAMPLE_ROWS_BUILT`` rows before the run ends.
 
-    The span is bounded above by the last arrival plus twice the time to serve every request one at a time
-    (no batching, no cache hits: prefill, then each output token as a decode step of its own), the factor 2
-    covering copies the roofline does not count. A ``duration_s`` cap is the span exactly.
+    The end is bounded above by the last arrival plus the time to serve every request one at a time (no
+    batching, no cache hits: prefill, then each output token as a decode step of its own).
     """
-    asked = sc.output.timeseries_interval_s
-    if len(requests) > LONG_RUN_REQUESTS and notify is not None:
-        notify(f"{len(requests):,} requests on {sc.cluster.instances} instance(s): expect minutes "
+    asked, instances = sc.output.timeseries_interval_s, sc.cluster.instances
+    if len(requests) >= LONG_RUN_REQUESTS and notify is not None:
+        notify(f"{len(requests):,} requests on {instances} instance(s): expect a minute or more "
                f"(~5,000 simulated requests per wall second)")  # fmt: skip
     if sc.duration_s is not None:
-        span = sc.duration_s
+        low = high = sc.duration_s
     else:
         n_in = np.fromiter((r.input_len for r in requests), dtype=float, count=len(requests))
         n_out = np.fromiter((r.output_len for r in requests), dtype=float, count=len(requests))
         prefill = roofline.prefill_seconds(n_in, attention_pairs(n_in, 0))
         decode = n_out * (roofline.decode_seconds(1, n_in + n_out) + roofline.overhead_s)
-        span = arrival_span + 2.0 * float(np.sum(prefill + decode + roofline.overhead_s))
-    max_samples = max(1, MAX_TIMESERIES_ROWS // sc.cluster.instances)
-    if span / asked <= max_samples:
+        low, high = arrival_span, arrival_span + float(np.sum(prefill + decode + roofline.overhead_s))
+    rows = low / asked * instances
+    if rows > MAX_TIMESERIES_ROWS:
+        wider = _round_up(low / max(1, MAX_TIMESERIES_ROWS // instances))
+        why = f"would give {rows:,.0f} time-series rows (limit {MAX_TIMESERIES_ROWS:,})"
+    elif high / asked * instances > MAX_SAMPLE_ROWS_BUILT:
+        wider = _round_up(high * instances / MAX_SAMPLE_ROWS_BUILT)
+        why = f"could mean sampling {high / asked:,.0f} times"
+    else:
         return asked
-    wider = _round_up(span / max_samples)
     if notify is not None:
-        notify(f"output.timeseries_interval_s: {asked:g} s could give {span / asked * sc.cluster.instances:,.0f} "
-               f"time-series rows; sampling every {wider:g} s instead (limit {MAX_TIMESERIES_ROWS:,} rows)")  # fmt: skip
+        notify(f"output.timeseries_interval_s: {asked:g} s {why}; sampling every {wider:g} s instead")
     return wider
 
 
@@ -140,6 +146,14 @@ def _round_up(x: float) -> float:
         if m * 10.0**k >= x:
             return m * 10.0**k
     return 10.0 ** (k + 1)
+
+
+def _kept_interval(interval: float, samples: SampleBuffer, notify: Notify | None) -> float:
+    """The interval of the samples kept, telling the user when the recorder thinned them."""
+    if samples.stride > 1 and notify is not None:
+        notify(f"output.timeseries_interval_s: the time series reached {MAX_TIMESERIES_ROWS:,} rows; kept every "
+               f"{interval * samples.stride:g} s")  # fmt: skip
+    return interval * samples.stride
 
 
 def _with_interval(sc: Scenario, interval: float) -> Scenario:
@@ -200,6 +214,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
             result = _run_decode(sc, costs, start, rec, notify)
         else:
             sim, arrivals, horizon = build(sc, costs, notify)
+            rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
             sim.rec = rec
             bar = tqdm(total=horizon, unit="sim s", desc=sc.name, disable=not progress, mininterval=0.5,
                        bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} sim s [{elapsed}<{remaining}]" if horizon else None)  # fmt: skip
@@ -207,9 +222,10 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
                 sim.run(arrivals, bar)
             finally:
                 bar.close()
-            timeseries = rec.timeseries_frame(sim.cfg.sample_interval_s, sim.cfg.instances)
-            result = RunResult(_with_interval(sc, sim.cfg.sample_interval_s), summarise(sc, sim),
-                               time.perf_counter() - start, rec.requests_frame(), timeseries, sim)  # fmt: skip
+            interval = _kept_interval(sim.cfg.sample_interval_s, rec.samples, notify)
+            timeseries = rec.timeseries_frame(interval, sim.cfg.instances)
+            result = RunResult(_with_interval(sc, interval), summarise(sc, sim), time.perf_counter() - start,
+                               rec.requests_frame(), timeseries, sim)  # fmt: skip
         rec.flush()
     finally:
         if writer is not None:
@@ -229,6 +245,7 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     sc = _with_interval(sc, sample_interval(sc, reqs, reqs[-1].arrival_s if reqs else 0.0,
                                             Roofline.from_scenario(sc), notify))  # fmt: skip
     run = run_decode(sc, reqs, costs, rng, rec=rec)
+    sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind
     return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
@@ -298,10 +315,10 @@ def _merge(into: dict, new: dict) -> None:
             into[key] = value
 
 
-def write_outputs(result: RunResult, out_dir: str | Path, *, replace: bool = False) -> list[Path]:
+def write_outputs(result: RunResult, out_dir: str | Path, *, overwrite: bool = False) -> list[Path]:
     """Write a run's folder as a whole (staged, then renamed into place); returns the paths written.
-    A non-empty ``out_dir`` is replaced only with ``replace`` (see :func:`sim.fileio.staged_dir`)."""
-    with staged_dir(out_dir, replace=replace) as tmp:
+    A non-empty ``out_dir`` is replaced only with ``overwrite`` (see :func:`sim.fileio.staged_dir`)."""
+    with staged_dir(out_dir, overwrite=overwrite) as tmp:
         names = write_files(result, tmp)
     return [Path(out_dir) / n for n in names]
 

@@ -259,18 +259,18 @@ def _json_default(value: Any) -> Any:
 
 def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "local", workers: int | None = None,
               ray_address: str | None = None, progress: bool = False, max_points: int | None = None,
-              replace: bool = False) -> pd.DataFrame:  # fmt: skip
+              overwrite: bool = False) -> pd.DataFrame:  # fmt: skip
     """Run the points not already finished in ``out_dir/points``; return the table of all recorded points.
 
     ``out_dir`` must be new, empty, or hold this same sweep (resumed); one holding another sweep is cleared
-    first only with ``replace``. ``max_points`` stops after that many new points (how tests stand in for an
+    first only with ``overwrite``. ``max_points`` stops after that many new points (how tests stand in for an
     interrupted sweep). Raises InputError before writing anything when the folder or executor is unusable.
     """
     from tqdm import tqdm
 
     out = Path(out_dir)
     points_dir = out / "points"
-    _claim_folder(plan, out, replace)
+    _claim_folder(plan, out, overwrite)
     workers = workers or os.cpu_count() or 1
     ray_started = _connect_ray(workers, ray_address) if executor == "ray" else False
     try:
@@ -322,15 +322,15 @@ def _same_sweep(recorded: dict, plan: SweepPlan) -> bool:
     )
 
 
-def _claim_folder(plan: SweepPlan, out: Path, replace: bool) -> None:
-    """Refuse a folder that holds something else; with ``replace``, clear a previous sweep's files."""
+def _claim_folder(plan: SweepPlan, out: Path, overwrite: bool) -> None:
+    """Refuse a folder that holds something else; with ``overwrite``, clear a previous sweep's files."""
     check_output_folder(out, "--out")
     if not out.is_dir() or not any(out.iterdir()):
         return
     recorded = _read_sweep_file(out / "sweep.yaml")
     if recorded is not None and _same_sweep(recorded, plan):
         return  # resume
-    if not replace:
+    if not overwrite:
         what = "another sweep" if recorded is not None else "other files"
         raise InputError(f"--out: holds {what}; rerun the same sweep to resume it, pass --overwrite to replace "
                          "it, or choose another folder", source=str(out))  # fmt: skip

@@ -33,7 +33,7 @@ class TestStagedDir:
         (final / "misses.parquet").write_text("old")
         with pytest.raises(InputError, match="--overwrite"), staged_dir(final):
             pass
-        with staged_dir(final, replace=True) as tmp:
+        with staged_dir(final, overwrite=True) as tmp:
             (tmp / "summary.json").write_text("new")
         # The new set replaces the old one whole: no stale misses.parquet beside the new summary.
         assert [p.name for p in final.iterdir()] == ["summary.json"]
@@ -41,7 +41,7 @@ class TestStagedDir:
 
     def test_replacing_refuses_a_folder_that_is_not_an_earlier_output(self, tmp_path):
         (tmp_path / "notes.txt").write_text("mine")
-        with pytest.raises(InputError, match="not a hicache-sim output folder"), staged_dir(tmp_path, replace=True):
+        with pytest.raises(InputError, match="not a hicache-sim output folder"), staged_dir(tmp_path, overwrite=True):
             pass
         assert (tmp_path / "notes.txt").read_text() == "mine"
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim.metrics import Recorder, busy_fraction, percentiles
+from sim.metrics import Recorder, SampleBuffer, busy_fraction, percentiles
 
 
 def test_busy_fraction_counts_the_overlap_of_each_window_with_busy_intervals():
@@ -23,3 +23,12 @@ def test_link_utilization_is_busy_time_over_the_horizon_per_instance():
 def test_percentiles_of_nothing_are_zero():
     assert percentiles([]) == {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0}
     assert percentiles([1.0, 3.0])["mean"] == 2.0
+
+
+def test_a_sample_buffer_keeps_every_other_tick_past_its_limit():
+    buf = SampleBuffer(rows_per_tick=2, max_rows=10)
+    for tick in range(1, 101):
+        for inst in range(2):
+            buf.append((tick, inst))
+    assert len(buf) <= 10 and buf.stride == 32  # 6 ticks at stride 16 were 12 rows
+    assert list(buf) == [(t, i) for t in (32, 64, 96) for i in range(2)]

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 import sim.metrics
-from sim.run import MAX_TIMESERIES_ROWS, check_startable, run_scenario, summary_json, write_outputs
+from sim.metrics import MAX_TIMESERIES_ROWS
+from sim.run import check_startable, run_scenario, summary_json, write_outputs
 from sim.scenario import scenario_from_dict
 
 
@@ -62,8 +63,10 @@ class TestBoundedTimeSeries:
         notes = []
         result = run_scenario(scenario(output={"timeseries_interval_s": 1e-7}), notify=notes.append)
         assert len(result.timeseries) <= MAX_TIMESERIES_ROWS
-        assert len(notes) == 1 and "output.timeseries_interval_s" in notes[0]
-        assert result.scenario.output.timeseries_interval_s > 1e-7  # the resolved scenario says what ran
+        assert notes and all(n.startswith("output.timeseries_interval_s: ") for n in notes)
+        kept = result.scenario.output.timeseries_interval_s  # the resolved scenario says what ran
+        assert kept > 1e-7
+        assert result.timeseries["time_s"].diff().dropna().to_numpy() == pytest.approx(kept)
 
     def test_far_apart_arrivals_do_not_make_rows_by_the_billion(self):
         sc = scenario(workload={"kind": "synthetic", "rate": 1e-9, "num_requests": 3, "input_length": 512,
@@ -71,6 +74,17 @@ class TestBoundedTimeSeries:
         result = run_scenario(sc, notify=lambda _: None)
         assert result.summary["requests"]["finished"] == 3
         assert len(result.timeseries) <= MAX_TIMESERIES_ROWS
+
+    def test_a_long_run_thins_its_samples_instead_of_growing(self, monkeypatch):
+        monkeypatch.setattr(sim.metrics.SampleBuffer.__init__, "__defaults__", (1, 40))
+        notes = []
+        fine = run_scenario(scenario(output={"timeseries_interval_s": 0.01}), notify=notes.append)
+        assert len(fine.timeseries) <= 40 and "kept every" in notes[-1]
+        kept = fine.scenario.output.timeseries_interval_s
+        coarse = run_scenario(scenario(output={"timeseries_interval_s": kept}))
+        # Thinning keeps what sampling at the wider interval gives (times, occupancy; same run).
+        cols = ["time_s", "waiting", "running", "l1_kv_pages", "l2_kv_pages"]
+        pd.testing.assert_frame_equal(fine.timeseries[cols], coarse.timeseries[cols].iloc[: len(fine.timeseries)])
 
     def test_an_ordinary_interval_is_left_alone(self):
         notes = []
@@ -94,7 +108,7 @@ class TestSummaryJson:
 
         with pytest.raises(InputError, match="--overwrite"):
             write_outputs(result, tmp_path / "out")
-        assert write_outputs(result, tmp_path / "out", replace=True)[0].name == "summary.json"
+        assert write_outputs(result, tmp_path / "out", overwrite=True)[0].name == "summary.json"
 
 
 def test_check_startable_reads_what_a_run_reads_at_start(tmp_path):
