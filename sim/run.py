@@ -38,7 +38,7 @@ from sim.workload import arrival_times, multi_turn_sessions, read_trace, shared_
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
 LONG_RUN_REQUESTS = 100_000  # ~20 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
-MAX_SAMPLE_ROWS_BUILT = 10_000_000  # sampler rows built (then mostly thinned) before the interval is widened
+MAX_SAMPLE_ROWS_BUILT = 2_000_000  # sampler rows likely built (then mostly thinned): ~10 s of sampling
 Notify = Callable[[str], None]
 
 
@@ -108,10 +108,12 @@ def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline:
                     notify: Notify | None = None) -> float:  # fmt: skip
     """The time-series interval to sample at: the scenario's, widened when it would certainly give more
     than ``MAX_TIMESERIES_ROWS`` rows (the arrivals or a duration cap span that many intervals), or when the
-    sampler could build more than ``MAX_SAMPLE_ROWS_BUILT`` rows before the run ends.
+    sampler would likely build more than ``MAX_SAMPLE_ROWS_BUILT`` rows (thinned as it goes, but each costs
+    time) before the run ends.
 
-    The end is bounded above by the last arrival plus the time to serve every request one at a time (no
-    batching, no cache hits: prefill, then each output token as a decode step of its own).
+    The end is taken as the last arrival plus each instance's share of the time to serve every request
+    one at a time (no batching, no cache hits: prefill, then each output token as a decode step of its own),
+    which batching usually beats by far.
     """
     asked, instances = sc.output.timeseries_interval_s, sc.cluster.instances
     if len(requests) >= LONG_RUN_REQUESTS and notify is not None:
@@ -124,7 +126,8 @@ def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline:
         n_out = np.fromiter((r.output_len for r in requests), dtype=float, count=len(requests))
         prefill = roofline.prefill_seconds(n_in, attention_pairs(n_in, 0))
         decode = n_out * (roofline.decode_seconds(1, n_in + n_out) + roofline.overhead_s)
-        low, high = arrival_span, arrival_span + float(np.sum(prefill + decode + roofline.overhead_s))
+        serial = float(np.sum(prefill + decode + roofline.overhead_s))
+        low, high = arrival_span, arrival_span + serial / instances
     rows = low / asked * instances
     if rows > MAX_TIMESERIES_ROWS:
         wider = _round_up(low / max(1, MAX_TIMESERIES_ROWS // instances))

@@ -184,3 +184,19 @@ def test_an_internal_bug_keeps_its_traceback(monkeypatch):
     monkeypatch.setattr(sim.run, "run_scenario", boom)
     with pytest.raises(ZeroDivisionError):
         main(["run", str(SCENARIOS / "quickstart.yaml"), "--out", "/nonexistent-never-created", "--no-progress"])
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import sim.run
+
+    def full(result, folder):
+        (folder / "summary.json").write_text("{")  # half-written when the disk fills
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder / "timeseries.parquet"))
+
+    monkeypatch.setattr(sim.run, "write_files", full)
+    assert _run(tmp_path, "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
