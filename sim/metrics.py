@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Recorder", "RequestWriter", "SampleBuffer",
-           "busy_fraction"]
+           "busy_fraction", "dropped_by_reason"]
 
 LINKS = ("h2d", "d2h", "l3_read", "l3_write")
 REQUEST_COLUMNS = (
@@ -63,6 +63,13 @@ class SampleBuffer(list):
         self[:] = kept
         self.stride *= 2
 
+ENGINE_COUNTERS = (
+    "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
+    "sim_prefetches_total", "sim_prefetch_requested_tokens_total", "sim_prefetch_retries_total",
+    "sim_prefetch_rate_limited_total", "sim_write_back_wait_seconds_total",
+)  # fmt: skip
+UNFULFILLED_REASONS = ("below_threshold", "host_capacity", "storage_transfer", "deadline")
+
 
 @dataclass
 class Recorder:
@@ -86,6 +93,16 @@ class Recorder:
     e2e: array = field(default_factory=lambda: array("d"))
     queue_wait: array = field(default_factory=lambda: array("d"))
     tpot: array = field(default_factory=lambda: array("d"))  # (finish - first token) / (output tokens - 1)
+
+    def engine_metrics(self) -> dict:
+        """The engine's counters under SGLang's names (L3 traffic, ``metrics_collector.py:2213-2290``),
+        then the simulator's own, prefixed ``sim_``. ``storage_prefetch_unfulfilled_tokens_total`` carries
+        only the reasons the model produces."""
+        c = self.counters
+        out = {k: c[k] for k in ENGINE_COUNTERS}
+        out["storage_prefetch_unfulfilled_tokens_total"] = {
+            r: c[f"storage_prefetch_unfulfilled_tokens_total:{r}"] for r in UNFULFILLED_REASONS}  # fmt: skip
+        return out
 
     def transfer(self, instance: int, link: str, start: float, end: float, nbytes: int) -> None:
         self.links[(instance, link)].append((start, end, nbytes))
@@ -163,7 +180,9 @@ class RequestWriter:
         self._writer.write_table(self._pa.Table.from_pandas(_frame(rows), preserve_index=False))
 
     def close(self) -> None:
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
 
 def busy_fraction(intervals: list[tuple[float, float, int]], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -191,3 +210,13 @@ def percentiles(values: list[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=float)
     p50, p90, p99 = np.percentile(a, [50, 90, 99])
     return {"mean": float(a.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def dropped_by_reason(metrics: dict) -> dict[str, int]:
+    """Dropped tokens by reason: ``hicache_dropped_tokens_total`` summed over its ``pool`` label, plus
+    the simulator's own ``sim_device_full_tokens_total`` (replayed requests L1 could not hold) as
+    ``device_full`` when there are any."""
+    out = {reason: sum(pools.values()) for reason, pools in metrics.get("hicache_dropped_tokens_total", {}).items()}
+    if metrics.get("sim_device_full_tokens_total"):
+        out["device_full"] = metrics["sim_device_full_tokens_total"]
+    return out

@@ -1,0 +1,211 @@
+"""The sliding-window (SWA) tree component of DeepSeek V4's radix cache, per node.
+
+Every SWA rule of SGLang 0.5.23's ``UnifiedRadixCache`` lives here, as SGLang keeps it in its SWA component
+(``mem_cache/unified_cache/components/swa.py``, cited below by line): a node's SWA state is either live (its
+SWA pool pages are held) or a tombstone (Full KV only). Nodes are split wherever liveness changes, so one
+flag per node is exact at page granularity.
+
+- **Validator** (``swa.py:357-377``): walking down a match, a tombstone resets the live run to 0; a live node
+  adds its tokens; a node is a valid match end once the run reaches the window. The run starts unbounded at
+  the root, so a path that is live from the root is valid everywhere.
+- **Branching** (``swa.py:379-420``): the page-aligned Full hit beyond the SWA-valid end.
+- **LRU** (``unified_tree_core.py:213-390``): a list, not timestamps. A match or insert end moves the node and
+  its ancestors within ``window + page`` tokens to the MRU end, nearest first; a split places the new parent
+  just behind its child; a published window enters at the MRU end.
+- **Locks** (``swa.py:836-933``): a request locks the run of nodes covering the window behind its node; the
+  boundary node carries the lock's id, which a split hands to the new parent.
+- **Insert** (``swa.py:456-650``): live SWA is published only at or beyond the request's SWA-evicted boundary
+  (``window_start``), splitting a node there; a fresh leaf longer than one window-covering page run is split
+  so a lock pins only that run; an overlapped tombstone the request recomputed inside its window is restored.
+- **Out-of-window free** (``common.py:75-137``): a running request frees its own SWA behind
+  ``pre_len - ceil(max(window, page))``, page-floored, never below what the tree owns.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+__all__ = ["SWALRU", "SWAComponent", "out_of_window_boundary"]
+
+
+def _ceil_to(x: int, page: int) -> int:
+    return -(-x // page) * page
+
+
+def out_of_window_boundary(evicted: int, pre_len: int, dead_lo: int, window: int, page: int) -> int:
+    """A running request's new SWA-evicted boundary (``common.py:75-137``, prefix-sharing branch).
+
+    *evicted*: the current boundary; *pre_len*: the last position the request still reads from; *dead_lo*: the
+    lowest position it may free itself (its tree-owned prefix). Nothing moves until ``pre_len - window`` has
+    passed ``evicted`` by at least one token; then everything behind ``pre_len - ceil(max(window, page))`` goes.
+    """
+    if pre_len - window < evicted + 1:
+        return evicted
+    evicted = max(evicted, dead_lo)
+    threshold = pre_len - _ceil_to(max(window, page), page)
+    new = max(evicted, threshold)
+    return new // page * page if page > 1 else new
+
+
+class SWALRU:
+    """An intrusive doubly linked list over nodes' ``swa_prev``/``swa_next``; the head side is MRU."""
+
+    __slots__ = ("head", "tail")
+
+    def __init__(self, sentinel_factory) -> None:
+        self.head = sentinel_factory()
+        self.tail = sentinel_factory()
+        self.head.swa_next = self.tail
+        self.tail.swa_prev = self.head
+
+    @staticmethod
+    def contains(node) -> bool:
+        return node.swa_prev is not None
+
+    def _link_after(self, prev, node) -> None:
+        nxt = prev.swa_next
+        node.swa_prev, node.swa_next = prev, nxt
+        nxt.swa_prev = node
+        prev.swa_next = node
+
+    def remove(self, node) -> None:
+        node.swa_prev.swa_next = node.swa_next
+        node.swa_next.swa_prev = node.swa_prev
+        node.swa_prev = node.swa_next = None
+
+    def push_mru(self, node) -> None:
+        self._link_after(self.head, node)
+
+    def insert_after(self, prev, node) -> None:
+        self._link_after(prev, node)
+
+    def refresh_window(self, node, root, span: int) -> None:
+        """Move ``node`` and its live ancestors within ``span`` tokens to the MRU end, nearest first."""
+        prev = self.head
+        acc = 0
+        while node is not root and acc < span:
+            if node.swa:
+                self.remove(node)
+                self._link_after(prev, node)
+                prev = node
+            acc += node.tokens
+            node = node.parent
+
+    def lru_unlocked(self, before=None):
+        """The least recently used unlocked node older than ``before`` (default: the whole list)."""
+        x = (before or self.tail).swa_prev
+        while x is not self.head and x.swa_lock:
+            x = x.swa_prev
+        return None if x is self.head else x
+
+    def __iter__(self) -> Iterator:
+        x = self.head.swa_next
+        while x is not self.tail:
+            yield x
+            x = x.swa_next
+
+
+class SWAComponent:
+    """SWA bookkeeping of one tree: the LRU, lock segments, and the evictable/protected ledgers (tokens)."""
+
+    def __init__(self, tree, window: int) -> None:
+        self.tree = tree
+        self.window = window
+        self.lru = SWALRU(tree.sentinel)
+        self.evictable = 0
+        self.protected = 0
+        self._uuids = itertools.count(1)
+
+    # ----- matching -------------------------------------------------------------------------
+    def validator(self, host: bool = False):
+        """A fresh per-match validator: call it on each node walked, in order (``swa.py:357-377``). With
+        ``host``, SWA held only on host counts too (a load-back restores it)."""
+        run = [float("inf")]
+        window = self.window
+
+        def valid(node) -> bool:
+            if not (node.swa or (host and node.host_swa)):
+                run[0] = 0
+                return False
+            run[0] += node.tokens
+            return run[0] >= window
+
+        return valid
+
+    def unbacked_window(self, node) -> list:
+        """Nodes within the window behind ``node`` whose SWA is on device only, deepest first; the walk stops
+        at a copy in flight or a gap (``swa.py:121-140``)."""
+        root = self.tree.root
+        covered = 0
+        out = []
+        while node is not root and covered < self.window:
+            if node.pending is not None or not (node.swa or node.host_swa):
+                break
+            covered += node.tokens
+            if node.swa and not node.host_swa:
+                out.append(node)
+            node = node.parent
+        return out
+
+    # ----- values -----------------------------------------------------------------------------
+    def publish(self, node) -> None:
+        """Give ``node`` live SWA at the MRU end (``SWARebuild``, ``unified_tree_core.py:2958-2978``)."""
+        node.swa = True
+        self.lru.push_mru(node)
+        if node.swa_lock:
+            self.protected += node.tokens
+        else:
+            self.evictable += node.tokens
+
+    def tombstone(self, node) -> int:
+        """Free ``node``'s SWA; returns the tokens freed (``swa.py:698-734``)."""
+        if not node.swa:
+            return 0
+        node.swa = False
+        self.lru.remove(node)
+        if node.swa_lock:
+            self.protected -= node.tokens
+        else:
+            self.evictable -= node.tokens
+        return node.tokens
+
+    def on_split(self, new, child) -> None:
+        """Redistribute on a split: locks copied, the boundary id moves up (``swa.py:609-690``)."""
+        new.swa_lock = child.swa_lock
+        new.swa = child.swa
+        new.swa_uuid, child.swa_uuid = child.swa_uuid, None
+
+    # ----- locks ------------------------------------------------------------------------------
+    def lock(self, node) -> int | None:
+        """Lock the run of nodes covering the window behind ``node``; returns the boundary id."""
+        root = self.tree.root
+        covered = 0
+        uuid = None
+        while node is not root and covered < self.window:
+            if node.swa_lock == 0 and node.swa:
+                self.evictable -= node.tokens
+                self.protected += node.tokens
+            node.swa_lock += 1
+            covered += node.tokens
+            if covered >= self.window:
+                if node.swa_uuid is None:
+                    node.swa_uuid = next(self._uuids)
+                uuid = node.swa_uuid
+            node = node.parent
+        return uuid
+
+    def unlock(self, node, uuid: int | None) -> None:
+        root = self.tree.root
+        while node is not root:
+            if node.swa_lock <= 0:
+                raise RuntimeError(f"SWA unlock of an unlocked node {node!r}")
+            if node.swa_lock == 1 and node.swa:
+                self.evictable += node.tokens
+                self.protected -= node.tokens
+            node.swa_lock -= 1
+            if node.swa_lock == 0 and not node.full_kids:
+                self.tree.update_leaf(node)
+            if uuid is not None and node.swa_uuid == uuid:
+                break
+            node = node.parent

@@ -1,0 +1,463 @@
+"""DeepSeek V4's prefix cache over paged Full and SWA pools, and the cache calls a running request makes.
+
+:class:`SWACache` owns the two page pools and the :class:`~sim.unified.UnifiedTree`; :class:`Running` is a
+request's KV record (SGLang's ``Req.kv``: the tree-owned prefix, the SWA-evicted boundary, the rows it
+allocated). The calls follow SGLang 0.5.23 (paths relative to ``sglang/srt/``):
+
+- **admit** (``managers/schedule_batch.py:1692-1775``): match the prompt with the key capped at
+  ``len - 1`` (V4.1's bounded SWA replay caps it ``replay_tail`` tokens lower, ``mem_cache/common.py:193-211``),
+  lock the match end;
+- **extend** one prefill chunk (``managers/schedule_policy.py:1140, 1665``): the first chunk of a prompt
+  longer than ``chunked_prefill_size`` ends on a page, later ones take up to the chunk size; every token of
+  the chunk gets a Full and an SWA slot, allocated by pages after evicting from the tree for the chunk
+  plus one page (``mem_cache/allocation.py:175-258``, ``allocator/swa.py:203-214``); a chunk that does not
+  end the prompt is checkpointed into the tree, as is the end of a prefill that does not finish the request;
+- **decode** one step: before every step but the first, once ``seqlen - 1 - window`` has passed the
+  SWA-evicted boundary by 128 tokens, the request frees its out-of-window SWA
+  (``managers/schedule_batch.py:4047-4123``); then one page's worth is made free by eviction and a page is
+  allocated when the new token starts one (``mem_cache/allocation.py:572-623``);
+- **checkpoint** (``mem_cache/unified_radix_cache.py:1164-1336``): an unfinished request frees its
+  out-of-window SWA up to the key first; a request with a branching point inserts only up to it; the insert
+  moves the lock to the new end;
+- **release** (``mem_cache/common.py:400-437``): a checkpoint of prompt + output minus the last token, then
+  every row the tree did not take goes back to the pools.
+
+Pool usage is derived, not tracked row by row: after any insert the tree owns the request's rows below
+``protected`` (its duplicates freed, ``unified_tree_core.py:1332-1366``), so the request holds its Full pages
+from ``protected`` and its SWA pages from ``max(protected, evicted)`` up to what it allocated.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sim.swa import out_of_window_boundary
+from sim.unified import Match, UnifiedTree, UNode
+
+__all__ = ["Backup", "OutOfMemory", "Running", "SWACache"]
+
+WRITE_THRESHOLD = {"write_through": 1, "write_through_selective": 2}  # unified_radix_cache.py:558-560
+
+SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL (environ.py)
+
+
+class OutOfMemory(RuntimeError):
+    """An allocation failed even after eviction (SGLang raises; a scheduler would retract)."""
+
+
+@dataclass
+class Backup:
+    """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
+    ``swa_nodes`` (``swa`` tokens). Under write-through the node is locked until the ack
+    (``unified_radix_cache.py:1681-1818``)."""
+
+    node: UNode
+    nodes: list[UNode]
+    full: int
+    swa: int
+    lock_uuid: int | None = None
+    locked: bool = False
+
+
+@dataclass
+class Running:
+    """One request's KV record. ``keys``: page keys of its whole pages of prompt + output, so a checkpoint
+    of the first ``n`` tokens inserts ``keys[: n // page]`` (token ids themselves are never needed)."""
+
+    keys: Sequence
+    prompt_len: int
+    output_len: int
+    match: Match
+    lock_node: UNode
+    lock_uuid: int | None
+    protected: int  # tokens owned by the tree (cache_protected_len)
+    branching: int | None
+    evicted: int = 0  # SWA-evicted boundary
+    inserted: int = 0  # cache_inserted_len
+    allocated: int = 0  # rows with KV slots
+    prefilled: int = 0  # extend_end
+    emitted: int = 0  # output tokens produced
+    decode_steps: int = 0
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    finished: bool = False
+    host_hit: int = 0  # tokens loaded back from host at admission
+    load_full: int = 0  # tokens of Full KV and of window state that admission loaded back
+    load_swa: int = 0
+    evicted_full: int = 0  # tree tokens evicted by this request's allocations (the caller resets them)
+    evicted_swa: int = 0
+
+    @property
+    def kv_len(self) -> int:
+        """Tokens whose KV is computed: the prompt part prefilled plus every output token but the newest."""
+        return self.prefilled + max(0, self.emitted - 1)
+
+
+class SWACache:
+    """Paged Full and SWA pools (``full_pages``/``swa_pages`` of ``page`` tokens; None: unbounded) under a
+    FULL + SWA tree."""
+
+    def __init__(
+        self,
+        *,
+        page: int,
+        window: int,
+        full_pages: int | None,
+        swa_pages: int | None,
+        chunked_prefill_size: int = 8192,
+        replay_tail: int = 0,
+        host_full_pages: int | None = 0,
+        host_swa_pages: int | None = 0,
+        write_policy: str = "write_through",
+        load_back_threshold: int = 10,
+    ) -> None:
+        self.page = page
+        self.window = window
+        inf = float("inf")
+        self.full_cap = inf if full_pages is None else full_pages * page
+        self.swa_cap = inf if swa_pages is None else swa_pages * page
+        self.host_full_cap = inf if host_full_pages is None else host_full_pages * page
+        self.host_swa_cap = inf if host_swa_pages is None else host_swa_pages * page
+        self.chunked_prefill_size = chunked_prefill_size
+        self.replay_tail = replay_tail
+        self.hicache = host_full_pages != 0
+        if write_policy not in ("write_through", "write_through_selective", "write_back"):
+            raise ValueError(f"unknown write policy {write_policy!r}")
+        self.write_policy = write_policy
+        self.threshold = WRITE_THRESHOLD.get(write_policy)
+        self.load_back_threshold = load_back_threshold
+        self.tree = UnifiedTree(page, window, hicache=self.hicache)
+        if self.hicache:
+            self.tree.backup = self._backup_on_insert
+            self.tree.evict_unbacked = self._evict_unbacked
+        self.pending: list[Backup] = []
+        self.stats: Counter = self.tree.counts  # one set of counters: the tree's and the controller's
+        self.dropped: Counter = Counter()  # tokens by reason, as hicache_dropped_tokens_total
+        self.running: set[int] = set()
+        self._req_full = 0  # pages held by running requests
+        self._req_swa = 0
+        self._held: dict[int, tuple[int, int]] = {}
+
+    # ----- pool usage -------------------------------------------------------------------------
+    @property
+    def full_used(self) -> int:
+        return self.tree.full_tokens + self._req_full * self.page
+
+    @property
+    def swa_used(self) -> int:
+        return self.tree.swa_tokens + self._req_swa * self.page
+
+    def full_free(self) -> float:
+        return self.full_cap - self.full_used
+
+    def swa_free(self) -> float:
+        return self.swa_cap - self.swa_used
+
+    def host_full_free(self) -> float:
+        return self.host_full_cap - self.tree.host_tokens
+
+    def host_swa_free(self) -> float:
+        return self.host_swa_cap - self.tree.host_swa_tokens
+
+    # ----- host tier --------------------------------------------------------------------------
+    def _backup_on_insert(self, node: UNode) -> None:
+        """Write-through: back up a node whose hit count reached the threshold, unbacked ancestors first."""
+        if self.threshold is None or node.hit_count < self.threshold:
+            return
+        chain = [node]
+        x = node.parent
+        while x is not self.tree.root and not x.host:
+            chain.append(x)
+            x = x.parent
+        for n in reversed(chain):
+            if not self.back_up(n, lock=True):
+                return
+
+    def back_up(self, node: UNode, *, lock: bool) -> bool:
+        """Allocate host copies of ``node``'s Full KV and its unbacked window state, evicting host leaves if
+        short, and commit them at once (``unified_radix_cache.py:1681-1760``); False if the host is full."""
+        swa_nodes = self.tree.swa.unbacked_window(node)
+        full = 0 if node.host else node.tokens
+        swa = sum(x.tokens for x in swa_nodes)
+        if not full and not swa:
+            return True
+        short = max(full - self.host_full_free(), swa - self.host_swa_free())
+        if short > 0:
+            self.stats["host_evicted_tokens"] += self.tree.evict_host(int(short))
+            if full > self.host_full_free() or swa > self.host_swa_free():
+                self.stats["backup_failed_tokens"] += full
+                return False
+        self.tree.set_host(node, swa_nodes)
+        op = Backup(node, [node, *swa_nodes], full, swa)
+        if lock:  # the write-through window: pending and device-locked until the ack
+            op.lock_uuid, op.locked = self.tree.lock(node), True
+            for x in op.nodes:
+                x.pending = op
+            self.pending.append(op)
+        else:
+            self._count_backup(op)
+        return True
+
+    def _count_backup(self, op: Backup) -> None:
+        self.stats["backup_full_tokens"] += op.full
+        self.stats["backup_swa_tokens"] += op.swa
+
+    def ack(self, op: Backup) -> None:
+        """The copy of ``op`` landed: clear the pending marks and release the window's lock."""
+        for x in op.nodes:
+            if x.pending is op:
+                x.pending = None
+        if op.locked and op.node.parent is not None:
+            self.tree.unlock(op.node, op.lock_uuid)
+        for x in op.nodes:
+            if x.parent is not None:
+                self.tree.update_leaf(x)
+        self._count_backup(op)
+
+    def ack_all(self) -> list[Backup]:
+        ops, self.pending = self.pending, []
+        for op in ops:
+            self.ack(op)
+        return ops
+
+    def _evict_unbacked(self, node: UNode, tracker: list[int]) -> None:
+        """An unbacked device victim: write-back copies it first (dropping it if the host is full);
+        write-through deletes it and counts the loss (``unified_radix_cache.py:1003-1075``)."""
+        if self.write_policy == "write_back":
+            if self.back_up(node, lock=False):
+                self.stats["demoted_tokens"] += node.tokens
+                self.tree.demote(node, tracker)
+                return
+            reason = "host_pressure"
+        else:
+            reason = "write_through_unbacked_eviction"
+        self.dropped[reason] += node.tokens
+        self.tree.delete_leaf(node, tracker)
+
+    def _load_back(self, r: Running) -> None:
+        """Bring a host hit back to the device at admission when it reaches ``load_back_threshold`` or brings
+        window state (``unified_radix_cache.py:1820-1937``); the request's prefix is then the best match."""
+        tree, m = self.tree, r.match
+        best = m.best
+        if best is m.node and not m.swa_host:
+            return
+        path = list(tree.path_up(best))
+        full_nodes = [x for x in path if not x.full]
+        swa_nodes = []
+        n = 0
+        for x in path:
+            if n >= self.window:
+                break
+            if not x.swa and x.host_swa:
+                swa_nodes.append(x)
+            n += x.tokens
+        kv = sum(x.tokens for x in full_nodes)
+        swa = sum(x.tokens for x in swa_nodes)
+        if kv < max(1, self.load_back_threshold) and not swa_nodes:
+            self.stats["load_back_skipped_tokens"] += kv
+            return
+        tree.host_lock_path(best)
+        uuid = tree.lock(best)
+        if kv > self.full_free() or swa > self.swa_free():
+            self._make_free(r, 0, full=kv, swa=swa)
+        ok = kv <= self.full_free() and swa <= self.swa_free()
+        if ok:
+            for x in reversed(full_nodes):
+                tree.load(x)
+            for x in swa_nodes:
+                tree.swa.publish(x)
+        tree.unlock(best, uuid)
+        tree.host_unlock_path(best)
+        if not ok:
+            return
+        tree.unlock(r.lock_node, r.lock_uuid)
+        r.lock_node, r.lock_uuid = best, tree.lock(best)
+        r.host_hit = m.best_len - m.device
+        r.protected = r.prefilled = r.allocated = m.best_len
+        r.load_full, r.load_swa = kv, swa
+        self.stats["load_full_tokens"] += kv
+        self.stats["load_swa_tokens"] += swa
+
+    def _account(self, r: Running) -> None:
+        """Re-derive the pages ``r`` holds from its record."""
+        p = self.page
+        top = -(-r.allocated // p)
+        full = max(0, top - r.protected // p)
+        swa = max(0, top - max(r.protected, r.evicted) // p)
+        old = self._held.get(id(r), (0, 0))
+        self._req_full += full - old[0]
+        self._req_swa += swa - old[1]
+        self._held[id(r)] = (full, swa)
+
+    def _make_free(self, r: Running, tokens: int, *, full: int | None = None, swa: int | None = None) -> None:
+        """Evict from the tree until ``tokens`` (or ``full`` and ``swa``) are free in the pools
+        (``allocator/swa.py:203-214``)."""
+        full_short = max(0, (tokens if full is None else full) - self.full_free())
+        swa_short = max(0, (tokens if swa is None else swa) - self.swa_free())
+        if full_short or swa_short:
+            f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
+            r.evicted_full += f
+            r.evicted_swa += s
+            self.stats["evicted_tokens"] += f
+            self.stats["swa_evicted_tokens"] += s
+
+    def _alloc_rows(self, r: Running, end: int) -> None:
+        p = self.page
+        new_pages = -(-end // p) - -(-r.allocated // p)
+        if new_pages > 0 and (new_pages * p > self.full_free() or new_pages * p > self.swa_free()):
+            raise OutOfMemory(f"cannot allocate {new_pages} pages for tokens [{r.allocated}, {end})")
+        r.allocated = end
+        self._account(r)
+
+    # ----- request calls ----------------------------------------------------------------------
+    def lookup(self, keys: Sequence, prompt_len: int) -> Match:
+        """SGLang's admission match: the key capped at ``prompt_len - 1`` (and ``replay_tail`` lower), in
+        whole pages; ``keys`` may run past the prompt."""
+        limit = max(0, prompt_len - 1 - self.replay_tail) // self.page
+        return self.tree.match(keys[:limit])
+
+    def admit(self, keys: Sequence, prompt_len: int, output_len: int = 0) -> Running:
+        """Match and lock a request whose prompt + output pages are ``keys``."""
+        m = self.lookup(keys, prompt_len)
+        uuid = self.tree.lock(m.node)
+        r = Running(keys, prompt_len, output_len, m, m.node, uuid, m.device, m.branching)
+        r.prefilled = r.allocated = m.device
+        if self.hicache:
+            self._load_back(r)
+        self._account(r)
+        s = self.stats
+        s["requests"] += 1
+        s["input_tokens"] += prompt_len
+        s["input_pages"] += prompt_len // self.page
+        s["device_hit_tokens"] += m.device
+        s["host_hit_tokens"] += r.host_hit
+        self.running.add(id(r))
+        return r
+
+    def next_chunk(self, r: Running) -> tuple[int, int]:
+        start, n = r.prefilled, r.prompt_len
+        c = self.chunked_prefill_size
+        if not r.chunks and n - start > c:
+            return start, (start + c // self.page * self.page) // self.page * self.page
+        return start, start + min(n - start, c)
+
+    def extend(self, r: Running) -> tuple[int, int]:
+        """Run one prefill chunk; returns its token range."""
+        start, end = self.next_chunk(r)
+        self._make_free(r, end - start + self.page)
+        self._alloc_rows(r, end)
+        r.prefilled = end
+        r.chunks.append((start, end))
+        if end < r.prompt_len:
+            self.checkpoint(r, end)
+            return start, end
+        r.emitted = 1 if r.output_len else 0
+        if r.output_len <= 1:
+            self.release(r)
+        else:
+            self.checkpoint(r, end)
+        return start, end
+
+    def decode(self, r: Running) -> None:
+        """One decode step: free out-of-window SWA, allocate the new token's slot, emit a token."""
+        seqlen = r.prompt_len + r.emitted
+        if r.decode_steps >= 1 and seqlen - 1 - self.window >= r.evicted + SWA_EVICTION_INTERVAL:
+            self._free_window(r, seqlen - 1)
+        self._make_free(r, self.page)
+        self._alloc_rows(r, seqlen)
+        r.decode_steps += 1
+        r.emitted += 1
+        if r.emitted >= r.output_len:
+            self.release(r)
+
+    def decode_many(self, r: Running, n: int) -> None:
+        """``n`` decode steps (fewer if the request finishes): the same state as ``n`` calls of :meth:`decode`.
+
+        A step evicts only when less than a page is free before it allocates, so the steps run in segments:
+        as many as the free pages cover with one page to spare go in bulk, visiting only the steps where the
+        SWA boundary can move; the step after a segment runs alone (it may evict). A replay of long outputs
+        then costs O(pages), not O(tokens).
+        """
+        p = self.page
+        while not r.finished and n > 0:
+            free = min(self.full_free(), self.swa_free())
+            spare = r.output_len if free == float("inf") else int(free // p) - 1  # pages the segment may allocate
+            first = r.prompt_len + r.emitted  # seqlen at the next step; it allocates row first - 1
+            k = min(n, r.output_len - r.emitted, (-(-r.allocated // p) + spare) * p - first + 1)
+            if k <= 0:
+                self.decode(r)
+                n -= 1
+                continue
+            end = first + k - 1
+            start = first if r.decode_steps >= 1 else first + 1  # the first decode step never frees
+            r.evicted = _bulk_window(r.evicted, start, end, r.protected, self.window, p)
+            r.allocated = end
+            r.decode_steps += k
+            r.emitted += k
+            n -= k
+            self._account(r)
+            if r.emitted >= r.output_len:
+                self.release(r)
+
+    def finish(self, r: Running) -> None:
+        """Run ``r`` to its end: remaining chunks, then decode steps, then release."""
+        while not r.finished and r.prefilled < r.prompt_len:
+            self.extend(r)
+        if not r.finished:
+            self.decode_many(r, r.output_len)
+
+    def _free_window(self, r: Running, pre_len: int) -> None:
+        r.evicted = out_of_window_boundary(r.evicted, pre_len, r.protected, self.window, self.page)
+        self._account(r)
+
+    def checkpoint(self, r: Running, up_to: int) -> None:
+        """Insert the request's first ``up_to`` tokens and move its lock to where they end."""
+        cache_len = up_to
+        branching = r.branching if r.branching is not None and r.branching > r.protected else None
+        if branching is not None and branching <= up_to:
+            cache_len = branching
+        else:
+            branching = None
+        if not r.finished:
+            self._free_window(r, cache_len - 1)
+        keys = r.keys[: cache_len // self.page]
+        if keys:
+            res = self.tree.insert(keys, prev_prefix=r.protected, inserted=r.inserted, window_start=r.evicted,
+                                   branching=branching)  # fmt: skip
+            r.inserted = max(r.inserted, len(keys) * self.page)
+            self.tree.unlock(r.lock_node, r.lock_uuid)
+            r.lock_node, r.lock_uuid = res.node, self.tree.lock(res.node)
+            r.protected = len(keys) * self.page
+            if res.branch_inserted:
+                r.branching = None
+                if not r.finished:
+                    self._free_window(r, r.prefilled - 1)  # get_fill_ids() stops at extend_end
+        self._account(r)
+
+    def release(self, r: Running) -> None:
+        """The request finished: the tree keeps prompt + output minus the newest token; the rest is freed."""
+        r.finished = True
+        self.checkpoint(r, r.kv_len)
+        self.tree.unlock(r.lock_node, r.lock_uuid)
+        r.allocated = r.protected
+        self._account(r)
+        del self._held[id(r)]
+        self.running.discard(id(r))
+
+
+def _bulk_window(evicted: int, first: int, last: int, dead_lo: int, window: int, page: int) -> int:
+    """The SWA-evicted boundary after decode steps with ``seqlen`` from ``first`` to ``last``: each step frees
+    once ``seqlen - 1 - window`` is an eviction interval past the boundary. Visits only the steps where
+    the boundary can move."""
+    keep = -(-max(window, page) // page) * page
+    s = first
+    while True:
+        s = max(s, evicted + SWA_EVICTION_INTERVAL + window + 1)  # the next step that triggers a free
+        if s > last:
+            return evicted
+        new = out_of_window_boundary(evicted, s - 1, dead_lo, window, page)
+        if new == evicted:  # nothing to free until the threshold passes the boundary by a page
+            s = max(s + 1, evicted + page + keep + 1)
+        else:
+            evicted, s = new, s + 1

@@ -1,0 +1,256 @@
+"""Drive the V4 prefix cache with a stream of calls in the format of ``shared/vectors/v4`` and answer each
+call with the same field names SGLang's recorded answers use, so that a recording from any SGLang version
+checks this model in one command (``hicache-sim tree CALLS.jsonl``).
+
+Token fields hold integers and ``[first, count]`` runs. The ops: ``config``, ``request`` (admit to release),
+``admit``, ``extend`` (one chunk), ``decode`` (``n`` steps), ``finish``, ``match`` (a bare admission match),
+``state`` (the tree's paths). See ``shared/vectors/v4/README.md`` for the full format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sim.errors import InputError
+from sim.radix import RadixTree
+from sim.swacache import Running, SWACache
+
+__all__ = ["RadixDriver", "TreeDriver", "compare", "driver_for", "expand_tokens", "read_calls", "run_calls"]
+
+_POOL_FIELDS = ("full_used", "swa_used", "full_evictable", "full_protected", "swa_evictable", "swa_protected")
+
+
+def expand_tokens(spec: Iterable) -> list[int]:
+    """``[[1000, 3], 7]`` -> ``[1000, 1001, 1002, 7]``."""
+    out: list[int] = []
+    for item in spec:
+        if isinstance(item, int):
+            out.append(item)
+        else:
+            first, count = item
+            out.extend(range(first, first + count))
+    return out
+
+
+def _runs(tokens: list[int]) -> list:
+    """Consecutive ids as ``[first, count]`` runs (how the recorded answers write them)."""
+    out: list = []
+    i = 0
+    while i < len(tokens):
+        j = i
+        while j + 1 < len(tokens) and tokens[j + 1] == tokens[j] + 1:
+            j += 1
+        out.append([tokens[i], j - i + 1])
+        i = j + 1
+    return out
+
+
+@dataclass
+class TreeDriver:
+    """Applies calls to one :class:`SWACache`, rebuilt by each ``config`` call."""
+
+    config: dict = field(default_factory=lambda: {"page_size": 256, "window": 128, "full_pages": None,
+                                                  "swa_pages": None, "chunked_prefill_size": 8192})  # fmt: skip
+    cache: SWACache | None = None
+    requests: dict[str, Running] = field(default_factory=dict)
+
+    def __call__(self, call: dict) -> dict:
+        op = call.get("op")
+        handler = getattr(self, f"_op_{op}", None)
+        if handler is None:
+            raise InputError(f"op: unknown op {op!r}")
+        if op != "config" and self.cache is None:
+            self._op_config({})
+        out = {"op": op, **({"id": call["id"]} if "id" in call else {}), **({"rid": call["rid"]} if "rid" in call else {})}
+        out.update(handler(call))
+        c = self.cache
+        out.update(full_used=c.full_used, swa_used=c.swa_used, full_evictable=c.tree.full_evictable,
+                   full_protected=c.tree.full_protected, swa_evictable=c.tree.swa.evictable,
+                   swa_protected=c.tree.swa.protected, running=len(c.running))  # fmt: skip
+        return out
+
+    def _op_config(self, call: dict) -> dict:
+        for k in ("page_size", "window", "full_pages", "swa_pages", "chunked_prefill_size"):
+            if k in call:
+                self.config[k] = call[k]
+        cfg = self.config
+        unbounded = call.get("unbounded", False)
+        self.cache = SWACache(page=cfg["page_size"], window=cfg["window"],
+                              full_pages=None if unbounded else cfg["full_pages"],
+                              swa_pages=None if unbounded else cfg["swa_pages"],
+                              chunked_prefill_size=cfg["chunked_prefill_size"])  # fmt: skip
+        self.requests.clear()
+        return {"config": {k: cfg[k] for k in ("page_size", "window", "full_pages", "swa_pages",
+                                                "chunked_prefill_size")}}  # fmt: skip
+
+    @staticmethod
+    def _match(r: Running) -> dict:
+        return {"matched": r.match.device, "full_hit": r.match.full_hit, "swa_branching": r.match.branching}
+
+    @staticmethod
+    def _evictions(r: Running) -> dict:
+        return {"evicted_full": r.evicted_full, "evicted_swa": r.evicted_swa}
+
+    def _finished(self, r: Running) -> dict:
+        return {**self._match(r), "chunks": [list(c) for c in r.chunks], "cached_len": r.protected,
+                "swa_evicted_at_finish": r.evicted}  # fmt: skip
+
+    def _admit(self, call: dict) -> Running:
+        prompt, output = expand_tokens(call["tokens"]), expand_tokens(call.get("output", []))
+        return self.cache.admit(self.cache.tree.page_keys(prompt + output), len(prompt), len(output))
+
+    def _op_request(self, call: dict) -> dict:
+        r = self._admit(call)
+        self.cache.finish(r)
+        return {**self._finished(r), **self._evictions(r)}
+
+    def _op_admit(self, call: dict) -> dict:
+        r = self._admit(call)
+        self.requests[call["rid"]] = r
+        return {**self._match(r), "evicted_full": 0, "evicted_swa": 0}
+
+    def _running(self, call: dict) -> Running:
+        try:
+            return self.requests[call["rid"]]
+        except KeyError:
+            raise InputError(f"rid: no running request {call.get('rid')!r}") from None
+
+    def _op_extend(self, call: dict) -> dict:
+        r = self._running(call)
+        r.evicted_full = r.evicted_swa = 0
+        chunk = self.cache.extend(r)
+        out = {"chunk": list(chunk), "prefilled": r.prefilled >= r.prompt_len, "finished": r.finished,
+               **self._evictions(r)}  # fmt: skip
+        return {**out, **self._finished(r)} if r.finished else out
+
+    def _op_decode(self, call: dict) -> dict:
+        r = self._running(call)
+        r.evicted_full = r.evicted_swa = 0
+        self.cache.decode_many(r, call.get("n", 1))
+        out = {"steps": r.decode_steps, "finished": r.finished, **self._evictions(r)}
+        return {**out, **self._finished(r)} if r.finished else out
+
+    def _op_finish(self, call: dict) -> dict:
+        r = self._running(call)
+        r.evicted_full = r.evicted_swa = 0
+        self.cache.finish(r)
+        del self.requests[call["rid"]]
+        return {**self._finished(r), **self._evictions(r)}
+
+    def _op_match(self, call: dict) -> dict:
+        tokens = expand_tokens(call["tokens"])
+        m = self.cache.lookup(self.cache.tree.page_keys(tokens), len(tokens))
+        return {"matched": m.device, "full_hit": m.full_hit, "swa_branching": m.branching}
+
+    def _op_state(self, call: dict) -> dict:
+        tree = self.cache.tree
+        paths = []
+        for path in tree.paths():
+            tokens = [t for node in path for key in node.key for t in key]
+            nodes, pages, pos = [], [], 0
+            for node in path:
+                flag = "S" if node.swa else "T"
+                nodes.append([pos, pos + node.tokens, flag])
+                pages.append(flag * len(node.key))
+                pos += node.tokens
+            paths.append((tokens, {"len": pos, "tokens": _runs(tokens), "pages": "".join(pages), "nodes": nodes}))
+        paths.sort(key=lambda p: p[0])
+        return {"num_nodes": tree.num_nodes, "paths": [p for _, p in paths]}
+
+
+@dataclass
+class RadixDriver:
+    """Applies SGLang ``RadixCache`` calls (``insert``/``match``/``evict``/``state``) to a device-only
+    :class:`~sim.radix.RadixTree` (``shared/vectors/sglang_radix_*.jsonl``)."""
+
+    page_size: int = 1
+    tree: RadixTree = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tree = RadixTree(page_size=self.page_size)
+
+    def __call__(self, call: dict) -> dict:
+        tree, op = self.tree, call.get("op")
+        out: dict = {"op": op, **({"id": call["id"]} if "id" in call else {})}
+        if op == "insert":
+            res = tree.insert(tree.page_keys(call["tokens"]))
+            out.update(prefix_len=res.prefix_pages * tree.page_size, inserted=res.inserted_pages * tree.page_size)
+        elif op == "match":
+            out["matched"] = tree.match(tree.page_keys(call["tokens"])).device_pages * tree.page_size
+        elif op == "evict":
+            out["evicted"], out["freed_calls"] = tree.evict(call["n"])
+        elif op == "state":
+            paths = tree.paths()
+            if tree.page_size > 1:
+                paths = [[t for page in p for t in page] for p in paths]
+            out.update(paths=paths, num_nodes=tree.num_nodes - 1)  # SGLang counts nodes below the root
+        else:
+            raise InputError(f"op: unknown RadixCache op {op!r}")
+        out.update(evictable=tree.evictable_tokens, protected=tree.protected_tokens, total=tree.device_tokens())
+        return out
+
+
+def driver_for(header: dict | None, first_call: dict | None):
+    """The driver a call file needs: V4 (``window`` in its header, or V4 ops) or ``RadixCache``."""
+    v4_ops = {"config", "request", "admit", "extend", "decode", "finish"}
+    if (header and "window" in header) or (first_call and first_call.get("op") in v4_ops):
+        return TreeDriver()
+    return RadixDriver(page_size=(header or {}).get("page_size", 1))
+
+
+def run_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
+    """Answer every call of ``path``: (line number, answer, expect or None)."""
+    header = _header(path)
+    driver = None
+    for lineno, call, expect in read_calls(path):
+        if driver is None:
+            driver = driver_for(header, call)
+        yield lineno, driver(call), expect
+
+
+def _header(path: Path) -> dict | None:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        first = f.readline()
+    try:
+        obj = json.loads(first)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) and "call" not in obj and "op" not in obj else None
+
+
+def read_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
+    """(line number, call, expect or None) for each call line; a header line without ``call`` is skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{lineno}: a call line must be a JSON object")
+        if "call" in obj:
+            yield lineno, obj["call"], obj.get("expect")
+        elif "op" in obj:
+            yield lineno, obj, None
+
+
+def compare(answer: dict, expect: dict) -> list[str]:
+    """Fields of ``expect`` that ``answer`` gets wrong, as ``field: got X, expected Y``."""
+    out = []
+    for key, want in expect.items():
+        if key == "config":  # the recording names SGLang's tree backend too; only the pool settings compare
+            got = answer.get(key, {})
+            want = {k: v for k, v in want.items() if k in got}
+        else:
+            got = answer.get(key)
+        if got != want:
+            out.append(f"{key}: got {got!r}, expected {want!r}")
+    return out
