@@ -76,8 +76,10 @@ def _compute(args: argparse.Namespace) -> int:
     from calibrate.compute import fit_compute, format_fit, read_points
     from sim.compute import Roofline
     from sim.costs import resolve_cost_table, write_cost_table
+    from sim.fileio import check_output_file
     from sim.scenario import load_scenario
 
+    check_output_file(args.out, "--out")
     fixed = {}
     for item in args.fix:
         key, sep, value = item.partition("=")
