@@ -31,7 +31,7 @@ FIELDS = [
 VALUES = st.sampled_from([
     "-1", "0", "1", "7", "300", "10000000", "18446744073709551616", "-0.5", "1e-9", "0.5", "2.5", "1e9", ".nan",
     ".inf", "-.inf", "true", "false", "null", "abc", "''", "[1, 2]", "{a: 1}", "synthetic", "decode",
-    "cache_aware", "write_back", "../../x", "deepseek-v4-pro", "generic",
+    "cache_aware", "write_back", "../../x", "deepseek-v4-pro", "generic", "bench_serving",
 ])  # fmt: skip
 
 
