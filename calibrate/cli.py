@@ -76,8 +76,10 @@ def _compute(args: argparse.Namespace) -> int:
     from calibrate.compute import fit_compute, format_fit, read_points
     from sim.compute import Roofline
     from sim.costs import resolve_cost_table, write_cost_table
+    from sim.fileio import check_output_file
     from sim.scenario import load_scenario
 
+    check_output_file(args.out, "--out")
     fixed = {}
     for item in args.fix:
         key, sep, value = item.partition("=")
@@ -136,13 +138,16 @@ def _calibrate(args: argparse.Namespace) -> int:
     from calibrate.plot import plot_bandwidth
     from calibrate.suites import get_suite
     from sim.costs import write_cost_table
+    from sim.fileio import check_output_file
 
+    plot = args.plot or str(Path(args.out).with_suffix(".png"))
+    check_output_file(args.out, "--out")  # before the suite: a bad path must not cost the timings
+    check_output_file(plot, "--plot")
     device = resolve_device(args.device)
     suite = get_suite(args.suite, device)
     run = run_suite(suite, device, seed=args.seed, show_progress=not args.no_progress)
     run.table.path = args.out
     write_cost_table(run.table, args.out)
-    plot = args.plot or str(Path(args.out).with_suffix(".png"))
     plot_bandwidth(run.table, plot)
     print(format_run(run.table, run.mechanisms))
     print(f"wrote {args.out} and {plot}")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import math
+import signal
 import sys
+import threading
 
 from sim import __version__
 from sim.errors import InputError
@@ -47,26 +51,35 @@ def _add_run(sub) -> None:
         "links. Writes DIR/summary.json, requests.parquet, timeseries.parquet and the resolved scenario.yaml.",
     )
     p.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file (see scenarios/)")
-    p.add_argument("--out", metavar="DIR", default=None, help="output folder (default: runs/<scenario name>)")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="output folder (default: a new runs/<scenario name>/<date-time>)")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace the results already in --out DIR")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a field, e.g. --set hicache.load_back_threshold=64 (repeatable)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=None, help="shorthand for --set seed=N")
+    p.add_argument("--seed", type=_nonneg_int, default=None, help="shorthand for --set seed=N")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_run)
 
 
 def _cmd_run(args) -> int:
-    from sim.run import format_summary, run_scenario, write_outputs
+    from sim.fileio import new_run_dir, staged_dir
+    from sim.run import format_summary, run_scenario, write_files
     from sim.scenario import load_scenario
 
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
-    result = run_scenario(scenario, progress=not args.no_progress and sys.stderr.isatty())
-    out = args.out or f"runs/{scenario.name}"
-    paths = write_outputs(result, out)
+    out = args.out or new_run_dir("runs", scenario.name)
+    with staged_dir(out, overwrite=args.overwrite) as tmp:  # checked and created before the run starts
+        result = run_scenario(scenario, progress=not args.no_progress and sys.stderr.isatty(),
+                              requests_out=tmp / "requests.parquet", notify=_note)  # fmt: skip
+        names = write_files(result, tmp)
     print(format_summary(result))
-    print(f"wrote {', '.join(str(p) for p in paths)}")
+    print(f"wrote {out}/: {', '.join(names)}")
     return 0
+
+
+def _note(message: str) -> None:
+    print(f"hicache-sim: note: {message}", file=sys.stderr)
 
 
 TREE_HELP = """Answer a stream of prefix-cache calls the way SGLang's own trees record them, and check the answers.
@@ -125,7 +138,7 @@ def _add_validate(sub) -> None:
 def _cmd_validate(args) -> int:
     from sim.scenario import validate_file
 
-    print(validate_file(args.scenario, args.overrides))
+    print(validate_file(args.scenario, args.overrides, check_start=True))
     return 0
 
 
@@ -139,9 +152,11 @@ def _load_model(name: str, page_size: int | None = None):
         import yaml
 
         try:
-            data = yaml.safe_load(Path(name).read_text())
+            data = yaml.safe_load(Path(name).read_text(encoding="utf-8"))
         except OSError as exc:
             raise InputError(f"cannot read model file: {exc.strerror}", source=name) from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not a UTF-8 text file (byte {exc.start})", source=name) from None
         except yaml.YAMLError as exc:
             raise InputError(f"malformed YAML: {exc}", source=name) from None
         if isinstance(data, dict) and isinstance(data.get("model"), dict):
@@ -199,7 +214,7 @@ def _add_replay(sub) -> None:
                    help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
     p.add_argument("--block-size", type=_positive_int, default=512, help="tokens per hash id (default: 512)")
     p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens"], help="trace format")
-    p.add_argument("--swa-ratio", type=float, default=0.1, help="SWA pool size as a share of full pages")
+    p.add_argument("--swa-ratio", type=_ratio, default=0.1, help="SWA pool size as a share of full pages, in (0, 1]")
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
     p.add_argument("--json", metavar="OUT", help="also write the summary and metrics as JSON")
     p.set_defaults(func=_cmd_replay)
@@ -208,11 +223,13 @@ def _add_replay(sub) -> None:
 def _cmd_replay(args) -> int:
     import json
 
-    from sim.fileio import write_text_atomic
+    from sim.fileio import check_output_file, write_text_atomic
     from sim.hicache import HiCache
     from sim.replay import format_table, pages_for_bytes, parse_size, replay, replay_v4, v4_cache
     from sim.workload import detect_format, read_trace
 
+    if args.json:
+        check_output_file(args.json, "--json")
     model = _load_model(args.model)
     if not (0 < args.swa_ratio <= 1):
         raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
@@ -240,15 +257,18 @@ def _cmd_replay(args) -> int:
         result = replay(cache, requests, args.trace, progress=sys.stderr.isatty())
     print(format_table(result))
     if args.json:
-        write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str) + "\n")
+        write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str, allow_nan=False) + "\n")
     return 0
 
 
 SWEEP_HELP = """Run a scenario over the cartesian product of --grid axes, in parallel, and tabulate the results.
 
-Writes DIR/points/<point_id>.json as each point finishes (a rerun with the same DIR skips those), DIR/sweep.parquet
-(one row per point: grid columns by dotted path, point_id, seed, flat metrics) and DIR/sweep.yaml (the resolved
-base scenario and the grid; pass it back as SCENARIO to rerun). Every point is validated before any runs.
+Writes DIR/points/<point_id>.json as each point finishes (rerunning the same sweep into DIR resumes it: finished
+points are skipped, failed ones tried again), DIR/sweep.parquet (one row per point: point_id, grid columns by
+dotted path, seed, status "ok" or "failed", error, flat metrics) and DIR/sweep.yaml (the resolved base scenario and
+the grid; pass it back as SCENARIO to rerun). Every point is validated before any runs; a DIR holding another
+sweep is refused unless --overwrite. A point that fails is recorded with its reason and the others go on; the
+command then exits 2.
 """
 
 
@@ -260,7 +280,9 @@ def _add_sweep(sub) -> None:
                    help="one axis, e.g. --grid hicache.load_back_threshold=1,10,64 (repeatable)")  # fmt: skip
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a field of the base scenario (repeatable)")  # fmt: skip
-    p.add_argument("--out", metavar="DIR", required=True, help="sweep folder (reused: finished points are kept)")
+    p.add_argument("--out", metavar="DIR", required=True,
+                   help="sweep folder; rerunning the same sweep there resumes it (finished points are kept)")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace a different sweep already in --out DIR")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local processes (default) or Ray tasks")  # fmt: skip
     p.add_argument("--workers", type=_positive_int, default=None, help="parallel points (default: CPU count)")
@@ -274,9 +296,14 @@ def _cmd_sweep(args) -> int:
 
     plan = plan_sweep(args.scenario, args.grid, args.overrides)  # validates every point; writes nothing
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
-                   progress=not args.no_progress and sys.stderr.isatty())  # fmt: skip
+                   progress=not args.no_progress and sys.stderr.isatty(), overwrite=args.overwrite)  # fmt: skip
     print(format_rows(df, [a.key for a in plan.axes]))
     print(f"wrote {args.out}/sweep.parquet ({len(df)} of {len(plan.points)} points), sweep.yaml, points/")
+    failed = df[df["status"] == "failed"] if "status" in df else df.iloc[:0]
+    if len(failed):
+        first = failed.iloc[0]
+        raise InputError(f"{len(failed)} of {len(plan.points)} points failed (point {first['point_id']}: "
+                         f"{first['error']}); their rows have status 'failed', the others are whole")  # fmt: skip
     return 0
 
 
@@ -300,6 +327,16 @@ def _cmd_plot(args) -> int:
 
     print(f"wrote {plot(args.kind, args.input, args.out, x=args.x, y=args.y)}")
     return 0
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
 
 
 FROM_SGLANG_HELP = """Write a scenario YAML from an SGLang launch command and, optionally, bench client commands.
@@ -333,10 +370,12 @@ def _add_scenario(sub) -> None:
 
 
 def _cmd_from_sglang(args) -> int:
-    from sim.fileio import write_text_atomic
+    from sim.fileio import check_output_file, write_text_atomic
     from sim.fromsglang import from_sglang, to_yaml
     from sim.scenario import scenario_from_dict
 
+    if args.out is not None:
+        check_output_file(args.out, "--out")
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb)  # fmt: skip
     scenario_from_dict(conv.scenario, source="from-sglang")  # the result must load
@@ -378,14 +417,39 @@ def main(argv: list[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"hicache-sim: error: {exc}", file=sys.stderr)
         return 2
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # `kill`, `timeout`
     try:
         return int(args.func(args) or 0)
     except InputError as exc:
         print(f"hicache-sim: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            raise  # a bug: keep the traceback
+        print(f"hicache-sim: error: {exc.filename or ''}: {exc.strerror}; nothing half-written was kept",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    except _Terminated:
+        print("hicache-sim: terminated; nothing half-written was kept", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print("hicache-sim: interrupted", file=sys.stderr)
+        print("hicache-sim: interrupted; nothing half-written was kept", file=sys.stderr)
         return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the program is so ``finally`` blocks remove staging files."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated
 
 
 if __name__ == "__main__":

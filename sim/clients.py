@@ -122,6 +122,10 @@ def _hit_rate(df: pd.DataFrame) -> float:
     return float(hits.sum() / max(1, df["input_tokens"].sum()))
 
 
+REPORT_COLUMNS = ("round", "arrival_s", "finish_s", "ttft_s", "e2e_s", "input_tokens", "output_tokens",
+                  "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens")  # what client_report reads
+
+
 def client_report(workload, df: pd.DataFrame) -> dict | None:
     """Per-step (bench_serving) or per-round (bench_multiturn) figures from the per-request records."""
     if df.empty or workload.kind not in ("bench_serving", "multi_turn"):

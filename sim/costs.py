@@ -498,9 +498,11 @@ def load_cost_table(path: str | Path, *, max_extrapolation: float | None = None)
     """Read and validate a cost-table file; corrupt, truncated or invalid files raise :class:`InputError`."""
     source = str(path)
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read cost table: {exc.strerror or exc}", source=source) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a UTF-8 JSON file (byte {exc.start})", source=source) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -193,8 +193,9 @@ def _access_model(sc):
 
 
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
-               progress=None) -> DecodeRun:  # fmt: skip
-    """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first."""
+               progress=None, rec: Recorder | None = None) -> DecodeRun:  # fmt: skip
+    """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
+    ``rec`` is the recorder to fill (one with a sink streams per-request records)."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
     h = sc.hisparse
@@ -210,7 +211,7 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
                            rng, budget, sc.hicache.swa_full_tokens_ratio,
                            sc.scheduler.max_running_requests)  # fmt: skip
     env = simpy.Environment()
-    rec = Recorder(record_requests=sc.output.record_requests)
+    rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)
     dec = _Decoder(env, sc, shape, hs, costs, roofline, rec)
 
     def arrivals():
@@ -241,11 +242,9 @@ def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
 
 def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int) -> dict:
     rec = dec.rec
-    df = rec.requests_frame()
-    out_tokens = int(df["output_tokens"].sum())
+    out_tokens = rec.token_totals()["output_tokens"]
     cap = hs.capacity
     dropped = dict(rec.dropped)
-    tpot = ((df["finish_s"] - df["first_token_s"]) / (df["output_tokens"] - 1).clip(lower=1)).tolist()
     return {
         "scenario": sc.name,
         "seed": sc.seed,
@@ -261,8 +260,8 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
         },
         "ttft_s": percentiles(rec.ttft),
         "e2e_s": percentiles(rec.e2e),
-        "tpot_s": percentiles(tpot),
-        "queue_wait_s": percentiles(df["queue_wait_s"].tolist()),
+        "tpot_s": percentiles(rec.tpot),
+        "queue_wait_s": percentiles(rec.queue_wait),
         "engine": {"steps": rec.counters["steps"], "admission_stalls": rec.counters["admission_stalls"],
                    "busy_s": dec.busy_s},  # fmt: skip
         "hisparse": {

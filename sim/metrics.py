@@ -1,19 +1,26 @@
 """What a timed run records, and how it is summarised.
 
 The engine appends plain tuples on its hot path (per-request records, link busy intervals, periodic
-samples); DataFrames and percentiles are built once, at the end. Counter names follow SGLang's
+samples); DataFrames and percentiles are built once, at the end. Per-request records go to a sink in
+batches (``requests.parquet`` written as the run goes) or stay in memory for library callers; the summary
+reads only running totals and the per-request latencies, so memory does not grow by ~4 KB a request.
+Counter names follow SGLang's
 Prometheus metrics (``observability/metrics_collector.py``; ``shared/reference/sglang_hicache.md`` s7).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["LINKS", "REQUEST_COLUMNS", "Recorder", "busy_fraction", "dropped_by_reason"]
+__all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Recorder", "RequestWriter", "SampleBuffer",
+           "busy_fraction", "dropped_by_reason"]
 
 LINKS = ("h2d", "d2h", "l3_read", "l3_write")
 REQUEST_COLUMNS = (
@@ -21,6 +28,40 @@ REQUEST_COLUMNS = (
     "input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
     "computed_tokens", "load_back_s", "queue_wait_s", "ttft_s", "e2e_s",
 )  # fmt: skip
+SUMMED = ("input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
+          "computed_tokens")  # fmt: skip
+_INT_COLUMNS = {"rid", "instance", "session", "round", *SUMMED}
+REQUEST_DTYPES = {c: "int64" if c in _INT_COLUMNS else "float64" for c in REQUEST_COLUMNS}
+_SUMMED_AT = tuple(REQUEST_COLUMNS.index(c) for c in SUMMED)
+BATCH_ROWS = 65_536  # per-request records held before a sink takes them
+MAX_TIMESERIES_ROWS = 50_000  # ~2.5 KB a row while running (a dict of ~20 columns)
+
+
+class SampleBuffer(list):
+    """The periodic samples, bounded: past ``max_rows`` it keeps every other sampling tick, as if sampled
+    at twice the interval (``stride`` says by how much the interval grew). A tick is ``rows_per_tick``
+    consecutive appends (one row per instance); tick k (1-based) is kept when k is a multiple of ``stride``."""
+
+    def __init__(self, rows_per_tick: int = 1, max_rows: int = MAX_TIMESERIES_ROWS) -> None:
+        super().__init__()
+        self.rows_per_tick, self.max_rows = rows_per_tick, max(max_rows, 2 * rows_per_tick)
+        self.stride = 1
+        self._appended = 0
+
+    def append(self, row) -> None:
+        tick = self._appended // self.rows_per_tick + 1
+        self._appended += 1
+        if tick % self.stride == 0:
+            super().append(row)
+            if len(self) > self.max_rows and self._appended % self.rows_per_tick == 0:
+                self._thin()
+
+    def _thin(self) -> None:
+        """Keep the stored ticks at multiples of 2 x stride: the 2nd, 4th... stored group."""
+        n = self.rows_per_tick
+        kept = [row for j in range(1, len(self) // n, 2) for row in self[j * n : (j + 1) * n]]
+        self[:] = kept
+        self.stride *= 2
 
 ENGINE_COUNTERS = (
     "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
@@ -32,18 +73,26 @@ UNFULFILLED_REASONS = ("below_threshold", "host_capacity", "storage_transfer", "
 
 @dataclass
 class Recorder:
-    """Everything one run records. ``links[(instance, link)]`` holds (start, end, bytes) intervals."""
+    """Everything one run records. ``links[(instance, link)]`` holds (start, end, bytes) intervals.
+
+    With a ``sink``, per-request records are handed to it in batches of ``BATCH_ROWS`` (call
+    :meth:`flush` at the end); without one they accumulate in ``requests``.
+    """
 
     record_requests: bool = True
+    sink: Callable[[list[tuple]], None] | None = None
     requests: list[tuple] = field(default_factory=list)
     links: dict[tuple[int, str], list[tuple[float, float, int]]] = field(default_factory=lambda: defaultdict(list))
-    samples: list[dict] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=SampleBuffer)
     dropped: Counter = field(default_factory=Counter)  # requests, by reason
     counters: Counter = field(default_factory=Counter)  # engine-level: steps, stalls, prefetches...
     # Aggregates kept even when per-request records are off.
     n_finished: int = 0
-    ttft: list[float] = field(default_factory=list)
-    e2e: list[float] = field(default_factory=list)
+    totals: list[int] = field(default_factory=lambda: [0] * len(SUMMED))
+    ttft: array = field(default_factory=lambda: array("d"))
+    e2e: array = field(default_factory=lambda: array("d"))
+    queue_wait: array = field(default_factory=lambda: array("d"))
+    tpot: array = field(default_factory=lambda: array("d"))  # (finish - first token) / (output tokens - 1)
 
     def engine_metrics(self) -> dict:
         """The engine's counters under SGLang's names (L3 traffic, ``metrics_collector.py:2213-2290``),
@@ -62,11 +111,29 @@ class Recorder:
         self.n_finished += 1
         self.ttft.append(rec[16])
         self.e2e.append(rec[17])
+        self.queue_wait.append(rec[15])
+        self.tpot.append((rec[7] - rec[6]) / max(rec[9] - 1, 1))
+        totals = self.totals
+        for i, at in enumerate(_SUMMED_AT):
+            totals[i] += rec[at]
         if self.record_requests:
             self.requests.append(rec)
+            if self.sink is not None and len(self.requests) >= BATCH_ROWS:
+                self.flush()
+
+    def flush(self) -> None:
+        """Hand the held records to the sink."""
+        if self.sink is not None and self.requests:
+            self.sink(self.requests)
+            self.requests = []
+
+    def token_totals(self) -> dict[str, int]:
+        return {c: int(v) for c, v in zip(SUMMED, self.totals)}
 
     def requests_frame(self) -> pd.DataFrame:
-        return pd.DataFrame.from_records(self.requests, columns=list(REQUEST_COLUMNS))
+        """The records held in memory (all of them when there is no sink)."""
+        return _frame(self.requests)
+
 
     def link_bytes(self, link: str) -> int:
         return sum(b for (_, name), iv in self.links.items() if name == link for _, _, b in iv)
@@ -79,8 +146,9 @@ class Recorder:
         return busy / (horizon * instances)
 
     def timeseries_frame(self, interval: float, instances: int) -> pd.DataFrame:
-        """The periodic samples, with each link's busy fraction over the interval before each sample."""
-        df = pd.DataFrame.from_records(self.samples)
+        """The periodic samples, with each link's busy fraction over the interval before each sample
+        (``interval`` is the sampling interval actually kept)."""
+        df = pd.DataFrame.from_records(list(self.samples))
         if df.empty:
             return df
         for link in LINKS:
@@ -91,6 +159,30 @@ class Recorder:
                 col[mask] = busy_fraction(self.links.get((i, link), []), times - interval, times)
             df[f"util_{link}"] = col
         return df
+
+
+def _frame(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS)).astype(REQUEST_DTYPES)
+
+
+class RequestWriter:
+    """A Recorder sink: appends each batch of records to one Parquet file as a row group."""
+
+    def __init__(self, path: str | Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._pa = pa
+        schema = pa.Table.from_pandas(_frame([]), preserve_index=False).schema
+        self._writer = pq.ParquetWriter(Path(path), schema)
+
+    def __call__(self, rows: list[tuple]) -> None:
+        self._writer.write_table(self._pa.Table.from_pandas(_frame(rows), preserve_index=False))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
 
 def busy_fraction(intervals: list[tuple[float, float, int]], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

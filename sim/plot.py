@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.errors import InputError
-from sim.fileio import atomic_path
+from sim.fileio import atomic_path, check_output_file
 
 __all__ = ["KINDS", "plot", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
 
@@ -57,6 +57,7 @@ def plot(kind: str, source: str | Path, out: str | Path, *, x: str | None = None
         raise InputError(f"--out must end in .png or .svg, got {out.name!r}")
     if kind != "threshold" and (x is not None or y):
         raise InputError(f"--x and --y apply only to the threshold plot, not {kind}")
+    check_output_file(out, "--out")
     reader, default_name, draw = KINDS[kind]
     df = reader(_resolve(source, default_name))
     fig = draw(df, x=x, y=y) if kind == "threshold" else draw(df)
@@ -102,6 +103,10 @@ def _figure(panels: int, title: str, width: float = 5.0, height: float = 3.8):
 
 def read_sweep(path: Path) -> pd.DataFrame:
     df = _read(path, ["point_id"])
+    if "status" in df:  # failed points have no metrics
+        df = df[df["status"] == "ok"].reset_index(drop=True)
+        if df.empty:
+            raise InputError("no finished points to plot (every point failed)", source=str(path))
     df.attrs["source"] = str(path)
     return df
 

@@ -1,33 +1,54 @@
 """A scenario, end to end: build the engine from the validated YAML, play it out, summarise, write.
 
-Outputs (``DIR/summary.json``, ``requests.parquet``, ``timeseries.parquet``, ``scenario.yaml``) are each
-written to a temporary path and renamed, so a run leaves whole files or none. ``summary.json`` holds only
-simulated quantities (no wall-clock time), so the same scenario and seed give the same bytes.
+Outputs (``DIR/summary.json``, ``requests.parquet``, ``timeseries.parquet``, ``scenario.yaml``) are written
+into a staging folder renamed into place at the end (:func:`sim.fileio.staged_dir`), so a folder holds one
+whole run or does not exist. Per-request records can stream to ``requests.parquet`` while the run goes.
+``summary.json`` is strict JSON holding only simulated quantities (no wall-clock time), so the same scenario
+and seed give the same bytes.
+
+The time series is bounded (``MAX_TIMESERIES_ROWS``): the recorder keeps every other sampling tick once
+it holds that many rows, and an interval that certainly gives too many ticks (arrivals or a duration cap
+spanning them) is widened up front; the scenario written out records the interval actually used, and the
+caller is told.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from sim import clients
-from sim.compute import Roofline
+from sim.compute import Roofline, attention_pairs
 from sim.costs import CostTable, resolve_cost_table
 from sim.engine import EngineConfig, Simulation
 from sim.errors import InputError
-from sim.fileio import atomic_path, write_text_atomic
-from sim.metrics import LINKS, dropped_by_reason, percentiles
+from sim.fileio import staged_dir
+from sim.metrics import (
+    LINKS,
+    MAX_TIMESERIES_ROWS,
+    Recorder,
+    RequestWriter,
+    SampleBuffer,
+    dropped_by_reason,
+    percentiles,
+)
 from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
 from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
 
-__all__ = ["RunResult", "build", "run_scenario", "write_outputs"]
+__all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
+
+LONG_RUN_REQUESTS = 100_000  # ~20 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
+MAX_SAMPLE_ROWS_BUILT = 2_000_000  # sampler rows likely built (then mostly thinned): ~10 s of sampling
+Notify = Callable[[str], None]
 
 
 @dataclass
@@ -38,7 +59,7 @@ class RunResult:
     scenario: Scenario
     summary: dict
     wall_s: float
-    requests: pd.DataFrame
+    requests: pd.DataFrame | None  # None when the records were streamed to a file
     timeseries: pd.DataFrame
     sim: Simulation | None = None
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
@@ -69,18 +90,23 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     )  # fmt: skip
 
 
-def build(sc: Scenario, costs: CostTable | None = None) -> tuple[Simulation, object, float | None]:
+def build(sc: Scenario, costs: CostTable | None = None,
+          notify: Notify | None = None) -> tuple[Simulation, object, float | None]:  # fmt: skip
     """(simulation, arrival process, expected simulated horizon or None)."""
     model = build_model_spec(sc)
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
-    rng = np.random.default_rng(sc.seed)
-    sim = Simulation(cfg, costs, Roofline.from_scenario(sc, costs.compute_params), rng)
+    rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
+    roofline = Roofline.from_scenario(sc, costs.compute_params)
     w = sc.workload
     if w.kind == "multi_turn":
         sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
                                        cfg.page_tokens, system_prompt_length=w.system_prompt_length,
                                        sub_question_length=w.sub_question_input_length)  # fmt: skip
+        flat = [r for rounds in sessions for r in rounds]
+        span = len(flat) / w.request_rate if w.request_rate else 0.0
+        interval = sample_interval(sc, flat, span, roofline, notify)
+        sim = Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
         return sim, clients.bench_multiturn(sim, sessions, w), sc.duration_s
     if w.kind == "bench_serving":
         steps, rid = [], 0
@@ -89,10 +115,78 @@ def build(sc: Scenario, costs: CostTable | None = None) -> tuple[Simulation, obj
                                        st.random_range_ratio, st.seed, cfg.page_tokens, step=i, first_rid=rid)  # fmt: skip
             rid += len(reqs)
             steps.append((st, reqs))
+        flat = [r for _, reqs in steps for r in reqs]
+        span = sum(st.num_prompts / st.request_rate for st in w.steps if st.request_rate)
+        interval = sample_interval(sc, flat, span, roofline, notify)
+        sim = Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
         return sim, clients.bench_serving(sim, steps), sc.duration_s
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
+    interval = sample_interval(sc, reqs, reqs[-1].arrival_s if reqs else 0.0, roofline, notify)
+    sim = Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
     horizon = sc.duration_s or (reqs[-1].arrival_s if reqs else None)
     return sim, sim.trace_arrivals(reqs), horizon
+
+
+def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline: Roofline,
+                    notify: Notify | None = None) -> float:  # fmt: skip
+    """The time-series interval to sample at: the scenario's, widened when it would certainly give more
+    than ``MAX_TIMESERIES_ROWS`` rows (the arrivals or a duration cap span that many intervals), or when the
+    sampler would likely build more than ``MAX_SAMPLE_ROWS_BUILT`` rows (thinned as it goes, but each costs
+    time) before the run ends.
+
+    The end is taken as the last arrival plus each instance's share of the time to serve every request
+    one at a time (no batching, no cache hits: prefill, then each output token as a decode step of its own),
+    which batching usually beats by far.
+    """
+    asked, instances = sc.output.timeseries_interval_s, sc.cluster.instances
+    if len(requests) >= LONG_RUN_REQUESTS and notify is not None:
+        notify(f"{len(requests):,} requests on {instances} instance(s): expect a minute or more "
+               f"(~5,000 simulated requests per wall second)")  # fmt: skip
+    if sc.duration_s is not None:
+        low = high = sc.duration_s
+    else:
+        n_in = np.fromiter((r.input_len for r in requests), dtype=float, count=len(requests))
+        n_out = np.fromiter((r.output_len for r in requests), dtype=float, count=len(requests))
+        prefill = roofline.prefill_seconds(n_in, attention_pairs(n_in, 0))
+        decode = n_out * (roofline.decode_seconds(1, n_in + n_out) + roofline.overhead_s)
+        serial = float(np.sum(prefill + decode + roofline.overhead_s))
+        low, high = arrival_span, arrival_span + serial / instances
+    rows = low / asked * instances
+    if rows > MAX_TIMESERIES_ROWS:
+        wider = _round_up(low / max(1, MAX_TIMESERIES_ROWS // instances))
+        why = f"would give {rows:,.0f} time-series rows (limit {MAX_TIMESERIES_ROWS:,})"
+    elif high / asked * instances > MAX_SAMPLE_ROWS_BUILT:
+        wider = _round_up(high * instances / MAX_SAMPLE_ROWS_BUILT)
+        why = f"could mean sampling {high / asked:,.0f} times"
+    else:
+        return asked
+    if notify is not None:
+        notify(f"output.timeseries_interval_s: {asked:g} s {why}; sampling every {wider:g} s instead")
+    return wider
+
+
+def _round_up(x: float) -> float:
+    """The next of 1, 2, 5 x 10^k at or above ``x``."""
+    k = math.floor(math.log10(x))
+    for m in (1, 2, 5, 10):
+        if m * 10.0**k >= x:
+            return m * 10.0**k
+    return 10.0 ** (k + 1)
+
+
+def _kept_interval(interval: float, samples: SampleBuffer, notify: Notify | None) -> float:
+    """The interval of the samples kept, telling the user when the recorder thinned them."""
+    if samples.stride > 1 and notify is not None:
+        notify(f"output.timeseries_interval_s: the time series reached {MAX_TIMESERIES_ROWS:,} rows; kept every "
+               f"{interval * samples.stride:g} s")  # fmt: skip
+    return interval * samples.stride
+
+
+def _with_interval(sc: Scenario, interval: float) -> Scenario:
+    """The scenario as run: the time-series interval actually used."""
+    if interval == sc.output.timeseries_interval_s:
+        return sc
+    return sc.model_copy(update={"output": sc.output.model_copy(update={"timeseries_interval_s": interval})})
 
 
 def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> list:
@@ -108,44 +202,94 @@ def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> lis
     raise InputError(f"workload.kind: {w.kind} is not an open-loop workload")
 
 
-def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | None = None) -> RunResult:
-    """Run a scenario: a decode instance (``cluster.role: decode``) or colocated serving instances."""
+def check_startable(sc: Scenario) -> None:
+    """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
+    a trace workload's records, a top-k trace, a decode instance's model. Runs nothing."""
+    build_model_spec(sc)
+    resolve_cost_table(sc.hardware.cost_table)
+    w = sc.workload
+    if w.kind == "trace":
+        read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=sc.hicache.page_size,
+                   max_requests=w.max_requests)  # fmt: skip
+    if sc.cluster.role == "decode":
+        from sim.decode import decode_shape
+        from sim.topk import load_topk_trace
+
+        decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
+        if sc.hisparse.access.kind == "trace":
+            load_topk_trace(sc.hisparse.access.trace_path)
+
+
+def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | None = None,
+                 requests_out: str | Path | None = None, keep_requests: bool = True,
+                 notify: Notify | None = None) -> RunResult:  # fmt: skip
+    """Run a scenario: a decode instance (``cluster.role: decode``) or colocated serving instances.
+
+    ``requests_out`` streams the per-request records to that Parquet file as the run goes (the result's
+    ``requests`` is then None); ``keep_requests=False`` keeps none (a sweep point needs only the summary).
+    ``notify`` receives one-line notes for the user (a widened time series, a long run ahead).
+    """
     from tqdm import tqdm
 
     start = time.perf_counter()
-    if sc.cluster.role == "decode":
-        return _run_decode(sc, costs, start)
-    sim, arrivals, horizon = build(sc, costs)
-    bar = tqdm(total=horizon, unit="sim s", desc=sc.name, disable=not progress, mininterval=0.5,
-               bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} sim s [{elapsed}<{remaining}]" if horizon else None)  # fmt: skip
+    writer = RequestWriter(requests_out) if requests_out is not None else None
+    rec = Recorder(record_requests=sc.output.record_requests and (keep_requests or writer is not None),
+                   sink=writer)  # fmt: skip
     try:
-        sim.run(arrivals, bar)
+        if sc.cluster.role == "decode":
+            result = _run_decode(sc, costs, start, rec, notify)
+        else:
+            sim, arrivals, horizon = build(sc, costs, notify)
+            rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
+            sim.rec = rec
+            bar = tqdm(total=horizon, unit="sim s", desc=sc.name, disable=not progress, mininterval=0.5,
+                       bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} sim s [{elapsed}<{remaining}]" if horizon else None)  # fmt: skip
+            try:
+                sim.run(arrivals, bar)
+            finally:
+                bar.close()
+            rec.flush()
+            records = None
+            if writer is not None and sc.workload.kind in ("multi_turn", "bench_serving"):
+                writer.close()  # the client report groups every record by round or step: read them back
+                records = pd.read_parquet(requests_out, columns=list(clients.REPORT_COLUMNS))
+            interval = _kept_interval(sim.cfg.sample_interval_s, rec.samples, notify)
+            timeseries = rec.timeseries_frame(interval, sim.cfg.instances)
+            result = RunResult(_with_interval(sc, interval), summarise(sc, sim, records),
+                               time.perf_counter() - start, rec.requests_frame(), timeseries, sim)  # fmt: skip
+        rec.flush()
     finally:
-        bar.close()
-    timeseries = sim.rec.timeseries_frame(sim.cfg.sample_interval_s, sim.cfg.instances)
-    return RunResult(sc, summarise(sc, sim), time.perf_counter() - start, sim.rec.requests_frame(), timeseries, sim)
+        if writer is not None:
+            writer.close()
+    if writer is not None:
+        result.requests = None
+    return result
 
 
-def _run_decode(sc: Scenario, costs: CostTable | None, start: float) -> RunResult:
+def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Recorder,
+                notify: Notify | None) -> RunResult:  # fmt: skip
     from sim.decode import run_decode
 
-    if sc.workload.kind == "multi_turn":
-        raise InputError("workload.kind: a decode instance needs a synthetic or trace workload")
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)
-    run = run_decode(sc, open_loop_requests(sc, sc.hicache.page_size, rng), costs, rng)
+    reqs = open_loop_requests(sc, sc.hicache.page_size, rng)
+    sc = _with_interval(sc, sample_interval(sc, reqs, reqs[-1].arrival_s if reqs else 0.0,
+                                            Roofline.from_scenario(sc, costs.compute_params), notify))  # fmt: skip
+    run = run_decode(sc, reqs, costs, rng, rec=rec)
+    sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind
-    return RunResult(sc, run.summary, time.perf_counter() - start, run.rec.requests_frame(),
-                     pd.DataFrame.from_records(run.rec.samples), tables={"misses": run.misses})  # fmt: skip
+    return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
+                     pd.DataFrame.from_records(rec.samples), tables={"misses": run.misses})  # fmt: skip
 
 
-def summarise(sc: Scenario, sim: Simulation) -> dict:
+def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None) -> dict:
+    """The run's summary. ``records`` are the per-request records for the client report when they were
+    streamed to a file (else the recorder's own)."""
     rec, cfg = sim.rec, sim.cfg
-    df = rec.requests_frame()
+    df = records if records is not None else rec.requests_frame()
     horizon = sim.env.now if cfg.duration_s is not None else (sim.end_s or sim.env.now)  # a capped run: the cap
-    totals = {c: int(df[c].sum()) for c in ("input_tokens", "output_tokens", "device_hit_tokens",
-                                             "host_hit_tokens", "storage_hit_tokens", "computed_tokens")}  # fmt: skip
+    totals = rec.token_totals()
     n_in = totals["input_tokens"] or 1
     metrics: dict = {}
     for inst in sim.instances:
@@ -175,7 +319,7 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
         },
         "ttft_s": percentiles(rec.ttft),
         "e2e_s": percentiles(rec.e2e),
-        "queue_wait_s": percentiles(df["queue_wait_s"].tolist()),
+        "queue_wait_s": percentiles(rec.queue_wait),
         "tokens": totals,
         "hit_rate": {
             "device": totals["device_hit_tokens"] / n_in,
@@ -215,28 +359,44 @@ def _merge(into: dict, new: dict) -> None:
             into[key] = value
 
 
-def write_outputs(result: RunResult, out_dir: str | Path) -> list[Path]:
-    """Write the outputs atomically, each to a temporary name renamed into place; returns their paths."""
-    out = Path(out_dir)
-    paths = [out / "summary.json", out / "requests.parquet", out / "timeseries.parquet", out / "scenario.yaml"]
-    write_text_atomic(paths[0], json.dumps(result.summary, indent=2, sort_keys=True, default=_json_default) + "\n")
-    frames = [(paths[1], result.requests), (paths[2], result.timeseries)]
-    frames += [(out / f"{name}.parquet", df) for name, df in sorted(result.tables.items())]
-    for path, df in frames:
-        with atomic_path(path) as tmp:
-            df.to_parquet(tmp, index=False)
-    write_text_atomic(paths[3], dump_resolved(result.scenario))
-    return paths + [p for p, _ in frames[2:]]
+def write_outputs(result: RunResult, out_dir: str | Path, *, overwrite: bool = False) -> list[Path]:
+    """Write a run's folder as a whole (staged, then renamed into place); returns the paths written.
+    A non-empty ``out_dir`` is replaced only with ``overwrite`` (see :func:`sim.fileio.staged_dir`)."""
+    with staged_dir(out_dir, overwrite=overwrite) as tmp:
+        names = write_files(result, tmp)
+    return [Path(out_dir) / n for n in names]
 
 
-def _json_default(value):
-    if isinstance(value, (np.integer,)):
+def write_files(result: RunResult, folder: Path) -> list[str]:
+    """Write the outputs into ``folder`` (a staging folder); ``requests.parquet`` may be there already."""
+    (folder / "summary.json").write_text(summary_json(result.summary))
+    frames = {"timeseries": result.timeseries, **result.tables}
+    if result.requests is not None:
+        frames["requests"] = result.requests
+    for name, df in frames.items():
+        df.to_parquet(folder / f"{name}.parquet", index=False)
+    (folder / "scenario.yaml").write_text(dump_resolved(result.scenario))
+    names = ["summary.json", "requests.parquet", "timeseries.parquet", "scenario.yaml"]
+    return names + [f"{n}.parquet" for n in sorted(result.tables)]
+
+
+def summary_json(summary: dict) -> str:
+    """Strict JSON (no NaN or Infinity tokens): an unbounded quantity is null; a NaN is a bug and raises."""
+    return json.dumps(_strict(summary), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def _strict(value):
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    if isinstance(value, np.integer):
         return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if value == float("inf"):
+    if isinstance(value, np.floating):
+        value = float(value)
+    if isinstance(value, float) and math.isinf(value):
         return None
-    raise TypeError(f"not JSON serialisable: {value!r}")
+    return value
 
 
 def format_summary(result: RunResult) -> str:

@@ -125,10 +125,14 @@ def _describe(err: dict[str, Any]) -> str:
         return simple[kind]
     if kind.startswith("int_"):
         return f"expected an integer{got}"
+    if kind == "finite_number":
+        return f"must be a finite number{got}"
     if kind.startswith("float_"):
         return f"expected a number{got}"
     if kind.startswith("bool_"):
         return f"expected true or false{got}"
+    if kind == "string_pattern_mismatch":
+        return f"use letters, digits, '.', '_' or '-' (at most 100; it names the output folder){got}"
     if kind.startswith("string_"):
         return f"expected a string{got}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
@@ -309,9 +313,11 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read a scenario YAML, apply ``--set`` overrides, validate. Raises InputError."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read scenario: {exc.strerror}", source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a UTF-8 text file (byte {exc.start})", source=str(path)) from None
     data = _parse_yaml(text, str(path))
     if data is None:
         data = {}
@@ -327,9 +333,17 @@ def dump_resolved(scenario: Scenario) -> str:
     return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False, default_flow_style=False)
 
 
-def validate_file(path: str | Path, overrides: Sequence[str] = ()) -> str:
-    """Load and check a scenario; return a short human summary for ``hicache-sim validate``."""
+def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_start: bool = False) -> str:
+    """Load and check a scenario; return a short human summary for ``hicache-sim validate``.
+
+    ``check_start`` also reads what a run reads when it starts (cost table, traces), so every error ``run``
+    would raise at start is raised here.
+    """
     s = load_scenario(path, overrides)
+    if check_start:
+        from sim.run import check_startable
+
+        check_startable(s)
     hc, hw, wl = s.hicache, s.hardware, s.workload
     page_bytes = s.model.page_bytes(hc.page_size, hw.tp_size)
     lines = [

@@ -52,10 +52,21 @@ __all__ = [
 ]
 
 CATALOG_MODELS: tuple[str, ...] = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash", "generic")
+
+# Limits that keep every accepted scenario within memory and time on one machine. Each is well above
+# what the shipped scenarios use (largest: 470K workload pages, 220K tokens per request).
+MAX_REQUEST_TOKENS = 1 << 22  # input + output of one request (4x DeepSeek V4's 1M context)
+MAX_REQUESTS = 1_000_000  # requests a workload generates
+MAX_WORKLOAD_PAGES = 5_000_000  # page keys a synthetic or multi-turn workload holds (~100 B each)
+MAX_INSTANCES = 1024
+MAX_HISPARSE_IDS = 200_000_000  # top-k ids HiSparse simulates (sample requests x layers x steps x top-k)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+
 class _Section(BaseModel):
     """Base of every schema model: strict types, no unknown keys, immutable once validated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def _field_error(path: str, message: str) -> PydanticCustomError:
@@ -454,11 +465,11 @@ class ComputeConfig(_Section):
     n_experts: int = Field(0, ge=0, description="MoE: routed experts per layer (0: dense model).")
     experts_per_token: int = Field(0, ge=0, description="MoE: routed experts each token picks.")
     mfu: float | None = Field(
-        None, gt=0, le=1,
+        None, ge=0.01, le=1,
         description="Achieved fraction of peak FLOPs in prefill; null = the cost table's fitted value, else 0.4 (estimate).",
     )
     mbu: float | None = Field(
-        None, gt=0, le=1,
+        None, ge=0.01, le=1,
         description="Achieved fraction of HBM bandwidth in decode; null = fitted, else 0.7 (estimate).",
     )
     step_overhead_ms: float | None = Field(
@@ -482,11 +493,11 @@ class MultiTurnWorkload(_Section):
     """
 
     kind: Literal["multi_turn"] = Field("multi_turn", description="Workload type.")
-    num_clients: int = Field(256, ge=1, description="Conversations.")
+    num_clients: int = Field(256, ge=1, le=MAX_REQUESTS, description="Conversations.")
     max_parallel: int = Field(128, ge=1, description="Requests in flight at once.")
-    request_length: int = Field(512, ge=1, description="New tokens per round (the sub-question).")
-    output_length: int = Field(64, ge=1, description="Generated tokens per round.")
-    num_rounds: int = Field(5, ge=1, description="Rounds per client.")
+    request_length: int = Field(512, ge=1, le=MAX_REQUEST_TOKENS, description="New tokens per round (the sub-question).")
+    output_length: int = Field(64, ge=1, le=MAX_REQUEST_TOKENS, description="Generated tokens per round.")
+    num_rounds: int = Field(5, ge=1, le=MAX_REQUESTS, description="Rounds per client.")
     request_rate: float | None = Field(
         1.0,
         gt=0,
@@ -495,7 +506,9 @@ class MultiTurnWorkload(_Section):
     distribution: Literal["poisson", "uniform"] = Field(
         "poisson", description="Inter-arrival distribution (uniform over [0, 2/rate])."
     )
-    system_prompt_length: int = Field(0, ge=0, description="Tokens of a system prompt shared by all clients.")
+    system_prompt_length: int = Field(
+        0, ge=0, le=MAX_REQUEST_TOKENS, description="Tokens of a system prompt shared by all clients."
+    )
     ready_queue_policy: Literal["random", "fifo"] = Field(
         "random", description="Which ready client is sent next: a random one (bench default) or the oldest."
     )
@@ -503,20 +516,39 @@ class MultiTurnWorkload(_Section):
         False, description="Round r+1 of any client waits until every client has finished round r."
     )
     sub_question_input_length: int = Field(
-        0, ge=0, description="Tokens of each later round's new question; 0 = request_length (bench default)."
+        0, ge=0, le=MAX_REQUEST_TOKENS, description="Tokens of each later round's new question; 0 = request_length (bench default)."
     )
     disable_random_sample: bool = Field(
         False,
         description="Random token ids instead of ShareGPT text; prompts are distinct either way, so no effect on the cache.",
     )
+    @model_validator(mode="after")
+    def _bounded(self) -> MultiTurnWorkload:
+        question = max(self.request_length, self.sub_question_input_length)
+        last = self.system_prompt_length + self.num_rounds * (question + self.output_length)
+        if last > MAX_REQUEST_TOKENS:
+            raise _field_error("num_rounds", f"the last round reaches {last:,} tokens, over the limit of "
+                               f"{MAX_REQUEST_TOKENS:,} per request")  # fmt: skip
+        if self.num_clients * self.num_rounds > MAX_REQUESTS:
+            raise _field_error("num_clients", f"num_clients x num_rounds = {self.num_clients * self.num_rounds:,} "
+                               f"requests, over the limit of {MAX_REQUESTS:,}")  # fmt: skip
+        return self
+
+    def pages(self, page_size: int) -> int:
+        """Page keys the workload holds: each round's input and final keys."""
+        question = max(self.request_length, self.sub_question_input_length)
+        step, rounds = question + self.output_length, self.num_rounds
+        tokens = rounds * (2 * self.system_prompt_length + question) + step * rounds * rounds
+        return self.num_clients * tokens // page_size
+
 
 
 class ServingStep(_Section):
     """One ``bench_serving`` invocation: ``--num-prompts`` random-ids prompts sent under a concurrency limit."""
 
-    num_prompts: int = Field(1000, ge=1, description="--num-prompts.")
-    random_input_len: int = Field(1024, ge=1, description="--random-input-len (tokens).")
-    random_output_len: int = Field(1024, ge=1, description="--random-output-len (tokens).")
+    num_prompts: int = Field(1000, ge=1, le=MAX_REQUESTS, description="--num-prompts.")
+    random_input_len: int = Field(1024, ge=1, le=MAX_REQUEST_TOKENS, description="--random-input-len (tokens).")
+    random_output_len: int = Field(1024, ge=1, le=MAX_REQUEST_TOKENS, description="--random-output-len (tokens).")
     random_range_ratio: float = Field(
         0.0, ge=0, le=1, description="--random-range-ratio: lengths uniform in [len x ratio, len]; 1 = exact."
     )
@@ -525,7 +557,7 @@ class ServingStep(_Section):
         None, gt=0, description="--request-rate, req/s (Poisson); null = inf, every prompt at once."
     )
     flush_cache: bool = Field(False, description="POST /flush_cache before the step (L1 and L2 emptied, L3 kept).")
-    seed: int = Field(42, description="--seed (default 42): steps with equal seed and lengths send the same prompts.")
+    seed: int = Field(42, ge=0, description="--seed (default 42): steps with equal seed and lengths send the same prompts.")
     wait_backups: bool = Field(
         False, description="Start only after every queued L2/L3 backup has landed (a pause between runs)."
     )
@@ -541,6 +573,17 @@ class BenchServingWorkload(_Section):
     )
     steps: list[ServingStep] = Field(min_length=1, description="The bench_serving runs, in order.")
 
+    @model_validator(mode="after")
+    def _bounded(self) -> BenchServingWorkload:
+        prompts = sum(st.num_prompts for st in self.steps)
+        if prompts > MAX_REQUESTS:
+            raise _field_error("steps", f"{prompts:,} prompts in all, over the limit of {MAX_REQUESTS:,}")
+        return self
+
+    def pages(self, page_size: int) -> int:
+        """Page keys the workload holds (at most: lengths are drawn up to random_input_len)."""
+        return sum(st.num_prompts * (st.random_input_len // page_size) for st in self.steps)
+
 
 class SyntheticWorkload(_Section):
     """Independent requests with optional shared prefixes, for controlled experiments."""
@@ -551,9 +594,9 @@ class SyntheticWorkload(_Section):
     cv: float = Field(
         1.0, gt=0, description="Coefficient of variation of gamma inter-arrivals (1 = Poisson)."
     )
-    num_requests: int = Field(1000, ge=1, description="Requests to generate.")
-    input_length: int = Field(1024, ge=1, description="Prompt tokens per request.")
-    output_length: int = Field(128, ge=1, description="Generated tokens per request.")
+    num_requests: int = Field(1000, ge=1, le=MAX_REQUESTS, description="Requests to generate.")
+    input_length: int = Field(1024, ge=1, le=MAX_REQUEST_TOKENS, description="Prompt tokens per request.")
+    output_length: int = Field(128, ge=1, le=MAX_REQUEST_TOKENS, description="Generated tokens per request.")
     shared_prefix_length: int = Field(
         0, ge=0, description="Leading prompt tokens shared within a prefix group."
     )
@@ -565,7 +608,14 @@ class SyntheticWorkload(_Section):
     def _prefix_fits(self) -> SyntheticWorkload:
         if self.shared_prefix_length > self.input_length:
             raise _field_error("shared_prefix_length", f"longer than input_length ({self.input_length})")
+        if self.input_length + self.output_length > MAX_REQUEST_TOKENS:
+            raise _field_error("output_length", f"input_length + output_length over the limit of "
+                               f"{MAX_REQUEST_TOKENS:,} tokens per request")  # fmt: skip
         return self
+
+    def pages(self, page_size: int) -> int:
+        """Page keys the workload holds."""
+        return self.num_requests * (self.input_length // page_size)
 
 
 class TraceWorkload(_Section):
@@ -579,7 +629,9 @@ class TraceWorkload(_Section):
     )
     block_size: int = Field(512, ge=1, description="Tokens per hash_id block (Mooncake: 512).")
     time_scale: float = Field(1.0, gt=0, description="Multiplies inter-arrival times; > 1 slows arrivals.")
-    max_requests: int | None = Field(None, ge=1, description="Replay only the first N requests; null = all.")
+    max_requests: int | None = Field(
+        None, ge=1, le=MAX_REQUESTS, description="Replay only the first N requests; null = all."
+    )
 
     @field_validator("path")
     @classmethod
@@ -611,7 +663,7 @@ _WORKLOAD_KINDS = ("multi_turn", "synthetic", "trace", "bench_serving")
 class ClusterConfig(_Section):
     """Instances sharing one L3; L1/L2 stay private to each instance."""
 
-    instances: int = Field(1, ge=1, description="Inference servers (TP groups).")
+    instances: int = Field(1, ge=1, le=MAX_INSTANCES, description="Inference servers (TP groups).")
     router: Literal["round_robin", "cache_aware"] = Field(
         "round_robin", description="How requests pick an instance."
     )
@@ -701,9 +753,12 @@ class OutputConfig(_Section):
 class Scenario(_Section):
     """A complete, validated simulation input. Build it with :func:`load_scenario` or :func:`scenario_from_dict`."""
 
-    name: str = Field(description="Scenario name, used in output paths and reports.")
+    name: str = Field(
+        pattern=NAME_PATTERN,
+        description="Scenario name, used in output paths (runs/NAME/) and reports: letters, digits, '.', '_', '-'.",
+    )
     description: str = Field("", description="Free text.")
-    seed: int = Field(0, description="Seed of the one numpy Generator a run uses.")
+    seed: int = Field(0, ge=0, description="Seed of the one numpy Generator a run uses.")
     duration_s: float | None = Field(
         None, gt=0, description="Simulated-time cap, s; null = until the workload is exhausted."
     )
@@ -829,6 +884,14 @@ class Scenario(_Section):
             raise _field_error("hicache.page_size", "DeepSeek V4 models require 256 (asserted by SGLang)")
         if self.l3.enabled and not hc.enabled:
             raise _field_error("l3.enabled", "L3 needs hicache.enabled: true")
+        if self.cluster.role == "decode" and self.workload.kind not in ("synthetic", "trace"):
+            raise _field_error("workload.kind", "a decode instance (cluster.role: decode) needs a synthetic or "
+                               f"trace workload, not {self.workload.kind}")  # fmt: skip
+        if isinstance(self.workload, (MultiTurnWorkload, SyntheticWorkload, BenchServingWorkload)):
+            pages = self.workload.pages(hc.page_size)
+            if pages > MAX_WORKLOAD_PAGES:
+                raise _field_error("workload", f"{pages:,} page keys of {hc.page_size} tokens, over the limit "
+                                   f"of {MAX_WORKLOAD_PAGES:,} (fewer or shorter requests)")  # fmt: skip
         if self.hisparse.enabled:
             if self.cluster.role != "decode":
                 raise _field_error(
@@ -842,6 +905,14 @@ class Scenario(_Section):
                     "hisparse.top_k",
                     f"{top_k} exceeds hisparse.device_buffer_size {self.hisparse.device_buffer_size}",
                 )
+            h = self.hisparse
+            steps = h.step_windows * h.window_steps if h.step_windows is not None else getattr(
+                self.workload, "output_length", 0)  # fmt: skip
+            ids = h.sample_requests * h.access.layers_simulated * steps * top_k
+            if ids > MAX_HISPARSE_IDS:
+                raise _field_error("hisparse.sample_requests", f"{ids:,} top-k ids to simulate (sample_requests x "
+                                   "access.layers_simulated x steps x top_k), over the limit of "
+                                   f"{MAX_HISPARSE_IDS:,}")  # fmt: skip
         page_bytes = self.model.page_bytes(hc.page_size, self.hardware.tp_size)
         if page_bytes:
             device_pages = int(self.hardware.kv_mem_gb * 1e9 // page_bytes)

@@ -4,6 +4,9 @@ State owned here: the sweep folder. ``DIR/points/<point_id>.json`` holds one fin
 atomically the moment it finishes, so a killed sweep loses nothing it finished); ``DIR/sweep.parquet`` is
 rebuilt from those after each completion, one row per point in grid order; ``DIR/sweep.yaml`` records the
 resolved base scenario and the grid so the sweep can be rerun (``hicache-sim sweep DIR/sweep.yaml``).
+A folder holds one sweep: rerunning the same sweep there resumes it, another one is refused unless asked
+to replace it. A point that fails is a row with ``status`` "failed" and its one-line ``error``; the others
+go on, and a resumed sweep tries the failed points again. Local workers exit when the sweep process dies.
 
 A point id is a short hash of the resolved scenario YAML, so a restarted sweep skips exactly the points
 whose scenario it has already run. Every point is validated before anything runs or is written. Rows hold
@@ -27,7 +30,7 @@ import pandas as pd
 import yaml
 
 from sim.errors import InputError
-from sim.fileio import atomic_path, write_text_atomic
+from sim.fileio import atomic_path, check_output_folder, write_text_atomic
 from sim.metrics import dropped_by_reason
 from sim.scenario import (
     Scenario,
@@ -159,14 +162,30 @@ def plan_sweep(path: str | Path, grid: Sequence[str], overrides: Sequence[str] =
         blame = {k: f"--grid {k}={_yaml_scalar(v)}" for k, v in params.items()}
         sc = scenario_from_dict(data, source=str(path), base_dir=path.parent, overridden=blame)
         plan.points.append(Point(index, params, sc, point_id(sc)))
+    _check_startable(plan.points)
     return plan
+
+
+def _check_startable(points: list[Point]) -> None:
+    """What each point reads at start (cost table, traces), checked once per distinct set of inputs."""
+    from sim.run import check_startable
+
+    seen: set[str] = set()
+    for p in points:
+        sc = p.scenario
+        key = json.dumps([sc.hardware.cost_table, sc.workload.model_dump(mode="json"), sc.hicache.page_size,
+                          sc.cluster.role, sc.model.model_dump(mode="json"),
+                          sc.hisparse.access.trace_path, sc.compute.decode_bytes_per_step])  # fmt: skip
+        if key not in seen:
+            seen.add(key)
+            check_startable(sc)
 
 
 def _read_sweep_file(path: Path) -> dict | None:
     """The recorded sweep if ``path`` is a ``sweep.yaml`` this module wrote, else None."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None  # load_scenario reports it properly
     if isinstance(data, dict) and set(data) == SWEEP_FILE_KEYS and isinstance(data["sweep"], dict):
         return data
@@ -215,11 +234,19 @@ def flat_metrics(summary: dict) -> dict[str, Any]:
 
 
 def _run_point(scenario: Scenario) -> dict[str, Any]:
-    """Worker body (a process or a Ray task): run one scenario, return its flat metrics."""
+    """Worker body (a process or a Ray task): run one scenario. Returns ``{"status": "ok", "metrics": ...}``
+    or, if it raised, ``{"status": "failed", "error": one line, "traceback": ...}`` so the sweep goes on."""
+    import traceback
+
     from sim.run import run_scenario
 
-    metrics = flat_metrics(run_scenario(scenario).summary)
-    return json.loads(json.dumps(metrics, default=_json_default))  # the values a json file gives back
+    try:
+        metrics = flat_metrics(run_scenario(scenario, keep_requests=False).summary)
+    except Exception as exc:  # a point's failure is data for its row, not the end of the sweep
+        error = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+        return {"status": "failed", "error": " ".join(error.split()), "traceback": traceback.format_exc()}
+    # the values a json file gives back
+    return {"status": "ok", "metrics": json.loads(json.dumps(metrics, default=_json_default))}
 
 
 def _json_default(value: Any) -> Any:
@@ -232,42 +259,89 @@ def _json_default(value: Any) -> Any:
 
 
 def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "local", workers: int | None = None,
-              ray_address: str | None = None, progress: bool = False,
-              max_points: int | None = None) -> pd.DataFrame:  # fmt: skip
-    """Run the points not already in ``out_dir/points``; return the table of all finished points.
+              ray_address: str | None = None, progress: bool = False, max_points: int | None = None,
+              overwrite: bool = False) -> pd.DataFrame:  # fmt: skip
+    """Run the points not already finished in ``out_dir/points``; return the table of all recorded points.
 
-    ``max_points`` stops after that many new points (how tests stand in for an interrupted sweep).
+    ``out_dir`` must be new, empty, or hold this same sweep (resumed); one holding another sweep is cleared
+    first only with ``overwrite``. ``max_points`` stops after that many new points (how tests stand in for an
+    interrupted sweep). Raises InputError before writing anything when the folder or executor is unusable.
     """
     from tqdm import tqdm
 
     out = Path(out_dir)
     points_dir = out / "points"
-    write_text_atomic(out / "sweep.yaml", yaml.safe_dump(plan.describe(), sort_keys=False))
-    done: dict[str, dict] = {}
-    for p in plan.points:
-        record = _read_point(points_dir / f"{p.point_id}.json")
-        if record is not None:
-            done[p.point_id] = record
-    todo = [p for p in plan.points if p.point_id not in done]
-    if max_points is not None:
-        todo = todo[:max_points]
+    _claim_folder(plan, out, overwrite)
     workers = workers or os.cpu_count() or 1
-    bar = tqdm(total=len(plan.points), initial=len(done), unit="point", desc="sweep", disable=not progress,
-               file=sys.stderr)  # fmt: skip
-    _write_table(plan, done, out)
-    run = _run_ray if executor == "ray" else _run_local
+    ray_started = _connect_ray(workers, ray_address) if executor == "ray" else False
     try:
-        for p, metrics in run(todo, workers, ray_address):
-            done[p.point_id] = {"point_id": p.point_id, "params": p.params, "seed": p.scenario.seed,
-                                "scenario": p.scenario.name, "metrics": metrics}  # fmt: skip
-            write_text_atomic(
-                points_dir / f"{p.point_id}.json", json.dumps(done[p.point_id], indent=1) + "\n"
-            )
-            _write_table(plan, done, out)
-            bar.update()
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--out: cannot create the sweep folder: {exc.strerror}", source=str(out)) from None
+        write_text_atomic(out / "sweep.yaml", _describe_yaml(plan))
+        done: dict[str, dict] = {}
+        for p in plan.points:
+            record = _read_point(points_dir / f"{p.point_id}.json")
+            if record is not None:
+                done[p.point_id] = record
+        todo = [p for p in plan.points if done.get(p.point_id, {}).get("status") != "ok"]
+        if max_points is not None:
+            todo = todo[:max_points]
+        bar = tqdm(total=len(plan.points), initial=len(plan.points) - len(todo), unit="point", desc="sweep",
+                   disable=not progress, file=sys.stderr)  # fmt: skip
+        _write_table(plan, done, out)
+        run = _run_ray if executor == "ray" else _run_local
+        try:
+            for p, outcome in run(todo, workers):
+                done[p.point_id] = {"point_id": p.point_id, "params": p.params, "seed": p.scenario.seed,
+                                    "scenario": p.scenario.name, **outcome}  # fmt: skip
+                write_text_atomic(
+                    points_dir / f"{p.point_id}.json", json.dumps(done[p.point_id], indent=1) + "\n"
+                )
+                _write_table(plan, done, out)
+                bar.update()
+        finally:
+            bar.close()
     finally:
-        bar.close()
+        if ray_started:
+            import ray
+
+            ray.shutdown()
     return table(plan, done)
+
+
+def _describe_yaml(plan: SweepPlan) -> str:
+    return yaml.safe_dump(plan.describe(), sort_keys=False)
+
+
+def _same_sweep(recorded: dict, plan: SweepPlan) -> bool:
+    """Same base scenario, overrides and grid (where it was started from does not matter)."""
+    new = plan.describe()
+    return all(recorded.get("sweep", {}).get(k) == new["sweep"][k] for k in ("set", "grid", "points")) and (
+        recorded.get("scenario") == new["scenario"]
+    )
+
+
+def _claim_folder(plan: SweepPlan, out: Path, overwrite: bool) -> None:
+    """Refuse a folder that holds something else; with ``overwrite``, clear a previous sweep's files."""
+    check_output_folder(out, "--out")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    recorded = _read_sweep_file(out / "sweep.yaml")
+    if recorded is not None and _same_sweep(recorded, plan):
+        return  # resume
+    if not overwrite:
+        what = "another sweep" if recorded is not None else "other files"
+        raise InputError(f"--out: holds {what}; rerun the same sweep to resume it, pass --overwrite to replace "
+                         "it, or choose another folder", source=str(out))  # fmt: skip
+    if recorded is None:
+        raise InputError("--out: not a sweep folder (no sweep.yaml); refusing to replace it", source=str(out))
+    import shutil
+
+    shutil.rmtree(out / "points", ignore_errors=True)
+    for name in ("sweep.parquet", "sweep.yaml"):
+        (out / name).unlink(missing_ok=True)
 
 
 def _read_point(path: Path) -> dict | None:
@@ -275,55 +349,117 @@ def _read_point(path: Path) -> dict | None:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
         return None  # absent, or not ours: run it again
-    return record if isinstance(record, dict) and isinstance(record.get("metrics"), dict) else None
+    if not isinstance(record, dict):
+        return None
+    if isinstance(record.get("metrics"), dict):
+        return {**record, "status": "ok"}
+    return record if record.get("status") == "failed" else None
 
 
-def _run_local(todo: list[Point], workers: int, _address: str | None) -> Iterator[tuple[Point, dict]]:
+def _exit_with_parent() -> None:
+    """Worker initializer: die when the sweep process does (killed, or `timeout` around it), not minutes
+    later. Linux delivers SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); elsewhere a thread
+    watches for the worker being re-parented."""
+    import signal
+    import threading
+    import time
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler, inherited through fork
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
+
+
+def _run_local(todo: list[Point], workers: int) -> Iterator[tuple[Point, dict]]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     if not todo:
         return
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_exit_with_parent)
+    finished = False
+    try:
         futures = {pool.submit(_run_point, p.scenario): p for p in todo}
-        try:
-            for fut in as_completed(futures):
-                yield futures[fut], fut.result()
-        finally:
-            for fut in futures:
-                fut.cancel()
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+        finished = True
+    finally:
+        if not finished:  # interrupted: stop the running points now rather than wait for them
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+        pool.shutdown(wait=finished, cancel_futures=True)
 
 
-def _run_ray(todo: list[Point], workers: int, address: str | None) -> Iterator[tuple[Point, dict]]:
+def _connect_ray(workers: int, address: str | None) -> bool:
+    """Start or join Ray now, before the sweep writes anything; True if this call started it."""
+    if address and address != "auto":
+        _check_reachable(address)
     try:
         import ray
     except ImportError:
         raise InputError("--executor ray needs Ray (pip install 'hicache-sim[ray]')") from None
-    started = not ray.is_initialized()
-    if started:
+    if ray.is_initialized():
+        return False
+    try:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         else:
-            ray.init(
-                num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
-            )
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"--ray-address {address}: cannot start or join Ray: {first}") from None
+    return True
+
+
+def _check_reachable(address: str, timeout_s: float = 3.0) -> None:
+    """Fail in seconds, in one line, when nothing answers at ``[ray://]host:port`` (Ray itself retries
+    for a minute, then raises)."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise InputError(f"--ray-address {address}: expected host:port, ray://host:port or auto")
     try:
-        task = ray.remote(num_cpus=1)(_run_point)
-        refs = {task.remote(p.scenario): p for p in todo}
-        pending = list(refs)
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise InputError(f"--ray-address {address}: cannot connect ({reason})") from None
+
+
+def _run_ray(todo: list[Point], workers: int) -> Iterator[tuple[Point, dict]]:
+    import ray
+
+    task = ray.remote(num_cpus=1)(_run_point)
+    refs = {task.remote(p.scenario): p for p in todo}
+    pending = list(refs)
+    try:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
                 yield refs[ref], ray.get(ref)
     finally:
-        if started:
-            ray.shutdown()
+        for ref in pending:
+            ray.cancel(ref, force=True)
 
 
 # ------------------------------------------------------------------------------------------ output
 
 
 def table(plan: SweepPlan, done: dict[str, dict]) -> pd.DataFrame:
-    """One row per finished point, in grid order: point_id, grid columns, seed, flat metrics."""
+    """One row per recorded point, in grid order: point_id, grid columns, seed, status ("ok" or "failed"),
+    error (None when ok), flat metrics (missing for a failed point)."""
     rows = []
     for p in plan.points:
         record = done.get(p.point_id)
@@ -331,9 +467,10 @@ def table(plan: SweepPlan, done: dict[str, dict]) -> pd.DataFrame:
             continue
         row = {"point_id": p.point_id, **p.params}
         row.setdefault("seed", p.scenario.seed)
-        rows.append({**row, **record["metrics"]})
+        row.update(status=record["status"], error=record.get("error"))
+        rows.append({**row, **record.get("metrics", {})})
     keys = [a.key for a in plan.axes]
-    columns = ["point_id", *keys, *([] if "seed" in keys else ["seed"])]
+    columns = ["point_id", *keys, *([] if "seed" in keys else ["seed"]), "status", "error"]
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=columns)

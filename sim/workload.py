@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import InputError
+from sim.schema import MAX_REQUEST_TOKENS
 
 __all__ = [
     "Request",
@@ -77,6 +78,7 @@ def read_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | N
         ids = _field(rec, "hash_ids", list, path, lineno)
         if ts < 0 or n_in <= 0 or n_out < 0:
             raise InputError("timestamp and output_length must be >= 0, input_length > 0", source=str(path), line=lineno)
+        _check_length(n_in + n_out, path, lineno)
         if len(ids) < math.ceil(n_in / block_size) or not all(isinstance(h, int) for h in ids):
             raise InputError(f"hash_ids: need {math.ceil(n_in / block_size)} integer ids for {n_in} tokens"
                              f" at block size {block_size}, got {len(ids)}", source=str(path), line=lineno)  # fmt: skip
@@ -104,8 +106,13 @@ def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.
         else:
             t = _field(rec, "timestamp", (int, float), path, lineno) / 1000.0
         out_ids = rec.get("output_tok_ids")
+        if isinstance(out_ids, list) and not all(isinstance(o, int) for o in out_ids):
+            raise InputError("output_tok_ids: expected a list of integer token ids", source=str(path), line=lineno)
         n_out = len(out_ids) if isinstance(out_ids, list) else _field(
             rec, "output_toks" if "output_toks" in rec else "output_length", int, path, lineno)  # fmt: skip
+        if t < 0 or n_out < 0:
+            raise InputError("arrival time and output length must be >= 0", source=str(path), line=lineno)
+        _check_length(len(ids) + n_out, path, lineno)
         keys = token_page_keys(ids, page_size)
         final = token_page_keys(ids + out_ids, page_size) if isinstance(out_ids, list) else None
         _check_order(out, t * time_scale, path, lineno)
@@ -148,20 +155,38 @@ def token_page_keys(ids: list[int], page: int) -> list[int]:
 
 def _json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
     try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115 (closed below; generator)
+        fh = open(path, "rb")  # noqa: SIM115 (closed below; generator). Bytes: a bad byte names its line
     except OSError as exc:
         raise InputError(f"cannot read trace: {exc.strerror}", source=str(path)) from None
     with fh:
-        for lineno, line in enumerate(fh, 1):
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError("not a UTF-8 text file (a JSON-lines trace)", source=str(path), line=lineno) from None
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
             except json.JSONDecodeError as exc:
                 raise InputError(f"malformed JSON: {exc.msg}", source=str(path), line=lineno) from None
+            except ValueError as exc:
+                raise InputError(str(exc), source=str(path), line=lineno) from None
             if not isinstance(rec, dict):
                 raise InputError("expected a JSON object", source=str(path), line=lineno)
             yield lineno, rec
+
+
+def _no_constant(name: str):
+    """JSON has no NaN or Infinity (Python's parser accepts them): a trace value must be a finite number."""
+    raise ValueError(f"{name} is not a number JSON allows (values must be finite)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a number (values must be finite)")
+    return value
 
 
 def _field(rec: dict, name: str, kind, path, lineno: int):
@@ -170,7 +195,15 @@ def _field(rec: dict, name: str, kind, path, lineno: int):
     value = rec[name]
     if isinstance(value, bool) or not isinstance(value, kind):
         raise InputError(f"{name}: unexpected value {value!r}", source=str(path), line=lineno)
+    if isinstance(value, int) and abs(value) >= 1 << 63:
+        raise InputError(f"{name}: {value:.3g} is out of range", source=str(path), line=lineno)
     return value
+
+
+def _check_length(tokens: int, path, lineno: int) -> None:
+    if tokens > MAX_REQUEST_TOKENS:
+        raise InputError(f"input + output of {tokens:,} tokens, over the limit of {MAX_REQUEST_TOKENS:,} per request",
+                         source=str(path), line=lineno)  # fmt: skip
 
 
 def _check_order(reqs: list[Request], arrival: float, path, lineno: int) -> None:

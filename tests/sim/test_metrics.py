@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim.metrics import Recorder, busy_fraction, dropped_by_reason, percentiles
+from sim.metrics import Recorder, SampleBuffer, busy_fraction, dropped_by_reason, percentiles
 
 
 def test_busy_fraction_counts_the_overlap_of_each_window_with_busy_intervals():
@@ -30,3 +30,12 @@ def test_dropped_tokens_by_reason_sum_the_pool_label_and_add_the_simulators_own(
          "sim_device_full_tokens_total": 5}  # fmt: skip
     assert dropped_by_reason(m) == {"host_pressure": 3, "write_through_unbacked_eviction": 0, "device_full": 5}
     assert dropped_by_reason({}) == {}
+
+
+def test_a_sample_buffer_keeps_every_other_tick_past_its_limit():
+    buf = SampleBuffer(rows_per_tick=2, max_rows=10)
+    for tick in range(1, 101):
+        for inst in range(2):
+            buf.append((tick, inst))
+    assert len(buf) <= 10 and buf.stride == 32  # 6 ticks at stride 16 were 12 rows
+    assert list(buf) == [(t, i) for t in (32, 64, 96) for i in range(2)]

@@ -125,7 +125,7 @@ class TestDefaults:
         )
 
     def test_hisparse_top_k_falls_back_to_the_models_index_topk(self):
-        decode = {"cluster": {"role": "decode"}, "hisparse": {"enabled": True}}
+        decode = {"cluster": {"role": "decode"}, "hisparse": {"enabled": True}, "workload": {"kind": "synthetic"}}
         assert scenario_from_dict({"name": "x", **decode}).hisparse_top_k == 512
         assert scenario_from_dict({"name": "x", "model": "deepseek-v4-pro", **decode}).hisparse_top_k == 1024
 
@@ -203,11 +203,35 @@ class TestErrors:
             ("hardware:\n  cost_table: nope.json\n", "hardware.cost_table: file not found"),
             ("cluster:\n  instances: 0\n", "cluster.instances: must be >= 1"),
             ("hicache:\n  enabled: 1\n", "hicache.enabled: expected true or false, got 1"),
+            ("seed: -1\n", "seed: must be >= 0"),
+            ("duration_s: .inf\n", "duration_s: must be a finite number, got inf"),
+            ("hicache:\n  hicache_ratio: .nan\n", "hicache.hicache_ratio: must be a finite number"),
+            ("cluster:\n  instances: 100000\n", "cluster.instances: must be <= 1024"),
+            ("compute:\n  mfu: 1.0e-30\n", "compute.mfu: must be >= 0.01"),
+            ("workload:\n  request_length: 100000000\n", "workload.request_length: must be <= 4194304"),
+            ("workload:\n  num_rounds: 1000\n  request_length: 8192\n",
+             "workload.num_rounds: the last round reaches 8,256,000 tokens, over the limit"),
+            ("workload:\n  num_clients: 1000000\n", "workload.num_clients: num_clients x num_rounds = 5,000,000"),
+            ("workload:\n  kind: synthetic\n  num_requests: 1000000\n  input_length: 4096\n",
+             "workload: 16,000,000 page keys of 256 tokens, over the limit of 5,000,000"),
+            ("cluster:\n  role: decode\n", "workload.kind: a decode instance (cluster.role: decode) needs"),
+            ("cluster:\n  role: decode\nworkload:\n  kind: synthetic\nhisparse:\n  enabled: true\n"
+             "  step_windows: 1000\n  window_steps: 4096\n", "hisparse.sample_requests: 8,388,608,000 top-k ids"),
         ],
     )
     def test_bad_field_names_file_and_path(self, tmp_path, body, expected):
         path = write(tmp_path, "name: x\n" + body)
         assert error_of(load_scenario, path).startswith(f"{path}: {expected}")
+
+    @pytest.mark.parametrize("name", ["../../x", "a/b", "/abs", "", ".hidden", "x" * 101, "a b"])
+    def test_a_name_cannot_leave_the_output_folder(self, tmp_path, name):
+        path = write(tmp_path, f"name: {name!r}\n")
+        assert error_of(load_scenario, path).startswith(f"{path}: name: use letters, digits")
+
+    def test_a_binary_file_is_an_input_error(self, tmp_path):
+        path = tmp_path / "s.yaml"
+        path.write_bytes(b"name: x\n\xff\xfe\x00")
+        assert error_of(load_scenario, path) == f"{path}: not a UTF-8 text file (byte 8)"
 
     def test_unknown_field_suggests_the_near_miss(self, tmp_path):
         path = write(tmp_path, "name: x\nhicache:\n  prefech_threshold: 1\n")

@@ -118,9 +118,9 @@ class TestResume:
         ran: list[str] = []
         real = sim.sweep._run_local
 
-        def spy(todo, workers, address):
+        def spy(todo, workers):
             ran.extend(p.point_id for p in todo)
-            return real(todo, workers, address)
+            return real(todo, workers)
 
         monkeypatch.setattr(sim.sweep, "_run_local", spy)
         second = run_sweep(plan, out, workers=2)
@@ -188,3 +188,123 @@ def test_flat_metrics_keep_hisparse_scalars_and_drop_its_tables():
     assert row["hisparse_miss_rate"] == 0.25 and row["hisparse_max_batch"] == 96
     assert "hisparse_misses_per_step" not in row
     assert row["load_back_tokens"] == 512 and row["dropped_tokens"] == 0 and row["util_l3_read"] == 0.0
+
+
+# ------------------------------------------------------------------ failed points, reused folders, workers
+
+
+def _trace(path: Path, bad_second_line: bool = False) -> Path:
+    lines = [{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]},
+             {"timestamp": 10, "input_length": 600, "output_length": 4, "hash_ids": [1, 3]}]  # fmt: skip
+    text = "\n".join(json.dumps(line) for line in lines) + "\n"
+    path.write_text(text.replace('"timestamp": 10', '"timestamp": NaN') if bad_second_line else text)
+    return path
+
+
+def _trace_scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: tr\nworkload: {kind: trace, path: a.jsonl}\n")
+    return path
+
+
+class TestFailedPoints:
+    def test_a_failed_point_is_a_row_with_its_reason_and_the_others_finish(self, tmp_path):
+        a, b = _trace(tmp_path / "a.jsonl"), _trace(tmp_path / "b.jsonl")
+        plan = plan_sweep(_trace_scenario(tmp_path), [f"workload.path={a},{b}"])
+        b.unlink()  # goes missing after planning: the point fails when it runs
+        df = run_sweep(plan, tmp_path / "out", workers=2)
+        assert df["status"].tolist() == ["ok", "failed"]
+        assert "cannot read trace" in df["error"][1] and pd.isna(df["error"][0])
+        assert df["finished_requests"][0] == 2 and pd.isna(df["finished_requests"][1])
+        record = json.loads((tmp_path / "out" / "points" / f"{df['point_id'][1]}.json").read_text())
+        assert record["status"] == "failed" and "Traceback" in record["traceback"]
+
+        _trace(b)  # fixed: a resumed sweep tries the failed point again, and only it
+        again = run_sweep(plan, tmp_path / "out", workers=2)
+        assert again["status"].tolist() == ["ok", "ok"]
+        assert again.loc[0].equals(df.loc[0])
+
+    def test_the_command_reports_failed_points_in_one_line_with_exit_2(self, tmp_path, capsys, monkeypatch):
+        import sim.sweep
+
+        _trace(tmp_path / "a.jsonl", bad_second_line=True)
+        monkeypatch.setattr(sim.sweep, "_check_startable", lambda points: None)  # let it reach the workers
+        code = main(["sweep", str(_trace_scenario(tmp_path)), "--grid", "seed=1,2", "--out", str(tmp_path / "o"),
+                     "--workers", "1", "--no-progress"])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "2 of 2 points failed" in err
+        assert "a.jsonl:2: NaN" in err
+        assert pd.read_parquet(tmp_path / "o" / "sweep.parquet")["status"].tolist() == ["failed", "failed"]
+
+    def test_an_error_every_point_would_hit_is_caught_before_anything_runs(self, tmp_path, capsys):
+        _trace(tmp_path / "a.jsonl", bad_second_line=True)
+        code = main(["sweep", str(_trace_scenario(tmp_path)), "--grid", "seed=1,2", "--out", str(tmp_path / "o")])
+        assert code == 2 and "a.jsonl:2: NaN" in capsys.readouterr().err
+        assert not (tmp_path / "o").exists()
+
+
+class TestReusedFolder:
+    def test_another_sweep_in_the_folder_is_refused_unless_replaced(self, tmp_path, capsys):
+        out = str(tmp_path / "out")
+        args = ["sweep", QUICKSTART, *SMALL, "--out", out, "--workers", "2", "--no-progress"]
+        assert main([*args, "--grid", "seed=1,2"]) == 0
+        before = pd.read_parquet(tmp_path / "out" / "sweep.parquet")
+        assert main([*args, "--grid", "seed=3,4"]) == 2
+        assert "holds another sweep" in capsys.readouterr().err
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "sweep.parquet"), before)
+        assert main([*args, "--grid", "seed=3,4", "--overwrite"]) == 0
+        assert pd.read_parquet(tmp_path / "out" / "sweep.parquet")["seed"].tolist() == [3, 4]
+        assert len(list((tmp_path / "out" / "points").glob("*.json"))) == 2  # nothing left from seeds 1, 2
+
+    def test_a_folder_of_other_files_is_never_replaced(self, tmp_path, capsys):
+        (tmp_path / "notes.txt").write_text("mine")
+        args = ["sweep", QUICKSTART, "--grid", "seed=1,2", "--out", str(tmp_path)]
+        assert main(args) == 2 and main([*args, "--overwrite"]) == 2
+        assert "not a sweep folder" in capsys.readouterr().err
+        assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return set()
+    return {int(c) for c in text.split()}
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
+def test_workers_die_with_the_sweep_process(tmp_path):
+    """SIGKILL to the sweep process alone (not its group): its workers exit within seconds."""
+    args = [sys.executable, "-m", "sim.cli", "sweep", QUICKSTART, "--set", "workload.num_clients=256",
+            "--set", "workload.num_rounds=8", "--grid", "seed=1,2", "--out", str(tmp_path / "o"),
+            "--workers", "2", "--no-progress"]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    try:
+        while len(workers := _children(proc.pid)) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "no workers started"
+            time.sleep(0.05)
+        time.sleep(0.5)  # the workers are inside their points
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{w}").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
+              for w in workers):  # fmt: skip
+        assert time.monotonic() < deadline, f"workers {workers} outlived their parent"
+        time.sleep(0.1)
+
+
+def test_an_unreachable_ray_address_fails_fast_in_one_line(tmp_path, capsys):
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    code = main(["sweep", QUICKSTART, "--grid", "seed=1,2", "--out", str(tmp_path / "o"), "--executor", "ray",
+                 "--ray-address", f"127.0.0.1:{port}"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot connect" in err and len(err.strip().splitlines()) == 1
+    assert time.monotonic() - start < 10 and not (tmp_path / "o").exists()

@@ -131,6 +131,13 @@ class TestMalformedTraces:
             (mc(ids=(1, "x")), "integer ids"),
             (mc(n_in=0), "input_length > 0"),
             (mc(ts=-1), "must be >= 0"),
+            (mc(n_out=-1), "must be >= 0"),
+            ('{"timestamp": NaN, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2]}', "NaN is not"),
+            ('{"timestamp": Infinity, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2]}',
+             "Infinity is not"),
+            ('{"timestamp": 1e999, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2]}', "finite"),
+            ({**mc(), "timestamp": 10**30}, "timestamp: 1e\\+30 is out of range"),
+            (mc(n_out=10**12), "over the limit of 4,194,304 per request"),
         ],
     )
     def test_a_bad_mooncake_line_is_named_by_file_and_line(self, tmp_path, bad, message):
@@ -150,6 +157,10 @@ class TestMalformedTraces:
             ({"input_tok_ids": [1], "arrival_time_ns": 0}, "missing field 'output_length'"),
             ({"input_tok_ids": [1], "output_toks": 1}, "missing field 'timestamp'"),
             ({"output_toks": 1, "arrival_time_ns": 0}, "missing field 'input_ids'"),
+            ({"input_tok_ids": [1], "output_toks": -1, "arrival_time_ns": 0}, "must be >= 0"),
+            ({"input_tok_ids": [1], "output_toks": 1, "arrival_time_ns": -5}, "must be >= 0"),
+            ({"input_tok_ids": [1], "output_tok_ids": [1, "x"], "arrival_time_ns": 0}, "output_tok_ids"),
+            ('{"input_tok_ids": [1], "output_toks": 1, "timestamp": NaN}', "NaN is not"),
         ],
     )
     def test_a_bad_token_line_is_named_by_file_and_line(self, tmp_path, bad, message):
@@ -178,6 +189,13 @@ class TestMalformedTraces:
         for read in (read_mooncake, lambda p: read_token_trace(p, page_size=1), detect_format):
             with pytest.raises(InputError, match=f"^{path}: the trace holds no requests"):
                 read(path)
+
+    def test_a_binary_file_is_an_input_error_naming_the_line(self, tmp_path):
+        path = tmp_path / "t.jsonl"
+        path.write_bytes(json.dumps(mc()).encode() + b"\n\xff\xfe\x00\x80\n")
+        with pytest.raises(InputError, match="not a UTF-8 text file") as info:
+            read_trace(path)
+        assert str(info.value).startswith(f"{path}:2: ")
 
     def test_a_missing_file_is_an_input_error_not_an_oserror(self, tmp_path):
         with pytest.raises(InputError, match="cannot read trace"):
