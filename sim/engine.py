@@ -55,6 +55,7 @@ class EngineConfig:
     l1_pages: int = 1000
     l2_pages: int = 0  # 0: HiCache off (L1 only)
     write_policy: str = "write_through"
+    eviction_policy: str = "lru"  # SGLang's --radix-eviction-policy (sim/eviction.py)
     load_back_threshold: int = 10
     page_tokens: int = 256
     swa_full_tokens_ratio: float = 0.1
@@ -118,7 +119,8 @@ class Instance:
         self.sim, self.idx, self.env = sim, idx, sim.env
         self.cache = HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
                              load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                             swa_full_tokens_ratio=cfg.swa_full_tokens_ratio)  # fmt: skip
+                             swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
+                             eviction_policy=cfg.eviction_policy)  # fmt: skip
         self.waiting: deque[_Running] = deque()
         self.prefilling: list[_Running] = []
         self.decoding: list[tuple[int, int, _Running]] = []  # (finish step, rid, request)

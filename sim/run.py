@@ -53,7 +53,8 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     page_bytes = model.bytes_per_page * page / model.page_size
     return EngineConfig(
         model=model, instances=sc.cluster.instances, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
-        write_policy=hc.write_policy, load_back_threshold=hc.load_back_threshold, page_tokens=page,
+        write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
+        load_back_threshold=hc.load_back_threshold, page_tokens=page,
         swa_full_tokens_ratio=hc.swa_full_tokens_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
         max_running_requests=sc.scheduler.max_running_requests, schedule_policy=sc.scheduler.schedule_policy,
         chunked_prefill_size=sc.scheduler.chunked_prefill_size, max_prefill_tokens=sc.scheduler.max_prefill_tokens,

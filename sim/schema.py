@@ -282,9 +282,13 @@ class HiCacheConfig(_Section):
     host_pages: int | None = Field(
         None, ge=1, description="Explicit host pages per pool, overriding hicache_ratio."
     )
-    write_policy: Literal["write_through", "write_through_selective", "write_back"] = Field(
+    write_policy: Literal["write_through", "write_through_selective", "write_back", "boundary"] = Field(
         "write_through",
-        description="When L1 pages are backed up to L2: on insert (hit >= 1), on second hit (>= 2), or at eviction.",
+        description="When L1 pages are backed up to L2: on insert (hit >= 1), on second hit (>= 2), at eviction, "
+        "or boundary (SGLang's policy-simulator boundary_l1_l2: whole path at once, duplicates dropped first).",
+    )
+    radix_eviction_policy: Literal["lru", "lfu", "slru", "fifo", "filo", "mru"] = Field(
+        "lru", description="Device victim order, as SGLang's --radix-eviction-policy (slru: protected at 2 hits)."
     )
     load_back_threshold: int = Field(
         10, ge=0, description="Minimum host-hit tokens to load back L2 -> L1 rather than recompute."
