@@ -16,6 +16,10 @@ So a host-only node's parent is always the root or holds a host copy: what leave
 L2, while the pages that are on both tiers drift towards the L1/L2 boundary. Each reservation that cannot
 be met counts one failed host allocation (``CacheStats.host_alloc_failures``), as the simulator counts them.
 
+One deliberate difference: a demotion's reservation never takes the host copy of the node's own parent
+(the simulator protects only the nodes it reserves, so it may drop that copy as a duplicate leaf and leave
+the demoted node host-only under a parent without one, which its own invariant check rejects).
+
 Where the simulator cannot proceed (a backed-up node whose parent cannot get a host copy while the node
 still has host-only descendants, an ``AssertionError`` there), this drops the node's subtree
 (``hicache_dropped_tokens_total{reason="host_pressure"}``).
@@ -68,7 +72,7 @@ class BoundaryWriter:
                 cache._drop_subtree(node, HOST_PRESSURE)
                 self._file(parent)
             return
-        if self.reserve([parent, node] if bare_parent else [node]):
+        if self.reserve([parent, node] if bare_parent else [node], keep=(parent,)):
             self._demote(node)
         else:
             cache.stats.dropped_tokens[HOST_PRESSURE] += len(node.key) * cache.page_tokens
