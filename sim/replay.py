@@ -155,10 +155,10 @@ def format_table(result: ReplayResult) -> str:
     if result.bounds:
         lines += ["", "clairvoyant bound (Belady: knows the trace's future; no server can implement it)",
                   f"{'':<26}{'by tokens':>16}{'by pages':>12}{'this policy':>14}"]
-        for b, label, key in zip(result.bounds, ("L1 hit", "L1+L2 hit"), ("l1_hit", "l1l2_hit")):
+        for b, label, key in zip(result.bounds, ("  L1", "  L1+L2"), ("l1_hit", "l1l2_hit")):
             mine = d[f"{key}_tokens"]
             share = f"{mine / b.hit_rate():.0%} of it" if b.hit_rate() else "-"
-            lines.append(f"{label + ' at ' + _cap_pages(b.capacity):<26}{b.hit_rate():>15.2%}{b.hit_rate('pages'):>12.2%}"
+            lines.append(f"{label + ' at ' + _cap_pages(b.capacity) + ' pages':<26}{b.hit_rate():>15.2%}{b.hit_rate('pages'):>12.2%}"
                          f"{share:>14}")
     rate = d["requests"] / d["wall_s"] if d["wall_s"] else 0.0
     lines += ["", f"replayed in {d['wall_s']:.2f} s ({rate:,.0f} requests/s)"]

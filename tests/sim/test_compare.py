@@ -67,7 +67,7 @@ def test_replay_prints_the_bound_and_the_boundary_counters(capsys):
     out = capsys.readouterr().out
     assert rc == 0
     for text in ("boundary, slru eviction", "failed host allocations", "duplicate pages", "clairvoyant bound",
-                 "L1+L2 hit at 900"):
+                 "L1+L2 at 900 pages"):
         assert text in out
     main(["replay", str(TRACE), "--model", "generic", "--l1-pages", "300", "--max-requests", "50", "--no-bound"])
     assert "clairvoyant" not in capsys.readouterr().out
