@@ -155,3 +155,23 @@ def test_on_a_mooncake_trace_boundary_keeps_l1_and_adds_l2_hits(conversation):
     assert abs(wt_l1 - b_l1) < 0.001
     assert b_l12 > wt_l12 + 0.01
     assert b_dup < wt_dup / 2
+
+
+def test_the_timed_engine_runs_boundary_with_any_eviction_order():
+    """Every request finishes, backups are flushed and acked, and the caches keep the invariants."""
+    from sim.run import run_scenario
+    from sim.scenario import scenario_from_dict
+
+    base = {"name": "t", "seed": 3, "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 0.08},
+            "hicache": {"enabled": True, "hicache_ratio": 1.0, "write_policy": "boundary",
+                        "radix_eviction_policy": "slru"},
+            "workload": {"kind": "multi_turn", "num_clients": 24, "max_parallel": 8, "request_length": 512,
+                         "output_length": 16, "num_rounds": 3, "request_rate": None}}  # fmt: skip
+    result = run_scenario(scenario_from_dict(base, source="test"))
+    req = result.summary["requests"]
+    assert req["finished"] == 24 * 3
+    assert result.summary["link_bytes"]["d2h"] > 0
+    for inst in result.sim.instances:
+        assert inst.cache.eviction_policy == "slru"
+        assert not inst.cache.pending and inst.cache.stats.demotions > 0
+        check_invariants(inst.cache)
