@@ -201,6 +201,8 @@ def _add_replay(sub) -> None:
                    help="write policy; boundary: SGLang's policy-simulator boundary_l1_l2 (default: %(default)s)")
     p.add_argument("--eviction-policy", default="lru", choices=EVICTION_POLICIES,
                    help="device victim order, SGLang's --radix-eviction-policy (default: %(default)s)")
+    p.add_argument("--eviction-config", metavar="JSON", default=None,
+                   help='its parameters, as SGLang\'s --radix-eviction-policy-config, e.g. \'{"protected_threshold": 4}\'')
     p.add_argument("--no-bound", action="store_true",
                    help="skip the clairvoyant bound (a second pass over the trace, about as long as the replay)")  # fmt: skip
     p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
@@ -239,7 +241,8 @@ def _cmd_replay(args) -> int:
             raise InputError(f"{option}: smaller than one {page}-token page of {model.name}")
     cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
                     load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
-                    eviction_policy=args.eviction_policy)  # fmt: skip
+                    eviction_policy=args.eviction_policy, eviction_config=_json_object(args.eviction_config,
+                    "--eviction-config"))  # fmt: skip
     result = replay(cache, requests, args.trace, progress=sys.stderr.isatty(), bound=not args.no_bound)
     print(format_table(result))
     if args.json:
@@ -370,6 +373,20 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _json_object(text: str | None, option: str) -> dict | None:
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{option}: not JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{option}: expected a JSON object, got {text!r}")
     return value
 
 

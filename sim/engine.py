@@ -56,6 +56,7 @@ class EngineConfig:
     l2_pages: int = 0  # 0: HiCache off (L1 only)
     write_policy: str = "write_through"
     eviction_policy: str = "lru"  # SGLang's --radix-eviction-policy (sim/eviction.py)
+    eviction_config: dict | None = None  # and its --radix-eviction-policy-config
     load_back_threshold: int = 10
     page_tokens: int = 256
     swa_full_tokens_ratio: float = 0.1
@@ -120,7 +121,7 @@ class Instance:
         self.cache = HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
                              load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
                              swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
-                             eviction_policy=cfg.eviction_policy)  # fmt: skip
+                             eviction_policy=cfg.eviction_policy, eviction_config=cfg.eviction_config)  # fmt: skip
         self.waiting: deque[_Running] = deque()
         self.prefilling: list[_Running] = []
         self.decoding: list[tuple[int, int, _Running]] = []  # (finish step, rid, request)

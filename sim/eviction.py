@@ -37,15 +37,26 @@ __all__ = ["EVICTION_POLICIES", "PriorityOrder", "eviction_order"]
 EVICTION_POLICIES = ("lru", "lfu", "slru", "fifo", "filo", "mru")
 
 
-def eviction_order(policy: str, *, slru_protected_threshold: int = 2) -> PriorityOrder | None:
-    """The device victim order for ``policy``; None for ``lru`` (the tree's built-in order)."""
+def eviction_order(policy: str, config: dict[str, Any] | None = None) -> PriorityOrder | None:
+    """The device victim order for ``policy``; None for ``lru`` (the tree's built-in order).
+
+    ``config``: SGLang's ``--radix-eviction-policy-config`` (``arg_groups/fields/memory.py:46-63``); of the
+    orders here only ``slru`` takes a parameter, ``protected_threshold`` (hit count, default 2). An unknown
+    key is an error naming the key and the policy, as SGLang fails at startup.
+    """
     name = policy.lower()
+    config = dict(config or {})
+    params = {"slru": {"protected_threshold"}}.get(name, set())
+    unknown = sorted(set(config) - params)
+    if unknown:
+        raise InputError(f"radix_eviction_policy_config: {name} takes no parameter {unknown[0]!r}"
+                         f" (takes: {', '.join(sorted(params)) or 'none'})")  # fmt: skip
     if name == "lru":
         return None
     if name == "slru":
-        if slru_protected_threshold < 1:
-            raise InputError(f"slru protected_threshold: must be >= 1, got {slru_protected_threshold}")
-        t = slru_protected_threshold
+        t = config.get("protected_threshold", 2)
+        if not isinstance(t, int) or isinstance(t, bool) or t < 1:
+            raise InputError(f"radix_eviction_policy_config: slru protected_threshold must be an integer >= 1, got {t!r}")
         return PriorityOrder(lambda n: (1 if n.hit_count >= t else 0, n.last_access))
     keys: dict[str, Callable[[Node], Any]] = {
         "lfu": lambda n: (n.hit_count, n.last_access),

@@ -188,7 +188,8 @@ class HiCache:
     *page_tokens*: tokens per tree page (the model's page size, or a trace's block size); pool bytes
     scale with it. *l1_pages*/*l2_pages*: capacity of the ``kv`` anchor in tree pages (``None``:
     unbounded; ``l2_pages=0``: no L2). The ``swa`` anchor gets ``swa_full_tokens_ratio`` of each.
-    *eviction_policy*: the device victim order, SGLang's ``--radix-eviction-policy`` (:mod:`sim.eviction`).
+    *eviction_policy*, *eviction_config*: the device victim order, SGLang's ``--radix-eviction-policy`` and
+    ``--radix-eviction-policy-config`` (:mod:`sim.eviction`).
     """
 
     def __init__(
@@ -202,6 +203,7 @@ class HiCache:
         page_tokens: int | None = None,
         swa_full_tokens_ratio: float = 0.1,
         eviction_policy: str = "lru",
+        eviction_config: dict | None = None,
     ) -> None:
         for name, value in (("l1_pages", l1_pages), ("l2_pages", l2_pages)):
             if value is not None and value < 0:
@@ -219,7 +221,7 @@ class HiCache:
         self.window_tokens = model.sliding_window if model.has_swa else 0
         self.tree = RadixTree(self.page_tokens, self.window_tokens)
         self.eviction_policy = eviction_policy
-        self.tree.use_eviction_order(eviction_order(eviction_policy))
+        self.tree.use_eviction_order(eviction_order(eviction_policy, eviction_config))
         boundary = self.policy is WritePolicy.BOUNDARY and self.l2_enabled
         self._boundary = BoundaryWriter(self) if boundary else None
 

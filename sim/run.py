@@ -54,6 +54,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     return EngineConfig(
         model=model, instances=sc.cluster.instances, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
         write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
+        eviction_config=hc.radix_eviction_policy_config,
         load_back_threshold=hc.load_back_threshold, page_tokens=page,
         swa_full_tokens_ratio=hc.swa_full_tokens_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
         max_running_requests=sc.scheduler.max_running_requests, schedule_policy=sc.scheduler.schedule_policy,

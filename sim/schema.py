@@ -290,6 +290,10 @@ class HiCacheConfig(_Section):
     radix_eviction_policy: Literal["lru", "lfu", "slru", "fifo", "filo", "mru"] = Field(
         "lru", description="Device victim order, as SGLang's --radix-eviction-policy (slru: protected at 2 hits)."
     )
+    radix_eviction_policy_config: dict[str, int] | None = Field(
+        None, description="Parameters of the eviction policy, as SGLang's --radix-eviction-policy-config: "
+        "slru takes protected_threshold (default 2)."
+    )
     load_back_threshold: int = Field(
         10, ge=0, description="Minimum host-hit tokens to load back L2 -> L1 rather than recompute."
     )
@@ -322,6 +326,17 @@ class HiCacheConfig(_Section):
             elif layout == "page_first" and io == "direct":
                 data = {**data, "mem_layout": "page_first_direct"}
         return data
+
+    @model_validator(mode="after")
+    def _eviction_config(self) -> HiCacheConfig:
+        from sim.errors import InputError
+        from sim.eviction import eviction_order
+
+        try:
+            eviction_order(self.radix_eviction_policy, self.radix_eviction_policy_config)
+        except InputError as exc:
+            raise _field_error("radix_eviction_policy_config", str(exc).split(": ", 1)[1]) from None
+        return self
 
     @property
     def write_through_threshold(self) -> int:

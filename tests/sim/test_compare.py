@@ -71,3 +71,13 @@ def test_replay_prints_the_bound_and_the_boundary_counters(capsys):
         assert text in out
     main(["replay", str(TRACE), "--model", "generic", "--l1-pages", "300", "--max-requests", "50", "--no-bound"])
     assert "clairvoyant" not in capsys.readouterr().out
+
+
+def test_replay_takes_the_eviction_config_as_json_and_rejects_bad_json(capsys):
+    base = ["replay", str(TRACE), "--model", "generic", "--l1-pages", "300", "--max-requests", "50", "--no-bound",
+            "--eviction-policy", "slru", "--eviction-config"]  # fmt: skip
+    assert main(base + ['{"protected_threshold": 3}']) == 0
+    assert main(base + ["{protected_threshold: 3}"]) == 2
+    assert main(base + ['{"threshold": 3}']) == 2
+    err = capsys.readouterr().err
+    assert "--eviction-config: not JSON" in err and "slru takes no parameter 'threshold'" in err

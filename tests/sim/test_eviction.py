@@ -15,10 +15,10 @@ from sim.radix import RadixTree
 GENERIC = get_model("generic", page_size=1, bytes_per_token=100)
 
 
-def tree_with(policy: str, **kw) -> RadixTree:
+def tree_with(policy: str, config=None) -> RadixTree:
     """Leaves a (inserted twice: hit count 2), then b, then c (hit count 1 each); a is the least recent."""
     t = RadixTree()
-    t.use_eviction_order(eviction_order(policy, **kw))
+    t.use_eviction_order(eviction_order(policy, config))
     t.insert(["a"])
     t.insert(["a"])
     t.insert(["b"])
@@ -51,7 +51,16 @@ def test_each_policy_evicts_in_its_documented_order(policy, expected):
 
 
 def test_slru_with_a_higher_threshold_is_plain_lru_until_a_node_reaches_it():
-    assert eviction_sequence(tree_with("slru", slru_protected_threshold=3)) == ["a", "b", "c"]
+    assert eviction_sequence(tree_with("slru", {"protected_threshold": 3})) == ["a", "b", "c"]
+
+
+def test_a_config_key_the_policy_does_not_take_is_an_error_naming_both():
+    with pytest.raises(InputError, match="lfu takes no parameter 'protected_threshold'"):
+        eviction_order("lfu", {"protected_threshold": 3})
+    with pytest.raises(InputError, match="slru takes no parameter 'threshold'"):
+        eviction_order("slru", {"threshold": 3})
+    with pytest.raises(InputError, match="integer >= 1"):
+        eviction_order("slru", {"protected_threshold": 0})
 
 
 def test_a_hit_after_filing_counts_in_lfu():
@@ -101,3 +110,15 @@ def test_lfu_keeps_a_popular_prefix_that_lru_evicts():
             c.serve([f"s{i}", "t", "u", "v"], 5)
         hits[policy] = c.stats.cached_tokens["device"] - before
     assert hits == {"lru": 2, "lfu": 20}  # LRU: only the first use after the warm-up hits
+
+
+def test_a_scenario_names_the_bad_config_key_and_its_yaml_path():
+    from sim.scenario import scenario_from_dict
+
+    good = {"name": "t", "hicache": {"radix_eviction_policy": "slru",
+                                     "radix_eviction_policy_config": {"protected_threshold": 4}}}  # fmt: skip
+    assert scenario_from_dict(good, source="t.yaml").hicache.radix_eviction_policy_config == {"protected_threshold": 4}
+    bad = {"name": "t", "hicache": {"radix_eviction_policy": "lfu",
+                                    "radix_eviction_policy_config": {"protected_threshold": 4}}}  # fmt: skip
+    with pytest.raises(InputError, match="hicache.radix_eviction_policy_config: lfu takes no parameter"):
+        scenario_from_dict(bad, source="t.yaml")
