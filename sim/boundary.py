@@ -53,9 +53,11 @@ class BoundaryWriter:
     # ----- the policy's two entry points --------------------------------------------------------
     def touch(self, path: Sequence[Node]) -> None:
         """A request's path was inserted on device: give all of it host copies, or none."""
-        self.reserve(path, lock=True)
-        for node in path:
-            self._file(node)
+        if self.reserve(path, lock=True):
+            self._file(path[-1])  # each other path node has a child with a host copy: the next one
+        else:
+            for node in path:
+                self._file(node)
 
     def evict_device(self, node: Node) -> None:
         """Take ``node`` (an evictable device leaf) off the device, demoting it if L2 can hold it."""
@@ -93,10 +95,12 @@ class BoundaryWriter:
             kv += k
             swa += s
         l2 = cache.l2
-        protected = {id(n) for n in nodes}
-        protected.update(id(n) for n in keep)
         if kv <= l2.kv_cap and swa <= l2.swa_cap:
+            protected = None
             while l2.kv_used + kv > l2.kv_cap or l2.swa_used + swa > l2.swa_cap:
+                if protected is None:
+                    protected = {id(n) for n in nodes}
+                    protected.update(id(n) for n in keep)
                 if not self._evict_host_one(protected):
                     break
             else:
