@@ -1,10 +1,12 @@
-"""Speed of the HiSparse hot-buffer models, and the decode batch HiSparse allows.
+"""Speed of the HiSparse hot-buffer models, and the decode batch and throughput HiSparse allows.
 
 Prints top-k ids processed per second for LRU, CLOCK and Belady, each replaying the same pre-generated
-streams (generation is not timed; Belady's timing includes its next-use precomputation), then misses per
-step and the batch/throughput gain at 200K input for buffers of 4096 and 8192 slots.
+streams (generation is not timed; Belady's timing includes its next-use precomputation); then, at 200K
+input, SGLang's pool sizes, the max batch (and which pool caps it) and the roofline throughput with and
+without HiSparse for buffers of 4096 and 8192 slots, across swa_full_tokens_ratio and host_to_device_ratio;
+then where one decode step's time goes, which is what holds the throughput gain below the batch gain.
 
-    python bench/hisparse.py [--steps 1000] [--streams 4] [--input-len 200000]
+    PYTHONPATH=. python bench/hisparse.py [--steps 1000] [--streams 4] [--input-len 200000]
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 
 import numpy as np
 
+from sim.costs import default_cost_table
 from sim.hisparse import POLICIES, DecodeModelShape, HbmBudget, decode_capacity, run_stream
 from sim.topk import ParametricAccess
 
@@ -24,39 +27,74 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=4)
     ap.add_argument("--input-len", type=int, default=200_000)
     ap.add_argument("--output-len", type=int, default=20_000)
+    ap.add_argument("--kv-gb", type=float, default=100.0, help="GPU memory for the KV pools, GB")
+    ap.add_argument("--max-running", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    shape = DecodeModelShape()
+    # The decode scenario's roofline: 13 GB of weights per step, 4.8 TB/s at 70% (sim/schema.py ComputeConfig).
+    shape = DecodeModelShape(weight_bytes_per_gpu=13e9)
     k = shape.index_topk
     rng = np.random.default_rng(args.seed)
     streams = [ParametricAccess().stream(i, 0, args.input_len, args.steps, k, rng) for i in range(args.streams)]
     n_ids = sum(int((s.ids >= 0).sum()) for s in streams)
     print(f"{args.streams} streams x {args.steps} steps, top-k {k}, input {args.input_len}: {n_ids:,} ids")
-    print(f"{'policy':8} {'buffer':>6} {'ids/s':>12} {'misses/step':>12} {'miss rate':>10}")
+    print(f"{'policy':8} {'buffer':>6} {'fill':>8} {'ids/s':>12} {'misses/step':>12} {'miss rate':>10}")
+    misses_at: dict[int, float] = {}
     for size in (4096, 8192):
         for policy in POLICIES:
-            t0 = time.perf_counter()
-            results = [run_stream(s, size, policy) for s in streams]
-            dt = time.perf_counter() - t0
-            misses = np.concatenate([r.misses[1:] for r in results])  # step 0 is the cold start
-            acc = np.concatenate([r.accesses[1:] for r in results])
-            print(f"{policy:8} {size:>6} {n_ids / dt:>12,.0f} {misses.mean():>12.1f} "
-                  f"{misses.sum() / acc.sum():>10.3%}")
+            for fill in ("direct", "staging") if policy == "lru" else ("direct",):
+                t0 = time.perf_counter()
+                results = [run_stream(s, size, policy, fill) for s in streams]
+                dt = time.perf_counter() - t0
+                misses = np.concatenate([r.misses[1:] for r in results])  # step 0 is the cold start
+                acc = np.concatenate([r.accesses[1:] for r in results])
+                if policy == "lru" and fill == "direct":
+                    misses_at[size] = float(misses.mean())
+                print(f"{policy:8} {size:>6} {fill:>8} {n_ids / dt:>12,.0f} {misses.mean():>12.1f} "
+                      f"{misses.sum() / acc.sum():>10.3%}")
 
-    budget = HbmBudget()
-    print(f"\nKV budget {budget.kv_bytes / 1e9:.1f} GB of {budget.hbm_bytes / 1e9:.0f} GB HBM "
-          f"({shape.name}, weights {budget.weight_bytes / 1e9:.0f} GB/GPU, assumed)")
-    print(f"{'seq_len':>8} {'buffer':>6} {'MB/req base':>12} {'MB/req HiSp':>12} {'batch':>10} {'gain':>6} "
-          f"{'tok/s base':>11} {'tok/s HiSp':>11}")
-    for seq in (args.input_len, args.input_len + args.output_len):
-        for size in (4096, 8192):
-            c = decode_capacity(shape, budget, seq, size)
-            print(f"{seq:>8} {size:>6} {c.bytes_per_request_baseline / 1e6:>12.1f} "
-                  f"{c.bytes_per_request_hisparse / 1e6:>12.1f} "
-                  f"{c.max_batch_baseline:>4}->{c.max_batch_hisparse:<5} {c.batch_gain:>6.2f} "
-                  f"{c.tokens_per_s_baseline:>11,.0f} {c.tokens_per_s_hisparse:>11,.0f}")
-    print("(throughput: roofline without swap-in cost; pass a cost table to decode_capacity to include it)")
+    costs = default_cost_table()
+    budget = HbmBudget(hbm_bytes=args.kv_gb * 1e9, hbm_bandwidth=4.8e12 * 0.7, mem_fraction_static=1.0,
+                       weight_bytes=0.0)
+    final = args.input_len + args.output_len
+    print(f"\n{shape.name}, {args.kv_gb:g} GB of KV pools, max_running_requests {args.max_running}, "
+          f"final length {final:,} (admission reserves prompt + max new tokens); roofline at 3.36 TB/s, "
+          f"weights 13 GB/step; swap-in: LRU misses above x {costs.source.kind} cost table")
+    print(f"{'swa ratio':>9} {'h2d ratio':>9} {'buffer':>6} {'B/full tok off':>14} {'on':>7} {'MB/req off':>10} "
+          f"{'on':>6} {'batch off':>10} {'on':>12} {'gain':>5} {'tok/s off':>9} {'on':>7} {'gain':>5} {'swap':>5}")
+    for swa in (0.1, 0.004):
+        for ratio in (2, 5, 10):
+            for size in (4096, 8192):
+                c = decode_capacity(shape, budget, final, size, misses_at[size], costs, k,
+                                    swa_full_tokens_ratio=swa, host_to_device_ratio=ratio,
+                                    max_running_requests=args.max_running)
+                print(f"{swa:>9g} {ratio:>9} {size:>6} {c.pools_baseline.bytes_per_full_token:>14,.0f} "
+                      f"{c.pools_hisparse.bytes_per_full_token:>7,.0f} {c.bytes_per_request_baseline / 1e6:>10,.0f} "
+                      f"{c.bytes_per_request_hisparse / 1e6:>6,.0f} {c.max_batch_baseline:>4} {c.limit_baseline:<5}"
+                      f" {c.max_batch_hisparse:>4} {c.limit_hisparse:<7} {c.batch_gain:>5.2f} "
+                      f"{c.tokens_per_s_baseline:>9,.0f} {c.tokens_per_s_hisparse:>7,.0f} "
+                      f"{c.tokens_per_s_hisparse / c.tokens_per_s_baseline:>5.2f} "
+                      f"{c.swap_in_seconds_per_step / c.step_seconds_hisparse:>5.0%}")
+
+    print(f"\nOne decode step at {final:,} tokens (swa ratio 0.004, host_to_device_ratio 10, 4096 slots):")
+    c = decode_capacity(shape, budget, final, 4096, misses_at[4096], costs, k, swa_full_tokens_ratio=0.004,
+                        host_to_device_ratio=10, max_running_requests=args.max_running)
+    bw = budget.hbm_bandwidth
+    idx = shape.indexer_read_bytes(final)
+    rest = shape.kv_read_bytes(final, k) - idx
+    print(f"  per request and step: {shape.kv_read_bytes(final, k) / 1e6:.0f} MB read, of which the C4 indexer's "
+          f"scan of every compressed key {idx / 1e6:.0f} MB ({idx / shape.kv_read_bytes(final, k):.0%})")
+    print(f"{'':2}{'':9} {'batch':>6} {'weights ms':>10} {'indexer ms':>10} {'other KV ms':>11} {'swap-in ms':>10} "
+          f"{'step ms':>8} {'tok/s':>8}")
+    for label, n, swap in (("off", c.max_batch_baseline, 0.0), ("on", c.max_batch_hisparse,
+                                                                 c.swap_in_seconds_per_step)):
+        w, i, o = shape.weight_bytes_per_gpu / bw, n * idx / bw, n * rest / bw
+        step = w + i + o + swap
+        print(f"  {label:9} {n:>6} {w * 1e3:>10.2f} {i * 1e3:>10.2f} {o * 1e3:>11.2f} {swap * 1e3:>10.2f} "
+              f"{step * 1e3:>8.2f} {n / step:>8,.0f}")
+    print(f"  ceiling (any batch, no swap-in): {bw / shape.kv_read_bytes(final, k):,.0f} tok/s = HBM bandwidth / "
+          "KV read per request")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 hicache-sim calibrate [--suite default|quick] --out PATH [--device auto|cpu|cuda] [--plot PATH]
 hicache-sim calibrate check NEW.json --baseline BASE.json [--tolerance 10%] [--allow-device-change]
+hicache-sim calibrate compute MEASURED... --scenario S.yaml --out TABLE.json [--table BASE.json] [--fix K=V]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for the random page indices")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=_calibrate)
-    inner = p.add_subparsers(dest="calibrate_command", metavar="{check}")
+    inner = p.add_subparsers(dest="calibrate_command", metavar="{check,compute}")
     c = inner.add_parser(
         "check",
         help="compare a new table with a baseline",
@@ -44,12 +45,61 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--tolerance", default="10%", help="allowed slowdown per entry, e.g. 10%% (default)")
     c.add_argument("--allow-device-change", action="store_true", help="compare tables from different devices")
     c.set_defaults(func=_check)
+    m = inner.add_parser(
+        "compute",
+        help="fit the step-time model to measured SGLang runs",
+        description="Fit the compute model's mfu, mbu, per-step overhead and attention FLOPs scale to measured "
+        "points: SGLang bench_serving result files (--output-file F --output-details; per-request input length, "
+        "TTFT, ITL, cached tokens) or a CSV (kind,tokens,context,batch,seconds[,label]). The scenario gives the "
+        "model, GPU and TP the FLOPs and bytes follow from. Prints each point's fit error and writes the "
+        "parameters into a cost table's compute section (the base table's copy costs kept).",
+    )
+    m.add_argument("measured", nargs="+", metavar="MEASURED", help="bench_serving .jsonl/.json results or a .csv")
+    m.add_argument("--scenario", required=True, metavar="S.yaml", help="scenario naming the model and hardware")
+    m.add_argument("--out", required=True, metavar="TABLE.json", help="cost table to write")
+    m.add_argument("--table", default=None, metavar="BASE.json", help="base cost table (default: bundled spec)")
+    m.add_argument("--fix", action="append", default=[], metavar="PARAM=VALUE",
+                   help="pin a parameter (step_overhead_ms, mfu, attn_flops_scale, mbu), e.g. --fix attn_flops_scale=1")  # fmt: skip
+    m.set_defaults(func=_compute)
 
 
 def _check(args: argparse.Namespace) -> int:
     from calibrate.check import run_check
 
     return run_check(args.new, args.baseline, args.tolerance, args.allow_device_change)
+
+
+def _compute(args: argparse.Namespace) -> int:
+    import dataclasses
+    import datetime
+
+    from calibrate.compute import fit_compute, format_fit, read_points
+    from sim.compute import Roofline
+    from sim.costs import resolve_cost_table, write_cost_table
+    from sim.scenario import load_scenario
+
+    fixed = {}
+    for item in args.fix:
+        key, sep, value = item.partition("=")
+        try:
+            fixed[key.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"--fix {item}: expected PARAM=NUMBER") from None
+        if not sep:
+            raise InputError(f"--fix {item}: expected PARAM=NUMBER")
+    sc = load_scenario(args.scenario)
+    points = read_points(args.measured)
+    result = fit_compute(points, Roofline.from_scenario(sc), sc.scheduler.chunked_prefill_size, fixed=fixed)
+    base = resolve_cost_table(args.table)
+    source = {"kind": "measured-fit", "device": sc.hardware.gpu_name, "model": sc.model.name,
+              "tp_size": sc.hardware.tp_size, "scenario": args.scenario, "measured": list(args.measured),
+              "points": len(points), "rms_error": round(result.rms_error, 4), "fixed": sorted(fixed),
+              "date": datetime.date.today().isoformat()}  # fmt: skip
+    table = dataclasses.replace(base, compute={**result.params, "source": source}, path=args.out)
+    write_cost_table(table, args.out)
+    print(format_fit(result))
+    print(f"wrote {args.out} (compute section; copy costs from {base.describe()})")
+    return 0
 
 
 def format_run(table, mechanisms: dict[str, str]) -> str:

@@ -104,10 +104,15 @@ class BoundaryWriter:
                 if not self._evict_host_one(protected):
                     break
             else:
+                copies = []
                 for n in missing:
                     k, s = need(n)
                     l2.alloc(k, s)
-                    cache._start_backup(n, k, s, lock=lock)
+                    op = cache._start_backup(n, k, s, lock=lock)
+                    if not lock:
+                        copies.append(op)
+                if copies:  # made inside a device eviction: copied before it goes on, as write_back's
+                    cache.write_back_copies.append(copies)
                 return True
         cache.stats.host_alloc_failures += 1
         cache.stats.backup_failed_tokens += kv * cache.page_tokens

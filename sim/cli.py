@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep(sub)
     _add_plot(sub)
     _add_tree(sub)
+    _add_scenario(sub)
     from calibrate.cli import add_calibrate_parser  # torch is imported only when calibrate runs
 
     add_calibrate_parser(sub)
@@ -181,7 +182,8 @@ count). A match is capped at input_len - 1 tokens, as SGLang always computes the
 
 The clairvoyant bound beside them is Belady's rule (evict the page whose next use is furthest away) at the
 same L1 and L1+L2 capacities: the best any eviction policy could do on this trace, a reference that no
-server can implement because it reads the future. --no-bound skips it.
+server can implement because it reads the future. --no-bound skips it. The bound, --policy boundary and
+--eviction-policy apply to the single-pool residency model; the V4 cache (models with SWA) has neither yet.
 """
 
 
@@ -222,12 +224,15 @@ def _cmd_replay(args) -> int:
 
     from sim.fileio import write_text_atomic
     from sim.hicache import HiCache
-    from sim.replay import format_table, pages_for_bytes, parse_size, replay
+    from sim.replay import format_table, pages_for_bytes, parse_size, replay, replay_v4, v4_cache
     from sim.workload import detect_format, read_trace
 
     model = _load_model(args.model)
+    if not (0 < args.swa_ratio <= 1):
+        raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
-    page = args.page_size or (args.block_size if fmt == "mooncake" else model.page_size)
+    v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/swacache.py)
+    page = args.page_size or (args.block_size if fmt == "mooncake" and not v4 else model.page_size)
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     l1 = args.l1_pages
@@ -239,11 +244,19 @@ def _cmd_replay(args) -> int:
     for option, pages in (("--l1-bytes", l1), ("--l2-bytes", l2 if args.l2_bytes else 1)):
         if pages is not None and pages < 1:
             raise InputError(f"{option}: smaller than one {page}-token page of {model.name}")
-    cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
-                    load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
-                    eviction_policy=args.eviction_policy, eviction_config=_json_object(args.eviction_config,
-                    "--eviction-config"))  # fmt: skip
-    result = replay(cache, requests, args.trace, progress=sys.stderr.isatty(), bound=not args.no_bound)
+    if v4:
+        if args.policy == "boundary" or args.eviction_policy != "lru" or args.eviction_config:
+            raise InputError(f"--policy boundary and --eviction-policy/--eviction-config apply to the single-pool "
+                             f"residency model, not yet to the V4 cache of {model.name} (try --model generic)")
+        cache = v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
+                         load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
+        result = replay_v4(cache, model, requests, args.trace, progress=sys.stderr.isatty())
+    else:
+        cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
+                        load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
+                        eviction_policy=args.eviction_policy,
+                        eviction_config=_json_object(args.eviction_config, "--eviction-config"))  # fmt: skip
+        result = replay(cache, requests, args.trace, progress=sys.stderr.isatty(), bound=not args.no_bound)
     print(format_table(result))
     if args.json:
         write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str) + "\n")
@@ -350,8 +363,9 @@ def _add_plot(sub) -> None:
                        description="Plot one of: threshold (a sweep.parquet or its folder: hit rate, TTFT and "
                        "input throughput vs a grid parameter), misses (misses.parquet: misses per step and "
                        "their distribution per policy and buffer size), occupancy (a run's timeseries.parquet "
-                       "or its folder: L1/L2 pages and queues over time).")  # fmt: skip
-    p.add_argument("kind", choices=["threshold", "misses", "occupancy"], help="what to plot")
+                       "or its folder: L1/L2 pages and queues over time), rounds (a run's requests.parquet or its folder: TTFT "
+                       "and hit rate per bench_multiturn round or bench_serving step).")  # fmt: skip
+    p.add_argument("kind", choices=["threshold", "misses", "occupancy", "rounds"], help="what to plot")
     p.add_argument("input", metavar="INPUT", help="parquet file or the folder holding it")
     p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="image to write")
     p.add_argument("--x", default=None, metavar="PARAM", help="threshold: grid column on the x axis")
@@ -363,6 +377,55 @@ def _cmd_plot(args) -> int:
     from sim.plot import plot
 
     print(f"wrote {plot(args.kind, args.input, args.out, x=args.x, y=args.y)}")
+    return 0
+
+
+FROM_SGLANG_HELP = """Write a scenario YAML from an SGLang launch command and, optionally, bench client commands.
+
+Every launch_server flag is either mapped to a scenario field or listed as ignored (in the YAML's header and
+on stdout); a flag SGLang 0.5.23 does not accept is an error. Each --bench bench_serving command becomes one
+step (run in order); a bench_multiturn.py command becomes the multi-turn workload. The GPU is not on the
+command line: name it with --gpu (the KV memory then follows as SGLang sizes it).
+
+  hicache-sim scenario from-sglang --gpu A10 --out m2.yaml \\
+    --launch "python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2 --page-size 64" \\
+    --bench "python bench_multiturn.py --num-clients 20 --num-rounds 10 --disable-auto-run"
+"""
+
+
+def _add_scenario(sub) -> None:
+    p = sub.add_parser("scenario", help="make scenarios (from-sglang: from SGLang command lines)")
+    inner = p.add_subparsers(dest="scenario_command", required=True, metavar="{from-sglang}")
+    f = inner.add_parser("from-sglang", help="write a scenario from an SGLang launch (+ bench) command",
+                         description=FROM_SGLANG_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    f.add_argument("--launch", required=True, metavar="CMD", help="the sglang.launch_server command line (quoted)")
+    f.add_argument("--bench", action="append", default=[], metavar="CMD",
+                   help="a bench_serving or bench_multiturn.py command line (repeatable: one step each)")  # fmt: skip
+    f.add_argument("--gpu", required=True, help="catalog GPU the server ran on (H20, H100, H200, A10, ...)")
+    f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
+    f.add_argument("--model-config", default=None, metavar="CONFIG.json",
+                   help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
+    f.add_argument("--host-mem-gb", type=float, default=None, help="host DRAM for the L2 pools (all ranks), GB")
+    f.add_argument("--out", default=None, metavar="FILE.yaml", help="write here (default: stdout)")
+    f.set_defaults(func=_cmd_from_sglang)
+
+
+def _cmd_from_sglang(args) -> int:
+    from sim.fileio import write_text_atomic
+    from sim.fromsglang import from_sglang, to_yaml
+    from sim.scenario import scenario_from_dict
+
+    conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
+                       host_mem_gb=args.host_mem_gb)  # fmt: skip
+    scenario_from_dict(conv.scenario, source="from-sglang")  # the result must load
+    text = to_yaml(conv)
+    if args.out is None:
+        print(text, end="")
+        return 0
+    write_text_atomic(args.out, text)
+    print(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored")
+    for line in conv.ignored:
+        print(f"  ignored {line}")
     return 0
 
 

@@ -3,7 +3,10 @@
 A table holds timed **entries** (op, backend, shape -> median/p10/p90 seconds), the link **ceilings**, and per
 (op, backend) **fits** ``t = latency_s + n_items * per_item_s + bytes / bandwidth_Bps``. Its ``source`` says
 whether it was measured (device, driver, CUDA, torch, triton, PCIe, copy engines, date) or is ``spec-derived``
-(built by ``calibrate/spec.py`` from published figures; the bundled default).
+(built by ``calibrate/spec.py`` from published figures; the bundled default). An optional **compute** section
+holds the step-time efficiencies that ``hicache-sim calibrate compute`` fitted to measured runs (``mfu``, ``mbu``,
+``step_overhead_ms``, ``attn_flops_scale``) with its own ``source``; without it the scenario's spec-derived
+compute defaults apply.
 
 Lookups (:meth:`CostTable.transfer_seconds`):
 
@@ -141,6 +144,7 @@ class CostTable:
     path: str | None = None
     version: int = VERSION
     max_extrapolation: float | None = None
+    compute: dict[str, Any] = field(default_factory=dict)  # fitted step-time parameters and their "source"
     _rows: dict[tuple[str, str], dict[int, tuple[np.ndarray, np.ndarray]]] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -340,7 +344,13 @@ class CostTable:
                 }
                 for (op, be), f in sorted(self.fits.items())
             ],
+            **({"compute": dict(self.compute)} if self.compute else {}),
         }
+
+    @property
+    def compute_params(self) -> dict[str, float]:
+        """The fitted step-time parameters, without their source."""
+        return {k: v for k, v in self.compute.items() if k != "source"}
 
 
 def _factor(f: float) -> str:
@@ -468,7 +478,20 @@ def parse_cost_table(data: Any, source: str, *, max_extrapolation: float | None 
             bandwidth_Bps=float(r.num(f, "bandwidth_Bps", where, positive=True)),
             per_item_s=float(r.num(f, "per_item_s", where, optional=True) or 0.0),
         )
-    return CostTable(source_info, ceilings, tuple(entries), fits, source, version, max_extrapolation)
+    compute: dict[str, Any] = {}
+    if top.get("compute") is not None:
+        from sim.compute import FITTED
+
+        raw = r.obj(top["compute"], "compute")
+        unknown = sorted(set(raw) - {*FITTED, "source"})
+        if unknown:
+            raise r.fail(f"compute.{unknown[0]}", f"unknown field (known: {', '.join(FITTED)}, source)")
+        compute = {k: float(r.num(raw, k, "compute", positive=k != "step_overhead_ms")) for k in FITTED if k in raw}
+        for k in ("mfu", "mbu"):
+            if compute.get(k, 0) > 1:
+                raise r.fail(f"compute.{k}", f"must be at most 1, got {compute[k]!r}")
+        compute["source"] = r.obj(raw.get("source") or {}, "compute.source")
+    return CostTable(source_info, ceilings, tuple(entries), fits, source, version, max_extrapolation, compute)
 
 
 def load_cost_table(path: str | Path, *, max_extrapolation: float | None = None) -> CostTable:

@@ -1,9 +1,12 @@
 """A PD decode instance in time, with HiSparse on or off (DESIGN.md 1.6).
 
-Requests arrive already prefilled. The instance admits them while its GPU KV budget holds their state at
-their final length (all of it without HiSparse; the C4 hot buffer instead of the C4 KV with it) and
-runs decode steps over the batch. A step costs the roofline's weights-plus-KV read and, with HiSparse,
-one swap-in kernel per C4 layer for the batch's misses, priced by the cost table.
+Requests arrive already prefilled. The GPU's KV memory is cut into SGLang's pools (full tokens, SWA, and
+with HiSparse a C4 pool of full / (4 x host_to_device_ratio) slots: :func:`sim.hisparse.size_pools`); a
+request is admitted while the pools hold its final length in full tokens, its SWA tail and, with HiSparse,
+its hot buffer plus one page. A step costs the roofline's weights-plus-KV read and, with HiSparse, one
+swap-in kernel per C4 layer for the batch's misses, priced by the cost table. The scheduler's own time
+(``compute.step_overhead_ms``) overlaps the previous step's GPU work, as SGLang's overlap event loop for
+decode instances does (disaggregation/decode.py:3165-3260), so a step lasts the longer of the two.
 
 Misses come from :func:`sim.hisparse.simulate_hisparse` run on a few sample requests (the access model and
 policy of the scenario); a running request at decode step *j* contributes the sampled mean misses at *j*
@@ -50,14 +53,17 @@ class DecodeRun:
 class _Decoder:
     """The decode scheduler: admission by memory, one step per batch, finishes by step count."""
 
-    def __init__(self, env: simpy.Environment, sc, shape: DecodeModelShape, hs: HiSparseResult | None,
+    def __init__(self, env: simpy.Environment, sc, shape: DecodeModelShape, hs: HiSparseResult,
                  costs: CostTable, roofline: Roofline, rec: Recorder) -> None:  # fmt: skip
         self.env, self.sc, self.shape, self.hs, self.costs, self.roofline, self.rec = (
             env, sc, shape, hs, costs, roofline, rec)  # fmt: skip
         self.enabled = sc.hisparse.enabled
         self.k = sc.hisparse_top_k or shape.index_topk
-        self.budget = sc.hardware.kv_mem_gb * 1e9
-        self.used = 0.0
+        cap = hs.capacity
+        self.pools = cap.pools_hisparse if self.enabled else cap.pools_baseline
+        self.c4_need = sc.hisparse.device_buffer_size + shape.c4_page_slots if self.enabled else 0
+        self.swa_need = shape.swa_tokens_per_request()
+        self.used_full = self.used_swa = self.used_c4 = 0
         self.waiting: deque[Request] = deque()
         self.running: list[tuple[int, int, Request, float, int]] = []  # (finish step, rid, req, admitted, start)
         self.step_ends: list[float] = []  # when each step ended: a request's first token is its first step
@@ -69,19 +75,23 @@ class _Decoder:
         self.all_done = env.event()  # fires when every expected request has finished or been dropped
         self.swap_s = 0.0
         self.busy_s = 0.0
-        if hs is not None and hs.steps.size:
-            per_step = hs.misses_per_step  # per (request, layer)
-            self.miss_steps, self.miss_means = hs.steps.astype(float), per_step
+        # Mean misses per (request, layer) at each decode step offset, interpolated between simulated windows
+        # and held at the last value past them; indexed by the running requests' offsets every step.
+        if self.enabled and hs.steps.size:
+            self.miss_table = np.interp(np.arange(int(hs.steps.max()) + 1), hs.steps, hs.misses_per_step)
         else:
-            self.miss_steps, self.miss_means = np.zeros(1), np.zeros(1)
+            self.miss_table = np.zeros(1)
+        self.starts: list[int] = []  # decode step each running request started at
+        self._starts_arr: np.ndarray | None = None
         s0 = 1 << 16
         self.read0 = shape.kv_read_bytes(s0, self.k)
         self.read_slope = (shape.kv_read_bytes(s0 + 4096, self.k) - self.read0) / 4096
         self.s0 = s0
 
-    def request_bytes(self, req: Request) -> int:
-        final = req.input_len + req.output_len
-        return self.shape.request_bytes(final, self.sc.hisparse.device_buffer_size if self.enabled else None)
+    def full_tokens(self, req: Request) -> int:
+        """Full tokens admission reserves: prompt + max new tokens, page-aligned (disaggregation/decode.py:508-517)."""
+        page = self.shape.page_size
+        return -(-(req.input_len + req.output_len) // page) * page
 
     def submit(self, req: Request) -> None:
         self.waiting.append(req)
@@ -98,12 +108,12 @@ class _Decoder:
                 continue
             n = len(self.running)
             read = n * self.read0 + self.read_slope * (self.seq_sum - n * self.s0)
-            dt = self.roofline.overhead_s + (self.shape.weight_bytes_per_gpu + read) / (
-                self.roofline.hbm_Bps * self.roofline.mbu)
+            gpu = (self.shape.weight_bytes_per_gpu + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
             if self.enabled:
                 swap = self._swap_in_seconds()
                 self.swap_s += swap
-                dt += swap
+                gpu += swap
+            dt = max(self.roofline.overhead_s, gpu)
             yield env.timeout(dt)
             self.busy_s += dt
             self.step_ends.append(env.now)
@@ -113,31 +123,43 @@ class _Decoder:
             while self.running and self.running[0][0] <= self.step:
                 _, _, req, admitted, start = heapq.heappop(self.running)
                 self.seq_sum -= req.input_len + (self.step - start)
-                self.used -= self.request_bytes(req)
+                self.starts.remove(start)
+                self._starts_arr = None
+                self.used_full -= self.full_tokens(req)
+                self.used_swa -= self.swa_need
+                self.used_c4 -= self.c4_need
                 self._record(req, admitted, self.step_ends[start], env.now)
 
     def _admit(self, max_running: int) -> None:
         while self.waiting and len(self.running) < max_running:
             req = self.waiting[0]
-            need = self.request_bytes(req)
-            if need > self.budget:
+            need = self.full_tokens(req)
+            p = self.pools
+            if need > p.full_tokens or self.swa_need > p.swa_tokens or self.c4_need > p.c4_device_slots:
                 self.waiting.popleft()
                 self.rec.dropped["exceeds_kv_capacity"] += 1
                 self._check_done()
                 continue
-            if self.used + need > self.budget:
+            if (self.used_full + need > p.full_tokens or self.used_swa + self.swa_need > p.swa_tokens
+                    or self.used_c4 + self.c4_need > p.c4_device_slots):
                 self.rec.counters["admission_stalls"] += 1
                 return
             self.waiting.popleft()
-            self.used += need
+            self.used_full += need
+            self.used_swa += self.swa_need
+            self.used_c4 += self.c4_need
             heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.env.now, self.step))
+            self.starts.append(self.step)
+            self._starts_arr = None
             self.seq_sum += req.input_len
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
 
     def _swap_in_seconds(self) -> float:
         """The batch's misses in one C4 layer at this step, priced per layer, times the C4 layers."""
-        offsets = np.fromiter((self.step - e[4] for e in self.running), dtype=float, count=len(self.running))
-        misses = float(np.interp(offsets, self.miss_steps, self.miss_means).sum())
+        if self._starts_arr is None:
+            self._starts_arr = np.array(self.starts, dtype=np.int64)
+        offsets = np.minimum(self.step - self._starts_arr, self.miss_table.size - 1)
+        misses = float(self.miss_table[offsets].sum())
         n = len(self.running)
         per_layer = self.costs.swap_in_seconds(n, self.k, min(int(round(misses)), n * self.k),
                                                self.shape.kv_row_bytes)  # fmt: skip
@@ -159,7 +181,8 @@ class _Decoder:
         while True:
             yield self.env.timeout(interval)
             self.rec.samples.append({"time_s": self.env.now, "instance": 0, "waiting": len(self.waiting),
-                                     "running": len(self.running), "kv_used_bytes": self.used})  # fmt: skip
+                                     "running": len(self.running),
+                                     "kv_used_bytes": self.used_full * self.pools.bytes_per_full_token})  # fmt: skip
 
 
 def _access_model(sc):
@@ -172,10 +195,11 @@ def _access_model(sc):
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
                progress=None) -> DecodeRun:  # fmt: skip
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first."""
-    roofline = Roofline.from_scenario(sc)
+    roofline = Roofline.from_scenario(sc, costs.compute_params)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
+                            initial_fill=h.initial_fill, host_to_device_ratio=h.host_to_device_ratio,
                             io_backend=sc.hicache.cost_backend, layers_simulated=h.access.layers_simulated,
                             step_windows=h.step_windows, window_steps=h.window_steps)  # fmt: skip
     input_len = int(np.median([r.input_len for r in requests]))
@@ -183,10 +207,11 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     budget = HbmBudget(hbm_bytes=sc.hardware.kv_mem_gb * 1e9, hbm_bandwidth=roofline.hbm_Bps * roofline.mbu,
                        mem_fraction_static=1.0, weight_bytes=0.0)  # fmt: skip
     hs = simulate_hisparse(hs_cfg, shape, _access_model(sc), h.sample_requests, input_len, output_len, costs,
-                           rng, budget)  # fmt: skip
+                           rng, budget, sc.hicache.swa_full_tokens_ratio,
+                           sc.scheduler.max_running_requests)  # fmt: skip
     env = simpy.Environment()
     rec = Recorder(record_requests=sc.output.record_requests)
-    dec = _Decoder(env, sc, shape, hs if h.enabled else None, costs, roofline, rec)
+    dec = _Decoder(env, sc, shape, hs, costs, roofline, rec)
 
     def arrivals():
         for req in requests:
@@ -252,6 +277,13 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
             "max_batch_baseline": cap.max_batch_baseline,
             "max_batch_hisparse": cap.max_batch_hisparse,
             "batch_gain": cap.batch_gain,
+            "batch_limit": cap.limit_hisparse if sc.hisparse.enabled else cap.limit_baseline,
+            "host_to_device_ratio": sc.hisparse.host_to_device_ratio,
+            "initial_fill": sc.hisparse.initial_fill,
+            "pools": {"full_tokens": dec.pools.full_tokens, "swa_tokens": dec.pools.swa_tokens,
+                      "c4_device_slots": dec.pools.c4_device_slots,
+                      "bytes_per_full_token": dec.pools.bytes_per_full_token,
+                      "fixed_bytes": dec.pools.fixed_bytes},  # fmt: skip
             "peak_batch": dec.max_batch_seen,
             "misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
             "miss_rate": hs.miss_rate,

@@ -16,6 +16,10 @@ scheduler step, releasing the lock (and, with L3 on, queueing TP0's write to sto
 Load-back overlaps the prefill layer by layer: a step that carries a request's load cannot end before
 the load's last layer lands plus one layer of compute.
 
+Under write_back there is no window: a device eviction backs its victim up and waits for that D2H copy, so
+the next batch starts after it lands. L3 reads start when a request is queued; admission passes over a
+request whose read still runs, until the prefetch policy lets it go (DESIGN.md 1.5).
+
 Same-time ordering: SimPy breaks ties FIFO by scheduling order; the arrival process is started before the
 scheduler processes, so an arrival at a step boundary is seen by that boundary's admission.
 """
@@ -36,6 +40,7 @@ from sim.costs import CostTable
 from sim.hicache import Admission, BackupOp, HiCache
 from sim.metrics import Recorder
 from sim.pools import ModelSpec
+from sim.radix import Node, RadixTree
 from sim.storage import Storage
 from sim.workload import Request
 
@@ -43,6 +48,13 @@ __all__ = ["EngineConfig", "Simulation"]
 
 MAX_JUMP_STEPS = 256  # decode-only steps simulated in one timeout when nothing else can happen
 LPM_MAX_QUEUE = 128  # SGLang falls back from lpm to fcfs above this queue length (schedule_policy.py)
+# In-batch prefix caching (schedule_policy.py:110-119): a waiting request with at most this many device-cached
+# tokens whose prompt shares at least as many with an earlier such request is scheduled after the others.
+IN_BATCH_PREFIX_TOKENS = 32
+# A queued request whose L3 lookup missed is looked up again every 8 scheduling passes, at most 8 times
+# (--hicache-storage-prefetch-retry-poll-interval / -max-attempts, arg_groups/fields/memory.py:181-205).
+PREFETCH_RETRY_INTERVAL = 8
+PREFETCH_RETRY_MAX_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ class EngineConfig:
     l3_latency_s: float = 1e-3
     l3_capacity_pages: int | None = None
     l3_io_batch_pages: int = 128
+    l3_all_window_pages: bool = False  # L3 moves every page's window pools, not just the trailing window
     prefetch_threshold: int = 256
     prefetch_policy: str = "timeout"
     prefetch_timeout_base_s: float = 1.0
@@ -95,7 +108,23 @@ class _Running:
     load_s: float = 0.0
     first_token_s: float = 0.0
     prefetched_pages: int = 0
-    prefetch_tried: bool = False
+    prefetch: _Prefetch | None = None
+    prefetch_attempts: int = 0  # L3 lookups re-issued (SGLang's storage_prefetch_retry_attempts)
+
+
+@dataclass(slots=True)
+class _Prefetch:
+    """An L3 read in flight for a queued request (SGLang's ``ongoing_prefetch`` entry)."""
+
+    start: int  # first page read: the request's L1 + L2 match when the read was issued
+    pages: int  # pages the read brings (storage's hit, or what the host had room for), held on the host
+    swa_pages: int  # window pages held on the host with them (none for a partial read)
+    requested_tokens: int  # the span asked for, which sizes the timeout and the in-flight cap
+    anchor: Node  # host-locked until the read ends (unified_radix_cache.py:2168-2172)
+    t_start: float
+    t_end: float
+    nbytes: int
+    deadline: float | None = None  # set at the first blocked admission poll (timeout policy)
 
 
 @dataclass
@@ -116,12 +145,8 @@ class Instance:
     """One serving instance: a HiCache, a waiting queue, running requests and its copy links."""
 
     def __init__(self, sim: Simulation, idx: int) -> None:
-        cfg = sim.cfg
         self.sim, self.idx, self.env = sim, idx, sim.env
-        self.cache = HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
-                             load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                             swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
-                             eviction_policy=cfg.eviction_policy, eviction_config=cfg.eviction_config)  # fmt: skip
+        self.cache = self._new_cache()
         self.waiting: deque[_Running] = deque()
         self.prefilling: list[_Running] = []
         self.decoding: list[tuple[int, int, _Running]] = []  # (finish step, rid, request)
@@ -133,6 +158,34 @@ class Instance:
         self.wake = self.env.event()
         self.idle = False
         self.blocked_s = 0.0
+        self.sync_until = 0.0  # a write_back eviction's D2H copy holds the next batch until then
+        # L3 reads (SGLang's cache controller and StoragePrefetchRetries): requested tokens in flight, capped
+        # at half the host pool; queued requests whose lookup is re-issued at a later pass; this pass's
+        # requests skipped while their read runs, and the earliest deadline among them.
+        self.prefetch_tokens = 0
+        self.prefetch_cap = 0.5 * sim.cfg.l2_pages * sim.cfg.page_tokens
+        self.retries: dict[int, int | None] = {}  # rid -> pass at which the lookup is re-issued
+        self.passes = 0
+        self.prefetch_blocked = 0
+        self.prefetch_wake = math.inf
+
+    def _new_cache(self) -> HiCache:
+        cfg = self.sim.cfg
+        return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
+                       load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+                       swa_full_tokens_ratio=cfg.swa_full_tokens_ratio, eviction_policy=cfg.eviction_policy,
+                       eviction_config=cfg.eviction_config)  # fmt: skip
+
+    @property
+    def quiescent(self) -> bool:
+        """Nothing running, queued or waiting for a backup ack: what SGLang's /flush_cache waits for."""
+        return not (self.load or self.cache.pending or self.acked or self.to_flush)
+
+    def flush_cache(self) -> None:
+        """SGLang's ``/flush_cache`` on a quiescent instance: L1 and L2 emptied, counters kept, L3 untouched."""
+        stats = self.cache.stats
+        self.cache = self._new_cache()
+        self.cache.stats = stats
 
     # ----- wiring -----------------------------------------------------------------------------
     def notify(self) -> None:
@@ -140,6 +193,8 @@ class Instance:
             self.wake.succeed()
 
     def submit(self, run: _Running) -> None:
+        if self.sim.storage is not None:
+            self._start_prefetch(run)  # as it is queued, not when it reaches admission
         self.waiting.append(run)
         self.notify()
 
@@ -163,12 +218,23 @@ class Instance:
                 self.wake = env.event()
             t0 = env.now
             self._process_acks()
+            if sim.storage is not None:
+                self._retry_prefetches()
             blocked = self._admit()
+            self._charge_write_back()
             tokens, pairs, loads_end, done = self._plan_prefill()
+            if self.prefetch_blocked and not (tokens or self.decoding or self.acked or self.to_flush or blocked):
+                # Only L3 reads hold the queue: sleep until one lands (it wakes us) or a deadline passes.
+                wake = self.prefetch_wake
+                yield (env.timeout(wake - t0) | self.wake) if wake < math.inf else self.wake
+                continue
             dt = roofline.step_seconds(tokens, pairs, len(self.decoding), self.decode_ctx)
-            end = max(t0 + dt, loads_end + dt / layers) if loads_end else t0 + dt
+            wait = max(0.0, self.sync_until - t0)  # a write_back eviction's copy (see _charge_write_back)
+            if wait:
+                sim.rec.counters["sim_write_back_wait_seconds_total"] += wait
+            end = max(t0 + wait + dt, loads_end + dt / layers) if loads_end else t0 + wait + dt
             steps = 1
-            jump = not (self.waiting or self.prefilling or tokens or self.acked or self.to_flush)
+            jump = not (self.waiting or self.prefilling or tokens or self.acked or self.to_flush or wait)
             if jump and self.decoding:
                 steps = min(MAX_JUMP_STEPS, max(1, self.decoding[0][0] - self.step))
             if steps > 1:
@@ -186,6 +252,7 @@ class Instance:
             self._finish_decodes()
             for run in done:
                 self._prefill_done(run)
+            self._charge_write_back()
             self._flush()
 
     def _process_acks(self) -> None:
@@ -198,34 +265,43 @@ class Instance:
                 self._write_storage(op)
 
     def _admit(self) -> bool:
-        """Admit waiting requests in order while L1, the token budget and the running cap allow."""
+        """Admit waiting requests in queue order while L1, the token budget and the running cap allow;
+        True if L1 stalled admission.
+
+        A request whose L3 read still runs is skipped, not waited for (``scheduler.py:4240-4247``); the
+        requests behind it may go first.
+        """
         cfg, cache, sim = self.sim.cfg, self.cache, self.sim
         budget = cfg.max_prefill_tokens
         running = len(self.prefilling) + len(self.decoding)
         if cfg.schedule_policy == "lpm" and 1 < len(self.waiting) <= LPM_MAX_QUEUE:
-            pt = cfg.page_tokens
-            self.waiting = deque(sorted(self.waiting, key=lambda r: -cache.tree.peek(
-                r.req.keys, (r.req.input_len - 1) // pt)[0]))  # fmt: skip
-        while self.waiting and running < cfg.max_running_requests and budget > 0:
-            run = self.waiting[0]
+            self.waiting = self._lpm_order()
+        self.prefetch_blocked, self.prefetch_wake = 0, math.inf
+        taken: set[int] = set()
+        stalled = False
+        for run in self.waiting:
+            if running >= cfg.max_running_requests or budget <= 0:
+                break
+            if run.prefetch is not None and not self._poll_prefetch(run):
+                self.prefetch_blocked += 1
+                continue
             req = run.req
             lk = cache.lookup(req.keys, req.input_len)
-            if sim.storage is not None and not run.prefetch_tried and self._maybe_prefetch(run, lk):
-                cache.abandon(lk)
-                self.waiting.popleft()
-                continue
             extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
             adm = cache.admit(lk, extra_pages=max(0, extra))
             if adm is None:
                 cache.abandon(lk)
                 if running == 0 and not cache.pending and not self.acked:
-                    self.waiting.popleft()  # nothing will ever free room for it
+                    taken.add(id(run))  # nothing will ever free room for it
+                    self.retries.pop(req.rid, None)
                     sim.rec.dropped["exceeds_kv_capacity"] += 1
                     sim.finished_one(req)
                     continue
                 sim.rec.counters["admission_stalls"] += 1
-                return True
-            self.waiting.popleft()
+                stalled = True
+                break
+            taken.add(id(run))
+            self.retries.pop(req.rid, None)  # admitted: no more L3 lookups (scheduler.py:4310-4313)
             run.adm = adm
             run.admitted_s = self.env.now
             run.prefill_left = adm.computed_tokens
@@ -239,7 +315,32 @@ class Instance:
             self.prefilling.append(run)
             budget -= adm.computed_tokens
             running += 1
-        return False
+        if taken:
+            self.waiting = deque(r for r in self.waiting if id(r) not in taken)
+        return stalled
+
+    def _lpm_order(self) -> deque[_Running]:
+        """The waiting queue in SGLang's lpm order (``schedule_policy.py:346-395, 441-450``): most device +
+        host matched tokens first, as the match reports them after the window check and the
+        ``input_len - 1`` cap (``mem_cache/common.py:244-261``); ties keep queue order. A request with
+        (almost) nothing cached on device whose prompt shares a prefix with an earlier such request waiting
+        goes last, so that one computes the shared prefix and the others then hit it. The waiting requests'
+        prompts are compared page by page here (SGLang compares tokens). Like SGLang's, each match refreshes
+        the path's LRU time."""
+        cache, pt = self.cache, self.sim.cfg.page_tokens
+        waiting_tree = RadixTree(pt)
+        keys: list[float] = []
+        for run in self.waiting:
+            lk = cache.lookup(run.req.keys, run.req.input_len)
+            cache.abandon(lk)
+            if lk.device_pages * pt <= IN_BATCH_PREFIX_TOKENS:
+                if waiting_tree.match(run.req.keys).device_pages * pt >= IN_BATCH_PREFIX_TOKENS:
+                    keys.append(math.inf)
+                    continue
+                waiting_tree.insert(run.req.keys)
+            keys.append(-(lk.device_pages + lk.host_pages))
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        return deque(self.waiting[i] for i in order)
 
     def _plan_prefill(self) -> tuple[int, float, float, list[_Running]]:
         """Chunks of this step: (tokens, attention pairs, latest load end among them, finishing)."""
@@ -300,62 +401,194 @@ class Instance:
 
         self.env.timeout(end - self.env.now).callbacks.append(acked)
 
+    # ----- write_back -------------------------------------------------------------------------
+    def _charge_write_back(self) -> None:
+        """A write_back eviction waits for the D2H copy of what it evicts: SGLang submits the copy and
+        synchronizes on it before the eviction goes on (``unified_radix_cache.py:1028-1036, 1647-1663,
+        3478-3489``). Each copy goes on the D2H link now and the scheduler launches no batch before it
+        lands; with L3 on, its pages go to storage after that ack, as any backup's do (:1803-1818)."""
+        copies = self.cache.write_back_copies
+        if not copies:
+            return
+        sim, cache = self.sim, self.cache
+        for ops in copies:
+            kv = sum(op.kv_pages for op in ops)
+            swa = sum(op.swa_pages for op in ops)
+            start, end = self.links["d2h"].submit(self.env.now, sim.transfer_seconds("d2h", kv, swa, cache))
+            sim.rec.transfer(self.idx, "d2h", start, end, sum(cache.pool_bytes(kv, swa).values()))
+            self.sync_until = max(self.sync_until, end)
+            if sim.storage is not None:  # the keys as they are now: the nodes may be split or evicted later
+                writes = [_storage_pages(op) for op in ops]
+                self.env.timeout(end - self.env.now).callbacks.append(
+                    lambda _e, writes=writes: [self._write_pages(*w) for w in writes])
+        copies.clear()
+
     # ----- L3 ---------------------------------------------------------------------------------
     def _write_storage(self, op: BackupOp) -> None:
-        """After the ack, TP0 writes the pages to storage; they are readable once the write lands."""
-        keys = [k for n in op.nodes for k in n.key]
+        """After the ack, TP0 writes the pages to storage."""
+        self._write_pages(*_storage_pages(op))
+
+    def _write_pages(self, keys: list, window: bool, swa_pages: int) -> None:
+        """Write pages to storage; they are readable, and counted in ``backuped_tokens_total``, once the
+        write lands (SGLang counts at the storage write ack, ``unified_radix_cache.py:3240-3260``)."""
         if not keys:
             return
-        window = any(n.host_swa for n in op.nodes)
         sim, cfg = self.sim, self.sim.cfg
-        nbytes = sum(self.cache.pool_bytes(len(keys), op.swa_pages).values())
+        swa = len(keys) if cfg.l3_all_window_pages and window else swa_pages
+        nbytes = sum(self.cache.pool_bytes(len(keys), swa).values())
         seconds = nbytes / cfg.l3_write_Bps + cfg.l3_latency_s * math.ceil(len(keys) / cfg.l3_io_batch_pages)
         start, end = self.links["l3_write"].submit(self.env.now, seconds)
         sim.rec.transfer(self.idx, "l3_write", start, end, nbytes)
-        self.env.timeout(end - self.env.now).callbacks.append(lambda _e: sim.storage.put(keys, window))
 
-    def _maybe_prefetch(self, run: _Running, lk) -> bool:
-        """Start an L3 prefetch if storage holds at least ``prefetch_threshold`` tokens beyond L1/L2."""
+        def written(_event) -> None:
+            sim.storage.put(keys, window)
+            sim.rec.counters["backuped_tokens_total"] += len(keys) * cfg.page_tokens
+
+        self.env.timeout(end - self.env.now).callbacks.append(written)
+
+    def _start_prefetch(self, run: _Running) -> None:
+        """Issue an L3 read for a request as it is queued (SGLang ``_add_request_to_queue`` ->
+        ``_prefetch_kvcache``, ``scheduler.py:3342-3391, 3474-3492``; ``prefetch_from_storage``,
+        ``unified_radix_cache.py:2081-2257``).
+
+        The span after the request's L1 + L2 match is asked for only if the match ends on a backed-up node
+        (an unbacked one is a certain miss, ``scheduler.py:3364-3370``) and is at least the threshold
+        (no lookup, no retry otherwise). A storage hit below the threshold, or a read refused because the
+        reads in flight already ask for half the host pool (``cache_controller.py:628-638, 1269-1286``),
+        is looked up again later (:meth:`_retry_prefetches`; ``unified_radix_cache.py:2154-2158,
+        3162-3181``). The read's pages land in L2 when it ends or is cut short at admission.
+        """
         sim, cfg, cache = self.sim, self.sim.cfg, self.cache
-        run.prefetch_tried = True
-        start = lk.device_pages + lk.host_pages
-        stop = max(0, (run.req.input_len - 1) // cfg.page_tokens)
-        hit = sim.storage.hit_pages(run.req.keys, start, stop)
-        if hit * cfg.page_tokens < cfg.prefetch_threshold or hit == 0:
-            return False
-        sim.storage.touch(run.req.keys[start : start + hit])  # read: most recently used
-        swa = cache.window_pages
-        nbytes = sum(cache.pool_bytes(hit, swa).values())
-        total = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(hit / cfg.l3_io_batch_pages)
-        t_start, t_end = self.links["l3_read"].submit(self.env.now, total)
-        policy = cfg.prefetch_policy
-        if policy == "wait_complete":
-            stop_at = t_end
-        elif policy == "timeout":
-            timeout = cfg.prefetch_timeout_base_s + cfg.prefetch_timeout_per_ki_token_s * hit * cfg.page_tokens / 1024
-            stop_at = min(t_end, self.env.now + timeout)
-        else:  # best_effort: stop as soon as the request could run, at the next scheduler step
-            stop_at = min(t_end, self.env.now + sim.roofline.overhead_s)
-        if stop_at >= t_end:
-            done = hit
-        else:  # terminated early: what has landed is used, the rest of the read is cancelled
-            done = int(hit * max(0.0, stop_at - t_start) / total)
-            t_end = max(t_start, stop_at)
-            self.links["l3_read"].free_at = t_end
-        sim.rec.transfer(self.idx, "l3_read", t_start, t_end, nbytes * done // hit)
-        sim.rec.counters["prefetches"] += 1
-        sim.rec.counters["prefetch_requested_tokens"] += hit * cfg.page_tokens
-        keys = run.req.keys
+        req, pt, counters = run.req, cfg.page_tokens, self.sim.rec.counters
+        if run.prefetch is not None:
+            return
+        self.retries.pop(req.rid, None)
+        lk = cache.lookup(req.keys, req.input_len)
+        anchor, start = lk.best_node, lk.device_pages + lk.host_pages
+        cache.abandon(lk)
+        stop = max(0, (req.input_len - 1) // pt)
+        requested = (stop - start) * pt
+        threshold = max(cfg.prefetch_threshold, pt)  # cache_controller.py:623
+        if not anchor.host or requested < threshold:  # the root counts as backed up
+            return
+        if self.prefetch_tokens >= self.prefetch_cap:
+            counters["sim_prefetch_rate_limited_total"] += 1
+            self.retries[req.rid] = None
+            return
+        hit = sim.storage.hit_pages(req.keys, start, stop)
+        counters["storage_prefetch_hit_tokens_total"] += hit * pt
+        if hit * pt < threshold:
+            counters["storage_prefetch_unfulfilled_tokens_total:below_threshold"] += hit * pt
+            self.retries[req.rid] = None
+            return
+        cache.tree.host_lock(anchor)  # not evicted to make room for its own read
+        pages = cache.reserve_host(hit, cache.window_pages, -(-threshold // pt))
+        if pages < hit:  # SGLang: host_capacity (unified_radix_cache.py:3111-3140)
+            counters["storage_prefetch_unfulfilled_tokens_total:host_capacity"] += (hit - pages) * pt
+        if not pages:
+            cache.tree.host_unlock(anchor)
+            self.retries[req.rid] = None
+            return
+        window = pages if cfg.l3_all_window_pages else cache.window_pages  # EIC reads whole pages per pool
+        swa = window if pages == hit and cache.window_pages else 0
+        sim.storage.touch(req.keys[start : start + pages])  # read: most recently used
+        nbytes = sum(cache.pool_bytes(pages, swa).values())
+        seconds = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(pages / cfg.l3_io_batch_pages)
+        t_start, t_end = self.links["l3_read"].submit(self.env.now, seconds)
+        self.prefetch_tokens += requested
+        pf = run.prefetch = _Prefetch(start, pages, swa, requested, anchor, t_start, t_end, nbytes)
+        counters["sim_prefetches_total"] += 1
+        counters["sim_prefetch_requested_tokens_total"] += requested
 
         def landed(_event) -> None:
-            pages = cache.insert_host(keys, start + done, window=done == hit) if done else 0
-            run.prefetched_pages = min(done, pages) if pages else 0
-            sim.rec.counters["prefetched_tokens_total"] += run.prefetched_pages * cfg.page_tokens
-            self.waiting.appendleft(run)
-            self.notify()
+            if run.prefetch is pf:  # not cut short at admission
+                self._end_prefetch(run, pf.pages)
+                self.notify()
 
-        self.env.timeout(max(0.0, stop_at - self.env.now)).callbacks.append(landed)
+        self.env.timeout(t_end - self.env.now).callbacks.append(landed)
+
+    def _poll_prefetch(self, run: _Running) -> bool:
+        """Whether a request whose L3 read runs may be admitted now; ends the read if so (SGLang
+        ``check_prefetch_progress``, ``unified_radix_cache.py:2391-2420, 2295-2313``).
+
+        ``best_effort`` cuts the read at the first poll; ``wait_complete`` waits for all of it;
+        ``timeout`` allows base + per-1,024-token x the *requested* tokens, counted from the first poll
+        that found the read unfinished (:2259-2283), then keeps what has landed.
+        """
+        pf, cfg, now = run.prefetch, self.sim.cfg, self.env.now
+        if cfg.prefetch_policy == "wait_complete":
+            return False  # the landing admits it
+        if cfg.prefetch_policy == "timeout":
+            if pf.deadline is None:
+                pf.deadline = now + cfg.prefetch_timeout_base_s + (
+                    cfg.prefetch_timeout_per_ki_token_s * pf.requested_tokens / 1024)  # fmt: skip
+            if now < pf.deadline:
+                self.prefetch_wake = min(self.prefetch_wake, pf.deadline)
+                return False
+        span = pf.t_end - pf.t_start
+        done = int(pf.pages * min(1.0, max(0.0, now - pf.t_start) / span)) if span > 0 else pf.pages
+        link = self.links["l3_read"]
+        if done < pf.pages and link.free_at == pf.t_end:  # nothing queued behind: the rest is cancelled
+            link.free_at = pf.t_end = max(now, pf.t_start)
+        self._end_prefetch(run, done)
         return True
+
+    def _end_prefetch(self, run: _Running, done: int) -> None:
+        """Put the ``done`` pages the read brought into L2 and release what it held (SGLang
+        ``_handle_prefetch_result``, ``unified_radix_cache.py:2422-2534``)."""
+        pf, sim, pt = run.prefetch, self.sim, self.sim.cfg.page_tokens
+        run.prefetch = None
+        self.prefetch_tokens -= pf.requested_tokens
+        self.cache.tree.host_unlock(pf.anchor)
+        self.cache.l2.free(pf.pages, pf.swa_pages)  # the reservation: insert_host takes what it keeps
+        if pf.t_end > pf.t_start:
+            sim.rec.transfer(self.idx, "l3_read", pf.t_start, pf.t_end, pf.nbytes * done // pf.pages)
+        window = done == pf.pages and pf.swa_pages > 0
+        pages = self.cache.insert_host(run.req.keys, pf.start + done, window=window) if done else 0
+        run.prefetched_pages = min(done, pages)
+        sim.rec.counters["prefetched_tokens_total"] += done * pt
+        if done < pf.pages:  # cut short: by the timeout's deadline, or at once under best_effort
+            reason = "deadline" if sim.cfg.prefetch_policy == "timeout" else "storage_transfer"
+            sim.rec.counters[f"storage_prefetch_unfulfilled_tokens_total:{reason}"] += (pf.pages - done) * pt
+
+    def _retry_prefetches(self) -> None:
+        """Once per scheduling pass, re-issue the L3 lookups that are due (SGLang
+        ``StoragePrefetchRetries.pop_ready``, ``mem_cache/storage_prefetch.py:43-83``, called from
+        ``scheduler.py:3393-3404, 3879-3891``): a lookup that missed is due 8 passes after the first pass
+        that sees it, at most 8 re-issues per request, and never for the queue head, which is admitted
+        with what it has."""
+        self.passes += 1
+        retries = self.retries
+        if not (self.waiting and retries):
+            return
+        retries.pop(self.waiting[0].req.rid, None)
+        step = self.passes
+        if not any(due is None or due <= step for due in retries.values()):
+            return
+        ready = []
+        for run in self.waiting:
+            rid = run.req.rid
+            if rid not in retries:
+                continue
+            if run.prefetch_attempts >= PREFETCH_RETRY_MAX_ATTEMPTS:
+                del retries[rid]
+                continue
+            due = retries[rid]
+            if due is None:
+                retries[rid] = due = step + PREFETCH_RETRY_INTERVAL
+            if due > step:
+                continue
+            del retries[rid]
+            ready.append(run)
+        for run in ready:
+            run.prefetch_attempts += 1
+            self.sim.rec.counters["sim_prefetch_retries_total"] += 1
+            self._start_prefetch(run)
+
+
+def _storage_pages(op: BackupOp) -> tuple[list, bool, int]:
+    """What a backup writes to storage: its page keys, whether it carries window state, its window pages."""
+    return [k for n in op.nodes for k in n.key], any(n.host_swa for n in op.nodes), op.swa_pages
 
 
 class Simulation:
@@ -410,44 +643,6 @@ class Simulation:
         for req in requests:
             if req.arrival_s > env.now:
                 yield env.timeout(req.arrival_s - env.now)
-            self.dispatch(req)
-
-    def closed_loop(self, sessions: list[list[Request]], max_parallel: int, rate: float | None,
-                    distribution: str = "poisson"):  # fmt: skip
-        """SGLang bench_multiturn: at most ``max_parallel`` requests in flight; a client's next round
-        is ready once its previous round finished; ready clients are picked at random (seeded)."""
-        env, rng = self.env, self.rng
-        order = rng.permutation(len(sessions))
-        ready: list[int] = [int(i) for i in order]
-        next_round = [0] * len(sessions)
-        in_flight = 0
-        wake = env.event()
-
-        def finished(req: Request) -> None:
-            nonlocal in_flight, wake
-            in_flight -= 1
-            if req.session >= 0 and next_round[req.session] < len(sessions[req.session]):
-                ready.append(req.session)
-            if not wake.triggered:
-                wake.succeed()
-
-        self.on_finish = finished
-        while True:
-            if not ready or in_flight >= max_parallel:
-                if in_flight == 0 and not ready:
-                    return
-                yield wake
-                wake = env.event()
-                continue
-            if rate:
-                gap = rng.exponential(1.0 / rate) if distribution == "poisson" else rng.uniform(0, 2.0 / rate)
-                yield env.timeout(gap)
-            pick = int(rng.integers(len(ready)))
-            client = ready.pop(pick)
-            req = sessions[client][next_round[client]]
-            next_round[client] += 1
-            req.arrival_s = env.now
-            in_flight += 1
             self.dispatch(req)
 
     def record(self, run: _Running, now: float) -> None:

@@ -180,6 +180,7 @@ class Admission:
     kv_reserved: int = 0
     swa_reserved: int = 0
     held: list[Node] = field(default_factory=list)  # nodes this request locks until release
+    inserted_pages: int = 0  # pages this request already inserted (SGLang's req.kv.cache_inserted_len)
 
 
 class HiCache:
@@ -244,6 +245,10 @@ class HiCache:
         self.stats = CacheStats()
         self._op_ids = itertools.count()
         self.pending: dict[int, BackupOp] = {}
+        # write_back backups made inside a device eviction: SGLang blocks the eviction on their D2H copy
+        # and acks them at once (unified_radix_cache.py:1028-1036, 3478-3489); the timed engine charges
+        # the copy and starts the L3 write after it, a replay drops them.
+        self.write_back_copies: list[list[BackupOp]] = []
 
     def _tier(self, pages: int | None, swa_ratio: float) -> Tier:
         if pages is None:
@@ -304,7 +309,9 @@ class HiCache:
             self.stats.demotions += 1
             self.tree.demote(node)
         else:
-            if self.l2_enabled:  # without L2, deleting is plain eviction, not a drop
+            # Counted only under write_through in cache mode (unified_radix_cache.py:1060-1065, 909-930);
+            # without L2, deleting is plain eviction, not a drop.
+            if self.l2_enabled and self.policy is WritePolicy.WRITE_THROUGH:
                 self.stats.dropped_tokens[UNBACKED] += tokens
             self.tree.delete_leaf(node)
 
@@ -344,16 +351,21 @@ class HiCache:
         while node is not self.tree.root and not node.host:
             chain.append(node)
             node = node.parent
+        copy: list[BackupOp] = []
         for n in reversed(chain):
             kv, swa = self._need(n)  # the host copy takes what the device copy holds
             if not self._alloc_host(kv, swa):
                 self.stats.backup_failed_tokens += kv * self.page_tokens
                 self.stats.host_alloc_failures += 1
-                return False
-            self._start_backup(n, kv, swa, lock=lock)
-        return True
+                break
+            op = self._start_backup(n, kv, swa, lock=lock)
+            if not lock:  # write_back: one merged copy per chain, acked before the eviction goes on
+                copy.append(op)
+        if copy:  # parents committed before a failure are copied all the same
+            self.write_back_copies.append(copy)
+        return not chain or chain[0].host
 
-    def _start_backup(self, n: Node, kv: int, swa: int, *, lock: bool) -> None:
+    def _start_backup(self, n: Node, kv: int, swa: int, *, lock: bool) -> BackupOp:
         """Commit a host copy of ``n`` in pages already allocated, and its D2H copy."""
         self.tree.set_host(n, self.all_pages_mask)
         op = BackupOp(next(self._op_ids), n if lock else None, [n], kv, swa)
@@ -363,6 +375,7 @@ class HiCache:
             self.pending[op.id] = op
         else:
             self._record_backup(op)
+        return op
 
     def _record_backup(self, op: BackupOp) -> None:
         self.stats.backup_kv_pages += op.kv_pages
@@ -384,6 +397,17 @@ class HiCache:
         for op in ops:
             self.ack(op)
         return ops
+
+    def reserve_host(self, kv_pages: int, swa_pages: int, min_kv_pages: int) -> int:
+        """Take host pages for an L3 read before it starts, as SGLang allocates a prefetch's host pages when
+        its lookup hits, evicting host LRU leaves (``hybrid_cache_controller.py:796-829``): all of them with
+        their window pages, else as many kv pages as are free if that is at least ``min_kv_pages`` (a
+        partial read, which brings no window state), else none. Returns the kv pages taken; the caller
+        gives them back (:meth:`Tier.free`) before :meth:`insert_host` places what landed."""
+        if self._alloc_host(kv_pages, swa_pages):
+            return kv_pages
+        part = min(kv_pages, int(self.l2.kv_cap - self.l2.kv_used))
+        return part if part >= max(1, min_kv_pages) and self.l2.alloc(part, 0) else 0
 
     def insert_host(self, keys: Sequence, n_pages: int, window: bool) -> int:
         """Put pages prefetched from storage into L2 as host-only nodes; returns pages added.
@@ -507,6 +531,7 @@ class HiCache:
             return []
         before = len(self.pending)
         res = self.tree.insert(keys)
+        self._count_once(adm, res.path)
         last = res.path[-1]
         self.tree.lock(last)
         adm.held.append(last)
@@ -524,6 +549,20 @@ class HiCache:
         if self._boundary is not None:
             self._boundary.touch(res.path)
         return list(self.pending.values())[before:] if len(self.pending) > before else []
+
+    def _count_once(self, adm: Admission, path: list[Node]) -> None:
+        """A request counts a hit on each node once: SGLang raises a node's hit count only where the node
+        ends past what this request already inserted (``cache_inserted_len``,
+        ``unified_tree_core.py:1371-1374, 1433-1439``; ``unified_radix_cache.py:1255``), and never under
+        write_back (``unified_tree_core.py:1108-1109``). The tree counted every node of the path; this
+        takes back the repeats, so a prompt inserted again with its output is not counted twice."""
+        write_back = self.policy is WritePolicy.WRITE_BACK and self.l2_enabled
+        done, end = adm.inserted_pages, 0
+        for node in path:
+            end += len(node.key)
+            if end <= done or write_back:
+                node.hit_count -= 1
+        adm.inserted_pages = max(done, end)
 
     def _grow_window(self, adm: Admission, node: Node) -> None:
         """Leave the request's window state on the device copy of ``node``, if it lacks it."""
@@ -572,6 +611,7 @@ class HiCache:
         """Request-order replay of one request: match, load back, compute, insert, and ack its backups
         at the end of its step. Returns None when L1 could not hold the request (its device prefix still
         counts as a hit; the rest is computed and not cached)."""
+        self.write_back_copies.clear()  # no time here: a replay does not charge the copies
         lk = self.lookup(keys, input_tokens)
         adm = self.admit(lk)
         if adm is None:
@@ -586,29 +626,38 @@ class HiCache:
 
     # ----- reporting --------------------------------------------------------------------------
     def metrics(self) -> dict:
-        """Counters under SGLang's metric names (``sglang:`` prefix dropped); per-pool ones as dicts."""
+        """Counters under SGLang's metric names (``sglang:`` prefix dropped) and label sets
+        (``observability/metrics_collector.py``): a labelled counter is a dict keyed by its label values,
+        nested in label order. Token counters carry a ``pool`` label only for the pools that own slot
+        indices, ``kv`` and ``swa``; sidecars ride on their indices and only the bytes counters, all
+        pools combined, include them (``hybrid_cache_controller.py:953-1000``). Counters SGLang does not
+        export start with ``sim_``."""
         s, pt = self.stats, self.page_tokens
         backup = self.pool_bytes(s.backup_kv_pages, s.backup_swa_pages)
         load = self.pool_bytes(s.load_kv_pages, s.load_swa_pages)
-        pools = self.model.pools
+        swa_pt = self.swa_page_tokens if self.window_pages else 0
 
         def tokens(kv_pages: int, swa_pages: int) -> dict[str, int]:
-            return {p.name: (kv_pages if p.anchor == "kv" else swa_pages) * pt for p in pools}
+            return {"kv": kv_pages * pt, "swa": swa_pages * swa_pt} if swa_pt else {"kv": kv_pages * pt}
 
+        # SGLang pre-seeds host_pressure, and write_through_unbacked_eviction under write_through only, once
+        # HiCache is on (unified_radix_cache.py:565-574); the pool label is always kv.
+        reasons = [HOST_PRESSURE, UNBACKED] if self.policy is WritePolicy.WRITE_THROUGH else [HOST_PRESSURE]
+        dropped = {r: {"kv": s.dropped_tokens[r]} for r in reasons} if self.l2_enabled else {}
         return {
-            "cached_tokens_total": {"device": s.cached_tokens["device"], "host": s.cached_tokens["host"],
-                                    "total": s.cached_tokens["device"] + s.cached_tokens["host"]},
-            "computed_tokens_total": s.computed_tokens,
+            "cached_tokens_total": {"device": s.cached_tokens["device"], "host": s.cached_tokens["host"]},
             "evicted_tokens_total": s.evicted_tokens,
-            "hicache_dropped_tokens_total": dict(s.dropped_tokens),
+            "hicache_dropped_tokens_total": dropped,
             "hicache_backup_tokens_total": tokens(s.backup_kv_pages, s.backup_swa_pages),
             "hicache_backup_bytes_total": sum(backup.values()),
-            "hicache_backup_bytes_by_pool": backup,
             "load_back_tokens_total": tokens(s.load_kv_pages, s.load_swa_pages),
             "load_back_bytes_total": sum(load.values()),
-            "load_back_bytes_by_pool": load,
             "hicache_host_used_tokens": self.l2.kv_used * pt,
             "hicache_host_total_tokens": None if self.l2.kv_cap == math.inf else self.l2.kv_cap * pt,
+            "sim_computed_tokens_total": s.computed_tokens,
+            "sim_device_full_tokens_total": s.dropped_tokens[DEVICE_FULL],
+            "sim_hicache_backup_bytes_by_pool": backup,
+            "sim_load_back_bytes_by_pool": load,
         }  # fmt: skip
 
 

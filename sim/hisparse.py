@@ -13,8 +13,9 @@ the newest compressed token (outside the replacement order, never a miss), under
 
 When a new C4 token appears (every 4th step) the previous newest is backed up D2H (counted); it stays on
 the GPU only while the whole history fits the buffer, so a sequence whose compressed length fits never
-misses (SGLang's fast path); past that, its slot goes to the next newest token. Then: memory per request with and without HiSparse, the max decode batch within
-an HBM budget, and a roofline decode throughput. Everything here is numpy; no clock, no SimPy.
+misses (SGLang's fast path); past that, its slot goes to the next newest token. Then: the decode GPU's pools
+as SGLang sizes them with and without HiSparse, the max decode batch they admit, and a roofline decode
+throughput. Everything here is numpy; no clock, no SimPy.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from sim.topk import C4_RATIO, AccessModel, StreamTrace, TraceAccess, compressed
 
 Policy = Literal["lru", "clock", "belady"]
 POLICIES: tuple[Policy, ...] = ("lru", "clock", "belady")
+InitialFill = Literal["direct", "staging"]
+INITIAL_FILLS: tuple[InitialFill, ...] = ("direct", "staging")
 _BIG = np.iinfo(np.int64).max
 
 
@@ -246,12 +249,21 @@ class StreamResult:
 
 
 def run_stream(stream: StreamTrace, buffer_size: int, policy: Policy = "lru",
-               initial_fill: Literal["empty", "recent"] = "empty") -> StreamResult:
+               initial_fill: InitialFill = "direct") -> StreamResult:
     """Replay one (request, layer) stream through a hot buffer.
 
-    Before step 0 the buffer is staged: all ids of the prompt if they fit (fast path), else nothing
-    (``empty``: PD direct-to-host puts C4 only in host memory) or the most recent ones (``recent``).
+    What the buffer holds before step 0 depends on how the request reached decode (SGLang 0.5.23):
+
+    - ``direct`` (a PD decode instance; prefill wrote C4 straight into host memory): every prompt id when
+      the compressed prompt fits the buffer (preloaded, the kernel's no-IO fast path), else nothing: the
+      slots' token ids are reset to -1 (managers/hisparse_coordinator.py:878-909; hisparse.cuh:419).
+    - ``staging`` (prefill ran on this GPU and its C4 was staged to host): the buffer reuses the prefill's
+      device slots for compressed ids 0..device_buffer_size-1, the *oldest* tokens, with id 0 at the LRU
+      end; the newest goes to the reserved slot (hisparse_coordinator.py:937-983,
+      mem_cache/allocator/hisparse.py:494-542).
     """
+    if initial_fill not in INITIAL_FILLS:
+        raise ValueError(f"unknown initial_fill {initial_fill!r}; expected one of {', '.join(INITIAL_FILLS)}")
     buf = make_buffer(policy, buffer_size, stream)
     n_steps = stream.n_steps
     misses = np.zeros(n_steps, dtype=np.int64)
@@ -259,8 +271,8 @@ def run_stream(stream: StreamTrace, buffer_size: int, policy: Policy = "lru",
     if n_steps == 0:
         return StreamResult(misses, accesses, 0, buf)
     newest = int(compressed_len(int(stream.seq_len[0]))) - 1
-    if newest + 1 <= buffer_size + 1 or initial_fill == "recent":
-        for cid in range(max(0, newest - buffer_size), newest):
+    if initial_fill == "staging" or newest + 1 <= buffer_size:
+        for cid in range(min(newest, buffer_size)):
             buf.admit(cid, 0)
     backups = 0
     for s in range(n_steps):
@@ -282,21 +294,39 @@ def run_stream(stream: StreamTrace, buffer_size: int, policy: Policy = "lru",
 # Memory, batch and throughput
 # --------------------------------------------------------------------------------------------------
 
+# Paths below are SGLang 0.5.23, relative to sglang/srt/.
+SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL default (environ.py:730)
+
+
+def _ceil_to(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
 
 @dataclass(frozen=True)
 class DecodeModelShape:
-    """What a decode GPU holds per request. Defaults: DeepSeek-V4-Flash, ``v4`` layout (DESIGN.md 1.1)."""
+    """What a decode GPU holds and reads. Defaults: DeepSeek-V4-Flash, ``v4`` layout (DESIGN.md 1.1).
+
+    Per-token bytes are the page-padded ones SGLang sizes its pools with (pool_configurator.py:1353-1388):
+    a 256-slot SWA page is 149,760 B, a 64-slot C4 page 37,440 B, a 2-slot C128 page 1,728 B per layer.
+    """
 
     name: str = "DeepSeek-V4-Flash"
     n_layers: int = 43
     n_c4_layers: int = 21
     n_c128_layers: int = 20
     index_topk: int = 512
-    kv_row_bytes: int = 584  # per compressed (or SWA) token per layer: 576 data + 8 scale
-    c4_indexer_row_bytes: int = 132  # fp8 128 + 4 scale
+    kv_row_bytes: int = 584  # one C4 row as read and swapped in: 576 data + 8 scale
+    c4_indexer_row_bytes: int = 132  # fp8 128 + 4 scale (deepseek_v4_memory_pool.py:53-57)
     swa_window: int = 128
-    # C4 + C4-indexer compressor rings for one SWA page (8 rows x fp32), DESIGN.md 1.1; C128 state ignored.
-    state_bytes_per_request: int = 1_720_320
+    page_size: int = 256  # full/SWA page (kv_cache_configurator.py:2068-2070)
+    c4_page_slots: int = 64  # a C4 page: 256 tokens / 4; HiSparse's extra page (hisparse_coordinator.py:644)
+    swa_token_bytes: float = 149_760 / 256
+    c4_token_bytes: float = 37_440 / 64
+    c128_token_bytes: float = 1_728 / 2
+    c4_ring_rows: int = 8  # C4 compressor ring per SWA page (deepseek_v4_memory_pool.py:60-79)
+    c4_state_row_bytes: int = 2 * 2 * 512 * 4 + 2 * 2 * 128 * 4  # C4 + C4-indexer state row, fp32, per layer
+    c128_ring_rows: int = 128
+    c128_state_row_bytes: int = 2 * 512 * 4
     # Weights read per decode step per GPU. Assumption: ~284e9 params, FP4 experts + FP8 rest
     # (~0.56 B/param), sharded over 8 GPUs, all experts touched at large batch.
     weight_bytes_per_gpu: float = 20e9
@@ -305,34 +335,94 @@ class DecodeModelShape:
     def v4_pro(cls) -> DecodeModelShape:
         """V4-Pro: 61 layers, 30 C4, 31 C128, top-k 1024. Weights: assumption, ~1.6e12 params / 8 GPUs."""
         return cls(name="DeepSeek-V4-Pro", n_layers=61, n_c4_layers=30, n_c128_layers=31, index_topk=1024,
-                   state_bytes_per_request=2_457_600, weight_bytes_per_gpu=110e9)
+                   weight_bytes_per_gpu=110e9)
 
     def c4_bytes(self, seq_len: int) -> int:
+        """C4 KV of one request, all C4 layers: what HiSparse moves to host memory."""
         return self.n_c4_layers * (seq_len // C4_RATIO) * self.kv_row_bytes
 
-    def resident_bytes(self, seq_len: int) -> int:
-        """Everything but C4 KV: C4 indexer, C128, SWA window, compressor state."""
-        n_c = seq_len // C4_RATIO
-        return (self.n_c4_layers * n_c * self.c4_indexer_row_bytes
-                + self.n_c128_layers * (seq_len // 128) * self.kv_row_bytes
-                + self.n_layers * min(seq_len, self.swa_window) * self.kv_row_bytes
-                + self.state_bytes_per_request)
+    def swa_bytes_per_token(self) -> float:
+        """One SWA slot over all layers, plus the C4 compressor state priced per SWA slot
+        (pool_configurator.py:1372-1388)."""
+        state = self.c4_ring_rows / self.page_size * self.c4_state_row_bytes * self.n_c4_layers
+        return self.swa_token_bytes * self.n_layers + state
 
-    def request_bytes(self, seq_len: int, device_buffer_size: int | None = None) -> int:
-        """GPU bytes of one request: full C4 without HiSparse, else the hot buffer (+1 newest) per layer."""
-        if device_buffer_size is None:
-            c4 = self.c4_bytes(seq_len)
-        else:
-            slots = min(seq_len // C4_RATIO, device_buffer_size + 1)
-            c4 = self.n_c4_layers * slots * self.kv_row_bytes
-        return c4 + self.resident_bytes(seq_len)
+    def full_bytes_per_token(self, swa_full_tokens_ratio: float, host_to_device_ratio: int = 1) -> float:
+        """GPU bytes one full token costs (pool_configurator.py:1390-1446): its share of the SWA pool, C4 KV
+        shrunk by HiSparse's ``host_to_device_ratio`` (:1397-1402, the ratio read at :1153), the C4
+        indexer (never offloaded), and C128."""
+        c4 = self.c4_token_bytes / (C4_RATIO * host_to_device_ratio) + self.c4_indexer_row_bytes / C4_RATIO
+        return (swa_full_tokens_ratio * self.swa_bytes_per_token() + self.n_c4_layers * c4
+                + self.n_c128_layers * self.c128_token_bytes / 128)
+
+    def c128_state_bytes(self, max_running_requests: int) -> int:
+        """C128 compressor rings, fixed per request slot (pool_configurator.py:1504-1531; decode role:
+        max_running_requests + 1 slots, no extra slots)."""
+        rows = (max_running_requests + 1) * self.c128_ring_rows + self.c128_ring_rows + 1
+        return _ceil_to(rows, 128) * self.c128_state_row_bytes * self.n_c128_layers
+
+    def swa_tokens_per_request(self) -> int:
+        """SWA slots a decoding request holds at worst: window + one eviction interval + a page of padding +
+        a page of decode allocation, SGLang's own per-request figure (pool_configurator.py:924-952)."""
+        return self.swa_window + SWA_EVICTION_INTERVAL + 2 * self.page_size
 
     def kv_read_bytes(self, seq_len: int, top_k: int | None = None) -> int:
-        """KV bytes one decode step reads for one request: sparse C4 rows, all indexer keys, dense C128, SWA."""
+        """KV bytes one decode step reads for one request: the top-k C4 rows, every C4 indexer key (the
+        indexer scores all compressed tokens: deep_gemm fp8_paged_mqa_logits over compressed_seq_lens,
+        layers/attention/dsv4/indexer.py:880, 1074-1098), dense C128 and the SWA window."""
         k = min(top_k or self.index_topk, seq_len // C4_RATIO)
         return (self.n_c4_layers * (k * self.kv_row_bytes + (seq_len // C4_RATIO) * self.c4_indexer_row_bytes)
                 + self.n_c128_layers * (seq_len // 128) * self.kv_row_bytes
                 + self.n_layers * min(seq_len, self.swa_window) * self.kv_row_bytes)
+
+    def indexer_read_bytes(self, seq_len: int) -> int:
+        """The indexer's share of :meth:`kv_read_bytes`."""
+        return self.n_c4_layers * (seq_len // C4_RATIO) * self.c4_indexer_row_bytes
+
+
+@dataclass(frozen=True)
+class DecodePools:
+    """A decode GPU's pools as SGLang sizes them from its KV memory (pool_configurator.py:1638-1703)."""
+
+    full_tokens: int  # logical full-token pool; C4 indexer and C128 scale with it
+    swa_tokens: int
+    c4_device_slots: int  # C4 KV slots on the GPU (with HiSparse: the hot buffers' pool)
+    bytes_per_full_token: float
+    fixed_bytes: int  # C128 state rings, per request slot
+
+    def max_batch(self, shape: DecodeModelShape, final_len: int, max_running_requests: int,
+                  device_buffer_size: int | None = None) -> tuple[int, str]:
+        """Requests decoding at once, and the pool that caps them (``full``, ``swa``, ``c4_buffer``,
+        ``max_running``). A request is admitted for prompt + max_new_tokens full tokens, page-aligned
+        (disaggregation/decode.py:508-517); with HiSparse each needs device_buffer_size + one 64-slot page
+        of the C4 pool (hisparse_coordinator.py:644-646, disaggregation/decode.py:1418-1430)."""
+        bounds = {"full": self.full_tokens // _ceil_to(max(final_len, 1), shape.page_size),
+                  "swa": self.swa_tokens // shape.swa_tokens_per_request(),
+                  "max_running": max_running_requests}
+        if device_buffer_size is not None:
+            bounds["c4_buffer"] = self.c4_device_slots // (device_buffer_size + shape.c4_page_slots)
+        limit = min(bounds, key=bounds.__getitem__)
+        return max(bounds[limit], 0), limit
+
+
+def size_pools(shape: DecodeModelShape, kv_bytes: float, swa_full_tokens_ratio: float,
+               max_running_requests: int, host_to_device_ratio: int | None = None) -> DecodePools:
+    """SGLang's DSV4 pool sizes for ``kv_bytes`` of GPU KV memory; ``host_to_device_ratio`` None: no HiSparse.
+
+    Full tokens = (KV bytes - C128 state) / bytes per full token, page-aligned (pool_configurator.py:1668-1669);
+    the device C4 pool = full // (4 x host_to_device_ratio) (:1492). Ratio mode for SWA (the pool is
+    ``swa_full_tokens_ratio`` x full tokens, :1457-1461).
+    SGLang switches to its cap mode (SWA sized from max_running_requests) when the ratio is left at its
+    default and --max-running-requests is given (:1328-1351); that mode is not modelled.
+    """
+    r = host_to_device_ratio or 1
+    if r < 1:
+        raise ValueError(f"host_to_device_ratio must be >= 1, got {r}")
+    fixed = shape.c128_state_bytes(max_running_requests)
+    per_token = shape.full_bytes_per_token(swa_full_tokens_ratio, r)
+    full = int(max(kv_bytes - fixed, 0) / per_token) // shape.page_size * shape.page_size
+    swa = int(full * swa_full_tokens_ratio) // shape.page_size * shape.page_size
+    return DecodePools(full, swa, full // (C4_RATIO * r), per_token, fixed)
 
 
 @dataclass(frozen=True)
@@ -352,12 +442,16 @@ class HbmBudget:
 
 @dataclass(frozen=True)
 class DecodeCapacity:
-    """Max batch and roofline throughput, with and without HiSparse, at one sequence length."""
+    """Pools, max batch and roofline step time, with and without HiSparse, at one final length."""
 
-    bytes_per_request_baseline: int
+    pools_baseline: DecodePools
+    pools_hisparse: DecodePools
+    bytes_per_request_baseline: int  # pool bytes one request's full tokens take
     bytes_per_request_hisparse: int
     max_batch_baseline: int
     max_batch_hisparse: int
+    limit_baseline: str
+    limit_hisparse: str
     step_seconds_baseline: float
     step_seconds_hisparse: float
     swap_in_seconds_per_step: float
@@ -377,20 +471,25 @@ class DecodeCapacity:
 
 def decode_capacity(shape: DecodeModelShape, budget: HbmBudget, seq_len: int, device_buffer_size: int,
                     misses_per_layer_step: float = 0.0, cost_table: SwapInCost | None = None,
-                    top_k: int | None = None) -> DecodeCapacity:
-    """Max batch within ``budget.kv_bytes`` at ``seq_len`` (the longest a request gets), and step time.
+                    top_k: int | None = None, swa_full_tokens_ratio: float = 0.1,
+                    host_to_device_ratio: int = 2, max_running_requests: int = 256) -> DecodeCapacity:
+    """Pools and max batch within ``budget.kv_bytes`` at ``seq_len`` (a request's final length), and step time.
 
     Roofline, one GPU's view: step = (weights + batch x KV read) / HBM bandwidth, plus for HiSparse one
-    swap-in kernel per C4 layer over the batch (``n_misses`` = the batch's misses in that layer).
+    swap-in kernel per C4 layer over the batch (``n_misses`` = the batch's misses in that layer). V4 swaps in
+    synchronously inside each C4 layer: its shared-index prefetch, which overlaps IO with compute, is only
+    for DSA-architecture models (hisparse_coordinator.py:90-91, 1599-1605), so the swap-in adds to the step.
     KV read is the same with and without HiSparse (the same rows are read, from the hot buffer).
     """
     k = top_k or shape.index_topk
-    base = shape.request_bytes(seq_len)
-    hs = shape.request_bytes(seq_len, device_buffer_size)
-    nb = max(int(budget.kv_bytes // base), 0)
-    nh = max(int(budget.kv_bytes // hs), 0)
+    base = size_pools(shape, budget.kv_bytes, swa_full_tokens_ratio, max_running_requests)
+    hs = size_pools(shape, budget.kv_bytes, swa_full_tokens_ratio, max_running_requests, host_to_device_ratio)
+    nb, lb = base.max_batch(shape, seq_len, max_running_requests)
+    nh, lh = hs.max_batch(shape, seq_len, max_running_requests, device_buffer_size)
     if budget.host_bytes is not None:
-        nh = min(nh, int(budget.host_bytes // max(shape.c4_bytes(seq_len), 1)))
+        host_cap = int(budget.host_bytes // max(shape.c4_bytes(seq_len), 1))
+        if host_cap < nh:
+            nh, lh = host_cap, "host"
     read = shape.kv_read_bytes(seq_len, k)
 
     def roofline(batch: int) -> float:
@@ -400,7 +499,9 @@ def decode_capacity(shape: DecodeModelShape, budget: HbmBudget, seq_len: int, de
     if cost_table is not None and nh and misses_per_layer_step > 0:
         per_layer = cost_table.swap_in_seconds(nh, k, int(round(misses_per_layer_step * nh)), shape.kv_row_bytes)
         swap = shape.n_c4_layers * per_layer
-    return DecodeCapacity(base, hs, nb, nh, roofline(nb), roofline(nh) + swap, swap)
+    aligned = _ceil_to(seq_len, shape.page_size)
+    return DecodeCapacity(base, hs, int(aligned * base.bytes_per_full_token), int(aligned * hs.bytes_per_full_token),
+                          nb, nh, lb, lh, roofline(nb), roofline(nh) + swap, swap)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -422,7 +523,8 @@ class HiSparseConfig:
     device_buffer_size: int = 4096
     top_k: int | None = None  # None: the model's index_topk (SGLang overrides the config's 2048)
     policy: Policy = "lru"
-    initial_fill: Literal["empty", "recent"] = "empty"
+    initial_fill: InitialFill = "direct"
+    host_to_device_ratio: int = 2
     io_backend: str = "kernel"
     layers_simulated: int = 2
     step_windows: int | None = None
@@ -434,6 +536,10 @@ class HiSparseConfig:
             raise ValueError("device_buffer_size and layers_simulated must be >= 1")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; expected one of {', '.join(POLICIES)}")
+        if self.initial_fill not in INITIAL_FILLS:
+            raise ValueError(f"unknown initial_fill {self.initial_fill!r}; expected one of {', '.join(INITIAL_FILLS)}")
+        if self.host_to_device_ratio < 1:
+            raise ValueError("host_to_device_ratio must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -465,7 +571,8 @@ class HiSparseResult:
 
 def simulate_hisparse(config: HiSparseConfig, shape: DecodeModelShape, access: AccessModel,
                       n_requests: int, input_len: int, output_len: int, cost_table: SwapInCost | None,
-                      rng: np.random.Generator, budget: HbmBudget | None = None) -> HiSparseResult:
+                      rng: np.random.Generator, budget: HbmBudget | None = None,
+                      swa_full_tokens_ratio: float = 0.1, max_running_requests: int = 256) -> HiSparseResult:
     """Simulate ``n_requests`` identical-length decodes and size the instance around them."""
     budget = budget or HbmBudget(weight_bytes=shape.weight_bytes_per_gpu)
     k = config.top_k or shape.index_topk
@@ -502,7 +609,8 @@ def simulate_hisparse(config: HiSparseConfig, shape: DecodeModelShape, access: A
              if cost_table is not None and d2h_rows else 0.0)
     mean_layer_step = float(misses.mean()) if misses.size else 0.0
     cap = decode_capacity(shape, budget, input_len + output_len, config.device_buffer_size,
-                          mean_layer_step, cost_table, k)
+                          mean_layer_step, cost_table, k, swa_full_tokens_ratio, config.host_to_device_ratio,
+                          max_running_requests)
     return HiSparseResult(steps, misses, accesses, swap, d2h_bytes, d2h_s, cap)
 
 
@@ -517,7 +625,7 @@ def _windows(config: HiSparseConfig, output_len: int, recorded: bool) -> list[tu
 
 def miss_curve(buffer_sizes: list[int], policies: list[Policy], access: AccessModel, input_len: int,
                n_steps: int, top_k: int, n_streams: int, rng: np.random.Generator,
-               per_step: bool = False, initial_fill: Literal["empty", "recent"] = "empty") -> pd.DataFrame:
+               per_step: bool = False, initial_fill: InitialFill = "direct") -> pd.DataFrame:
     """Misses against buffer size and policy, every pair replaying the same ``n_streams`` streams.
 
     ``per_step=False``: one row per (policy, buffer_size) with mean/p50/p99 misses per (stream, step) and
@@ -543,7 +651,8 @@ def miss_curve(buffer_sizes: list[int], policies: list[Policy], access: AccessMo
 
 
 __all__ = [
-    "POLICIES", "BeladyBuffer", "ClockBuffer", "DecodeCapacity", "DecodeModelShape", "HbmBudget",
-    "HiSparseConfig", "HiSparseResult", "LruBuffer", "Policy", "StreamResult", "SwapInCost",
-    "decode_capacity", "make_buffer", "miss_curve", "run_stream", "simulate_hisparse", "step_ids",
+    "INITIAL_FILLS", "POLICIES", "BeladyBuffer", "ClockBuffer", "DecodeCapacity", "DecodeModelShape",
+    "DecodePools", "HbmBudget", "HiSparseConfig", "HiSparseResult", "InitialFill", "LruBuffer", "Policy",
+    "StreamResult", "SwapInCost", "decode_capacity", "make_buffer", "miss_curve", "run_stream",
+    "simulate_hisparse", "size_pools", "step_ids",
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["LINKS", "REQUEST_COLUMNS", "Recorder", "busy_fraction"]
+__all__ = ["LINKS", "REQUEST_COLUMNS", "Recorder", "busy_fraction", "dropped_by_reason"]
 
 LINKS = ("h2d", "d2h", "l3_read", "l3_write")
 REQUEST_COLUMNS = (
@@ -21,6 +21,13 @@ REQUEST_COLUMNS = (
     "input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
     "computed_tokens", "load_back_s", "queue_wait_s", "ttft_s", "e2e_s",
 )  # fmt: skip
+
+ENGINE_COUNTERS = (
+    "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
+    "sim_prefetches_total", "sim_prefetch_requested_tokens_total", "sim_prefetch_retries_total",
+    "sim_prefetch_rate_limited_total", "sim_write_back_wait_seconds_total",
+)  # fmt: skip
+UNFULFILLED_REASONS = ("below_threshold", "host_capacity", "storage_transfer", "deadline")
 
 
 @dataclass
@@ -37,6 +44,16 @@ class Recorder:
     n_finished: int = 0
     ttft: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
+
+    def engine_metrics(self) -> dict:
+        """The engine's counters under SGLang's names (L3 traffic, ``metrics_collector.py:2213-2290``),
+        then the simulator's own, prefixed ``sim_``. ``storage_prefetch_unfulfilled_tokens_total`` carries
+        only the reasons the model produces."""
+        c = self.counters
+        out = {k: c[k] for k in ENGINE_COUNTERS}
+        out["storage_prefetch_unfulfilled_tokens_total"] = {
+            r: c[f"storage_prefetch_unfulfilled_tokens_total:{r}"] for r in UNFULFILLED_REASONS}  # fmt: skip
+        return out
 
     def transfer(self, instance: int, link: str, start: float, end: float, nbytes: int) -> None:
         self.links[(instance, link)].append((start, end, nbytes))
@@ -101,3 +118,13 @@ def percentiles(values: list[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=float)
     p50, p90, p99 = np.percentile(a, [50, 90, 99])
     return {"mean": float(a.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def dropped_by_reason(metrics: dict) -> dict[str, int]:
+    """Dropped tokens by reason: ``hicache_dropped_tokens_total`` summed over its ``pool`` label, plus
+    the simulator's own ``sim_device_full_tokens_total`` (replayed requests L1 could not hold) as
+    ``device_full`` when there are any."""
+    out = {reason: sum(pools.values()) for reason, pools in metrics.get("hicache_dropped_tokens_total", {}).items()}
+    if metrics.get("sim_device_full_tokens_total"):
+        out["device_full"] = metrics["sim_device_full_tokens_total"]
+    return out

@@ -1,4 +1,4 @@
-"""Figures from result files: threshold sweeps, HiSparse miss counts, and a run's cache occupancy.
+"""Figures from result files: threshold sweeps, HiSparse miss counts, a run's cache occupancy, and per-round figures.
 
 Each kind reads one parquet (or the folder that holds it), checks its columns, and renders with
 matplotlib (Agg, through a pyplot-free ``Figure``) to a temporary file renamed over the target, so a figure appears whole or not at
@@ -15,11 +15,12 @@ import pandas as pd
 from sim.errors import InputError
 from sim.fileio import atomic_path
 
-__all__ = ["KINDS", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_threshold"]
+__all__ = ["KINDS", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
 
 FORMATS = ("png", "svg")
 SWEEP_DEFAULT_Y = ("hit_total", "ttft_p90_s", "input_tokens_per_s")
 MISSES_COLUMNS = ("step", "misses", "policy", "device_buffer_size")
+ROUNDS_COLUMNS = ("round", "ttft_s", "input_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens")
 OCCUPANCY_COLUMNS = ("time_s", "instance", "waiting", "running", "l1_kv_pages", "l1_swa_pages", "l2_kv_pages",
                      "l2_swa_pages")  # fmt: skip
 # Axis labels with units for the metric columns sim.sweep writes; anything else is labelled by its name.
@@ -264,10 +265,42 @@ def plot_occupancy(df: pd.DataFrame):
     return fig
 
 
+# --------------------------------------------------------------------------------------------- rounds
+
+
+def read_rounds(path: Path) -> pd.DataFrame:
+    return _read(path, ROUNDS_COLUMNS)
+
+
+def plot_rounds(df: pd.DataFrame):
+    """bench_multiturn's view by round: TTFT (mean and p90) and the cache hit rate by source."""
+    g = df.groupby("round", sort=True)
+    rounds = list(g.groups)
+    fig, (ax_t, ax_h) = _figure(2, "Per round (bench_multiturn rounds; bench_serving steps)")
+    ax_t.plot(rounds, g["ttft_s"].mean(), marker="o", label="mean")
+    ax_t.plot(rounds, g["ttft_s"].quantile(0.9), marker="s", linestyle="--", label="p90")
+    ax_t.set(xlabel="round", ylabel="TTFT (s)", title="Time to first token")
+    inputs = g["input_tokens"].sum()
+    bottom = pd.Series(0.0, index=inputs.index)
+    for col, name in (("device_hit_tokens", "device (L1)"), ("host_hit_tokens", "host (L2)"),
+                      ("storage_hit_tokens", "storage (L3)")):  # fmt: skip
+        share = g[col].sum() / inputs
+        ax_h.bar(rounds, share, bottom=bottom, label=name)
+        bottom += share
+    ax_h.set(xlabel="round", ylabel="share of input tokens", title="Cache hit rate", ylim=(0, 1))
+    for ax in (ax_t, ax_h):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    ax_t.set_ylim(bottom=0)
+    fig.tight_layout()
+    return fig
+
+
 KINDS: dict[str, tuple[Callable[[Path], pd.DataFrame], str, Callable]] = {
     "threshold": (read_sweep, "sweep.parquet", plot_threshold),
     "misses": (read_misses, "misses.parquet", plot_misses),
     "occupancy": (read_timeseries, "timeseries.parquet", plot_occupancy),
+    "rounds": (read_rounds, "requests.parquet", plot_rounds),
 }
 
 

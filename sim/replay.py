@@ -15,10 +15,13 @@ from pathlib import Path
 from sim.clairvoyant import Bound, clairvoyant
 from sim.errors import InputError
 from sim.hicache import HiCache
+from sim.metrics import dropped_by_reason
 from sim.pools import ModelSpec
+from sim.swacache import SWACache
 from sim.workload import Request
 
-__all__ = ["ReplayResult", "bound_capacities", "duplicate_pages", "format_table", "pages_for_bytes", "parse_size", "replay"]
+__all__ = ["ReplayResult", "bound_capacities", "duplicate_pages", "format_table", "pages_for_bytes", "parse_size",
+           "replay", "replay_v4", "v4_cache"]  # fmt: skip
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
@@ -48,14 +51,17 @@ def duplicate_pages(cache: HiCache) -> int:
 
 @dataclass
 class ReplayResult:
-    """One replay; ``bounds``: the clairvoyant bound at L1 and, with L2, at L1 + L2 pages."""
+    """One replay; ``bounds``: the clairvoyant bound at L1 and, with L2, at L1 + L2 pages (HiCache only)."""
 
-    cache: HiCache
+    cache: HiCache | SWACache
     trace: str
     wall_s: float
+    model: ModelSpec | None = None  # for a V4 cache, which knows no bytes
     bounds: list[Bound] = field(default_factory=list)
 
     def summary(self) -> dict:
+        if isinstance(self.cache, SWACache):
+            return _v4_summary(self)
         c, s = self.cache, self.cache.stats
         dup = duplicate_pages(c)
         host_pages = c.l2.kv_used
@@ -86,8 +92,98 @@ class ReplayResult:
             "clairvoyant": [{"capacity_pages": b.capacity, "hit_tokens": b.hit_rate(), "hit_pages": b.hit_rate("pages"),
                              "wall_s": b.wall_s} for b in self.bounds],
             "metrics": c.metrics(),
+            "kv_bytes_per_page": c.kv_bytes,
+            "pool_names": [p.name for p in c.model.pools if p.bytes_per_page],
             "wall_s": self.wall_s,
         }  # fmt: skip
+
+
+def v4_cache(model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str, page: int,
+             load_back_threshold: int, swa_ratio: float, chunked_prefill_size: int = 8192) -> SWACache:
+    """SGLang's V4 cache for ``model``: the SWA pools are ``swa_ratio`` of the Full ones on each tier
+    (``model_executor/pool_configurator.py:1046``; host pages = device pages x ratio, so the same share)."""
+    swa = lambda pages: None if pages is None else max(1, int(pages * swa_ratio))  # noqa: E731
+    return SWACache(page=page, window=model.sliding_window, full_pages=l1_pages, swa_pages=swa(l1_pages),
+                    host_full_pages=l2_pages, host_swa_pages=swa(l2_pages) if l2_pages else 0,
+                    write_policy=policy, load_back_threshold=load_back_threshold,
+                    chunked_prefill_size=chunked_prefill_size)  # fmt: skip
+
+
+def replay_v4(cache: SWACache, model: ModelSpec, requests: list[Request], trace: str = "",
+              progress: bool = False) -> ReplayResult:
+    """Serve ``requests`` in order through the V4 cache: admission (with load-back), prefill chunk by chunk,
+    decode, release; backups are acknowledged at the end of each request. Output pages that a trace does not
+    give are keyed uniquely to their request."""
+    from tqdm import tqdm
+
+    start = time.perf_counter()
+    page = cache.page
+    for req in tqdm(requests, desc="replay", unit="req", disable=not progress, mininterval=0.5):
+        out = max(1, req.output_len)
+        total = (req.input_len + out) // page
+        keys = req.final_keys if req.final_keys and len(req.final_keys) >= total else req.keys
+        keys = list(keys[:total]) + [("out", req.rid, j) for j in range(len(keys), total)]
+        r = cache.admit(keys, req.input_len, out)
+        cache.finish(r)
+        cache.ack_all()
+    return ReplayResult(cache, trace, time.perf_counter() - start, model)
+
+
+def _v4_summary(result: ReplayResult) -> dict:
+    c, s, model = result.cache, result.cache.stats, result.model
+    page = c.page
+    bytes_per_token = {p.name: p.bytes_per_page / model.page_size for p in model.pools}
+    full_pools = [p.name for p in model.pools if p.anchor == "kv"]
+
+    def by_pool(full_tokens: int, swa_tokens: int) -> dict[str, int]:
+        return {name: int((full_tokens if name in full_pools else swa_tokens) * b)
+                for name, b in bytes_per_token.items() if b}  # fmt: skip
+
+    backup = by_pool(s["backup_full_tokens"], s["backup_swa_tokens"])
+    load = by_pool(s["load_full_tokens"], s["load_swa_tokens"])
+    inputs = s["input_tokens"]
+    # SGLang pre-seeds host_pressure, and write_through_unbacked_eviction under write_through only
+    # (unified_radix_cache.py:565-574).
+    reasons = ["host_pressure"] + (["write_through_unbacked_eviction"] if c.write_policy == "write_through" else [])
+    cap = lambda x: None if x == float("inf") else int(x // page)  # noqa: E731
+    return {
+        "trace": result.trace,
+        "model": model.name,
+        "pools": len(model.pools),
+        "page_tokens": page,
+        "policy": c.write_policy,
+        "load_back_threshold": c.load_back_threshold,
+        "l1_pages": cap(c.full_cap),
+        "l2_pages": cap(c.host_full_cap) if c.hicache else 0,
+        "requests": s["requests"],
+        "input_tokens": inputs,
+        "input_pages": s["input_pages"],
+        "l1_hit_tokens": s["device_hit_tokens"] / inputs if inputs else 0.0,
+        "l1l2_hit_tokens": (s["device_hit_tokens"] + s["host_hit_tokens"]) / inputs if inputs else 0.0,
+        "l1_hit_pages": s["device_hit_tokens"] // page / s["input_pages"] if s["input_pages"] else 0.0,
+        "l1l2_hit_pages": (s["device_hit_tokens"] + s["host_hit_tokens"]) // page / s["input_pages"]
+        if s["input_pages"] else 0.0,
+        "evictions": s["evicted_leaves"],
+        "demotions": s["demotions"],
+        "host_evictions": s["host_evictions"],
+        "metrics": {  # SGLang's names and label sets; counters SGLang does not export start with sim_
+            "cached_tokens_total": {"device": s["device_hit_tokens"], "host": s["host_hit_tokens"]},
+            "evicted_tokens_total": s["evicted_tokens"],
+            "hicache_dropped_tokens_total": {r: {"kv": c.dropped[r]} for r in reasons} if c.hicache else {},
+            "hicache_backup_tokens_total": {"kv": s["backup_full_tokens"], "swa": s["backup_swa_tokens"]},
+            "hicache_backup_bytes_total": sum(backup.values()),
+            "load_back_tokens_total": {"kv": s["load_full_tokens"], "swa": s["load_swa_tokens"]},
+            "load_back_bytes_total": sum(load.values()),
+            "hicache_host_used_tokens": c.tree.host_tokens,
+            "hicache_host_total_tokens": None if c.host_full_cap == float("inf") else int(c.host_full_cap),
+            "sim_swa_evicted_tokens_total": s["swa_evicted_tokens"],
+            "sim_hicache_backup_bytes_by_pool": backup,
+            "sim_load_back_bytes_by_pool": load,
+        },
+        "kv_bytes_per_page": int(sum(bytes_per_token[n] for n in full_pools) * page),
+        "pool_names": [p.name for p in model.pools if p.bytes_per_page],
+        "wall_s": result.wall_s,
+    }
 
 
 def _num(x: float) -> int | None:
@@ -108,7 +204,7 @@ def replay(cache: HiCache, requests: list[Request], trace: str = "", progress: b
         serve(req.keys, req.input_len)
     wall = time.perf_counter() - start
     bounds = clairvoyant(requests, bound_capacities(cache), cache.page_tokens) if bound else []
-    return ReplayResult(cache, trace, wall, bounds)
+    return ReplayResult(cache, trace, wall, bounds=bounds)
 
 
 def bound_capacities(cache: HiCache) -> list[int | None]:
@@ -123,11 +219,11 @@ def bound_capacities(cache: HiCache) -> list[int | None]:
 def format_table(result: ReplayResult) -> str:
     """The human summary that ``hicache-sim replay`` prints."""
     d = result.summary()
-    c, m = result.cache, d["metrics"]
-    cap = lambda p: "unbounded" if p is None else f"{p:,} pages ({p * c.kv_bytes / 1e9:,.1f} GB kv-anchored)"  # noqa: E731
+    m = d["metrics"]
+    cap = lambda p: "unbounded" if p is None else f"{p:,} pages ({p * d['kv_bytes_per_page'] / 1e9:,.1f} GB kv-anchored)"  # noqa: E731
     lines = [
         f"{Path(d['trace']).name}: {d['model']} ({d['pools']} pools), {d['page_tokens']}-token pages, "
-        f"{d['policy']}, {d['eviction_policy']} eviction, load-back threshold {d['load_back_threshold']}",
+        f"{d['policy']}, {d.get('eviction_policy', 'lru')} eviction, load-back threshold {d['load_back_threshold']}",
         f"L1 {cap(d['l1_pages'])}; L2 {'off' if not d['l2_pages'] and d['l2_pages'] is not None else cap(d['l2_pages'])}",
         "",
         f"{'requests':<26}{d['requests']:>16,}",
@@ -139,18 +235,20 @@ def format_table(result: ReplayResult) -> str:
         f"{'evictions (L1 leaves)':<26}{d['evictions']:>16,}",
         f"{'demotions (L1 -> L2)':<26}{d['demotions']:>16,}",
         f"{'host evictions (L2)':<26}{d['host_evictions']:>16,}",
-        f"{'  of which dedup (D+H->D)':<26}{d['dedup_evictions']:>16,}",
-        f"{'failed host allocations':<26}{d['failed_host_allocations']:>16,}",
-        f"{'duplicate pages (D+H)':<26}{d['duplicate_pages']:>16,}  {d['duplicate_share_of_l2']:.1%} of L2 in use",
     ]
-    dropped = m["hicache_dropped_tokens_total"]
+    if "duplicate_pages" in d:  # the single-pool residency model's boundary counters
+        lines += [
+            f"{'  of which dedup (D+H->D)':<26}{d['dedup_evictions']:>16,}",
+            f"{'failed host allocations':<26}{d['failed_host_allocations']:>16,}",
+            f"{'duplicate pages (D+H)':<26}{d['duplicate_pages']:>16,}  {d['duplicate_share_of_l2']:.1%} of L2 in use",
+        ]
+    dropped = dropped_by_reason(m)
     lines.append(f"{'dropped tokens':<26}{sum(dropped.values()):>16,}"
                  + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())))  # fmt: skip
     lines += ["", f"{'bytes moved per pool':<26}{'D2H (backup)':>16}{'H2D (load-back)':>18}"]
-    backup, load = m["hicache_backup_bytes_by_pool"], m["load_back_bytes_by_pool"]
-    for pool in c.model.pools:
-        if pool.bytes_per_page:
-            lines.append(f"  {pool.name:<24}{_gb(backup.get(pool.name, 0)):>16}{_gb(load.get(pool.name, 0)):>18}")
+    backup, load = m["sim_hicache_backup_bytes_by_pool"], m["sim_load_back_bytes_by_pool"]
+    for name in d["pool_names"]:
+        lines.append(f"  {name:<24}{_gb(backup.get(name, 0)):>16}{_gb(load.get(name, 0)):>18}")
     lines.append(f"  {'total':<24}{_gb(m['hicache_backup_bytes_total']):>16}{_gb(m['load_back_bytes_total']):>18}")
     if result.bounds:
         lines += ["", "clairvoyant bound (Belady: knows the trace's future; no server can implement it)",

@@ -15,16 +15,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim import clients
 from sim.compute import Roofline
 from sim.costs import CostTable, resolve_cost_table
 from sim.engine import EngineConfig, Simulation
 from sim.errors import InputError
 from sim.fileio import atomic_path, write_text_atomic
-from sim.metrics import LINKS, percentiles
+from sim.metrics import LINKS, dropped_by_reason, percentiles
 from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
-from sim.workload import arrival_times, multi_turn_sessions, read_trace, shared_prefix
+from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
 
 __all__ = ["RunResult", "build", "run_scenario", "write_outputs"]
 
@@ -62,7 +63,8 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
         l3_latency_s=l3.latency_ms / 1e3,
         l3_capacity_pages=None if l3.capacity_gb is None else int(l3.capacity_gb * 1e9 // page_bytes),
-        l3_io_batch_pages=l3.io_batch_pages, prefetch_threshold=hc.prefetch_threshold,
+        l3_io_batch_pages=l3.io_batch_pages, l3_all_window_pages=l3.window_pages == "all",
+        prefetch_threshold=hc.prefetch_threshold,
         prefetch_policy=hc.prefetch_policy, prefetch_timeout_base_s=hc.prefetch_timeout_base_s,
         prefetch_timeout_per_ki_token_s=hc.prefetch_timeout_per_ki_token_s, duration_s=sc.duration_s,
         sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
@@ -75,12 +77,21 @@ def build(sc: Scenario, costs: CostTable | None = None) -> tuple[Simulation, obj
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)
-    sim = Simulation(cfg, costs, Roofline.from_scenario(sc), rng)
+    sim = Simulation(cfg, costs, Roofline.from_scenario(sc, costs.compute_params), rng)
     w = sc.workload
     if w.kind == "multi_turn":
         sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
-                                       cfg.page_tokens, system_prompt_length=w.system_prompt_length)  # fmt: skip
-        return sim, sim.closed_loop(sessions, w.max_parallel, w.request_rate, w.distribution), sc.duration_s
+                                       cfg.page_tokens, system_prompt_length=w.system_prompt_length,
+                                       sub_question_length=w.sub_question_input_length)  # fmt: skip
+        return sim, clients.bench_multiturn(sim, sessions, w), sc.duration_s
+    if w.kind == "bench_serving":
+        steps, rid = [], 0
+        for i, st in enumerate(w.steps):
+            reqs = random_ids_requests(st.num_prompts, st.random_input_len, st.random_output_len,
+                                       st.random_range_ratio, st.seed, cfg.page_tokens, step=i, first_rid=rid)  # fmt: skip
+            rid += len(reqs)
+            steps.append((st, reqs))
+        return sim, clients.bench_serving(sim, steps), sc.duration_s
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
     horizon = sc.duration_s or (reqs[-1].arrival_s if reqs else None)
     return sim, sim.trace_arrivals(reqs), horizon
@@ -143,8 +154,7 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
         _merge(metrics, inst.cache.metrics())
     metrics["cached_tokens_total"]["storage"] = totals["storage_hit_tokens"]
     metrics["cached_tokens_total"]["host"] = totals["host_hit_tokens"]
-    for key in ("prefetched_tokens_total", "prefetches", "prefetch_requested_tokens"):
-        metrics[key] = rec.counters[key]
+    metrics.update(rec.engine_metrics())
     dropped = dict(rec.dropped)
     unfinished = sim.arrived - rec.n_finished - sum(dropped.values())
     return {
@@ -155,6 +165,7 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
         "instances": cfg.instances,
         "cost_table": sim.costs.describe(),
         "cost_table_kind": sim.costs.source.kind,
+        "compute": _compute_summary(sc, sim),
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens},
         "simulated_s": horizon,
         "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
@@ -183,7 +194,17 @@ def summarise(sc: Scenario, sim: Simulation) -> dict:
             "backup_flushes": rec.counters["backup_flushes"],
         },
         "metrics": metrics,
+        **({"client": report} if (report := clients.client_report(sc.workload, df)) else {}),
     }
+
+
+def _compute_summary(sc: Scenario, sim: Simulation) -> dict:
+    """The step-time efficiencies in effect and where each came from: scenario, fitted table, or estimate."""
+    r, fitted = sim.roofline, sim.costs.compute_params
+    values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
+    origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
+              for k in values}  # fmt: skip
+    return {**values, "origin": origin, "fit_source": sim.costs.compute.get("source") if fitted else None}
 
 
 def _merge(into: dict, new: dict) -> None:
@@ -227,12 +248,14 @@ def format_summary(result: RunResult) -> str:
         return _format_decode(result)
     t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
     req = s["requests"]
-    dropped = s["metrics"].get("hicache_dropped_tokens_total", {})
+    dropped = dropped_by_reason(s["metrics"])
     lines = [
         f"{s['scenario']}: {s['model']} ({s['pools']} pools), {s['instances']} instance(s), "
         f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
         f"of {s['capacity_pages']['page_tokens']} tokens",
         f"cost table: {s['cost_table']}",
+        "compute: " + ", ".join(f"{k} {v:.3g} ({s['compute']['origin'][k]})" for k, v in s["compute"].items()
+                                if k in s["compute"]["origin"]),
         "",
         f"{'simulated time':<28}{s['simulated_s']:>14,.1f} s",
         f"{'requests':<28}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
@@ -248,10 +271,24 @@ def format_summary(result: RunResult) -> str:
         f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
         + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else ""),
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
+        *_l3_and_write_back_lines(s["metrics"]),
         "",
+        *([clients.format_client_report(s["client"]), ""] if s.get("client") else []),
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
     return "\n".join(lines)
+
+
+def _l3_and_write_back_lines(m: dict) -> list[str]:
+    """Summary lines for L3 reads and write_back waits, when there were any."""
+    lines = []
+    if m.get("sim_prefetches_total"):
+        cut = sum(m["storage_prefetch_unfulfilled_tokens_total"].values())
+        lines.append(f"{'L3 reads':<28}{m['sim_prefetches_total']:>14,}  ({m['prefetched_tokens_total']:,} tokens "
+                     f"landed, {cut:,} not; {m['sim_prefetch_retries_total']:,} lookups retried)")  # fmt: skip
+    if m.get("sim_write_back_wait_seconds_total"):
+        lines.append(f"{'write_back copy waits':<28}{m['sim_write_back_wait_seconds_total']:>14.2f} s")
+    return lines
 
 
 def _format_decode(result: RunResult) -> str:
@@ -269,7 +306,7 @@ def _format_decode(result: RunResult) -> str:
         f"{'GPU bytes per request':<30}{h['bytes_per_request'] / 1e6:>14,.0f} MB   "
         f"(off {h['bytes_per_request_baseline'] / 1e6:,.0f} MB, on {h['bytes_per_request_hisparse'] / 1e6:,.0f} MB)",
         f"{'max decode batch':<30}{h['max_batch']:>14,}   (off {h['max_batch_baseline']}, on "
-        f"{h['max_batch_hisparse']}: {h['batch_gain']:.2f}x)",
+        f"{h['max_batch_hisparse']}: {h['batch_gain']:.2f}x; capped by {h['batch_limit']})",
         f"{'peak batch reached':<30}{h['peak_batch']:>14,}",
         f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",

@@ -331,7 +331,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = ()) -> str:
     """Load and check a scenario; return a short human summary for ``hicache-sim validate``."""
     s = load_scenario(path, overrides)
     hc, hw, wl = s.hicache, s.hardware, s.workload
-    page_bytes = s.model.page_bytes(hc.page_size)
+    page_bytes = s.model.page_bytes(hc.page_size, hw.tp_size)
     lines = [
         f"{path}: ok ({s.name})",
         f"  model     {s.model.name}, page {hc.page_size} tokens"
@@ -357,8 +357,10 @@ def validate_file(path: str | Path, overrides: Sequence[str] = ()) -> str:
         desc = f"multi_turn, {wl.num_clients} clients x {wl.num_rounds} rounds, {wl.request_length}+{wl.output_length} tokens/round, {rate}"
     elif isinstance(wl, SyntheticWorkload):
         desc = f"synthetic, {wl.num_requests} requests at {wl.rate:g} req/s ({wl.arrival}), {wl.input_length}+{wl.output_length} tokens"
-    else:
+    elif isinstance(wl, TraceWorkload):
         desc = f"trace ({wl.format}) {wl.path}, time_scale {wl.time_scale:g}"
+    else:
+        desc = f"bench_serving {wl.dataset_name}, {len(wl.steps)} step(s), {sum(st.num_prompts for st in wl.steps)} prompts"
     lines.append(f"  workload  {desc}")
     lines.append(
         f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "

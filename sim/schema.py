@@ -19,15 +19,19 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
     Tag,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 __all__ = [
     "CATALOG_MODELS",
+    "BenchServingWorkload",
     "ClusterConfig",
     "ComputeConfig",
     "HardwareConfig",
@@ -41,6 +45,7 @@ __all__ = [
     "PoolConfig",
     "Scenario",
     "SchedulerConfig",
+    "ServingStep",
     "SyntheticWorkload",
     "TraceWorkload",
     "build_model_spec",
@@ -157,12 +162,20 @@ class PoolConfig(_Section):
 
 
 class ModelConfig(_Section):
-    """The model whose KV is cached: a catalog name, or an inline list of pools.
+    """The model whose KV is cached: a catalog name, an inline list of pools, or a Hugging Face config.json.
 
-    A bare string in YAML (``model: deepseek-v4-flash``) means ``{name: ...}``.
+    A bare string in YAML (``model: deepseek-v4-flash``) means ``{name: ...}``. With ``config``, the KV bytes
+    per rank (at ``hardware.tp_size``), the layers, and the compute model's inputs follow from the config
+    (:mod:`sim.modelcfg`); DeepSeek V4 configs map to the catalog's pools.
     """
 
-    name: str = Field(description=f"Catalog name ({', '.join(CATALOG_MODELS)}) or, with pools, any label.")
+    name: str = Field(description=f"Catalog name ({', '.join(CATALOG_MODELS)}) or, with pools or config, any label.")
+    config: str | None = Field(
+        None,
+        description="Hugging Face config.json (a path, relative to the scenario file, or a bundled name: qwen3-14b, "
+        "llama-3.1-8b, deepseek-v3, deepseek-v4-flash).",
+    )
+    kv_dtype: str = Field("auto", description="KV cache dtype as SGLang's --kv-cache-dtype (auto: the model's).")
     page_size: int | None = Field(
         None,
         ge=1,
@@ -185,8 +198,25 @@ class ModelConfig(_Section):
     def _from_name(cls, data: Any) -> Any:
         return {"name": data} if isinstance(data, str) else data
 
+    @field_validator("config")
+    @classmethod
+    def _resolve_config(cls, value: str | None, info: ValidationInfo) -> str | None:
+        from sim.modelcfg import bundled_configs
+
+        if value is None or value.lower() in bundled_configs():
+            return value
+        return _resolve_file(value, info)
+
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
+        if self.config is not None:
+            from sim.modelcfg import KV_DTYPE_BYTES
+
+            if self.pools is not None or self.generic_bytes_per_token is not None:
+                raise _field_error("config", "give a config.json or pools / generic_bytes_per_token, not both")
+            if self.kv_dtype not in KV_DTYPE_BYTES:
+                raise _field_error("kv_dtype", f"expected one of {', '.join(KV_DTYPE_BYTES)}, got {self.kv_dtype!r}")
+            return self
         if self.pools is None:
             if self.name not in CATALOG_MODELS:
                 close = difflib.get_close_matches(self.name, CATALOG_MODELS, n=1)
@@ -216,10 +246,23 @@ class ModelConfig(_Section):
                 )
         return self
 
-    def page_bytes(self, page_size: int) -> int:
+    def shape(self, tp_size: int = 1) -> Any:
+        """The :class:`sim.modelcfg.ModelShape` of ``config`` at ``tp_size`` (None without a config)."""
+        from sim.modelcfg import derive, load_config
+
+        if self.config is None:
+            return None
+        cfg, _ = load_config(self.config)
+        return derive(cfg, tp_size=tp_size, kv_dtype=self.kv_dtype, name=self.name)
+
+    def page_bytes(self, page_size: int, tp_size: int = 1) -> int:
         """Total bytes per page per rank over all pools."""
         from sim import pools
 
+        if self.config is not None:
+            from sim.modelcfg import model_spec
+
+            return model_spec(self.shape(tp_size), page_size).bytes_per_page
         if self.pools is not None:
             return sum(p.page_bytes(page_size) for p in self.pools)
         return pools.get_model(self.name, page_size=page_size, bytes_per_token=self.generic_bytes_per_token).bytes_per_page
@@ -229,8 +272,18 @@ class ModelConfig(_Section):
 
 
 class HardwareConfig(_Section):
-    """The GPU and host an instance runs on."""
+    """The GPU and host an instance runs on.
 
+    With ``gpu`` naming a catalog entry (``sim/data/hardware.json``), the GPU memory, HBM bandwidth and peak
+    FLOPs come from its datasheet; with a model ``config`` too, ``kv_mem_gb`` follows as SGLang sizes it
+    (``sim.hardware``): ``mem_fraction_static`` (or SGLang's default rule) of the memory minus the weights per
+    rank. Fields given explicitly win.
+    """
+
+    gpu: str | None = Field(None, description="Catalog GPU: H20, H100, H800, H200, B200, B300, A10, MI300X, MI355X.")
+    mem_fraction_static: float | None = Field(
+        None, gt=0, lt=1, description="SGLang --mem-fraction-static; null = SGLang's default rule for the GPU."
+    )
     gpu_name: str = Field("H200", description="Label for reports.")
     gpu_mem_gb: float = Field(141.0, gt=0, description="GPU memory in GB (1e9 B); H200 SXM: 141.")
     kv_mem_gb: float = Field(
@@ -364,6 +417,12 @@ class L3Config(_Section):
     latency_ms: float = Field(1.0, ge=0, description="Per storage call latency, ms (estimate).")
     capacity_gb: float | None = Field(None, gt=0, description="Storage capacity, GB; null = unbounded.")
     io_batch_pages: int = Field(128, ge=1, description="Pages per storage call (hicache_storage.py:24).")
+    window_pages: Literal["trailing", "all"] = Field(
+        "trailing",
+        description="Window (SWA) pages an L3 read or write moves: the trailing window (SGLang 0.5.23's "
+        "TRAILING_PAGES pools) or every page (whole 9,158,208-B V4-Flash pages, as the EIC patch of "
+        "measurements.md M1 moves them: its 0.57 / 0.16 GB/s per rank are whole-page rates).",
+    )
 
 
 class SchedulerConfig(_Section):
@@ -385,7 +444,8 @@ class ComputeConfig(_Section):
     """A simple, replaceable roofline for GPU step time; defaults are V4-Flash estimates, not measurements.
 
     prefill time = tokens x (flops_per_token + attn x context) / (peak x mfu); decode time = (weights + KV read)
-    / (HBM x mbu); plus ``step_overhead_ms`` per step.
+    / (HBM x mbu); plus ``step_overhead_ms`` per step. The efficiencies left null come from the cost table's
+    ``compute`` section (``hicache-sim calibrate compute``), else from spec-derived estimates.
     """
 
     prefill_flops_per_token: float = Field(
@@ -406,16 +466,39 @@ class ComputeConfig(_Section):
         ge=0,
         description="KV bytes read per context token per decode step (V4-Flash FULL-anchored ~3,899 B; estimate).",
     )
-    mfu: float = Field(0.4, gt=0, le=1, description="Achieved fraction of peak FLOPs in prefill.")
-    mbu: float = Field(0.7, gt=0, le=1, description="Achieved fraction of HBM bandwidth in decode.")
-    step_overhead_ms: float = Field(2.0, ge=0, description="Scheduler and launch overhead per step, ms.")
+    kv_bytes_per_request: float = Field(
+        0.0, ge=0, description="KV bytes read per request per decode step whatever its length (V4: SWA window, top-k rows)."
+    )
+    expert_bytes: float = Field(0.0, ge=0, description="MoE: bytes of one routed expert over all layers, per rank.")
+    n_experts: int = Field(0, ge=0, description="MoE: routed experts per layer (0: dense model).")
+    experts_per_token: int = Field(0, ge=0, description="MoE: routed experts each token picks.")
+    mfu: float | None = Field(
+        None, gt=0, le=1,
+        description="Achieved fraction of peak FLOPs in prefill; null = the cost table's fitted value, else 0.4 (estimate).",
+    )
+    mbu: float | None = Field(
+        None, gt=0, le=1,
+        description="Achieved fraction of HBM bandwidth in decode; null = fitted, else 0.7 (estimate).",
+    )
+    step_overhead_ms: float | None = Field(
+        None, ge=0, description="Scheduler and launch overhead per step, ms; null = fitted, else 2.0 (estimate)."
+    )
+    attn_flops_scale: float | None = Field(
+        None, gt=0, description="Multiplier on attention FLOPs per context token; null = fitted, else 1."
+    )
 
 
 # ------------------------------------------------------------------------------------------------ workload
 
 
 class MultiTurnWorkload(_Section):
-    """SGLang's bench_multiturn: clients each send rounds of history + a new question (reference section 8)."""
+    """SGLang's bench_multiturn: clients each send rounds of history + a new question (reference section 8).
+
+    Field names are the client's options (``--num-clients`` is ``num_clients``). The sender follows the
+    client's loop (``benchmark/hicache/bench_multiturn.py``): while fewer than ``max_parallel`` are in flight
+    it pops a ready request (``ready_queue_policy``) and then sleeps one inter-arrival gap, whether or not one
+    was ready; at the limit it polls every 50 ms.
+    """
 
     kind: Literal["multi_turn"] = Field("multi_turn", description="Workload type.")
     num_clients: int = Field(256, ge=1, description="Conversations.")
@@ -432,6 +515,50 @@ class MultiTurnWorkload(_Section):
         "poisson", description="Inter-arrival distribution (uniform over [0, 2/rate])."
     )
     system_prompt_length: int = Field(0, ge=0, description="Tokens of a system prompt shared by all clients.")
+    ready_queue_policy: Literal["random", "fifo"] = Field(
+        "random", description="Which ready client is sent next: a random one (bench default) or the oldest."
+    )
+    round_barrier: bool = Field(
+        False, description="Round r+1 of any client waits until every client has finished round r."
+    )
+    sub_question_input_length: int = Field(
+        0, ge=0, description="Tokens of each later round's new question; 0 = request_length (bench default)."
+    )
+    disable_random_sample: bool = Field(
+        False,
+        description="Random token ids instead of ShareGPT text; prompts are distinct either way, so no effect on the cache.",
+    )
+
+
+class ServingStep(_Section):
+    """One ``bench_serving`` invocation: ``--num-prompts`` random-ids prompts sent under a concurrency limit."""
+
+    num_prompts: int = Field(1000, ge=1, description="--num-prompts.")
+    random_input_len: int = Field(1024, ge=1, description="--random-input-len (tokens).")
+    random_output_len: int = Field(1024, ge=1, description="--random-output-len (tokens).")
+    random_range_ratio: float = Field(
+        0.0, ge=0, le=1, description="--random-range-ratio: lengths uniform in [len x ratio, len]; 1 = exact."
+    )
+    max_concurrency: int | None = Field(None, ge=1, description="--max-concurrency; null = unlimited.")
+    request_rate: float | None = Field(
+        None, gt=0, description="--request-rate, req/s (Poisson); null = inf, every prompt at once."
+    )
+    flush_cache: bool = Field(False, description="POST /flush_cache before the step (L1 and L2 emptied, L3 kept).")
+    seed: int = Field(42, description="--seed (default 42): steps with equal seed and lengths send the same prompts.")
+    wait_backups: bool = Field(
+        False, description="Start only after every queued L2/L3 backup has landed (a pause between runs)."
+    )
+    label: str = Field("", description="Name of the step in reports.")
+
+
+class BenchServingWorkload(_Section):
+    """SGLang's ``bench_serving --dataset-name random-ids``: one or more steps run back to back."""
+
+    kind: Literal["bench_serving"] = Field("bench_serving", description="Workload type.")
+    dataset_name: Literal["random-ids", "random"] = Field(
+        "random-ids", description="--dataset-name; both give distinct prompts (no shared prefixes)."
+    )
+    steps: list[ServingStep] = Field(min_length=1, description="The bench_serving runs, in order.")
 
 
 class SyntheticWorkload(_Section):
@@ -489,11 +616,12 @@ Workload = Annotated[
         Annotated[MultiTurnWorkload, Tag("multi_turn")],
         Annotated[SyntheticWorkload, Tag("synthetic")],
         Annotated[TraceWorkload, Tag("trace")],
+        Annotated[BenchServingWorkload, Tag("bench_serving")],
     ],
     Discriminator(_workload_tag),
 ]
-_WORKLOAD_CLASSES = (MultiTurnWorkload, SyntheticWorkload, TraceWorkload)
-_WORKLOAD_KINDS = ("multi_turn", "synthetic", "trace")
+_WORKLOAD_CLASSES = (MultiTurnWorkload, SyntheticWorkload, TraceWorkload, BenchServingWorkload)
+_WORKLOAD_KINDS = ("multi_turn", "synthetic", "trace", "bench_serving")
 
 
 # -------------------------------------------------------------------------------------- cluster, hisparse
@@ -546,7 +674,19 @@ class HiSparseConfig(_Section):
     """HiSparse decode offload of C4 KV (DESIGN.md 1.6); defaults from mem_cache/sparsity/factory.py:79-82."""
 
     enabled: bool = Field(False, description="HiSparse on (needs cluster.role: decode).")
-    device_buffer_size: int = Field(4096, ge=1, description="GPU hot-buffer C4 slots per request.")
+    device_buffer_size: int = Field(
+        4096, ge=1, description="GPU hot-buffer C4 slots per request (plus one 64-slot page for the newest)."
+    )
+    host_to_device_ratio: int = Field(
+        2,
+        ge=1,
+        description="The device C4 pool is full tokens / (4 x this); SGLang's default 2 (the docs suggest 5-10).",
+    )
+    initial_fill: Literal["direct", "staging"] = Field(
+        "direct",
+        description="Hot buffer at decode start: direct (PD direct-to-host: empty unless the prompt fits) or "
+        "staging (prefill staged on this GPU: the oldest tokens).",
+    )
     top_k: int | None = Field(
         None,
         ge=1,
@@ -603,9 +743,102 @@ class Scenario(_Section):
         default_factory=HiSparseConfig, description="Decode-side sparse offload."
     )
     output: OutputConfig = Field(default_factory=OutputConfig, description="Recording.")
+    _derived: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive(cls, data: Any, info: ValidationInfo) -> Any:
+        """Fill what a catalog GPU and a model config.json determine, where the scenario leaves it unset.
+
+        The filled paths are remembered (:attr:`derived`) and left out of dumps, so that a dump with another
+        GPU, TP size or memory fraction set on it (``--set``, a sweep grid) derives them afresh.
+        """
+        if not isinstance(data, dict):
+            return data
+        model, hw = data.get("model"), data.get("hardware")
+        config = model.get("config") if isinstance(model, dict) else None
+        gpu_name = hw.get("gpu") if isinstance(hw, dict) else None
+        if config is None and gpu_name is None:
+            return data
+        from sim import hardware, modelcfg
+        from sim.errors import InputError
+
+        hw = dict(hw or {})
+        tp = hw.get("tp_size", 1)
+        shape = None
+        try:
+            if config is not None:
+                ref = config
+                if ref.lower() not in modelcfg.bundled_configs():
+                    ref = _resolve_file(ref, info)
+                cfg, name = modelcfg.load_config(ref)
+                shape = modelcfg.derive(cfg, tp_size=tp if isinstance(tp, int) else 1,
+                                        kv_dtype=model.get("kv_dtype", "auto"), name=name)  # fmt: skip
+        except (InputError, PydanticCustomError) as exc:
+            raise _field_error("model.config", str(exc)) from None
+        try:
+            gpu = hardware.get_gpu(gpu_name) if gpu_name is not None else None
+        except InputError as exc:
+            raise _field_error("hardware.gpu", str(exc)) from None
+        data = dict(data)
+        sched = dict(data.get("scheduler") or {})
+        derived: list[str] = []
+
+        def fill(section: dict, name: str, key: str, value: Any) -> None:
+            if key not in section:
+                section[key] = value
+                derived.append(f"{name}.{key}")
+
+        if gpu is not None:
+            fill(hw, "hardware", "gpu_name", gpu.name)
+            fill(hw, "hardware", "gpu_mem_gb", round(gpu.memory_mib * hardware.MIB / 1e9, 3))
+            fill(hw, "hardware", "hbm_bandwidth_tbps", gpu.hbm_tbps)
+            fill(hw, "hardware", "peak_tflops", float(gpu.peak_tflops(shape.compute_dtype if shape else "bf16")))
+            fill(sched, "scheduler", "chunked_prefill_size", hardware.default_chunked_prefill_size(gpu.memory_mib))
+            data["scheduler"] = sched
+        if shape is not None:
+            comp = dict(data.get("compute") or {})
+            for key, value in (("prefill_flops_per_token", shape.flops_per_token),
+                               ("attn_flops_per_token_per_ctx", shape.attn_flops_per_pair),
+                               ("decode_bytes_per_step", shape.dense_weight_bytes),
+                               ("kv_bytes_per_token_read", shape.kv_read_bytes_per_token),
+                               ("kv_bytes_per_request", shape.kv_read_bytes_per_request),
+                               ("expert_bytes", shape.expert_bytes), ("n_experts", shape.n_experts),
+                               ("experts_per_token", shape.experts_per_token)):  # fmt: skip
+                fill(comp, "compute", key, float(value) if isinstance(value, float) else value)
+            data["compute"] = comp
+            if gpu is not None and "kv_mem_gb" not in hw:
+                mfs = hw.get("mem_fraction_static") or hardware.default_mem_fraction_static(
+                    gpu, tp_size=tp, chunked_prefill_size=sched.get("chunked_prefill_size"),
+                    max_running_requests=sched.get("max_running_requests"), mla=shape.family == "mla")  # fmt: skip
+                kv = hardware.kv_budget_bytes(gpu, mfs, shape.weight_bytes_per_rank)
+                if kv <= 0:
+                    raise _field_error("hardware.kv_mem_gb", f"the weights ({shape.weight_bytes_per_rank / 1e9:,.1f} GB "
+                                       f"per rank) leave no KV memory at mem_fraction_static {mfs:g} on {gpu.name}")  # fmt: skip
+                fill(hw, "hardware", "kv_mem_gb", round(kv / 1e9, 3))
+        data["hardware"] = hw
+        if isinstance(info.context, dict):
+            info.context["derived"] = tuple(derived)
+        return data
+
+    @model_serializer(mode="wrap")
+    def _leave_out_derived(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        for path in self._derived:
+            section, key = path.split(".")
+            if isinstance(out.get(section), dict):
+                out[section].pop(key, None)
+        return out
+
+    @property
+    def derived(self) -> tuple[str, ...]:
+        """Fields filled from the GPU catalog and the model config (left out of dumps, derived on load)."""
+        return self._derived
+
 
     @model_validator(mode="after")
-    def _cross_check(self) -> Scenario:
+    def _cross_check(self, info: ValidationInfo) -> Scenario:
+        self._derived = tuple((info.context or {}).get("derived", ())) if isinstance(info.context, dict) else ()
         hc = self.hicache
         if self.model.page_size is not None and self.model.page_size != hc.page_size:
             raise _field_error(
@@ -628,7 +861,7 @@ class Scenario(_Section):
                     "hisparse.top_k",
                     f"{top_k} exceeds hisparse.device_buffer_size {self.hisparse.device_buffer_size}",
                 )
-        page_bytes = self.model.page_bytes(hc.page_size)
+        page_bytes = self.model.page_bytes(hc.page_size, self.hardware.tp_size)
         if page_bytes:
             device_pages = int(self.hardware.kv_mem_gb * 1e9 // page_bytes)
             if device_pages < 1:
@@ -659,6 +892,10 @@ def build_model_spec(scenario: Scenario) -> Any:
     from sim import pools
 
     m = scenario.model
+    if m.config is not None:
+        from sim.modelcfg import model_spec
+
+        return model_spec(m.shape(scenario.hardware.tp_size), scenario.hicache.page_size)
     if m.pools is not None:
         d = m.model_dump(mode="json", exclude_none=True)
         d["page_size"] = scenario.hicache.page_size

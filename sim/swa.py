@@ -204,7 +204,7 @@ class SWAComponent:
                 self.evictable += node.tokens
                 self.protected -= node.tokens
             node.swa_lock -= 1
-            if node.swa_lock == 0:
+            if node.swa_lock == 0 and not node.full_kids:
                 self.tree.update_leaf(node)
             if uuid is not None and node.swa_uuid == uuid:
                 break

@@ -132,7 +132,7 @@ class SWACache:
             self.tree.backup = self._backup_on_insert
             self.tree.evict_unbacked = self._evict_unbacked
         self.pending: list[Backup] = []
-        self.stats: Counter = Counter()
+        self.stats: Counter = self.tree.counts  # one set of counters: the tree's and the controller's
         self.dropped: Counter = Counter()  # tokens by reason, as hicache_dropped_tokens_total
         self.running: set[int] = set()
         self._req_full = 0  # pages held by running requests
@@ -299,6 +299,8 @@ class SWACache:
             f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
             r.evicted_full += f
             r.evicted_swa += s
+            self.stats["evicted_tokens"] += f
+            self.stats["swa_evicted_tokens"] += s
 
     def _alloc_rows(self, r: Running, end: int) -> None:
         p = self.page
@@ -327,6 +329,7 @@ class SWACache:
         s = self.stats
         s["requests"] += 1
         s["input_tokens"] += prompt_len
+        s["input_pages"] += prompt_len // self.page
         s["device_hit_tokens"] += m.device
         s["host_hit_tokens"] += r.host_hit
         self.running.add(id(r))
@@ -371,28 +374,31 @@ class SWACache:
     def decode_many(self, r: Running, n: int) -> None:
         """``n`` decode steps (fewer if the request finishes): the same state as ``n`` calls of :meth:`decode`.
 
-        When the pools hold every page the steps will allocate plus the page each step makes free, no step
-        evicts, so the steps collapse to the few where the SWA boundary can move (a replay of long outputs
-        then costs O(pages), not O(tokens)); otherwise they run one by one.
+        A step evicts only when less than a page is free before it allocates, so the steps run in segments:
+        as many as the free pages cover with one page to spare go in bulk, visiting only the steps where the
+        SWA boundary can move; the step after a segment runs alone (it may evict). A replay of long outputs
+        then costs O(pages), not O(tokens).
         """
-        n = min(n, r.output_len - r.emitted)
-        if n <= 0:
-            return
         p = self.page
-        end = r.prompt_len + r.emitted + n - 1  # rows allocated after the last of the n steps
-        room = (-(-end // p) - -(-r.allocated // p) + 1) * p
-        if room > self.full_free() or room > self.swa_free():
-            for _ in range(n):
+        while not r.finished and n > 0:
+            free = min(self.full_free(), self.swa_free())
+            spare = r.output_len if free == float("inf") else int(free // p) - 1  # pages the segment may allocate
+            first = r.prompt_len + r.emitted  # seqlen at the next step; it allocates row first - 1
+            k = min(n, r.output_len - r.emitted, (-(-r.allocated // p) + spare) * p - first + 1)
+            if k <= 0:
                 self.decode(r)
-            return
-        first = r.prompt_len + r.emitted + (0 if r.decode_steps >= 1 else 1)  # the first step never frees
-        r.evicted = _bulk_window(r.evicted, first, end, r.protected, self.window, p)
-        r.allocated = end
-        r.decode_steps += n
-        r.emitted += n
-        self._account(r)
-        if r.emitted >= r.output_len:
-            self.release(r)
+                n -= 1
+                continue
+            end = first + k - 1
+            start = first if r.decode_steps >= 1 else first + 1  # the first decode step never frees
+            r.evicted = _bulk_window(r.evicted, start, end, r.protected, self.window, p)
+            r.allocated = end
+            r.decode_steps += k
+            r.emitted += k
+            n -= k
+            self._account(r)
+            if r.emitted >= r.output_len:
+                self.release(r)
 
     def finish(self, r: Running) -> None:
         """Run ``r`` to its end: remaining chunks, then decode steps, then release."""

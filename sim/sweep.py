@@ -28,6 +28,7 @@ import yaml
 
 from sim.errors import InputError
 from sim.fileio import atomic_path, write_text_atomic
+from sim.metrics import dropped_by_reason
 from sim.scenario import (
     Scenario,
     apply_overrides,
@@ -198,7 +199,7 @@ def flat_metrics(summary: dict) -> dict[str, Any]:
         "requests_per_s": t["requests_per_s"],
         **{f"ttft_{k}_s": ttft[k] for k in ("mean", "p50", "p90", "p99")},
         **{f"hit_{k}": hit[k] for k in ("device", "host", "storage", "total")},
-        "dropped_tokens": sum(m.get("hicache_dropped_tokens_total", {}).values()),
+        "dropped_tokens": sum(dropped_by_reason(m).values()),
         "load_back_tokens": max(m.get("load_back_tokens_total", {}).values(), default=0),
         "backup_bytes": m.get("hicache_backup_bytes_total", 0),
         "prefetched_tokens": m.get("prefetched_tokens_total", 0),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ class UNode:
 
     __slots__ = (
         "key", "parent", "children", "id", "last_access", "hit_count", "tokens",
-        "full", "host", "host_swa", "lock", "host_lock", "pending",
+        "full", "full_kids", "host", "host_swa", "lock", "host_lock", "pending",
         "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next",
     )  # fmt: skip
 
@@ -43,6 +44,7 @@ class UNode:
         self.hit_count = 0
         self.tokens = len(key) * page
         self.full = True  # Full KV on device; False: evicted to host (``host``) or dead
+        self.full_kids = 0  # children with Full KV on device (a device leaf has none)
         self.host = False  # Full KV on host (backed up)
         self.host_swa = False  # SWA state on host
         self.lock = 0
@@ -110,6 +112,7 @@ class UnifiedTree:
         self._host_heap: list[tuple[float, int, UNode]] = []
         self.host_tokens = 0
         self.host_swa_tokens = 0
+        self.counts: Counter = Counter()  # evicted_leaves, demotions, host_evictions
         self.num_nodes = 0
 
     def sentinel(self) -> UNode:
@@ -166,7 +169,7 @@ class UnifiedTree:
             t -= 1e-5
             x = x.parent
         device = dev_pages * self.page
-        host = sum(x.tokens for x in self.path_up(best, dev) if x.host)
+        host = sum(x.tokens for x in self.path_up(best, dev) if x.host) if hicache else 0
         aligned = pos * self.page
         branch = aligned if aligned > device + host else None
         swa_host = self._swa_host(best) if hicache else 0
@@ -263,6 +266,7 @@ class UnifiedTree:
 
     def _unevict(self, node: UNode) -> None:
         node.full = True
+        node.parent.full_kids += 1
         if node.lock:
             self.full_protected += node.tokens
         else:
@@ -302,6 +306,7 @@ class UnifiedTree:
     def _add_leaf(self, parent: UNode, key: list[PageKey]) -> UNode:
         leaf = self._node(key, parent)
         parent.children[key[0]] = leaf
+        parent.full_kids += 1
         self.num_nodes += 1
         self.full_evictable += leaf.tokens
         self.update_leaf(leaf)
@@ -320,6 +325,11 @@ class UnifiedTree:
         new.tokens = len(new.key) * self.page
         child.tokens -= new.tokens
         new.lock = child.lock
+        new.full, new.host, new.host_swa, new.host_lock = child.full, child.host, child.host_swa, child.host_lock
+        new.full_kids = 1 if child.full else 0
+        if child.pending is not None:  # both halves wait for the same copy
+            new.pending = child.pending
+            child.pending.nodes.append(new)
         self.swa.on_split(new, child)
         if new.swa:
             self.swa.lru.insert_after(child, new)
@@ -366,7 +376,7 @@ class UnifiedTree:
                 self.full_evictable += x.tokens
                 self.full_protected -= x.tokens
             x.lock -= 1
-            if x.lock == 0:
+            if x.lock == 0 and not x.full_kids:  # a node with a device child is no leaf of either kind
                 self.update_leaf(x)
             x = x.parent
         self.update_leaf(node)
@@ -379,7 +389,7 @@ class UnifiedTree:
         if node is self.root:
             return
         unlocked = not node.lock and not node.swa_lock
-        if node.full and unlocked and not any(c.full for c in node.children.values()):
+        if node.full and unlocked and not node.full_kids:
             if node not in self.leaves:
                 self.leaves.add(node)
                 heapq.heappush(self._heap, (node.last_access, node.id, node))
@@ -412,6 +422,7 @@ class UnifiedTree:
             tracker[0] += node.tokens
             self.full_evictable -= node.tokens
             node.full = False
+            node.parent.full_kids -= 1
         tracker[1] += self.swa.tombstone(node)
         self._free_host(node)
         self.leaves.discard(node)
@@ -451,9 +462,11 @@ class UnifiedTree:
 
     def demote(self, node: UNode, tracker: list[int]) -> None:
         """Free a backed-up leaf's device copy; it stays in the tree, host-only (``:2090-2123``)."""
+        self.counts["demotions"] += 1
         tracker[0] += node.tokens
         self.full_evictable -= node.tokens
         node.full = False
+        node.parent.full_kids -= 1
         tracker[1] += self.swa.tombstone(node)
         self.update_leaf(node)
         self.update_leaf(node.parent)
@@ -477,6 +490,7 @@ class UnifiedTree:
             if node is None:
                 break
             freed += node.tokens
+            self.counts["host_evictions"] += 1
             parent = node.parent
             self._remove(node, tracker)
             if parent is not self.root:
@@ -485,6 +499,7 @@ class UnifiedTree:
 
     def evict_leaf(self, node: UNode, tracker: list[int]) -> None:
         """A device victim: demoted if backed up, else handed to ``evict_unbacked`` (``:1788-1823``)."""
+        self.counts["evicted_leaves"] += 1
         if node.host:
             self.demote(node, tracker)
         elif self.evict_unbacked is not None:
@@ -554,6 +569,9 @@ class UnifiedTree:
 
 
 def _common(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:
+    n = len(key)
+    if key == keys[pos : pos + n]:
+        return n
     i = 0
     for a, b in zip(key, keys[pos : pos + len(key)]):
         if a != b:

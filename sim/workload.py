@@ -23,6 +23,7 @@ __all__ = [
     "arrival_times",
     "detect_format",
     "multi_turn_sessions",
+    "random_ids_requests",
     "read_mooncake",
     "read_token_trace",
     "read_trace",
@@ -201,18 +202,20 @@ def arrival_times(n: int, rate: float, rng: np.random.Generator, *, process: str
 
 
 def multi_turn_sessions(num_clients: int, num_rounds: int, request_length: int, output_length: int,
-                        page_size: int, *, system_prompt_length: int = 0) -> list[list[Request]]:  # fmt: skip
-    """SGLang ``bench_multiturn``'s conversations: round r sends the history, the previous answer and a
-    new ``request_length``-token question. Returns each client's rounds (arrival times are set by the
-    caller: a round can only start once the previous one has finished)."""
-    if min(num_clients, num_rounds, request_length) <= 0 or output_length < 0:
+                        page_size: int, *, system_prompt_length: int = 0,
+                        sub_question_length: int = 0) -> list[list[Request]]:  # fmt: skip
+    """SGLang ``bench_multiturn``'s conversations: round 0 sends a ``request_length``-token prompt, round r
+    the history, the previous answer and a new question of ``sub_question_length`` tokens (0: request_length).
+    Returns each client's rounds (arrival times are set by the caller: a round can only start once the
+    previous one has finished)."""
+    if min(num_clients, num_rounds, request_length) <= 0 or output_length < 0 or sub_question_length < 0:
         raise InputError("multi-turn sizes must be > 0")
     sys_pages = system_prompt_length // page_size
     sessions, rid = [], 0
     for c in range(num_clients):
         rounds, history = [], system_prompt_length
         for r in range(num_rounds):
-            n_in = history + request_length
+            n_in = history + (sub_question_length or request_length if r else request_length)
             keys = _conversation_keys(c, n_in, page_size, sys_pages)
             final = _conversation_keys(c, n_in + output_length, page_size, sys_pages)
             rounds.append(Request(rid, 0.0, n_in, output_length, keys, final, session=c, round=r))
@@ -241,3 +244,20 @@ def shared_prefix(num_requests: int, num_groups: int, prefix_length: int, input_
         keys = [("g", g, j) if j < p_pages else ("r", i, j) for j in range(n_pages)]
         out.append(Request(i, float(arrivals[i]), input_length, output_length, keys, session=g))
     return out
+
+
+def random_ids_requests(num_prompts: int, input_len: int, output_len: int, range_ratio: float, seed: int,
+                        page_size: int, *, step: int = 0, first_rid: int = 0) -> list[Request]:  # fmt: skip
+    """``bench_serving --dataset-name random-ids`` prompts: lengths uniform over [len x ratio, len] (at least 1),
+    as ``compute_random_lens`` draws them (SGLang ``benchmark/datasets/common.py:56-64``), and random token
+    ids, so prompts share no prefix. The prompt set is a function of (seed, sizes): a step repeating them
+    sends the same prompts again (what an L3 hit run relies on). ``step`` goes in ``Request.round``."""
+    if min(num_prompts, input_len, output_len) <= 0 or not 0 <= range_ratio <= 1:
+        raise InputError("bench_serving sizes must be > 0 and the range ratio in [0, 1]")
+    rng = np.random.default_rng(seed)
+    ins = rng.integers(max(int(input_len * range_ratio), 1), input_len + 1, num_prompts)
+    outs = rng.integers(max(int(output_len * range_ratio), 1), output_len + 1, num_prompts)
+    tag = ("ids", seed, num_prompts, input_len, output_len, range_ratio)
+    return [Request(first_rid + i, 0.0, int(n), int(m), [(tag, i, j) for j in range(int(n) // page_size)],
+                    [(tag, i, j) for j in range(int(n + m) // page_size)], session=i, round=step)
+            for i, (n, m) in enumerate(zip(ins, outs))]  # fmt: skip

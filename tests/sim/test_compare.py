@@ -81,3 +81,9 @@ def test_replay_takes_the_eviction_config_as_json_and_rejects_bad_json(capsys):
     assert main(base + ['{"threshold": 3}']) == 2
     err = capsys.readouterr().err
     assert "--eviction-config: not JSON" in err and "slru takes no parameter 'threshold'" in err
+
+
+def test_the_v4_cache_refuses_what_it_does_not_model_yet(capsys):
+    for extra in (["--policy", "boundary"], ["--eviction-policy", "lfu"]):
+        assert main(["replay", str(TRACE), "--max-requests", "5", *extra]) == 2
+    assert "not yet to the V4 cache" in capsys.readouterr().err

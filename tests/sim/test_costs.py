@@ -207,3 +207,32 @@ class TestCompare:
 def test_sim_costs_does_not_import_torch():
     code = "import sys, sim.costs; sim.costs.default_cost_table(); assert 'torch' not in sys.modules and 'triton' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+class TestComputeSection:
+    def test_round_trips_with_its_source(self, spec, tmp_path):
+        import dataclasses
+
+        fitted = {"mfu": 0.2, "mbu": 0.8, "step_overhead_ms": 5.0, "attn_flops_scale": 1.0,
+                  "source": {"kind": "measured-fit", "device": "H20"}}  # fmt: skip
+        table = dataclasses.replace(spec, compute=fitted, path=None)
+        write_cost_table(table, tmp_path / "t.json")
+        back = load_cost_table(tmp_path / "t.json")
+        assert back.compute == fitted
+        assert back.compute_params == {"mfu": 0.2, "mbu": 0.8, "step_overhead_ms": 5.0, "attn_flops_scale": 1.0}
+
+    def test_a_table_without_one_has_no_fitted_parameters(self, spec):
+        assert spec.compute_params == {}
+
+    @pytest.mark.parametrize(("field", "value", "message"), [
+        ("mfu", 1.5, "compute.mfu: must be at most 1"),
+        ("mbu", -1, "compute.mbu: must be"),
+        ("speed", 1, "compute.speed: unknown field"),
+    ])  # fmt: skip
+    def test_bad_values_name_the_field(self, spec, field, value, message):
+        data = spec.to_json()
+        data["compute"] = {"mfu": 0.3, field: value}
+        with pytest.raises(InputError, match=message):
+            from sim.costs import parse_cost_table
+
+            parse_cost_table(data, "t.json")

@@ -7,10 +7,10 @@ from sim.run import run_scenario
 from sim.scenario import scenario_from_dict
 
 
-def decode_scenario(enabled: bool, **hisparse):
+def decode_scenario(enabled: bool, compute: dict | None = None, **hisparse):
     return scenario_from_dict({
         "name": "d", "seed": 2, "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 4},
-        "cluster": {"role": "decode"},
+        "cluster": {"role": "decode"}, "scheduler": {"max_running_requests": 64}, "compute": compute or {},
         "hisparse": {"enabled": enabled, "device_buffer_size": 1024, "step_windows": 2, "window_steps": 64,
                      **hisparse},
         "workload": {"kind": "synthetic", "rate": 100.0, "num_requests": 60, "input_length": 32768,
@@ -66,3 +66,41 @@ def test_a_decode_instance_needs_an_open_loop_workload():
     data["workload"] = {"kind": "multi_turn"}
     with pytest.raises(InputError, match="workload.kind"):
         run_scenario(scenario_from_dict(data, source="test"))
+
+
+def test_admission_fills_sglangs_pools_and_reports_which_one_caps_the_batch(runs):
+    off, on = (r.summary["hisparse"] for r in runs)
+    for h in (off, on):
+        pools = h["pools"]
+        final = -(-(32768 + 512) // 256) * 256  # prompt + max new tokens, page-aligned
+        assert h["batch_limit"] == "full" and h["max_batch"] == pools["full_tokens"] // final
+        assert h["peak_batch"] == h["max_batch"]  # 60 requests arrive at once: the pool fills
+    assert on["pools"]["c4_device_slots"] == on["pools"]["full_tokens"] // (4 * 2)
+    assert on["pools"]["bytes_per_full_token"] < off["pools"]["bytes_per_full_token"]
+
+
+def test_a_larger_host_to_device_ratio_runs_a_larger_batch():
+    r2 = run_scenario(decode_scenario(True, device_buffer_size=512)).summary["hisparse"]
+    r10 = run_scenario(decode_scenario(True, device_buffer_size=512, host_to_device_ratio=10)).summary["hisparse"]
+    assert r10["host_to_device_ratio"] == 10 and r10["peak_batch"] > r2["peak_batch"]
+    # With 1,024-slot buffers the 10x smaller C4 pool holds fewer buffers than the full pool holds requests.
+    r10_big = run_scenario(decode_scenario(True, host_to_device_ratio=10)).summary["hisparse"]
+    assert r10_big["batch_limit"] == "c4_buffer"
+    assert r10_big["max_batch"] == r10_big["pools"]["c4_device_slots"] // (1024 + 64)
+
+
+def test_the_scheduler_overhead_overlaps_the_gpu_step():
+    """SGLang's overlap loop: a step lasts max(CPU scheduling, GPU forward), not their sum."""
+    slow_cpu = run_scenario(decode_scenario(False, compute={"step_overhead_ms": 50.0})).summary
+    assert slow_cpu["tpot_s"]["mean"] == pytest.approx(0.050, rel=1e-6)
+    fast_cpu = run_scenario(decode_scenario(False, compute={"step_overhead_ms": 0.0})).summary
+    gpu_only = run_scenario(decode_scenario(False, compute={"step_overhead_ms": 1e-3})).summary
+    assert fast_cpu["tpot_s"]["mean"] == pytest.approx(gpu_only["tpot_s"]["mean"])
+    assert fast_cpu["tpot_s"]["mean"] < 0.050
+
+
+def test_the_staging_path_is_selectable():
+    direct = run_scenario(decode_scenario(True)).summary["hisparse"]
+    staging = run_scenario(decode_scenario(True, initial_fill="staging")).summary["hisparse"]
+    assert (direct["initial_fill"], staging["initial_fill"]) == ("direct", "staging")
+    assert staging["misses_per_step"] != direct["misses_per_step"]

@@ -61,6 +61,16 @@ class TestConservation:
         assert s["link_bytes"]["d2h"] == s["metrics"]["hicache_backup_bytes_total"]
         assert s["link_bytes"]["h2d"] == s["metrics"]["load_back_bytes_total"]
 
+    def test_metric_names_are_sglangs_or_say_they_are_the_simulators(self, quick_run):
+        sglang = {"cached_tokens_total", "evicted_tokens_total", "hicache_dropped_tokens_total",
+                  "hicache_backup_tokens_total", "hicache_backup_bytes_total", "load_back_tokens_total",
+                  "load_back_bytes_total", "hicache_host_used_tokens", "hicache_host_total_tokens",
+                  "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
+                  "storage_prefetch_unfulfilled_tokens_total"}  # fmt: skip
+        m = quick_run.summary["metrics"]
+        assert sglang <= set(m) and all(name.startswith("sim_") for name in set(m) - sglang)
+        assert set(m["cached_tokens_total"]) == {"device", "host", "storage"}
+
     def test_every_input_token_is_a_hit_or_computed(self, quick_run):
         t = quick_run.summary["tokens"]
         hits = t["device_hit_tokens"] + t["host_hit_tokens"] + t["storage_hit_tokens"]
@@ -109,6 +119,33 @@ class TestWriteThroughWindow:
         assert slow["ttft_s"]["mean"] > fast["ttft_s"]["mean"]
 
 
+class TestWriteBack:
+    SC = {"hardware": {"kv_mem_gb": 0.15}, "hicache": {"hicache_ratio": 8.0, "write_policy": "write_back"},
+          "workload": {"num_clients": 32}}  # fmt: skip
+
+    def test_write_back_copies_move_on_the_d2h_link(self):
+        s = run_scenario(scenario(**self.SC)).summary
+        assert s["metrics"]["hicache_backup_bytes_total"] > 0
+        assert s["link_bytes"]["d2h"] == s["metrics"]["hicache_backup_bytes_total"]
+
+    def test_an_eviction_waits_for_the_copy_of_what_it_evicts(self):
+        sc = scenario(**self.SC)
+        fast = run_scenario(sc).summary
+        sim, arrivals, _ = build(sc, slow_d2h_table(2e8))
+        sim.run(arrivals)
+        slow = summarise(sc, sim)
+        assert slow["metrics"]["hicache_backup_bytes_total"] > 0
+        assert slow["metrics"]["sim_write_back_wait_seconds_total"] > fast["metrics"]["sim_write_back_wait_seconds_total"]
+        assert slow["ttft_s"]["mean"] > fast["ttft_s"]["mean"]
+        assert slow["simulated_s"] > fast["simulated_s"]
+
+    def test_evicted_pages_reach_storage_after_their_copy(self):
+        s = run_scenario(scenario(**self.SC, l3={"enabled": True, "read_gbps": 20.0, "write_gbps": 20.0})).summary
+        m = s["metrics"]
+        assert m["backuped_tokens_total"] > 0 and s["link_bytes"]["l3_write"] > 0
+        assert m["backuped_tokens_total"] <= m["hicache_backup_tokens_total"]["kv"]
+
+
 class TestLoadBack:
     def test_a_request_first_token_waits_for_its_load(self, quick_run):
         df = quick_run.sim.rec.requests_frame()
@@ -138,6 +175,142 @@ class TestL3:
         if policy != "best_effort":
             assert s["hit_rate"]["storage"] > 0
             assert s["metrics"]["prefetched_tokens_total"] > 0
+
+    def test_the_printed_summary_reports_the_l3_reads(self):
+        from sim.run import format_summary
+
+        sc = scenario(hicache={"hicache_ratio": 1.0}, l3={"enabled": True, "read_gbps": 20.0, "write_gbps": 20.0},
+                      cluster={"instances": 2, "router": "round_robin"})  # fmt: skip
+        run = run_scenario(sc)
+        m = run.summary["metrics"]
+        line = next(x for x in format_summary(run).splitlines() if x.startswith("L3 reads"))
+        assert f"{m['sim_prefetches_total']:,}" in line and f"{m['prefetched_tokens_total']:,} tokens landed" in line
+
+
+class TestPrefetch:
+    """L3 reads as SGLang's scheduler runs them: issued at queue time, polled at admission."""
+
+    def build(self, read_gbps=0.001, policy="timeout", **hicache):
+        sc = scenario(hicache={"prefetch_policy": policy, "prefetch_threshold": 256, **hicache},
+                      l3={"enabled": True, "read_gbps": read_gbps, "write_gbps": 20.0})  # fmt: skip
+        sim, _, _ = build(sc)
+        return sim, sim.instances[0]
+
+    @staticmethod
+    def request(rid, name, pages=8, stored=True, sim=None):
+        from sim.engine import _Running
+        from sim.workload import Request
+
+        keys = [(name, i) for i in range(pages)]
+        if stored:
+            sim.storage.put(keys, window_at_end=True)
+        return _Running(Request(rid, 0.0, pages * 256 + 1, 4, keys), 0)
+
+    def test_a_read_starts_when_the_request_is_queued(self):
+        sim, inst = self.build()
+        sim.env.run(until=0.25)
+        run = self.request(0, "a", sim=sim)
+        inst.submit(run)
+        assert run.prefetch is not None and run.prefetch.pages == 8
+        assert run.prefetch.t_start == pytest.approx(0.25)
+        assert sim.rec.counters["sim_prefetch_requested_tokens_total"] == 8 * 256
+
+    def test_a_read_takes_its_host_pages_when_it_starts(self):
+        sim, inst = self.build()
+        run = self.request(0, "a", sim=sim)
+        inst.submit(run)
+        l2 = inst.cache.l2
+        assert (l2.kv_used, l2.swa_used) == (8, inst.cache.window_pages)
+        sim.env.run(until=run.prefetch.t_end + 1e-9)
+        assert run.prefetched_pages == 8 and (l2.kv_used, l2.swa_used) == (8, inst.cache.window_pages)
+
+    def test_a_host_too_small_for_the_hit_gets_a_partial_read(self):
+        sim, inst = self.build(host_pages=6)
+        run = self.request(0, "a", sim=sim)
+        inst.submit(run)
+        assert run.prefetch.pages == 6 and run.prefetch.swa_pages == 0
+        assert sim.rec.engine_metrics()["storage_prefetch_unfulfilled_tokens_total"]["host_capacity"] == 2 * 256
+
+    def test_admission_skips_a_request_whose_read_is_running(self):
+        sim, inst = self.build()
+        reading, cold = self.request(0, "a", sim=sim), self.request(1, "b", stored=False, sim=sim)
+        inst.submit(reading)
+        inst.submit(cold)
+        inst._admit()
+        assert [r.req.rid for r in inst.prefilling] == [1]
+        assert [r.req.rid for r in inst.waiting] == [0] and inst.prefetch_blocked == 1
+
+    def test_the_timeout_counts_from_the_first_blocked_poll_and_scales_with_the_requested_tokens(self):
+        sim, inst = self.build(read_gbps=0.004)  # 8 V4 pages and their window (16 MB) at 4 MB/s: a ~4 s read
+        run = self.request(0, "a", sim=sim)
+        inst.submit(run)
+        sim.env.run(until=0.5)
+        assert not inst._poll_prefetch(run)
+        deadline = 0.5 + 1.0 + 0.25 * 8 * 256 / 1024
+        assert run.prefetch.deadline == pytest.approx(deadline)
+        sim.env.run(until=deadline - 0.01)
+        assert not inst._poll_prefetch(run)
+        sim.env.run(until=deadline)
+        assert inst._poll_prefetch(run) and run.prefetch is None
+        landed = sim.rec.counters["prefetched_tokens_total"]
+        assert 0 < landed < 8 * 256
+        assert sim.rec.engine_metrics()["storage_prefetch_unfulfilled_tokens_total"]["deadline"] == 8 * 256 - landed
+        assert inst.prefetch_tokens == 0 and inst.links["l3_read"].free_at == pytest.approx(deadline)
+
+    def test_wait_complete_admits_only_after_the_whole_read(self):
+        sim, inst = self.build(policy="wait_complete")
+        run = self.request(0, "a", sim=sim)
+        inst.submit(run)
+        sim.env.run(until=5.0)
+        assert not inst._poll_prefetch(run)
+        sim.env.run(until=run.prefetch.t_end + 1e-9)
+        assert run.prefetch is None and run.prefetched_pages == 8
+
+    def test_a_miss_is_looked_up_again_every_8_passes_at_most_8_times(self):
+        sim, inst = self.build()
+        head = self.request(0, "h", stored=False, sim=sim)
+        run = self.request(1, "a", stored=False, sim=sim)
+        inst.submit(head)
+        inst.submit(run)
+        assert run.prefetch is None and run.req.rid in inst.retries
+        inst._retry_prefetches()  # the first pass that sees the miss schedules it 8 passes on
+        for _ in range(7):
+            inst._retry_prefetches()
+        assert sim.rec.counters["sim_prefetch_retries_total"] == 0
+        inst._retry_prefetches()
+        assert sim.rec.counters["sim_prefetch_retries_total"] == 1
+        for _ in range(200):
+            inst._retry_prefetches()
+        assert sim.rec.counters["sim_prefetch_retries_total"] == 8 and not inst.retries
+
+    def test_a_retry_finds_pages_written_since_the_miss(self):
+        sim, inst = self.build()
+        inst.submit(self.request(0, "h", stored=False, sim=sim))
+        run = self.request(1, "a", stored=False, sim=sim)
+        inst.submit(run)
+        sim.storage.put(run.req.keys, window_at_end=True)
+        for _ in range(9):
+            inst._retry_prefetches()
+        assert run.prefetch is not None and run.prefetch_attempts == 1
+
+    def test_the_queue_head_is_never_held_back_for_a_retry(self):
+        sim, inst = self.build()
+        run = self.request(0, "a", stored=False, sim=sim)
+        inst.submit(run)
+        inst._retry_prefetches()
+        assert not inst.retries
+
+    def test_reads_in_flight_ask_for_at_most_half_the_host_pool(self):
+        sim, inst = self.build()
+        assert inst.prefetch_cap == 0.5 * sim.cfg.l2_pages * 256
+        rid = 0
+        while inst.prefetch_tokens < inst.prefetch_cap:
+            inst.submit(self.request(rid, f"r{rid}", sim=sim))
+            rid += 1
+        refused = self.request(rid, "late", sim=sim)
+        inst.submit(refused)
+        assert refused.prefetch is None and refused.req.rid in inst.retries
+        assert sim.rec.counters["sim_prefetch_rate_limited_total"] == 1
 
 
 class TestTraceInTime:
@@ -170,3 +343,49 @@ class TestSchedulePolicy:
             inst.waiting.append(_Running(req, 0))
         inst._admit()
         assert [r.req.rid for r in inst.prefilling] == [first]
+
+    def test_lpm_counts_a_prefix_held_on_the_host(self):
+        from sim.engine import _Running
+        from sim.workload import Request
+
+        sim, _, _ = build(scenario(scheduler={"schedule_policy": "lpm", "max_running_requests": 1}))
+        inst = sim.instances[0]
+        cached = [("c", i) for i in range(4)]
+        inst.cache.insert_host(cached, 4, window=True)  # on the host only
+        for req in (Request(0, 0.0, 1280, 8, [("x", i) for i in range(5)]), Request(1, 0.0, 1280, 8, [*cached, ("c", 4)])):
+            inst.waiting.append(_Running(req, 0))
+        inst._admit()
+        assert [r.req.rid for r in inst.prefilling] == [1]
+
+    def test_lpm_puts_a_cold_request_sharing_a_prefix_with_an_earlier_one_last(self):
+        """SGLang's in-batch prefix caching: one of them computes the shared prefix, the other then hits it."""
+        from sim.engine import _Running
+        from sim.workload import Request
+
+        sim, _, _ = build(scenario(scheduler={"schedule_policy": "lpm"}))
+        inst = sim.instances[0]
+        shared = [("s", i) for i in range(2)]
+        reqs = [Request(0, 0.0, 1280, 8, [*shared, ("a", 0), ("a", 1), ("a", 2)]),
+                Request(1, 0.0, 1280, 8, [*shared, ("b", 0), ("b", 1), ("b", 2)]),
+                Request(2, 0.0, 1280, 8, [("c", i) for i in range(5)])]  # fmt: skip
+        for req in reqs:
+            inst.waiting.append(_Running(req, 0))
+        inst._admit()
+        assert [r.req.rid for r in inst.prefilling] == [0, 2, 1]
+
+    def test_lpm_ignores_a_prefix_that_fails_the_window_check(self):
+        """A host copy without window state is no valid match end for V4: lpm does not count it."""
+        from sim.engine import _Running
+        from sim.workload import Request
+
+        sim, _, _ = build(scenario(scheduler={"schedule_policy": "lpm", "max_running_requests": 1}))
+        inst = sim.instances[0]
+        inst.cache.insert_host([("w", i) for i in range(4)], 4, window=False)
+        inst.cache.insert_host([("v", 0)], 1, window=True)
+        no_window = Request(0, 0.0, 1280, 8, [("w", i) for i in range(5)])
+        one_page = Request(1, 0.0, 1280, 8, [("v", i) for i in range(5)])
+        for req in (no_window, one_page):
+            inst.waiting.append(_Running(req, 0))
+        assert inst.cache.tree.peek(no_window.keys, 4)[1] == 4  # the raw prefix is longer
+        inst._admit()
+        assert [r.req.rid for r in inst.prefilling] == [1]

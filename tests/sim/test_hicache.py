@@ -74,7 +74,8 @@ class TestWriteThrough:
         c = cache(l1=5, l2=3)  # host too small for a 5-page backup
         serve(c, range(5))
         serve(c, range(100, 105))
-        assert c.metrics()["hicache_dropped_tokens_total"] == {"write_through_unbacked_eviction": 5}
+        dropped = c.metrics()["hicache_dropped_tokens_total"]
+        assert dropped == {"write_through_unbacked_eviction": {"kv": 5}, "host_pressure": {"kv": 0}}
 
     def test_host_copies_stay_prefix_closed(self):
         c = cache(l1=100, l2=100, policy="write_through_selective")
@@ -101,6 +102,36 @@ class TestSelective:
         serve(c, range(5))
         assert c.stats.backup_kv_pages == 5
 
+    def test_a_request_that_inserts_its_prompt_then_its_output_counts_one_hit(self):
+        """SGLang's cache_inserted_len: the second insert counts only the nodes past the first one."""
+        c = cache(l1=100, l2=100, policy="write_through_selective")
+        adm = c.admit(c.lookup(list(range(5)), 6), extra_pages=3)
+        c.commit(adm)  # the prompt, at the end of prefill
+        c.commit(adm, list(range(8)))  # prompt + output, when the request finishes
+        c.release(adm)
+        c.ack_all()
+        prompt = c.tree.root.children[0]
+        assert prompt.hit_count == 1 and not prompt.host
+        assert c.stats.backup_kv_pages == 0
+        serve(c, range(5))  # a second request hits the prompt: now it is backed up
+        assert prompt.hit_count == 2 and prompt.host
+
+    def test_a_node_split_from_an_inserted_one_keeps_its_count(self):
+        c = cache(l1=100, l2=100, policy="write_through_selective")
+        adm = c.admit(c.lookup(list(range(6)), 7), extra_pages=2)
+        c.commit(adm)
+        c.commit(adm, [0, 1, 2, 7, 8])  # diverges inside what it inserted: the shared half is not recounted
+        c.release(adm)
+        assert c.tree.root.children[0].hit_count == 1
+
+    def test_an_unbacked_eviction_is_not_counted_as_dropped(self):
+        """SGLang tracks write_through_unbacked_eviction under write_through only."""
+        c = cache(l1=5, l2=100, policy="write_through_selective")
+        serve(c, range(5))
+        serve(c, range(100, 105))  # deletes the unbacked first request
+        assert c.stats.evictions == 1
+        assert c.metrics()["hicache_dropped_tokens_total"] == {"host_pressure": {"kv": 0}}
+
 
 class TestWriteBack:
     def test_nothing_is_backed_up_until_eviction(self):
@@ -114,7 +145,26 @@ class TestWriteBack:
         c = cache(l1=5, l2=2, policy="write_back")
         serve(c, range(5))
         serve(c, range(100, 105))
-        assert c.metrics()["hicache_dropped_tokens_total"] == {"host_pressure": 5}
+        assert c.metrics()["hicache_dropped_tokens_total"] == {"host_pressure": {"kv": 5}}
+
+    def test_an_evicted_chain_is_one_copy_for_the_caller_to_time(self):
+        c = cache(l1=6, l2=100, policy="write_back")
+        adm = c.admit(c.lookup(list(range(3)), 4), extra_pages=3)
+        c.commit(adm)
+        c.commit(adm, list(range(6)))  # two nodes: the prompt and the output
+        c.release(adm)
+        assert c.ensure_device(6)  # evicts the leaf, then the prompt
+        # The leaf's backup covers its unbacked parent first, in one merged copy; the parent then goes
+        # to host with no copy of its own.
+        assert [[op.kv_pages for op in copy] for copy in c.write_back_copies] == [[3, 3]]
+        assert not c.pending  # acked at once: nothing is left in the write-through window
+        assert all(n.host and not n.device for n in c.tree.nodes())
+
+    def test_hit_counts_never_rise(self):
+        c = cache(l1=100, l2=100, policy="write_back")
+        serve(c, range(5))
+        serve(c, range(5))
+        assert c.tree.root.children[0].hit_count == 0
 
 
 class TestWriteThroughWindow:
@@ -150,11 +200,29 @@ class TestMultiPool:
         c = cache(l1=100, l2=100, model=V4, page_tokens=256)
         serve(c, range(3))
         m = c.metrics()
-        by_pool = m["hicache_backup_bytes_by_pool"]
+        by_pool = m["sim_hicache_backup_bytes_by_pool"]
         assert by_pool["c4"] == 3 * V4.pool("c4").bytes_per_page
         assert by_pool["swa"] == 1 * V4.pool("swa").bytes_per_page  # only the trailing window
         assert "kv" not in by_pool  # the anchor holds no bytes
         assert m["hicache_backup_bytes_total"] == sum(by_pool.values())
+
+    def test_token_counters_are_labelled_by_the_kv_and_swa_pools_only(self):
+        """Sidecars ride on their anchor's indices: SGLang counts tokens per index-owning pool
+        (hybrid_cache_controller.py:953-963); only the bytes counter includes every pool."""
+        c = cache(l1=100, l2=100, model=V4, page_tokens=256)
+        serve(c, range(3))
+        m = c.metrics()
+        assert m["hicache_backup_tokens_total"] == {"kv": 3 * 256, "swa": 256}
+        assert set(m["load_back_tokens_total"]) == {"kv", "swa"}
+        assert set(cache(l1=10, l2=10).metrics()["hicache_backup_tokens_total"]) == {"kv"}
+
+    def test_counters_sglang_does_not_export_say_so(self):
+        sglang = {"cached_tokens_total", "evicted_tokens_total", "hicache_dropped_tokens_total",
+                  "hicache_backup_tokens_total", "hicache_backup_bytes_total", "load_back_tokens_total",
+                  "load_back_bytes_total", "hicache_host_used_tokens", "hicache_host_total_tokens"}  # fmt: skip
+        names = set(cache(l1=10, l2=10).metrics())
+        assert sglang <= names and all(n.startswith("sim_") for n in names - sglang)
+        assert set(cache(l1=10, l2=10).metrics()["cached_tokens_total"]) == {"device", "host"}
 
     def test_a_prefix_hits_only_where_window_state_was_left(self):
         c = cache(l1=100, l2=100, model=V4, page_tokens=256)

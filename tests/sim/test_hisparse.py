@@ -17,6 +17,7 @@ from sim.hisparse import (
     miss_curve,
     run_stream,
     simulate_hisparse,
+    size_pools,
 )
 from sim.topk import ParametricAccess, StreamTrace
 
@@ -35,13 +36,20 @@ def distinct(row, newest: int) -> list[int]:
     return list(dict.fromkeys(i for i in row if i >= 0 and i != newest))
 
 
-def reference_lru(stream: StreamTrace, size: int) -> tuple[list[int], list[int]]:
+def initial_ids(newest: int, size: int, initial_fill: str) -> range:
+    """SGLang's buffer at decode start: direct = all of the prompt if it fits, else nothing; staging = the
+    oldest ``size`` ids (the newest sits in its reserved slot either way)."""
+    if initial_fill == "staging" or newest + 1 <= size:
+        return range(min(newest, size))
+    return range(0)
+
+
+def reference_lru(stream: StreamTrace, size: int, initial_fill: str = "direct") -> tuple[list[int], list[int]]:
     """SGLang's order, one id at a time: [stale | misses in top-k order | hits in old order]."""
     od: OrderedDict[int, None] = OrderedDict()
     newest = int(stream.seq_len[0]) // 4 - 1
-    if newest <= size:
-        for c in range(newest):
-            od[c] = None
+    for c in initial_ids(newest, size, initial_fill):
+        od[c] = None
     misses = []
     for s in range(stream.n_steps):
         while newest < int(stream.seq_len[s]) // 4 - 1:
@@ -59,7 +67,7 @@ def reference_lru(stream: StreamTrace, size: int) -> tuple[list[int], list[int]]
     return misses, list(od)
 
 
-def reference_clock(stream: StreamTrace, size: int) -> tuple[list[int], list[int]]:
+def reference_clock(stream: StreamTrace, size: int, initial_fill: str = "direct") -> tuple[list[int], list[int]]:
     """Second chance, one miss at a time; this step's hits and loads are pinned."""
     slot_id, ref, hand = [-1] * size, [False] * size, 0
     newest = int(stream.seq_len[0]) // 4 - 1
@@ -69,9 +77,8 @@ def reference_clock(stream: StreamTrace, size: int) -> tuple[list[int], list[int
             j = slot_id.index(-1)
             slot_id[j], ref[j] = c, True
 
-    if newest <= size:
-        for c in range(newest):
-            admit(c)
+    for c in initial_ids(newest, size, initial_fill):
+        admit(c)
     misses = []
     for s in range(stream.n_steps):
         while newest < int(stream.seq_len[s]) // 4 - 1:
@@ -125,19 +132,19 @@ class FakeCost:
 
 
 @settings(max_examples=150, deadline=None)
-@given(streams(), st.integers(6, 20))
-def test_fast_lru_matches_the_scalar_reference(stream, size):
-    res = run_stream(stream, size, "lru")
-    ref_misses, ref_order = reference_lru(stream, size)
+@given(streams(), st.integers(6, 20), st.sampled_from(["direct", "staging"]))
+def test_fast_lru_matches_the_scalar_reference(stream, size, fill):
+    res = run_stream(stream, size, "lru", fill)
+    ref_misses, ref_order = reference_lru(stream, size, fill)
     assert res.misses.tolist() == ref_misses
     assert res.buffer.lru_order() == ref_order
 
 
 @settings(max_examples=150, deadline=None)
-@given(streams(), st.integers(6, 20))
-def test_fast_clock_matches_the_scalar_reference(stream, size):
-    res = run_stream(stream, size, "clock")
-    ref_misses, ref_slots = reference_clock(stream, size)
+@given(streams(), st.integers(6, 20), st.sampled_from(["direct", "staging"]))
+def test_fast_clock_matches_the_scalar_reference(stream, size, fill):
+    res = run_stream(stream, size, "clock", fill)
+    ref_misses, ref_slots = reference_clock(stream, size, fill)
     assert res.misses.tolist() == ref_misses
     assert res.buffer.id_of_slot.tolist() == ref_slots
 
@@ -205,34 +212,123 @@ def test_empty_top_k_costs_nothing_and_changes_nothing():
 def test_the_newest_compressed_token_is_never_a_miss_and_is_backed_up_every_fourth_step():
     # input 39 -> seq_len 40..47: compressed length 10, 10, 10, 10, 11, ...; newest id 9 then 10.
     s = stream_of(39, [[9]] * 4 + [[10]] * 4)
-    res = run_stream(s, 2, "lru", initial_fill="empty")
+    res = run_stream(s, 2, "lru", initial_fill="direct")
     assert res.misses.tolist() == [0] * 8
     assert res.backups == 1
 
 
-# --- memory, batch, throughput -------------------------------------------------------------------------
+# --- how the buffer starts -------------------------------------------------------------------------
 
 
-def test_hisparse_admits_more_than_three_times_the_decode_batch_at_200k():
-    """The seed claims 5-10x; with the C4 indexer, C128 and SWA kept on the GPU the formula gives ~3.7x."""
-    shape, budget, seq, buf = DecodeModelShape(), HbmBudget(), 200_000, 4096
-    n_c = seq // 4  # 50K compressed tokens per C4 layer
-    others = 21 * n_c * 132 + 20 * (seq // 128) * 584 + 43 * 128 * 584 + shape.state_bytes_per_request
-    baseline = 21 * n_c * 584 + others
-    hisparse = 21 * (buf + 1) * 584 + others
-    assert shape.request_bytes(seq) == baseline
-    assert shape.request_bytes(seq, buf) == hisparse
-    cap = decode_capacity(shape, budget, seq, buf)
-    assert cap.max_batch_baseline == int(budget.kv_bytes // baseline)
-    assert cap.max_batch_hisparse == int(budget.kv_bytes // hisparse)
-    assert cap.batch_gain > 3
-    assert cap.tokens_per_s_hisparse > cap.tokens_per_s_baseline
+def test_the_direct_path_starts_empty_so_the_first_step_misses_every_older_pick():
+    # 40 compressed ids (newest 39) > a 16-slot buffer: PD direct-to-host resets the slots to empty.
+    s = stream_of(160, [[0, 1, 2, 30, 39], [0, 1, 2, 30, 39]])
+    assert run_stream(s, 16, "lru", "direct").misses.tolist() == [4, 0]
+    assert run_stream(s, 16, "lru").misses.tolist() == [4, 0]  # direct is the default
 
 
-def test_a_larger_hot_buffer_admits_a_smaller_batch():
+def test_the_staging_path_starts_with_the_oldest_ids_id_0_least_recently_used():
+    s = stream_of(160, [[0, 1, 2, 30, 39]])
+    res = run_stream(s, 16, "lru", "staging")
+    assert res.misses.tolist() == [1]  # only id 30 is outside 0..15
+    # Stale ids keep their initial order (0 oldest); 30 took the LRU slot (id 3); hits last.
+    assert res.buffer.lru_order() == list(range(4, 16)) + [30, 0, 1, 2]
+
+
+def test_the_direct_path_preloads_only_when_the_whole_prompt_fits():
+    # Compressed prompt of 16 ids fits 16 slots; 17 does not (SGLang's host_len <= device_buffer_size).
+    fits, over = stream_of(64, [[0, 5]]), stream_of(68, [[0, 5]])
+    assert run_stream(fits, 16, "lru", "direct").misses.tolist() == [0]
+    assert run_stream(over, 16, "lru", "direct").misses.tolist() == [2]
+    assert run_stream(over, 16, "lru", "staging").misses.tolist() == [0]
+
+
+def test_an_unknown_initial_fill_is_rejected():
+    with pytest.raises(ValueError, match="initial_fill"):
+        run_stream(stream_of(40, [[1]]), 4, "lru", "recent")
+    with pytest.raises(ValueError, match="initial_fill"):
+        HiSparseConfig(initial_fill="recent")
+
+
+# --- memory as SGLang sizes it ---------------------------------------------------------------------
+
+
+def test_bytes_per_token_follow_the_pool_configurator():
+    shape = DecodeModelShape()
+    # SWA: 43 layers x 585 B (page-padded) + the C4 compressor rings, 8 rows per 256-token page, 21 layers.
+    assert shape.swa_bytes_per_token() == pytest.approx(43 * 585 + 8 / 256 * (2 * 2 * 512 * 4 + 2 * 2 * 128 * 4) * 21)
+    # Without SWA and without HiSparse: the FULL-anchored 3,899.25 B/token of the reference table.
+    assert shape.full_bytes_per_token(0.0) == pytest.approx(3_899.25)
+    swa_share = 0.1 * shape.swa_bytes_per_token()
+    assert shape.full_bytes_per_token(0.1) == pytest.approx(3_899.25 + swa_share)
+    # HiSparse divides only the C4 KV term (585 / 4 per layer) by host_to_device_ratio; the indexer stays.
+    for r in (2, 10):
+        assert shape.full_bytes_per_token(0.1, r) == pytest.approx(3_899.25 + swa_share - 21 * 585 / 4 * (1 - 1 / r))
+
+
+def test_pools_are_sized_from_full_tokens():
+    shape, kv = DecodeModelShape(), 100e9
+    fixed = shape.c128_state_bytes(256)
+    # C128 rings: (257 slots x 128 + 129) rows, rounded up to 128, x 4 KiB x 20 layers.
+    assert fixed == -(-(257 * 128 + 129) // 128) * 128 * 4096 * 20
+    off = size_pools(shape, kv, 0.1, 256)
+    on = size_pools(shape, kv, 0.1, 256, host_to_device_ratio=2)
+    for pools, r in ((off, 1), (on, 2)):
+        assert pools.full_tokens == int((kv - fixed) / shape.full_bytes_per_token(0.1, r)) // 256 * 256
+        assert pools.swa_tokens == int(pools.full_tokens * 0.1) // 256 * 256
+        assert pools.c4_device_slots == pools.full_tokens // (4 * r)
+    assert on.full_tokens > off.full_tokens
+
+
+def test_each_hisparse_request_takes_its_buffer_plus_one_64_slot_page_of_the_c4_pool():
+    # A short final length, a large host_to_device_ratio: the device C4 pool is what runs out.
+    shape = DecodeModelShape()
+    pools = size_pools(shape, 100e9, 0.1, 4096, host_to_device_ratio=10)
+    batch, limit = pools.max_batch(shape, 30_000, 4096, device_buffer_size=4096)
+    assert limit == "c4_buffer" and batch == pools.c4_device_slots // (4096 + 64)
+
+
+def test_the_batch_is_capped_by_whichever_pool_runs_out_first():
+    shape = DecodeModelShape()
+    full = size_pools(shape, 100e9, 0.1, 256)
+    assert full.max_batch(shape, 220_000, 256) == (full.full_tokens // (860 * 256), "full")
+    # A tiny SWA ratio: every request still holds window + interval + two pages (768) SWA slots.
+    tiny = size_pools(shape, 100e9, 0.001, 256)
+    assert tiny.max_batch(shape, 220_000, 256) == (tiny.swa_tokens // 768, "swa")
+    assert full.max_batch(shape, 1_000, 8) == (8, "max_running")
+
+
+def test_at_sglang_defaults_hisparse_gains_little_batch_because_the_swa_pool_dominates():
+    """swa_full_tokens_ratio 0.1 costs 3,188 B per full token; host_to_device_ratio 2 saves only 1,536 B."""
     shape, budget = DecodeModelShape(), HbmBudget()
-    gains = [decode_capacity(shape, budget, 200_000, b).batch_gain for b in (2048, 4096, 8192)]
-    assert gains == sorted(gains, reverse=True)
+    cap = decode_capacity(shape, budget, 220_000, 4096)
+    assert cap.limit_baseline == cap.limit_hisparse == "full"
+    bpt_off, bpt_on = shape.full_bytes_per_token(0.1), shape.full_bytes_per_token(0.1, 2)
+    assert cap.batch_gain == pytest.approx(bpt_off / bpt_on, rel=0.05) and cap.batch_gain < 1.35
+    # A small SWA pool and the docs' host_to_device_ratio 10 give the "up to 3x" capacity.
+    tuned = decode_capacity(shape, budget, 220_000, 4096, swa_full_tokens_ratio=0.004, host_to_device_ratio=10,
+                            max_running_requests=512)
+    assert tuned.batch_gain > 3
+
+
+def test_a_larger_host_to_device_ratio_admits_a_larger_batch():
+    shape, budget = DecodeModelShape(), HbmBudget()
+    batches = [decode_capacity(shape, budget, 220_000, 4096, swa_full_tokens_ratio=0.004,
+                               host_to_device_ratio=r, max_running_requests=1024).max_batch_hisparse
+               for r in (1, 2, 5, 10)]
+    assert batches == sorted(batches) and batches[0] < batches[-1]
+
+
+def test_throughput_stays_below_what_the_indexer_scan_allows():
+    """The indexer reads every compressed key each step; HiSparse does not shrink that read."""
+    shape, budget = DecodeModelShape(), HbmBudget()
+    seq = 220_000
+    assert shape.indexer_read_bytes(seq) / shape.kv_read_bytes(seq) > 0.8
+    ceiling = budget.hbm_bandwidth / shape.kv_read_bytes(seq)
+    cap = decode_capacity(shape, budget, seq, 4096, swa_full_tokens_ratio=0.004, host_to_device_ratio=10,
+                          max_running_requests=512)
+    assert cap.tokens_per_s_baseline < cap.tokens_per_s_hisparse < ceiling
+    assert cap.tokens_per_s_hisparse / cap.tokens_per_s_baseline < cap.batch_gain / 2
 
 
 def test_swap_in_time_slows_the_hisparse_step():
@@ -247,7 +343,8 @@ def test_swap_in_time_slows_the_hisparse_step():
 def test_host_memory_can_cap_the_hisparse_batch():
     shape = DecodeModelShape()
     budget = HbmBudget(host_bytes=10 * shape.c4_bytes(200_000))
-    assert decode_capacity(shape, budget, 200_000, 4096).max_batch_hisparse == 10
+    cap = decode_capacity(shape, budget, 200_000, 4096)
+    assert (cap.max_batch_hisparse, cap.limit_hisparse) == (10, "host")
 
 
 def test_v4_pro_shape():
@@ -261,7 +358,8 @@ def test_v4_pro_shape():
 def test_simulate_hisparse_reports_per_step_misses_and_costs():
     cfg = HiSparseConfig(device_buffer_size=512, layers_simulated=2)
     res = simulate_hisparse(cfg, DecodeModelShape(), ParametricAccess(), n_requests=3, input_len=8_000,
-                            output_len=40, cost_table=FakeCost(), rng=np.random.default_rng(0))
+                            output_len=40, cost_table=FakeCost(), rng=np.random.default_rng(0),
+                            max_running_requests=2048)
     assert res.misses.shape == (3, 2, 40) and res.steps.tolist() == list(range(40))
     assert np.array_equal(res.misses[:, :, 0], res.accesses[:, :, 0])  # cold start: the buffer starts empty
     assert 0 < res.miss_rate < 1
@@ -270,7 +368,7 @@ def test_simulate_hisparse_reports_per_step_misses_and_costs():
     assert res.swap_in_seconds[j] == pytest.approx(want)
     new_c4 = (8_000 + 40) // 4 - (8_000 + 1) // 4
     assert res.d2h_backup_bytes == 3 * new_c4 * 21 * 584
-    assert res.capacity.batch_gain > 1
+    assert res.capacity.batch_gain > 1 and res.capacity.limit_hisparse == "full"
 
 
 def test_step_windows_count_only_their_steps_after_warm_up():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim.metrics import Recorder, busy_fraction, percentiles
+from sim.metrics import Recorder, busy_fraction, dropped_by_reason, percentiles
 
 
 def test_busy_fraction_counts_the_overlap_of_each_window_with_busy_intervals():
@@ -23,3 +23,10 @@ def test_link_utilization_is_busy_time_over_the_horizon_per_instance():
 def test_percentiles_of_nothing_are_zero():
     assert percentiles([]) == {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0}
     assert percentiles([1.0, 3.0])["mean"] == 2.0
+
+
+def test_dropped_tokens_by_reason_sum_the_pool_label_and_add_the_simulators_own():
+    m = {"hicache_dropped_tokens_total": {"host_pressure": {"kv": 3}, "write_through_unbacked_eviction": {"kv": 0}},
+         "sim_device_full_tokens_total": 5}  # fmt: skip
+    assert dropped_by_reason(m) == {"host_pressure": 3, "write_through_unbacked_eviction": 0, "device_full": 5}
+    assert dropped_by_reason({}) == {}

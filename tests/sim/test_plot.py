@@ -132,3 +132,18 @@ class TestBadInput:
     def test_an_unknown_kind_is_an_input_error(self, sweep_dir, tmp_path):
         with pytest.raises(InputError, match="unknown plot kind"):
             plot("heatmap", sweep_dir, tmp_path / "out.png")
+
+
+def test_rounds_plot_from_a_multiturn_run(tmp_path):
+    from sim.run import run_scenario, write_outputs
+    from sim.scenario import scenario_from_dict
+
+    sc = scenario_from_dict({"name": "r", "hardware": {"kv_mem_gb": 1.0},
+                             "workload": {"kind": "multi_turn", "num_clients": 4, "max_parallel": 2, "num_rounds": 3,
+                                          "request_length": 256, "output_length": 8, "request_rate": None}})  # fmt: skip
+    write_outputs(run_scenario(sc), tmp_path / "run")
+    out = plot("rounds", tmp_path / "run", tmp_path / "rounds.png")
+    assert out.stat().st_size > 0
+    with pytest.raises(InputError, match="missing column"):
+        pd.DataFrame({"round": [0]}).to_parquet(tmp_path / "bad.parquet")
+        plot("rounds", tmp_path / "bad.parquet", tmp_path / "x.png")

@@ -143,7 +143,7 @@ class TestReplayCommand:
         ]
         status, out, _ = run(argv, capsys)
         assert status == 0
-        assert "deepseek-v4-flash (7 pools), 512-token pages, write_through" in out
+        assert "deepseek-v4-flash (7 pools), 256-token pages, write_through" in out  # V4 always pages by 256
         assert "L1 600 pages" in out and "L1+L2 hit" in out
         for pool in ("swa", "c4", "c4_indexer", "c128", "c4_state", "c4_indexer_state"):
             assert any(line.split()[:1] == [pool] for line in out.splitlines()), pool
@@ -182,7 +182,7 @@ class TestReplayCommand:
         ]
         assert run(argv, capsys)[0] == 0
         model = get_model("deepseek-v4-flash")
-        assert json.loads(target.read_text())["l1_pages"] == pages_for_bytes(model, 10**10, 512)
+        assert json.loads(target.read_text())["l1_pages"] == pages_for_bytes(model, 10**10, 256)
 
     def test_the_same_replay_through_the_library_gives_the_same_table(self, conversation, capsys):
         cache = HiCache(GENERIC, l1_pages=None, l2_pages=0, page_tokens=512)
@@ -236,3 +236,28 @@ class TestReplayCommandErrors:
     def test_an_option_error_is_one_line(self, capsys):
         _, _, err = run(["replay", str(CONVERSATION), "--l1-pages", "0"], capsys)
         assert err.count("\n") == 1
+
+
+class TestV4Replay:
+    """A V4 model replays through SGLang's FULL + SWA cache (``sim.swacache``) on 256-token pages."""
+
+    def test_shared_prefixes_become_match_ends_from_the_third_request(self, tmp_path, capsys):
+        trace = tmp_path / "t.jsonl"
+        lines = [{"timestamp": i, "input_length": 3000, "output_length": 16,
+                  "hash_ids": [1, 2, 3, 4] + [100 + 10 * i, 101 + 10 * i]} for i in range(5)]  # fmt: skip
+        trace.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        target = tmp_path / "r.json"
+        assert run(["replay", str(trace), "--json", str(target)], capsys)[0] == 0
+        d = json.loads(target.read_text())
+        # The first two miss (the second only records the branching point); the last three hit 2,048 tokens.
+        assert d["metrics"]["cached_tokens_total"]["device"] == 3 * 2048
+
+    def test_l2_holds_what_l1_evicts_and_loads_it_back(self, capsys, tmp_path):
+        target = tmp_path / "r.json"
+        argv = ["replay", str(CONVERSATION), "--l1-pages", "1200", "--l2-pages", "24000", "--max-requests",
+                "600", "--json", str(target)]  # fmt: skip
+        assert run(argv, capsys)[0] == 0
+        d = json.loads(target.read_text())
+        assert d["l1l2_hit_tokens"] > d["l1_hit_tokens"] and d["demotions"] > 0
+        assert d["metrics"]["load_back_tokens_total"]["kv"] > 0
+        assert d["metrics"]["sim_load_back_bytes_by_pool"]["swa"] > 0  # window state comes back with its pages

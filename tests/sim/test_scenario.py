@@ -334,3 +334,84 @@ class TestSchemaHygiene:
     def test_all_lists_the_public_names_sorted(self):
         assert sim.scenario.__all__ == sorted(sim.scenario.__all__)
         assert all(hasattr(sim.scenario, name) for name in sim.scenario.__all__)
+
+
+class TestModelConfigAndGpu:
+    BASE = {"name": "t", "model": {"name": "qwen", "config": "qwen3-14b"},
+            "hardware": {"gpu": "A10", "tp_size": 2}, "hicache": {"page_size": 64}}  # fmt: skip
+
+    def test_the_gpu_fills_its_datasheet_figures_and_sglangs_chunk(self):
+        s = scenario_from_dict(self.BASE)
+        assert s.hardware.gpu_name == "A10" and s.hardware.hbm_bandwidth_tbps == 0.6
+        assert s.hardware.peak_tflops == 125.0 and s.scheduler.chunked_prefill_size == 4096
+
+    def test_kv_memory_follows_as_sglang_sizes_it(self):
+        from sim.hardware import default_mem_fraction_static, get_gpu, kv_budget_bytes
+
+        s = scenario_from_dict(self.BASE)
+        mfs = default_mem_fraction_static(get_gpu("A10"), tp_size=2, chunked_prefill_size=4096)
+        weights = s.model.shape(2).weight_bytes_per_rank
+        assert s.hardware.kv_mem_gb == pytest.approx(kv_budget_bytes(get_gpu("A10"), mfs, weights) / 1e9, abs=1e-3)
+        given = scenario_from_dict({**self.BASE, "hardware": {**self.BASE["hardware"], "mem_fraction_static": 0.85}})
+        assert given.hardware.kv_mem_gb > s.hardware.kv_mem_gb
+
+    def test_an_explicit_kv_mem_gb_stays_an_override(self):
+        s = scenario_from_dict({**self.BASE, "hardware": {**self.BASE["hardware"], "kv_mem_gb": 3.0}})
+        assert s.hardware.kv_mem_gb == 3.0
+
+    def test_the_compute_model_follows_from_the_config(self):
+        s = scenario_from_dict(self.BASE)
+        shape = s.model.shape(2)
+        assert s.compute.prefill_flops_per_token == pytest.approx(shape.flops_per_token)
+        assert s.compute.kv_bytes_per_token_read == 81_920 and s.compute.n_experts == 0
+
+    def test_the_model_spec_is_per_rank(self):
+        spec = build_model_spec(scenario_from_dict(self.BASE))
+        assert spec.bytes_per_page == 81_920 * 64
+
+    def test_weights_too_big_for_the_gpu_is_an_error_naming_the_field(self):
+        data = {**self.BASE, "model": {"name": "v3", "config": "deepseek-v3"}, "hardware": {"gpu": "A10"}}
+        assert "hardware.kv_mem_gb" in error_of(scenario_from_dict, data)
+
+    def test_unknown_gpu_and_config_are_field_errors(self):
+        assert "hardware.gpu" in error_of(scenario_from_dict, {**self.BASE, "hardware": {"gpu": "Z9"}})
+        bad = {**self.BASE, "model": {"name": "x", "config": "nope.json"}}
+        assert "model.config" in error_of(scenario_from_dict, bad)
+
+    def test_a_resolved_dump_loads_back_equal(self):
+        s = scenario_from_dict(self.BASE)
+        assert scenario_from_dict(yaml.safe_load(dump_resolved(s))) == s
+
+
+class TestBenchServingWorkload:
+    def test_steps_validate_with_bench_servings_defaults(self):
+        s = scenario_from_dict({"name": "t", "workload": {"kind": "bench_serving", "steps": [{"num_prompts": 4}]}})
+        step = s.workload.steps[0]
+        assert (step.random_input_len, step.random_output_len, step.random_range_ratio) == (1024, 1024, 0.0)
+        assert step.request_rate is None and step.max_concurrency is None and step.seed == 42
+
+    def test_at_least_one_step(self):
+        assert "workload.steps" in error_of(scenario_from_dict, {"name": "t", "workload": {"kind": "bench_serving", "steps": []}})
+
+
+class TestDerivedFieldsFollowTheirSources:
+    """A dump leaves derived fields out, so a sweep or --set over its sources derives them afresh."""
+
+    BASE = TestModelConfigAndGpu.BASE
+
+    def test_a_dump_omits_what_was_derived_and_keeps_what_was_given(self):
+        s = scenario_from_dict({**self.BASE, "scheduler": {"chunked_prefill_size": 2048}})
+        assert "hardware.kv_mem_gb" in s.derived and "scheduler.chunked_prefill_size" not in s.derived
+        dumped = s.model_dump(mode="json")
+        assert "kv_mem_gb" not in dumped["hardware"] and dumped["scheduler"]["chunked_prefill_size"] == 2048
+
+    @pytest.mark.parametrize("override", ["hardware.mem_fraction_static=0.8", "hardware.gpu=H100", "hardware.tp_size=4"])
+    def test_changing_a_source_on_a_dump_changes_what_follows(self, override):
+        s = scenario_from_dict(self.BASE)
+        again = scenario_from_dict(apply_overrides(s.model_dump(mode="json"), [override]))
+        assert again.hardware.kv_mem_gb != s.hardware.kv_mem_gb
+
+    def test_a_given_kv_mem_gb_survives_a_dump_and_an_override(self):
+        s = scenario_from_dict({**self.BASE, "hardware": {**self.BASE["hardware"], "kv_mem_gb": 3.0}})
+        again = scenario_from_dict(apply_overrides(s.model_dump(mode="json"), ["hardware.mem_fraction_static=0.8"]))
+        assert again.hardware.kv_mem_gb == 3.0

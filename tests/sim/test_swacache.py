@@ -131,3 +131,16 @@ def test_write_through_without_room_on_host_drops_and_counts_it():
         serve(c, list(range(i * 10_000, i * 10_000 + 1000)), [1])
         c.ack_all()
     assert c.dropped["write_through_unbacked_eviction"] > 0
+
+
+def test_splitting_a_host_only_node_keeps_both_halves_host_only():
+    c = hicache(l1=8)
+    serve(c, list(range(1000)), [1])
+    c.ack_all()
+    for i in range(1, 4):
+        serve(c, list(range(i * 10_000, i * 10_000 + 1000)), [1])
+        c.ack_all()
+    device_before = c.tree.full_tokens
+    m = lookup(c, list(range(300)) + [99_999] * 300)  # diverges inside the first (host-only) node
+    assert m.device == 0 and c.tree.full_tokens == device_before
+    assert all(not n.full and n.host for path in c.tree.paths() for n in path if n.key[0][0] == 0)

@@ -249,3 +249,22 @@ class TestArrivalTimes:
             arrival_times(10, 0, np.random.default_rng(0))
         with pytest.raises(InputError, match="unknown arrival process 'bursty'"):
             arrival_times(10, 1.0, np.random.default_rng(0), process="bursty")
+
+
+class TestRandomIds:
+    def test_lengths_lie_in_the_range_and_exact_at_ratio_one(self):
+        from sim.workload import random_ids_requests
+
+        reqs = random_ids_requests(200, 1000, 50, 0.5, seed=1, page_size=64)
+        assert all(500 <= r.input_len <= 1000 and 25 <= r.output_len <= 50 for r in reqs)
+        exact = random_ids_requests(5, 1000, 50, 1.0, seed=1, page_size=64)
+        assert {(r.input_len, r.output_len) for r in exact} == {(1000, 50)}
+
+    def test_same_seed_same_prompts_and_no_shared_prefix_between_prompts(self):
+        from sim.workload import random_ids_requests
+
+        a = random_ids_requests(4, 512, 8, 1.0, seed=3, page_size=64)
+        b = random_ids_requests(4, 512, 8, 1.0, seed=3, page_size=64, step=1, first_rid=4)
+        assert [r.keys for r in a] == [r.keys for r in b] and b[0].rid == 4 and b[0].round == 1
+        assert a[0].keys[0] != a[1].keys[0]
+        assert len(a[0].final_keys) == (512 + 8) // 64

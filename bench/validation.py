@@ -1,0 +1,208 @@
+"""The validation table: the published SGLang runs of ``shared/reference/measurements.md``, simulated.
+
+    python bench/validation.py [--write-scenarios] [--markdown FILE.md]
+
+Each run is set up from its stated commands alone: ``--write-scenarios`` regenerates
+``scenarios/validation/*.yaml`` from the command lines below through ``hicache-sim scenario from-sglang``
+(the commands add ``--model-path`` for the model the source names; the GPU is the source's). Then every
+scenario runs and every number of measurements.md is printed as measured / simulated / error, with the
+ON/OFF ratios a user decides on. Each number is simulated twice: with the spec-derived roofline, and with the
+one global compute calibration of its GPU (``CALIBRATIONS``: a cost table whose compute section
+``hicache-sim calibrate compute`` fitted to the points named there; a GPU without one keeps the spec).
+This is the one command that regenerates the table in the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.costs import load_cost_table
+from sim.fileio import write_text_atomic
+from sim.fromsglang import from_sglang, to_yaml
+from sim.run import run_scenario
+from sim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "scenarios" / "validation"
+# One compute calibration per GPU, fitted by:
+#   hicache-sim calibrate compute calibrations/h20_dsv4_flash_points.csv \
+#     --scenario scenarios/validation/m1a_off.yaml --out calibrations/h20_dsv4_flash.json
+CALIBRATIONS = {"H20": ROOT / "calibrations" / "h20_dsv4_flash.json"}
+
+# ---- M1: DeepSeek-V4-Flash FP8, 8 x H20, TP8; L3 (EIC) on vs off ------------------------------------------
+M1_SERVER = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --attention-backend dsv4 "
+             "--chunked-prefill-size 16384 --context-length 131072 --mem-fraction-static 0.85 "
+             "--max-running-requests 32 --swa-full-tokens-ratio 1.0 --enable-cache-report --enable-metrics")  # fmt: skip
+M1_BENCH = ("python -m sglang.bench_serving --dataset-name random-ids --random-range-ratio 1 --request-rate inf "
+            "--flush-cache")  # fmt: skip
+M1A_STEPS = [(1, 4), (8, 32), (16, 64), (32, 128)]  # (concurrency, prompts)
+
+
+def _m1a_benches() -> list[str]:
+    return [f"{M1_BENCH} --random-input-len 3500 --random-output-len 1500 --num-prompts {n} --max-concurrency {c}"
+            for c, n in M1A_STEPS]  # fmt: skip
+
+
+M1B_BENCH = f"{M1_BENCH} --random-input-len 16000 --random-output-len 16 --num-prompts 32 --max-concurrency 8"
+
+# ---- M2: Qwen3-14B, 2 x A10, TP2; GPU only vs L1 + L2 (bench_multiturn) ------------------------------------
+M2_SERVER = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2 --page-size 64"
+M2_HICACHE = " --enable-hierarchical-cache --hicache-write-policy write_through --hicache-ratio 2 --hicache-size 0"
+M2_BENCH = ("python3 benchmark/hicache/bench_multiturn.py --disable-random-sample --output-length 16 "
+            "--request-length 2048 --num-clients 20 --num-rounds 10 --max-parallel 4 --request-rate 20 "
+            "--ready-queue-policy random --disable-auto-run --seed 42")  # fmt: skip
+
+# name -> (launch, benches, gpu, extra settings the commands cannot carry, with why)
+SCENARIOS = {
+    "m1a_on": (M1_SERVER + " --enable-eic-cache", _m1a_benches(), "H20", {}),
+    "m1a_off": (M1_SERVER, _m1a_benches(), "H20", {}),
+    # The hit run reads what the cold run stored: its 99.1% storage hit says the backups had landed first.
+    "m1b_on": (M1_SERVER + " --enable-eic-cache", [M1B_BENCH, M1B_BENCH], "H20", {"wait_backups_step": 1}),
+    "m1b_off": (M1_SERVER, [M1B_BENCH], "H20", {}),
+    "m2_gpu_only": (M2_SERVER, [M2_BENCH], "A10", {}),
+    "m2_l1l2": (M2_SERVER + M2_HICACHE, [M2_BENCH], "A10", {}),
+}
+
+
+@dataclass(frozen=True)
+class Number:
+    """One published number: which run, what metric, the measured value and its unit."""
+
+    label: str
+    scenario: str
+    metric: str  # a key understood by :func:`simulated`
+    step: int
+    measured: float
+    unit: str
+
+
+def _m1a() -> list[Number]:
+    rows = []
+    table = {  # conc: (ON tok/s, OFF tok/s, ON TTFT mean, p99, OFF mean, p99, ON TPOT, OFF TPOT)
+        1: (491, 478, 541, 798, 832, 2347, 6.4, 6.4),
+        8: (2856, 2907, 2091, 2231, 1759, 2313, 7.9, 8.0),
+        16: (4564, 4614, 3357, 3829, 2837, 3389, 9.4, 9.7),
+        32: (6466, 6727, 5808, 7833, 4493, 6545, 12.6, 12.9),
+    }
+    for step, (conc, v) in enumerate(table.items()):
+        for side, off in (("ON", 0), ("OFF", 1)):
+            sc = "m1a_on" if side == "ON" else "m1a_off"
+            rows.append(Number(f"M1-A c{conc} {side} total tok/s", sc, "total_throughput", step, v[off], "tok/s"))
+            rows.append(Number(f"M1-A c{conc} {side} TTFT mean", sc, "ttft_mean", step, v[2 + 2 * off], "ms"))
+            rows.append(Number(f"M1-A c{conc} {side} TTFT p99", sc, "ttft_p99", step, v[3 + 2 * off], "ms"))
+            rows.append(Number(f"M1-A c{conc} {side} TPOT", sc, "tpot_mean", step, v[6 + off], "ms"))
+    return rows
+
+
+NUMBERS = [
+    *_m1a(),
+    Number("M1-B cold (ON) duration", "m1b_on", "duration", 0, 110.1, "s"),
+    Number("M1-B cold (ON) input tok/s", "m1b_on", "input_throughput", 0, 4652, "tok/s"),
+    Number("M1-B cold (ON) TTFT mean", "m1b_on", "ttft_mean", 0, 25438, "ms"),
+    Number("M1-B hit (ON) duration", "m1b_on", "duration", 1, 32.6, "s"),
+    Number("M1-B hit (ON) input tok/s", "m1b_on", "input_throughput", 1, 15692, "tok/s"),
+    Number("M1-B hit (ON) TTFT mean", "m1b_on", "ttft_mean", 1, 7151, "ms"),
+    Number("M1-B hit (ON) TTFT p50", "m1b_on", "ttft_median", 1, 7839, "ms"),
+    Number("M1-B hit (ON) TTFT p99", "m1b_on", "ttft_p99", 1, 8589, "ms"),
+    Number("M1-B hit (ON) storage hit rate", "m1b_on", "hit_rate", 1, 99.1, "%"),
+    Number("M1-B OFF duration", "m1b_off", "duration", 0, 36.1, "s"),
+    Number("M1-B OFF input tok/s", "m1b_off", "input_throughput", 0, 14163, "tok/s"),
+    Number("M1-B OFF TTFT mean", "m1b_off", "ttft_mean", 0, 8019, "ms"),
+    Number("M1-B OFF TTFT p99", "m1b_off", "ttft_p99", 0, 11069, "ms"),
+    Number("M2 GPU only average TTFT", "m2_gpu_only", "average_ttft", 0, 7.78, "s"),
+    Number("M2 L1+L2 average TTFT", "m2_l1l2", "average_ttft", 0, 5.27, "s"),
+    Number("M2 GPU only input tok/s", "m2_gpu_only", "input_tokens_per_s", 0, 4114, "tok/s"),
+    Number("M2 L1+L2 input tok/s", "m2_l1l2", "input_tokens_per_s", 0, 5809, "tok/s"),
+]
+RATIOS = [  # (label, numerator, denominator): ON/OFF as a user compares them
+    *[(f"M1-A c{c} ON/OFF total tok/s", f"M1-A c{c} ON total tok/s", f"M1-A c{c} OFF total tok/s")
+      for c, _ in M1A_STEPS],
+    *[(f"M1-A c{c} ON/OFF TTFT mean", f"M1-A c{c} ON TTFT mean", f"M1-A c{c} OFF TTFT mean") for c, _ in M1A_STEPS],
+    ("M1-B hit/OFF input tok/s", "M1-B hit (ON) input tok/s", "M1-B OFF input tok/s"),
+    ("M1-B hit/OFF TTFT mean", "M1-B hit (ON) TTFT mean", "M1-B OFF TTFT mean"),
+    ("M1-B cold/OFF duration", "M1-B cold (ON) duration", "M1-B OFF duration"),
+    ("M2 L1+L2 / GPU only TTFT", "M2 L1+L2 average TTFT", "M2 GPU only average TTFT"),
+    ("M2 L1+L2 / GPU only input tok/s", "M2 L1+L2 input tok/s", "M2 GPU only input tok/s"),
+]  # fmt: skip
+
+
+def write_scenarios() -> None:
+    for name, (launch, benches, gpu, extra) in SCENARIOS.items():
+        conv = from_sglang(launch, benches, gpu=gpu, name=name)
+        if "wait_backups_step" in extra:
+            conv.scenario["workload"]["steps"][extra["wait_backups_step"]]["wait_backups"] = True
+            conv.mapped.append("(protocol) the hit step waits for the cold step's backups: workload.steps[1].wait_backups")
+        write_text_atomic(OUT / f"{name}.yaml", to_yaml(conv))
+        print(f"wrote {OUT / name}.yaml")
+
+
+def simulated(summary: dict, metric: str, step: int) -> float:
+    client = summary.get("client") or {}
+    if metric == "input_tokens_per_s":
+        return summary["throughput"]["input_tokens_per_s"]
+    if client.get("client") == "bench_multiturn":
+        return client["summary"][metric]
+    row = client["steps"][step]
+    if metric.startswith("ttft_"):
+        return row["ttft_ms"][metric[5:]]
+    if metric == "tpot_mean":
+        return row["tpot_ms"]["mean"]
+    if metric == "duration":
+        return row["duration_s"]
+    if metric == "hit_rate":
+        return 100 * row["cache_hit_rate"]
+    return row[metric]
+
+
+def _run_all(tables: dict[str, object]) -> tuple[dict[str, dict], dict[str, float]]:
+    summaries, walls = {}, {}
+    for name in SCENARIOS:
+        sc = load_scenario(OUT / f"{name}.yaml")
+        start = time.perf_counter()
+        summaries[name] = run_scenario(sc, costs=tables.get(sc.hardware.gpu)).summary
+        walls[name] = time.perf_counter() - start
+    return summaries, walls
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write-scenarios", action="store_true", help="regenerate scenarios/validation/ first")
+    parser.add_argument("--markdown", default=None, help="also write the table as Markdown here")
+    args = parser.parse_args(argv)
+    if args.write_scenarios:
+        write_scenarios()
+    tables = {gpu: load_cost_table(path) for gpu, path in CALIBRATIONS.items()}
+    spec, walls = _run_all({})
+    calibrated, _ = _run_all(tables)
+    lines = ["| number | measured | simulated (spec) | error | simulated (calibrated) | error |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    values = {}
+    for n in NUMBERS:
+        a, b = simulated(spec[n.scenario], n.metric, n.step), simulated(calibrated[n.scenario], n.metric, n.step)
+        values[n.label] = (n.measured, a, b)
+        lines.append(f"| {n.label} | {n.measured:,.4g} {n.unit} | {a:,.4g} | {a / n.measured - 1:+.0%} | "
+                     f"{b:,.4g} | {b / n.measured - 1:+.0%} |")  # fmt: skip
+    lines += ["", "| ratio | measured | simulated (spec) | error | simulated (calibrated) | error |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
+    for label, x, y in RATIOS:
+        m, a, b = (values[x][i] / values[y][i] for i in range(3))
+        lines.append(f"| {label} | {m:.3f} | {a:.3f} | {a / m - 1:+.0%} | {b:.3f} | {b / m - 1:+.0%} |")
+    lines.append("")
+    for gpu, t in tables.items():
+        p = t.compute_params
+        lines.append(f"calibration {gpu}: {CALIBRATIONS[gpu].relative_to(ROOT)}: mfu {p['mfu']:.3f}, mbu {p['mbu']:.3f}, "
+                     f"step overhead {p['step_overhead_ms']:.2f} ms, attention x{p['attn_flops_scale']:g} "
+                     f"(fitted to {t.compute['source'].get('measured')})")  # fmt: skip
+    lines.append("wall time per scenario (spec run): " + ", ".join(f"{k} {v:.1f} s" for k, v in walls.items()))
+    table = "\n".join(lines)
+    print(table)
+    if args.markdown:
+        write_text_atomic(args.markdown, table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,210 @@
+"""Fit the step-time model (``sim.compute.Roofline``) to measured SGLang runs: ``hicache-sim calibrate compute``.
+
+Inputs are what a user already has:
+
+- SGLang ``bench_serving`` result files written with ``--output-file F --output-details`` (one JSON object per
+  run: ``input_lens``, ``output_lens``, ``ttfts``, ``itls``, optionally ``cached_tokens``, and
+  ``max_concurrency``). A run at concurrency 1 gives, per request, one prefill point (TTFT: the uncached
+  tokens after the cached ones) and one decode point (mean ITL at batch 1). At higher concurrency TTFT holds
+  queueing, so only the decode point is taken, at batch = the concurrency.
+- A CSV of measured points: ``kind,tokens,context,batch,seconds[,label]`` where a ``prefill`` row is one
+  request's TTFT for ``tokens`` new tokens after ``context`` cached ones, and a ``decode`` row one decode
+  step's time over ``batch`` requests holding ``context`` tokens in all.
+
+The model is linear in (overhead, 1/mfu, attn_flops_scale/mfu, 1/mbu) once the scenario fixes the FLOPs and
+bytes (model config, GPU, TP): a prefill of ``n`` tokens in ``ceil(n / chunk)`` steps takes ``steps x
+overhead + (n F + pairs A s) / (P mfu)``, a decode step ``overhead + bytes(batch, context) / (H mbu)``. The fit
+minimises relative error with every term non-negative (each subset of active terms is solved, the best
+feasible kept), reports each point's error, and writes the parameters into a cost table's ``compute`` section.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sim.compute import Roofline, attention_pairs
+from sim.errors import InputError
+
+__all__ = ["FitResult", "Point", "fit_compute", "format_fit", "read_points"]
+
+PARAMS = ("step_overhead_ms", "mfu", "attn_flops_scale", "mbu")
+
+
+@dataclass(frozen=True)
+class Point:
+    kind: str  # "prefill" or "decode"
+    tokens: int  # prefill: new tokens; decode: unused (0)
+    context: int  # prefill: cached tokens before them; decode: tokens held by the whole batch
+    batch: int
+    seconds: float
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class FitResult:
+    params: dict[str, float]
+    points: list[Point]
+    predicted: list[float]
+
+    @property
+    def errors(self) -> list[float]:
+        return [p / pt.seconds - 1 for pt, p in zip(self.points, self.predicted)]
+
+    @property
+    def rms_error(self) -> float:
+        return float(math.sqrt(np.mean(np.square(self.errors)))) if self.points else 0.0
+
+
+def _csv_points(path: Path) -> list[Point]:
+    out = []
+    with path.open(newline="") as fh:
+        for lineno, row in enumerate(csv.DictReader(fh), 2):
+            try:
+                kind = row["kind"].strip()
+                if kind not in ("prefill", "decode"):
+                    raise ValueError(f"kind must be prefill or decode, got {kind!r}")
+                p = Point(kind, int(row.get("tokens") or 0), int(row.get("context") or 0), int(row.get("batch") or 1),
+                          float(row["seconds"]), (row.get("label") or "").strip())  # fmt: skip
+            except KeyError as exc:
+                raise InputError(f"missing column {exc.args[0]!r}", source=str(path), line=lineno) from None
+            except (TypeError, ValueError) as exc:
+                raise InputError(str(exc), source=str(path), line=lineno) from None
+            if p.seconds <= 0 or p.batch <= 0 or p.tokens < 0 or p.context < 0 or (kind == "prefill" and not p.tokens):
+                raise InputError("seconds and batch must be > 0, a prefill needs tokens", source=str(path), line=lineno)
+            out.append(p)
+    return out
+
+
+def _bench_points(path: Path) -> list[Point]:
+    out = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            run = json.loads(line)
+            ins, outs, ttfts, itls = run["input_lens"], run["output_lens"], run["ttfts"], run["itls"]
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed JSON: {exc.msg}", source=str(path), line=lineno) from None
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"missing {exc} (write results with --output-details)", source=str(path), line=lineno) from None
+        cached = run.get("cached_tokens") or [0] * len(ins)
+        conc = int(run.get("max_concurrency") or 1)
+        for i, (n, m, ttft, itl) in enumerate(zip(ins, outs, ttfts, itls)):
+            label = f"line {lineno} #{i}"
+            if conc == 1 and ttft and ttft > 0 and n > cached[i]:
+                out.append(Point("prefill", int(n - cached[i]), int(cached[i]), 1, float(ttft), label))
+            if itl:
+                batch = min(conc, len(ins))
+                out.append(Point("decode", 0, int(batch * (n + m / 2)), batch, float(np.mean(itl)), label))
+    return out
+
+
+def read_points(paths: list[str]) -> list[Point]:
+    """Measured points from bench_serving result files (``.jsonl``/``.json``) and point tables (``.csv``)."""
+    points = []
+    for name in paths:
+        path = Path(name)
+        if not path.is_file():
+            raise InputError("no such file", source=name)
+        points += _csv_points(path) if path.suffix == ".csv" else _bench_points(path)
+    if not points:
+        raise InputError(f"no usable measured points in {', '.join(paths)}")
+    return points
+
+
+def _columns(base: Roofline, p: Point, chunk: int) -> list[float]:
+    """The point's coefficients on (overhead s, 1/mfu, attn_scale/mfu, 1/mbu)."""
+    if p.kind == "prefill":
+        steps = math.ceil(p.tokens / chunk)
+        pairs = attention_pairs(p.tokens, p.context)
+        return [steps, p.tokens * base.flops_per_token / base.peak_flops,
+                pairs * base.attn_flops_per_pair / base.peak_flops, 0.0]  # fmt: skip
+    return [1.0, 0.0, 0.0, base.decode_bytes(p.batch, p.context) / base.hbm_Bps]
+
+
+def fit_compute(points: list[Point], base: Roofline, chunk: int, *, fixed: dict[str, float] | None = None) -> FitResult:
+    """Fit :data:`PARAMS` to ``points`` with the FLOPs and bytes of ``base``; ``fixed`` pins some of them."""
+    fixed = dict(fixed or {})
+    unknown = set(fixed) - set(PARAMS)
+    if unknown:
+        raise InputError(f"--fix: unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMS)})")
+    if not any(p.kind == "prefill" for p in points) and "mfu" not in fixed:
+        fixed.setdefault("mfu", base.mfu)
+    if not any(p.kind == "decode" for p in points) and "mbu" not in fixed:
+        fixed.setdefault("mbu", base.mbu)
+    if sum(p.kind == "prefill" and p.context + p.tokens > 1 for p in points) < 2:
+        fixed.setdefault("attn_flops_scale", base.attn_scale)
+    t = np.array([p.seconds for p in points])
+    cols = np.array([_columns(base, p, chunk) for p in points])
+    # Move pinned parameters to the known side: x = (o, 1/mfu, s/mfu, 1/mbu).
+    target = t.copy()
+    free = [0, 1, 2, 3]
+    if "step_overhead_ms" in fixed:
+        target -= cols[:, 0] * fixed["step_overhead_ms"] / 1e3
+        free.remove(0)
+    if "mfu" in fixed and "attn_flops_scale" in fixed:
+        target -= (cols[:, 1] + cols[:, 2] * fixed["attn_flops_scale"]) / fixed["mfu"]
+        free.remove(1)
+        free.remove(2)
+    elif "attn_flops_scale" in fixed:  # one unknown 1/mfu over both prefill terms
+        cols[:, 1] += cols[:, 2] * fixed["attn_flops_scale"]
+        free.remove(2)
+    elif "mfu" in fixed:
+        target -= cols[:, 1] / fixed["mfu"]
+        free.remove(1)
+    if "mbu" in fixed:
+        target -= cols[:, 3] / fixed["mbu"]
+        free.remove(3)
+    a, b = cols[:, free] / t[:, None], target / t
+    best = None
+    for k in range(len(free) + 1):
+        for active in itertools.combinations(range(len(free)), k):
+            x = np.zeros(len(free))
+            if active:
+                sol, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+                if np.any(sol < 0):
+                    continue
+                x[list(active)] = sol
+            res = float(np.sum((a @ x - b) ** 2))
+            if best is None or res < best[0] - 1e-15:
+                best = (res, x)
+    x_full = dict(zip(free, best[1]))
+    params = dict(fixed)
+    if 0 in x_full:
+        params["step_overhead_ms"] = x_full[0] * 1e3
+    inv_mfu = x_full.get(1)
+    if inv_mfu is not None:
+        if not inv_mfu > 0:
+            raise InputError("the prefill points fit no positive mfu (are the FLOPs of the scenario's model right?)")
+        params["mfu"] = 1.0 / inv_mfu
+    if 2 in x_full:
+        params["attn_flops_scale"] = x_full[2] * params.get("mfu", 1.0)
+    if 3 in x_full:
+        if not x_full[3] > 0:
+            raise InputError("the decode points fit no positive mbu")
+        params["mbu"] = 1.0 / x_full[3]
+    for k in ("mfu", "mbu"):
+        params[k] = min(params[k], 1.0)
+    params = {k: float(params[k]) for k in PARAMS}
+    coef = np.array([params["step_overhead_ms"] / 1e3, 1 / params["mfu"], params["attn_flops_scale"] / params["mfu"],
+                     1 / params["mbu"]])  # fmt: skip
+    return FitResult(params, points, [float(c) for c in np.array([_columns(base, p, chunk) for p in points]) @ coef])
+
+
+def format_fit(result: FitResult) -> str:
+    p = result.params
+    lines = [f"fitted: mfu {p['mfu']:.3f}, mbu {p['mbu']:.3f}, step overhead {p['step_overhead_ms']:.2f} ms, "
+             f"attention FLOPs x{p['attn_flops_scale']:.3f}; rms error {result.rms_error:.1%} over "
+             f"{len(result.points)} points",
+             f"  {'kind':<8}{'tokens':>8}{'context':>10}{'batch':>6}{'measured ms':>13}{'fitted ms':>11}{'error':>8}  label"]  # fmt: skip
+    for pt, pred, err in zip(result.points, result.predicted, result.errors):
+        lines.append(f"  {pt.kind:<8}{pt.tokens:>8}{pt.context:>10}{pt.batch:>6}{pt.seconds * 1e3:>13.2f}"
+                     f"{pred * 1e3:>11.2f}{err:>+8.1%}  {pt.label}")  # fmt: skip
+    return "\n".join(lines)

@@ -1,0 +1,198 @@
+"""A model from its Hugging Face ``config.json``: KV bytes per rank, parameters, and the compute shape.
+
+Three families are told apart by their fields: MHA/GQA (Qwen3, Llama: ``num_key_value_heads`` x
+``head_dim`` per layer, sharded over TP), MLA (DeepSeek V2/V3/R1: ``kv_lora_rank + qk_rope_head_dim`` per
+layer, replicated on every rank, SGLang ``cache_controller.py:771-802``), and DeepSeek V4/V4.1
+(``compress_ratios``: mapped to the multi-pool catalog of :mod:`sim.pools`). Parameters are counted from the
+layer shapes (norms and biases left out), so that weights per rank, FLOPs per token and, for MoE, the
+experts a decode step touches follow from the config alone. Bundled configs live in ``sim/data/models/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sim.errors import InputError
+
+__all__ = ["KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "load_config", "model_spec"]
+
+# SGLang --kv-cache-dtype values and their bytes per element; "auto" is the model's dtype.
+KV_DTYPE_BYTES = {"auto": None, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1,
+                  "fp8": 1, "fp4_e2m1": 0.5}  # fmt: skip
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the cache and the step-time model need from a config, per TP rank where it says so."""
+
+    name: str
+    family: str  # "mha", "mla" or "dsv4"
+    layers: int
+    params: float
+    active_params: float
+    weight_bytes_per_rank: float
+    kv_bytes_per_token: float  # per rank (MHA: this rank's heads; MLA/V4: the replicated whole)
+    # Step-time model inputs, per rank:
+    flops_per_token: float  # linear layers (2 x active params) plus per-token attention constants
+    attn_flops_per_pair: float  # per (query, context token) pair
+    dense_weight_bytes: float  # weights every decode step reads (all but the routed experts)
+    expert_bytes: float  # one routed expert over all MoE layers
+    n_experts: int
+    experts_per_token: int
+    kv_read_bytes_per_token: float  # decode: bytes read per context token
+    kv_read_bytes_per_request: float  # decode: bytes read per request whatever its length (windows, top-k)
+    compute_dtype: str
+    catalog: str | None = None  # DeepSeek V4: the catalog entry holding the pools
+
+
+def bundled_configs() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("sim").joinpath("data", "models").iterdir()
+                  if p.name.endswith(".json"))  # fmt: skip
+
+
+def load_config(ref: str) -> tuple[dict[str, Any], str]:
+    """A config by path (a ``config.json`` or a folder holding one) or by bundled name; (config, name)."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json" and path.exists():
+        source = str(path)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read model config: {exc}", source=source) from None
+        name = path.parent.name if path.name == "config.json" else path.stem
+    else:
+        bundled = resources.files("sim").joinpath("data", "models", f"{ref.lower()}.json")
+        if not bundled.is_file():
+            raise InputError(f"model config {ref!r}: no such file, and not a bundled config "
+                             f"(bundled: {', '.join(bundled_configs())})")  # fmt: skip
+        data, name, source = json.loads(bundled.read_text()), ref.lower(), ref
+    if not isinstance(data, dict):
+        raise InputError("model config: expected a JSON object", source=source)
+    data = data.get("text_config", data) if "num_hidden_layers" not in data else data
+    return data, name
+
+
+def _need(cfg: dict, key: str, name: str) -> Any:
+    if key not in cfg:
+        raise InputError(f"model config {name!r}: missing field {key!r}")
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise InputError(f"model config {name!r}: {key} must be a non-negative number, got {value!r}")
+    return value
+
+
+def _moe(cfg: dict, name: str, hidden: int, layers: int) -> tuple[float, float, float, int, int]:
+    """(all MLP params, active MLP params, one routed expert's params over MoE layers, experts, top-k)."""
+    n_exp = int(cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
+    inter = int(cfg.get("intermediate_size") or 0)
+    if not n_exp:
+        dense = 3 * hidden * _need(cfg, "intermediate_size", name)
+        return layers * dense, layers * dense, 0.0, 0, 0
+    moe_inter = _need(cfg, "moe_intermediate_size", name)
+    k = int(_need(cfg, "num_experts_per_tok", name))
+    shared = int(cfg.get("n_shared_experts") or 0)
+    dense_layers = int(cfg.get("first_k_dense_replace") or 0)
+    moe_layers = layers - dense_layers
+    expert = 3 * hidden * moe_inter
+    dense_part = dense_layers * 3 * hidden * inter
+    total = dense_part + moe_layers * (n_exp + shared) * expert + moe_layers * hidden * n_exp  # + router
+    active = dense_part + moe_layers * (k + shared) * expert + moe_layers * hidden * n_exp
+    return total, active, moe_layers * expert, n_exp, k
+
+
+def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", name: str = "model") -> ModelShape:
+    """The :class:`ModelShape` of a config at ``tp_size`` ranks with KV stored as ``kv_dtype``."""
+    if kv_dtype not in KV_DTYPE_BYTES:
+        raise InputError(f"kv_dtype: unknown {kv_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})")
+    layers = int(_need(cfg, "num_hidden_layers", name))
+    hidden = int(_need(cfg, "hidden_size", name))
+    heads = int(_need(cfg, "num_attention_heads", name))
+    vocab = int(_need(cfg, "vocab_size", name))
+    model_bytes = _DTYPE_BYTES.get(str(cfg.get("torch_dtype", "bfloat16")), 2)
+    quant = (cfg.get("quantization_config") or {}).get("quant_method")
+    weight_b = 1 if quant in ("fp8", "deepseek_v4_fp8") else model_bytes
+    kv_b = KV_DTYPE_BYTES[kv_dtype] or model_bytes
+    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    mlp, mlp_active, expert, n_exp, k = _moe(cfg, name, hidden, layers)
+    per_tok_attn = 0.0  # attention FLOPs per token independent of context (windows, top-k), whole model
+    kv_req = 0.0
+    catalog = None
+    if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
+        family = "dsv4"
+        hd, q_lora = int(_need(cfg, "head_dim", name)), int(_need(cfg, "q_lora_rank", name))
+        o_lora = int(cfg.get("o_lora_rank") or q_lora)
+        attn = hidden * q_lora + q_lora * heads * hd + hidden * hd + heads * hd * o_lora + int(cfg.get("o_groups") or 1) * o_lora * hidden
+        ratios = [int(r) for r in cfg["compress_ratios"][:layers]]
+        window, topk = int(cfg.get("sliding_window") or 128), int(cfg.get("index_topk") or 512)
+        ih, ihd = int(cfg.get("index_n_heads") or 64), int(cfg.get("index_head_dim") or 128)
+        pair = 0.0
+        for r in ratios:
+            per_tok_attn += 4 * heads * hd * window
+            if r == 4:
+                pair += 2 * ih * ihd / 4
+                per_tok_attn += 4 * heads * hd * topk
+            elif r > 4:
+                pair += 4 * heads * hd / r
+        from sim.pools import get_model
+
+        catalog = "deepseek-v4.1-flash" if "kv_source_layer_ids" in cfg else (
+            "deepseek-v4-flash" if layers <= 43 else "deepseek-v4-pro")  # fmt: skip
+        spec = get_model(catalog)
+        kv_tok = spec.bytes_per_page / spec.page_size
+        c4 = ratios.count(4)
+        read_tok = sum(p.bytes_per_page for p in spec.pools if p.name in ("c4_indexer", "c128")) / spec.page_size
+        kv_req = c4 * topk * 584 + layers * window * 584  # top-k C4 rows and the SWA window, v4 layout rows
+        attn_pair = pair
+    elif "kv_lora_rank" in cfg:  # MLA
+        family = "mla"
+        lora, rope = int(_need(cfg, "kv_lora_rank", name)), int(_need(cfg, "qk_rope_head_dim", name))
+        nope, v = int(_need(cfg, "qk_nope_head_dim", name)), int(_need(cfg, "v_head_dim", name))
+        q_lora = int(cfg.get("q_lora_rank") or 0)
+        q = hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope)
+        attn = q + hidden * (lora + rope) + lora * heads * (nope + v) + heads * v * hidden
+        kv_tok = layers * (lora + rope) * kv_b  # replicated on every rank
+        read_tok = kv_tok
+        attn_pair = layers * heads * (2 * (nope + rope) + 2 * v)
+    else:  # MHA / GQA
+        family = "mha"
+        kv_heads = int(cfg.get("num_key_value_heads") or heads)
+        hd = int(cfg.get("head_dim") or hidden // heads)
+        attn = hidden * heads * hd * 2 + 2 * hidden * kv_heads * hd
+        # KV heads split over TP; with more ranks than KV heads each rank keeps one (replicated).
+        kv_tok = 2 * layers * max(1, math.ceil(kv_heads / tp_size)) * hd * kv_b
+        read_tok = kv_tok
+        attn_pair = 4 * layers * heads * hd
+    params = embed + layers * attn + mlp
+    active = embed + layers * attn + mlp_active
+    embed_bytes = embed * model_bytes
+    weight_bytes = (params - embed) * weight_b + embed_bytes
+    dense_bytes = weight_bytes - n_exp * expert * weight_b
+    return ModelShape(
+        name=name, family=family, layers=layers, params=params, active_params=active,
+        weight_bytes_per_rank=weight_bytes / tp_size, kv_bytes_per_token=kv_tok,
+        flops_per_token=(2 * (active - embed) + per_tok_attn) / tp_size,  # embeddings: a lookup, and logits only for the last token
+        attn_flops_per_pair=attn_pair / tp_size,
+        dense_weight_bytes=dense_bytes / tp_size, expert_bytes=expert * weight_b / tp_size,
+        n_experts=n_exp, experts_per_token=k, kv_read_bytes_per_token=read_tok, kv_read_bytes_per_request=kv_req,
+        compute_dtype="fp8" if weight_b == 1 else "bf16", catalog=catalog,
+    )  # fmt: skip
+
+
+def model_spec(shape: ModelShape, page_size: int):
+    """The :class:`sim.pools.ModelSpec`: the V4 catalog's pools, else one ``kv`` pool of the per-rank bytes."""
+    from sim.pools import HitPolicy, ModelSpec, Pool, get_model
+
+    if shape.catalog is not None:
+        return get_model(shape.catalog, page_size=page_size)
+    per_page = round(shape.kv_bytes_per_token * page_size)
+    pool = Pool("kv", per_page, "kv", HitPolicy.ALL_PAGES, rank_replicated=shape.family == "mla")
+    return ModelSpec(shape.name, page_size, (pool,), layers=shape.layers,
+                     notes=f"{shape.family}, {shape.kv_bytes_per_token:,.0f} B/token per rank (from config.json)")  # fmt: skip

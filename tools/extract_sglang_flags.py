@@ -1,0 +1,82 @@
+"""Regenerate ``sim/data/sglang_flags.json``: every flag SGLang's launch_server and bench_serving accept.
+
+    python tools/extract_sglang_flags.py /path/to/sglang/srt sim/data/sglang_flags.json
+
+Reads the source statically (no SGLang import, so none of its dependencies are needed): the ServerArgs
+fields (``arg_groups/fields/*.py``: ``A[type, Arg(...)]`` annotations with ``cli_name``, ``aliases`` and
+``no_cli``), the manual ``add_argument`` registrations of ``server_args.py``, and ``benchmark/serving.py``.
+Each flag maps to whether it takes a value (``"optional"``: ``nargs='?'``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def field_flags(fields_dir: Path) -> dict[str, bool | str]:
+    out: dict[str, bool | str] = {}
+    for path in sorted(fields_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            ann = node.annotation
+            if not (isinstance(ann, ast.Subscript) and getattr(ann.value, "id", None) == "A"):
+                continue
+            elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+            meta = elts[1] if len(elts) > 1 else None
+            kw = {k.arg: k.value for k in meta.keywords} if isinstance(meta, ast.Call) else {}
+            if "no_cli" in kw and ast.unparse(kw["no_cli"]) == "True":
+                continue
+            cli = ast.literal_eval(kw["cli_name"]) if "cli_name" in kw else "--" + node.target.id.replace("_", "-")
+            action = ast.unparse(kw["action"]) if "action" in kw else ""
+            is_switch = (ast.unparse(elts[0]) == "bool" and not action) or "store_" in action
+            optional = "nargs" in kw and ast.unparse(kw["nargs"]) == "'?'"
+            for name in [cli, *(ast.literal_eval(kw["aliases"]) if "aliases" in kw else [])]:
+                out[name] = "optional" if optional else not is_switch
+    return out
+
+
+def _add_argument_calls(text: str) -> Iterator[str]:
+    for m in re.finditer(r"add_argument\(", text):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        yield text[m.end() : i - 1]
+
+
+def add_argument_flags(text: str) -> dict[str, bool]:
+    out = {}
+    for call in _add_argument_calls(text):
+        head = re.match(r'\s*((?:"-{1,2}[a-zA-Z0-9-]+",\s*)+)', call)
+        if not head:
+            continue
+        body = call[head.end() :]
+        takes_value = not ("store_true" in body or "store_false" in body or "StoreTrue" in body
+                           or ("StoreConst" in body and "nargs=None" not in body))  # fmt: skip
+        for name in re.findall(r'"(--[a-zA-Z0-9-]+)"', head.group(1)):
+            out[name] = takes_value
+    return out
+
+
+def main(srt: Path, out_path: Path) -> None:
+    launch = {**field_flags(srt / "arg_groups" / "fields"), **add_argument_flags((srt / "server_args.py").read_text())}
+    serving = add_argument_flags((srt.parent / "benchmark" / "serving.py").read_text())
+    out = {
+        "_source": "extracted by tools/extract_sglang_flags.py from SGLang 0.5.23's source: ServerArgs fields "
+        "(arg_groups/fields/*.py) plus server_args.py's add_argument registrations; bench_serving from "
+        "benchmark/serving.py. true: the flag takes a value.",
+        "launch_server": dict(sorted(launch.items())),
+        "bench_serving": dict(sorted(serving.items())),
+    }
+    out_path.write_text(json.dumps(out, indent=0) + "\n")
+    print(f"wrote {out_path}: {len(launch)} launch_server flags, {len(serving)} bench_serving flags")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
