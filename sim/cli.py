@@ -282,14 +282,14 @@ def _add_compare(sub) -> None:
     p.add_argument("--l1-pages", required=True, metavar="N1,N2,...", type=_int_list, help="L1 capacities in pages")
     p.add_argument("--l2-pages", default="0", metavar="M1,M2,...",
                    help="L2 capacities: pages, or multiples of L1 such as 0.5x,2x; 0 = L2 off (default: 0)")  # fmt: skip
-    p.add_argument("--model", default="deepseek-v4-flash", help="catalog name or model YAML (default: %(default)s)")
+    p.add_argument("--model", default="generic",
+                   help="catalog name or model YAML without sliding-window pools (default: %(default)s)")
     p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
                    help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
     p.add_argument("--page-size", type=_positive_int, default=None,
                    help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
     p.add_argument("--block-size", type=_positive_int, default=512, help="tokens per hash id (default: 512)")
     p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens"], help="trace format")
-    p.add_argument("--swa-ratio", type=float, default=0.1, help="SWA pool size as a share of full pages")
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
     p.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also plot hit rate vs L1 capacity per policy")
@@ -304,13 +304,15 @@ def _cmd_compare(args) -> int:
     policies = parse_policies(args.policies)
     l2 = parse_l2(args.l2_pages)
     model = _load_model(args.model)
+    if model.has_swa:
+        raise InputError(f"--model {args.model}: compare runs the single-pool residency model; the V4 cache of "
+                         f"models with sliding-window pools has no boundary policy or eviction orders yet")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
     page = args.page_size or (args.block_size if fmt == "mooncake" else model.page_size)
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
-                 load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio,
-                 progress=sys.stderr.isatty())  # fmt: skip
+                 load_back_threshold=args.load_back_threshold, progress=sys.stderr.isatty())  # fmt: skip
     print(format_compare(df))
     if args.csv:
         write_text_atomic(args.csv, df.to_csv(index=False))

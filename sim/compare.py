@@ -78,7 +78,7 @@ def parse_l2(text: str) -> list[tuple[str, float]]:
 
 def compare(requests: list[Request], model: ModelSpec, policies: Sequence[Policy], l1_pages: Sequence[int],
             l2: Sequence[tuple[str, float]], *, page_tokens: int, load_back_threshold: int = 10,
-            swa_ratio: float = 0.1, progress: bool = False) -> pd.DataFrame:  # fmt: skip
+            progress: bool = False) -> pd.DataFrame:  # fmt: skip
     """One row per (policy, L1, L2): hit rates by pages and tokens, duplicates, failed host allocations."""
     from tqdm import tqdm
 
@@ -96,8 +96,7 @@ def compare(requests: list[Request], model: ModelSpec, policies: Sequence[Policy
                        wall_s=b1.wall_s + (b12.wall_s if l2_pages else 0.0))  # fmt: skip
         else:
             cache = HiCache(model, l1_pages=l1, l2_pages=l2_pages, policy=policy.write, page_tokens=page_tokens,
-                            load_back_threshold=load_back_threshold, swa_full_tokens_ratio=swa_ratio,
-                            eviction_policy=policy.eviction)  # fmt: skip
+                            load_back_threshold=load_back_threshold, eviction_policy=policy.eviction)  # fmt: skip
             s = replay(cache, requests).summary()
             row.update({k: s[k] for k in ("l1_hit_pages", "l1l2_hit_pages", "l1_hit_tokens", "l1l2_hit_tokens",
                                           "demotions", "dedup_evictions", "failed_host_allocations",

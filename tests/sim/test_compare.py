@@ -86,4 +86,6 @@ def test_replay_takes_the_eviction_config_as_json_and_rejects_bad_json(capsys):
 def test_the_v4_cache_refuses_what_it_does_not_model_yet(capsys):
     for extra in (["--policy", "boundary"], ["--eviction-policy", "lfu"]):
         assert main(["replay", str(TRACE), "--max-requests", "5", *extra]) == 2
-    assert "not yet to the V4 cache" in capsys.readouterr().err
+    assert main(["compare", str(TRACE), "--model", "deepseek-v4-flash", "--policies", "lru", "--l1-pages", "9"]) == 2
+    err = capsys.readouterr().err
+    assert "not yet to the V4 cache" in err and "single-pool residency model" in err
