@@ -11,7 +11,10 @@ Measures, side by side in one run (median of ``--runs`` each; the trace is read 
       write_through;
   (b0) the same, device only and unbounded, next to (a);
   (c) the whole ``hicache-sim replay`` process for (b), in a subprocess (interpreter start, imports,
-      trace parsing, replay, printing).
+      trace parsing, replay, printing);
+  (d) per policy, generic model, L1 = 6000 / L2 = 12000 pages: each write policy under LRU, each
+      eviction order under write_through, and the clairvoyant bound (its trace pass: page ids and next
+      uses, built once, then one pass per capacity, at L1 and at L1 + L2 as replay runs it).
 
 If SGLang is importable (``--sglang-path`` puts a ``pip install --no-deps --target DIR sglang`` first on
 ``sys.path``), its ``RadixCache.create_simulated(page_size=512)`` is driven the same way as (a), one
@@ -31,7 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.hicache import HiCache  # noqa: E402
+from sim.clairvoyant import PageTrace  # noqa: E402
+from sim.eviction import EVICTION_POLICIES  # noqa: E402
+from sim.hicache import HiCache, WritePolicy  # noqa: E402
 from sim.pools import get_model  # noqa: E402
 from sim.replay import replay, replay_v4, v4_cache  # noqa: E402
 from sim.workload import read_mooncake  # noqa: E402
@@ -67,6 +72,31 @@ def bench_v4(requests, runs, l1, l2):
         return replay_v4(cache, model, requests).summary()
 
     return median_time(once, runs)
+
+
+def bench_policies(requests, runs):
+    """(label, seconds, L1 hit, L1+L2 hit) per policy, generic model, L1 6000 / L2 12000 pages."""
+    model, rows = get_model("generic"), []
+    combos = [(w.value, "lru") for w in WritePolicy] + [("write_through", e) for e in EVICTION_POLICIES if e != "lru"]
+    for write, eviction in combos:
+
+        def once(write=write, eviction=eviction):
+            cache = HiCache(model, l1_pages=6000, l2_pages=12000, policy=write, eviction_policy=eviction,
+                            page_tokens=BLOCK)  # fmt: skip
+            replay(cache, requests)
+            return cache
+
+        sec, c = median_time(once, runs)
+        rows.append((f"{write}+{eviction}", sec, c.stats.hit_rate(by="pages"),
+                     c.stats.hit_rate(("device", "host"), by="pages")))  # fmt: skip
+
+    def bound():
+        trace = PageTrace(requests, BLOCK)
+        return trace.bound(6000), trace.bound(18000)
+
+    sec, (b1, b12) = median_time(bound, runs)
+    rows.append(("clairvoyant bound (L1, L1+L2)", sec, b1.hit_rate("pages"), b12.hit_rate("pages")))
+    return rows
 
 
 def bench_cli(trace: Path, runs: int) -> float:
@@ -158,6 +188,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"{'(c) hicache-sim replay process for (b)':<48}{cli_s:>9.3f}{n_req / cli_s:>13,.0f}{'':>13}  "
           f"whole process: start, imports, read, replay, print")  # fmt: skip
+
+    print("\n(d) per policy, generic 1 pool, L1 6000 / L2 12000 pages (hit rates by whole input pages)")
+    print(f"{'policy':<48}{'seconds':>9}{'requests/s':>13}{'vs WT+LRU':>11}{'L1 hit':>9}{'L1+L2 hit':>11}")
+    policy_rows = bench_policies(requests, args.runs)
+    base = policy_rows[0][1]
+    for name, s, l1, l12 in policy_rows:
+        print(f"{name:<48}{s:>9.3f}{n_req / s:>13,.0f}{s / base:>10.2f}x{l1:>9.2%}{l12:>11.2%}")
 
     print("\nratios:")
     print(f"  (b0) / (a) time: {v4u_s / gen_s:.2f}x  (FULL + SWA request lifecycle vs one pool's match + insert)")

@@ -11,6 +11,7 @@ import threading
 
 from sim import __version__
 from sim.errors import InputError
+from sim.eviction import EVICTION_POLICIES
 
 
 class _UsageError(Exception):
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_validate(sub)
     _add_replay(sub)
+    _add_compare(sub)
     _add_pools(sub)
     _add_sweep(sub)
     _add_plot(sub)
@@ -192,6 +194,11 @@ Hit rates: "by tokens" = input tokens served from the cache / all input tokens; 
 input pages served from the cache / all whole input pages. L1 hit = device prefix; L1+L2 = device
 prefix plus the host hit loaded back (a host hit below --load-back-threshold is recomputed and does not
 count). A match is capped at input_len - 1 tokens, as SGLang always computes the last token.
+
+The clairvoyant bound beside them is Belady's rule (evict the page whose next use is furthest away) at the
+same L1 and L1+L2 capacities: the best any eviction policy could do on this trace, a reference that no
+server can implement because it reads the future. --no-bound skips it. The bound, --policy boundary and
+--eviction-policy apply to the single-pool residency model; the V4 cache (models with SWA) has neither yet.
 """
 
 
@@ -207,7 +214,14 @@ def _add_replay(sub) -> None:
     l2.add_argument("--l2-pages", type=_nonneg_int, help="host (L2) capacity in pages; 0 disables L2 (default: 0)")
     l2.add_argument("--l2-bytes", help="host capacity in bytes, e.g. 200GB")
     p.add_argument("--policy", default="write_through",
-                   choices=["write_through", "write_through_selective", "write_back"], help="write policy")  # fmt: skip
+                   choices=["write_through", "write_through_selective", "write_back", "boundary"],
+                   help="write policy; boundary: SGLang's policy-simulator boundary_l1_l2 (default: %(default)s)")
+    p.add_argument("--eviction-policy", default="lru", choices=EVICTION_POLICIES,
+                   help="device victim order, SGLang's --radix-eviction-policy (default: %(default)s)")
+    p.add_argument("--eviction-config", metavar="JSON", default=None,
+                   help='its parameters, as SGLang\'s --radix-eviction-policy-config, e.g. \'{"protected_threshold": 4}\'')
+    p.add_argument("--no-bound", action="store_true",
+                   help="skip the clairvoyant bound (a second pass over the trace, about as long as the replay)")  # fmt: skip
     p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
                    help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
     p.add_argument("--page-size", type=_positive_int, default=None,
@@ -248,16 +262,82 @@ def _cmd_replay(args) -> int:
         if pages is not None and pages < 1:
             raise InputError(f"{option}: smaller than one {page}-token page of {model.name}")
     if v4:
+        if args.policy == "boundary" or args.eviction_policy != "lru" or args.eviction_config:
+            raise InputError(f"--policy boundary and --eviction-policy/--eviction-config apply to the single-pool "
+                             f"residency model, not yet to the V4 cache of {model.name} (try --model generic)")
         cache = v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
                          load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
         result = replay_v4(cache, model, requests, args.trace, progress=sys.stderr.isatty())
     else:
         cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
-                        load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio)  # fmt: skip
-        result = replay(cache, requests, args.trace, progress=sys.stderr.isatty())
+                        load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
+                        eviction_policy=args.eviction_policy,
+                        eviction_config=_json_object(args.eviction_config, "--eviction-config"))  # fmt: skip
+        result = replay(cache, requests, args.trace, progress=sys.stderr.isatty(), bound=not args.no_bound)
     print(format_table(result))
     if args.json:
         write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str, allow_nan=False) + "\n")
+    return 0
+
+
+COMPARE_HELP = """Replay one trace under several policies and capacities and print one table.
+
+A policy is WRITE[+EVICTION]: write policy write_through (default), write_through_selective, write_back or
+boundary; eviction lru (default), lfu, slru, fifo, filo or mru; e.g. boundary+lfu. "clairvoyant" adds the
+bound (Belady's rule: the best any eviction could do knowing the trace's future; no server can implement it).
+Hit rates are by whole input pages, as SGLang's policy simulator reports them. Failed H: host reservations
+that could not be met; dedup: host copies of device pages given up for L2 room (boundary).
+"""
+
+
+def _add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="replay a trace under several policies and capacities, one table",
+                       description=COMPARE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("trace", metavar="TRACE", help="Mooncake JSONL (hash_ids) or token-id JSONL trace")
+    p.add_argument("--policies", required=True, metavar="P1,P2,...",
+                   help="e.g. write_through,boundary,write_through+lfu,clairvoyant")  # fmt: skip
+    p.add_argument("--l1-pages", required=True, metavar="N1,N2,...", type=_int_list, help="L1 capacities in pages")
+    p.add_argument("--l2-pages", default="0", metavar="M1,M2,...",
+                   help="L2 capacities: pages, or multiples of L1 such as 0.5x,2x; 0 = L2 off (default: 0)")  # fmt: skip
+    p.add_argument("--model", default="generic",
+                   help="catalog name or model YAML without sliding-window pools (default: %(default)s)")
+    p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
+                   help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
+    p.add_argument("--page-size", type=_positive_int, default=None,
+                   help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
+    p.add_argument("--block-size", type=_positive_int, default=512, help="tokens per hash id (default: 512)")
+    p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens"], help="trace format")
+    p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
+    p.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
+    p.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also plot hit rate vs L1 capacity per policy")
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args) -> int:
+    from sim.compare import compare, format_compare, parse_l2, parse_policies
+    from sim.fileio import write_text_atomic
+    from sim.workload import detect_format, read_trace
+
+    policies = parse_policies(args.policies)
+    l2 = parse_l2(args.l2_pages)
+    model = _load_model(args.model)
+    if model.has_swa:
+        raise InputError(f"--model {args.model}: compare runs the single-pool residency model; the V4 cache of "
+                         f"models with sliding-window pools has no boundary policy or eviction orders yet")
+    fmt = detect_format(args.trace) if args.format == "auto" else args.format
+    page = args.page_size or (args.block_size if fmt == "mooncake" else model.page_size)
+    requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
+                          max_requests=args.max_requests)  # fmt: skip
+    df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
+                 load_back_threshold=args.load_back_threshold, progress=sys.stderr.isatty())  # fmt: skip
+    print(format_compare(df))
+    if args.csv:
+        write_text_atomic(args.csv, df.to_csv(index=False))
+        print(f"wrote {args.csv}")
+    if args.plot:
+        from sim.plot import plot_compare
+
+        print(f"wrote {plot_compare(df, args.plot)}")
     return 0
 
 
@@ -398,6 +478,24 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
     return value
+
+
+def _json_object(text: str | None, option: str) -> dict | None:
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{option}: not JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{option}: expected a JSON object, got {text!r}")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    return [_positive_int(t.strip()) for t in text.split(",") if t.strip()] or _positive_int("")
 
 
 def _nonneg_int(text: str) -> int:

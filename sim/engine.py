@@ -42,7 +42,7 @@ from sim.metrics import Recorder
 from sim.pools import ModelSpec
 from sim.radix import Node, RadixTree
 from sim.storage import Storage
-from sim.v4hicache import V4Admission, V4HiCache, request_keys
+from sim.v4hicache import V4Admission, V4HiCache, check_v4_setup, request_keys
 from sim.workload import Request
 
 __all__ = ["EngineConfig", "Simulation"]
@@ -68,6 +68,8 @@ class EngineConfig:
     l1_pages: int = 1000
     l2_pages: int = 0  # 0: HiCache off (L1 only)
     write_policy: str = "write_through"
+    eviction_policy: str = "lru"  # SGLang's --radix-eviction-policy (sim/eviction.py)
+    eviction_config: dict | None = None  # and its --radix-eviction-policy-config
     load_back_threshold: int = 10
     page_tokens: int = 256
     swa_full_tokens_ratio: float = 0.1
@@ -175,11 +177,17 @@ class Instance:
     def _new_cache(self) -> HiCache | V4HiCache:
         """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.swacache`), else HiCache."""
         cfg = self.sim.cfg
-        kind = V4HiCache if cfg.model.has_swa else HiCache
-        extra = {"chunked_prefill_size": cfg.chunked_prefill_size} if kind is V4HiCache else {}
-        return kind(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
-                    load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                    swa_full_tokens_ratio=cfg.swa_full_tokens_ratio, **extra)  # fmt: skip
+        if cfg.model.has_swa:
+            check_v4_setup(cfg.model, page_tokens=cfg.page_tokens, write_policy=cfg.write_policy,
+                           eviction_policy=cfg.eviction_policy)  # fmt: skip
+            return V4HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
+                             load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+                             swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
+                             chunked_prefill_size=cfg.chunked_prefill_size)  # fmt: skip
+        return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
+                       load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+                       swa_full_tokens_ratio=cfg.swa_full_tokens_ratio, eviction_policy=cfg.eviction_policy,
+                       eviction_config=cfg.eviction_config)  # fmt: skip
 
     @property
     def quiescent(self) -> bool:

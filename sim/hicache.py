@@ -31,7 +31,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from sim.boundary import BoundaryWriter
 from sim.errors import InputError
+from sim.eviction import eviction_order
 from sim.pools import HitPolicy, ModelSpec
 from sim.radix import Node, RadixTree
 
@@ -54,6 +56,7 @@ class WritePolicy(str, Enum):
     WRITE_THROUGH = "write_through"
     WRITE_THROUGH_SELECTIVE = "write_through_selective"
     WRITE_BACK = "write_back"
+    BOUNDARY = "boundary"  # SGLang's policy simulator, boundary_l1_l2 (sim/boundary.py)
 
     @property
     def threshold(self) -> int | None:
@@ -143,6 +146,8 @@ class CacheStats:
     load_swa_pages: int = 0
     load_back_skipped_tokens: int = 0
     backup_failed_tokens: int = 0
+    host_alloc_failures: int = 0  # host reservations that could not be met, as SGLang's policy simulator counts
+    dedup_evictions: int = 0  # boundary: host copies of device pages given up for L2 room
     swa_tombstones: int = 0
 
     def hit_rate(self, sources: Sequence[str] = ("device",), *, by: str = "tokens") -> float:
@@ -189,6 +194,8 @@ class HiCache:
     *page_tokens*: tokens per tree page (the model's page size, or a trace's block size); pool bytes
     scale with it. *l1_pages*/*l2_pages*: capacity of the ``kv`` anchor in tree pages (``None``:
     unbounded; ``l2_pages=0``: no L2). The ``swa`` anchor gets ``swa_full_tokens_ratio`` of each.
+    *eviction_policy*, *eviction_config*: the device victim order, SGLang's ``--radix-eviction-policy`` and
+    ``--radix-eviction-policy-config`` (:mod:`sim.eviction`).
     """
 
     def __init__(
@@ -201,6 +208,8 @@ class HiCache:
         load_back_threshold: int = 10,
         page_tokens: int | None = None,
         swa_full_tokens_ratio: float = 0.1,
+        eviction_policy: str = "lru",
+        eviction_config: dict | None = None,
     ) -> None:
         for name, value in (("l1_pages", l1_pages), ("l2_pages", l2_pages)):
             if value is not None and value < 0:
@@ -217,6 +226,10 @@ class HiCache:
         self.l2_enabled = l2_pages != 0
         self.window_tokens = model.sliding_window if model.has_swa else 0
         self.tree = RadixTree(self.page_tokens, self.window_tokens)
+        self.eviction_policy = eviction_policy
+        self.tree.use_eviction_order(eviction_order(eviction_policy, eviction_config))
+        boundary = self.policy is WritePolicy.BOUNDARY and self.l2_enabled
+        self._boundary = BoundaryWriter(self) if boundary else None
 
         # kv-anchored pools scale with the tree page; a window page never spans more than a model page.
         self.swa_page_tokens = min(self.page_tokens, model.page_size)
@@ -289,6 +302,9 @@ class HiCache:
         tokens = len(node.key) * self.page_tokens
         self.stats.evictions += 1
         self.stats.evicted_tokens += tokens
+        if self._boundary is not None:
+            self._boundary.evict_device(node)
+            return
         write_back = self.policy is WritePolicy.WRITE_BACK and self.l2_enabled
         if write_back and not node.host and not self._backup_chain(node, lock=False):
             self._drop_subtree(node, HOST_PRESSURE)
@@ -318,6 +334,8 @@ class HiCache:
     # ----- host tier --------------------------------------------------------------------------
     def _alloc_host(self, kv: int, swa: int) -> bool:
         """Allocate a node's host pages in every pool at once, evicting host LRU leaves on demand."""
+        if self._boundary is not None:
+            return self._boundary.alloc_host(kv, swa)
         if self.l2.alloc(kv, swa):
             return True
         for victim in self.tree.host_victims():
@@ -343,19 +361,26 @@ class HiCache:
             kv, swa = self._need(n)  # the host copy takes what the device copy holds
             if not self._alloc_host(kv, swa):
                 self.stats.backup_failed_tokens += kv * self.page_tokens
+                self.stats.host_alloc_failures += 1
                 break
-            self.tree.set_host(n, self.all_pages_mask)
-            op = BackupOp(next(self._op_ids), n if lock else None, [n], kv, swa)
-            if lock:  # the write-through window: pending and device-locked until the copy is acked
-                n.pending = op
-                self.tree.lock(n)
-                self.pending[op.id] = op
-            else:  # write_back: one merged copy per chain, acked before the eviction goes on
-                self._record_backup(op)
+            op = self._start_backup(n, kv, swa, lock=lock)
+            if not lock:  # write_back: one merged copy per chain, acked before the eviction goes on
                 copy.append(op)
         if copy:  # parents committed before a failure are copied all the same
             self.write_back_copies.append(copy)
         return not chain or chain[0].host
+
+    def _start_backup(self, n: Node, kv: int, swa: int, *, lock: bool) -> BackupOp:
+        """Commit a host copy of ``n`` in pages already allocated, and its D2H copy."""
+        self.tree.set_host(n, self.all_pages_mask)
+        op = BackupOp(next(self._op_ids), n if lock else None, [n], kv, swa)
+        if lock:  # the write-through window: pending and device-locked until the copy is acked
+            n.pending = op
+            self.tree.lock(n)
+            self.pending[op.id] = op
+        else:
+            self._record_backup(op)
+        return op
 
     def _record_backup(self, op: BackupOp) -> None:
         self.stats.backup_kv_pages += op.kv_pages
@@ -526,6 +551,8 @@ class HiCache:
             for node in res.path:
                 if not node.host and node.hit_count >= threshold:
                     self._backup_chain(node, lock=True)
+        if self._boundary is not None:
+            self._boundary.touch(res.path)
         return list(self.pending.values())[before:] if len(self.pending) > before else []
 
     def _count_once(self, adm: Admission, path: list[Node]) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 from sim.errors import InputError
 from sim.fileio import atomic_path, check_output_file
 
-__all__ = ["KINDS", "plot", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
+__all__ = ["KINDS", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
 
 FORMATS = ("png", "svg")
 SWEEP_DEFAULT_Y = ("hit_total", "ttft_p90_s", "input_tokens_per_s")
@@ -307,3 +307,34 @@ KINDS: dict[str, tuple[Callable[[Path], pd.DataFrame], str, Callable]] = {
     "occupancy": (read_timeseries, "timeseries.parquet", plot_occupancy),
     "rounds": (read_rounds, "requests.parquet", plot_rounds),
 }
+
+
+# ------------------------------------------------------------------------------------------ compare
+
+
+def plot_compare(df: pd.DataFrame, out: str | Path) -> Path:
+    """Hit rate vs L1 capacity, one line per policy, one panel per L2 setting (``hicache-sim compare``).
+
+    The y axis is the L1+L2 hit rate by whole input pages (the L1 hit rate where L2 is off).
+    """
+    out = Path(out)
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise InputError(f"--plot must end in .png or .svg, got {out.name!r}")
+    settings = list(dict.fromkeys(df["l2"]))
+    fig, axes = _figure(len(settings), "hit rate vs L1 capacity")
+    for ax, setting in zip(axes, settings):
+        part = df[df["l2"] == setting]
+        for i, (policy, rows) in enumerate(part.groupby("policy", sort=False)):
+            rows = rows.sort_values("l1_pages")
+            dash = ":" if policy == "clairvoyant" else DASHES[i % len(DASHES)]
+            ax.plot(rows["l1_pages"], rows["l1l2_hit_pages"], dash, marker=MARKERS[i % len(MARKERS)], label=policy)
+        ax.set_xscale("log")
+        ax.set_xlabel("L1 capacity (pages)")
+        ax.set_ylabel("L1+L2 hit rate (share of input pages)" if setting != "0" else "L1 hit rate (share of input pages)")
+        ax.set_title("L2 off" if setting == "0" else f"L2 = {setting} pages" if not setting.endswith("x") else f"L2 = {setting} L1")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
+    return out

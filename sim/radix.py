@@ -24,6 +24,10 @@ import heapq
 import itertools
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sim.eviction import PriorityOrder
 
 __all__ = ["InsertResult", "MatchResult", "Node", "RadixTree"]
 
@@ -123,6 +127,7 @@ class RadixTree:
         self._dev_heap: list[tuple[int, int, Node]] = []
         self._host_heap: list[tuple[int, int, Node]] = []
         self._window_heap: list[tuple[int, int, Node]] = []
+        self._dev_order: PriorityOrder | None = None  # None: LRU on the heap above
         self.num_nodes = 1
 
     # ----- keys -------------------------------------------------------------------------------
@@ -388,10 +393,29 @@ class RadixTree:
         node.host_swa = node.swa_tokens if window_tokens is None else window_tokens
         self.host_tokens += len(node.key) * self.page_size
 
+    def clear_host(self, node: Node) -> None:
+        """Drop the host copy of a node that stays on device (a duplicate given up for L2 room)."""
+        if not node.device:
+            raise RuntimeError(f"clear_host of a host-only node {node!r}: delete it instead")
+        node.host = False
+        node.host_mask = 0
+        node.host_swa = 0
+        self.host_tokens -= len(node.key) * self.page_size
+
     # ----- LRU orders -------------------------------------------------------------------------
+    def use_eviction_order(self, order: PriorityOrder | None) -> None:
+        """Order device victims by ``order`` (:mod:`sim.eviction`, SGLang's ``--radix-eviction-policy``)
+        instead of LRU; only on an empty tree."""
+        if self.num_nodes != 1:
+            raise RuntimeError("the eviction order is chosen before anything is cached")
+        self._dev_order = order
+
     def _push_dev_if_leaf(self, node: Node) -> None:
         if node is not self.root and _dev_evictable(node):
-            self._file(self._dev_heap, node, _dev_evictable)
+            if self._dev_order is None:
+                self._file(self._dev_heap, node, _dev_evictable)
+            else:
+                self._dev_order.push(node, self.num_nodes, _dev_evictable)
 
     def _push_host_if_leaf(self, node: Node) -> None:
         if node is not self.root and _host_evictable(node):
@@ -430,6 +454,8 @@ class RadixTree:
         The caller must demote or delete each node it takes before asking for the next one; a parent
         that becomes a leaf joins the order with its own (older) time.
         """
+        if self._dev_order is not None:
+            return self._dev_order.victims(_dev_evictable)
         return _pop_valid(self._dev_heap, _dev_evictable)
 
     def host_victims(self) -> Iterator[Node]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from sim.clairvoyant import Bound, clairvoyant
 from sim.errors import InputError
 from sim.hicache import HiCache
 from sim.metrics import dropped_by_reason
@@ -19,7 +20,8 @@ from sim.pools import ModelSpec
 from sim.swacache import SWACache
 from sim.workload import Request
 
-__all__ = ["ReplayResult", "format_table", "pages_for_bytes", "parse_size", "replay", "replay_v4", "v4_cache"]
+__all__ = ["ReplayResult", "bound_capacities", "duplicate_pages", "format_table", "pages_for_bytes", "parse_size",
+           "replay", "replay_v4", "v4_cache"]  # fmt: skip
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
@@ -41,23 +43,35 @@ def pages_for_bytes(model: ModelSpec, nbytes: int, page_tokens: int, swa_ratio: 
     return model.device_pages_for_bytes(nbytes * model.page_size / page_tokens, swa_ratio)
 
 
+def duplicate_pages(cache: HiCache) -> int:
+    """Pages held on device and host at once (settled or in flight), as SGLang's policy simulator counts
+    them at the end of a replay."""
+    return sum(len(n.key) for n in cache.tree.nodes() if n.device and n.host)
+
+
 @dataclass
 class ReplayResult:
+    """One replay; ``bounds``: the clairvoyant bound at L1 and, with L2, at L1 + L2 pages (HiCache only)."""
+
     cache: HiCache | SWACache
     trace: str
     wall_s: float
     model: ModelSpec | None = None  # for a V4 cache, which knows no bytes
+    bounds: list[Bound] = field(default_factory=list)
 
     def summary(self) -> dict:
         if isinstance(self.cache, SWACache):
             return _v4_summary(self)
         c, s = self.cache, self.cache.stats
+        dup = duplicate_pages(c)
+        host_pages = c.l2.kv_used
         return {
             "trace": self.trace,
             "model": c.model.name,
             "pools": len(c.model.pools),
             "page_tokens": c.page_tokens,
             "policy": c.policy.value,
+            "eviction_policy": c.eviction_policy,
             "load_back_threshold": c.load_back_threshold,
             "l1_pages": _num(c.l1.kv_cap),
             "l2_pages": _num(c.l2.kv_cap) if c.l2_enabled else 0,
@@ -71,11 +85,17 @@ class ReplayResult:
             "evictions": s.evictions,
             "demotions": s.demotions,
             "host_evictions": s.host_evictions,
+            "dedup_evictions": s.dedup_evictions,
+            "failed_host_allocations": s.host_alloc_failures,
+            "duplicate_pages": dup,
+            "duplicate_share_of_l2": dup / host_pages if host_pages else 0.0,
+            "clairvoyant": [{"capacity_pages": b.capacity, "hit_tokens": b.hit_rate(), "hit_pages": b.hit_rate("pages"),
+                             "wall_s": b.wall_s} for b in self.bounds],
             "metrics": c.metrics(),
             "kv_bytes_per_page": c.kv_bytes,
             "pool_names": [p.name for p in c.model.pools if p.bytes_per_page],
             "wall_s": self.wall_s,
-        }
+        }  # fmt: skip
 
 
 def v4_cache(model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str, page: int,
@@ -146,15 +166,30 @@ def _num(x: float) -> int | None:
     return None if x == float("inf") else int(x)
 
 
-def replay(cache: HiCache, requests: list[Request], trace: str = "", progress: bool = False) -> ReplayResult:
-    """Serve ``requests`` in order. Window state and backups settle at the end of each request."""
+def replay(cache: HiCache, requests: list[Request], trace: str = "", progress: bool = False,
+           bound: bool = False) -> ReplayResult:  # fmt: skip
+    """Serve ``requests`` in order. Window state and backups settle at the end of each request.
+
+    ``bound``: also run the clairvoyant bound (:mod:`sim.clairvoyant`) at the cache's capacities.
+    """
     from tqdm import tqdm
 
     start = time.perf_counter()
     serve = cache.serve
     for req in tqdm(requests, desc="replay", unit="req", disable=not progress, mininterval=0.5):
         serve(req.keys, req.input_len)
-    return ReplayResult(cache, trace, time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    bounds = clairvoyant(requests, bound_capacities(cache), cache.page_tokens) if bound else []
+    return ReplayResult(cache, trace, wall, bounds=bounds)
+
+
+def bound_capacities(cache: HiCache) -> list[int | None]:
+    """The capacities the clairvoyant bound is worth running at: L1, and L1 + L2 when L2 is on."""
+    l1 = _num(cache.l1.kv_cap)
+    if not cache.l2_enabled:
+        return [l1]
+    l2 = _num(cache.l2.kv_cap)
+    return [l1, None if l1 is None or l2 is None else l1 + l2]
 
 
 def format_table(result: ReplayResult) -> str:
@@ -164,7 +199,7 @@ def format_table(result: ReplayResult) -> str:
     cap = lambda p: "unbounded" if p is None else f"{p:,} pages ({p * d['kv_bytes_per_page'] / 1e9:,.1f} GB kv-anchored)"  # noqa: E731
     lines = [
         f"{Path(d['trace']).name}: {d['model']} ({d['pools']} pools), {d['page_tokens']}-token pages, "
-        f"{d['policy']}, load-back threshold {d['load_back_threshold']}",
+        f"{d['policy']}, {d.get('eviction_policy', 'lru')} eviction, load-back threshold {d['load_back_threshold']}",
         f"L1 {cap(d['l1_pages'])}; L2 {'off' if not d['l2_pages'] and d['l2_pages'] is not None else cap(d['l2_pages'])}",
         "",
         f"{'requests':<26}{d['requests']:>16,}",
@@ -177,6 +212,12 @@ def format_table(result: ReplayResult) -> str:
         f"{'demotions (L1 -> L2)':<26}{d['demotions']:>16,}",
         f"{'host evictions (L2)':<26}{d['host_evictions']:>16,}",
     ]
+    if "duplicate_pages" in d:  # the single-pool residency model's boundary counters
+        lines += [
+            f"{'  of which dedup (D+H->D)':<26}{d['dedup_evictions']:>16,}",
+            f"{'failed host allocations':<26}{d['failed_host_allocations']:>16,}",
+            f"{'duplicate pages (D+H)':<26}{d['duplicate_pages']:>16,}  {d['duplicate_share_of_l2']:.1%} of L2 in use",
+        ]
     dropped = dropped_by_reason(m)
     lines.append(f"{'dropped tokens':<26}{sum(dropped.values()):>16,}"
                  + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())))  # fmt: skip
@@ -185,9 +226,21 @@ def format_table(result: ReplayResult) -> str:
     for name in d["pool_names"]:
         lines.append(f"  {name:<24}{_gb(backup.get(name, 0)):>16}{_gb(load.get(name, 0)):>18}")
     lines.append(f"  {'total':<24}{_gb(m['hicache_backup_bytes_total']):>16}{_gb(m['load_back_bytes_total']):>18}")
+    if result.bounds:
+        lines += ["", "clairvoyant bound (Belady: knows the trace's future; no server can implement it)",
+                  f"{'':<26}{'by tokens':>16}{'by pages':>12}{'this policy':>14}"]
+        for b, label, key in zip(result.bounds, ("  L1", "  L1+L2"), ("l1_hit", "l1l2_hit")):
+            mine = d[f"{key}_tokens"]
+            share = f"{mine / b.hit_rate():.0%} of it" if b.hit_rate() else "-"
+            lines.append(f"{label + ' at ' + _cap_pages(b.capacity) + ' pages':<26}{b.hit_rate():>15.2%}{b.hit_rate('pages'):>12.2%}"
+                         f"{share:>14}")
     rate = d["requests"] / d["wall_s"] if d["wall_s"] else 0.0
     lines += ["", f"replayed in {d['wall_s']:.2f} s ({rate:,.0f} requests/s)"]
     return "\n".join(lines)
+
+
+def _cap_pages(capacity: int | None) -> str:
+    return "unbounded" if capacity is None else f"{capacity:,}"
 
 
 def _gb(n: int) -> str:

@@ -75,7 +75,9 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     page_bytes = model.bytes_per_page * page / model.page_size
     return EngineConfig(
         model=model, instances=sc.cluster.instances, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
-        write_policy=hc.write_policy, load_back_threshold=hc.load_back_threshold, page_tokens=page,
+        write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
+        eviction_config=hc.radix_eviction_policy_config,
+        load_back_threshold=hc.load_back_threshold, page_tokens=page,
         swa_full_tokens_ratio=hc.swa_full_tokens_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
         max_running_requests=sc.scheduler.max_running_requests, schedule_policy=sc.scheduler.schedule_policy,
         chunked_prefill_size=sc.scheduler.chunked_prefill_size, max_prefill_tokens=sc.scheduler.max_prefill_tokens,
@@ -205,7 +207,12 @@ def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> lis
 def check_startable(sc: Scenario) -> None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
     a trace workload's records, a top-k trace, a decode instance's model. Runs nothing."""
-    build_model_spec(sc)
+    model = build_model_spec(sc)
+    if model.has_swa:
+        from sim.v4hicache import check_v4_setup
+
+        check_v4_setup(model, page_tokens=sc.hicache.page_size, write_policy=sc.hicache.write_policy,
+                       eviction_policy=sc.hicache.radix_eviction_policy)  # fmt: skip
     resolve_cost_table(sc.hardware.cost_table)
     w = sc.workload
     if w.kind == "trace":

@@ -346,9 +346,17 @@ class HiCacheConfig(_Section):
     host_pages: int | None = Field(
         None, ge=1, description="Explicit host pages per pool, overriding hicache_ratio."
     )
-    write_policy: Literal["write_through", "write_through_selective", "write_back"] = Field(
+    write_policy: Literal["write_through", "write_through_selective", "write_back", "boundary"] = Field(
         "write_through",
-        description="When L1 pages are backed up to L2: on insert (hit >= 1), on second hit (>= 2), or at eviction.",
+        description="When L1 pages are backed up to L2: on insert (hit >= 1), on second hit (>= 2), at eviction, "
+        "or boundary (SGLang's policy-simulator boundary_l1_l2: whole path at once, duplicates dropped first).",
+    )
+    radix_eviction_policy: Literal["lru", "lfu", "slru", "fifo", "filo", "mru"] = Field(
+        "lru", description="Device victim order, as SGLang's --radix-eviction-policy (slru: protected at 2 hits)."
+    )
+    radix_eviction_policy_config: dict[str, int] | None = Field(
+        None, description="Parameters of the eviction policy, as SGLang's --radix-eviction-policy-config: "
+        "slru takes protected_threshold (default 2)."
     )
     load_back_threshold: int = Field(
         10, ge=0, description="Minimum host-hit tokens to load back L2 -> L1 rather than recompute."
@@ -382,6 +390,17 @@ class HiCacheConfig(_Section):
             elif layout == "page_first" and io == "direct":
                 data = {**data, "mem_layout": "page_first_direct"}
         return data
+
+    @model_validator(mode="after")
+    def _eviction_config(self) -> HiCacheConfig:
+        from sim.errors import InputError
+        from sim.eviction import eviction_order
+
+        try:
+            eviction_order(self.radix_eviction_policy, self.radix_eviction_policy_config)
+        except InputError as exc:
+            raise _field_error("radix_eviction_policy_config", str(exc).split(": ", 1)[1]) from None
+        return self
 
     @property
     def write_through_threshold(self) -> int:

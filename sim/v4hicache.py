@@ -29,10 +29,20 @@ from sim.pools import ModelSpec
 from sim.swacache import Backup, Running, SWACache
 from sim.unified import UNode
 
-__all__ = ["V4HiCache", "request_keys", "v4_metrics"]
+__all__ = ["V4HiCache", "check_v4_setup", "request_keys", "v4_metrics"]
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py: the output share a request is budgeted for is capped here
 NEW_TOKEN_RATIO = (0.7, 0.7 * 0.14, 600)  # init, min, decay steps
+
+
+def check_v4_setup(model: ModelSpec, *, page_tokens: int, write_policy: str, eviction_policy: str) -> None:
+    """Raise the one-line error for a V4 setup the exact cache does not model (yet)."""
+    if page_tokens != model.page_size:
+        raise InputError(f"hicache.page_size: {model.name} pages by {model.page_size} tokens "
+                         f"(SGLang asserts it), got {page_tokens}")  # fmt: skip
+    if write_policy == "boundary" or eviction_policy != "lru":
+        raise InputError("hicache: the boundary write policy and eviction policies other than lru are not "
+                         f"modelled on DeepSeek V4's cache yet ({model.name})")  # fmt: skip
 
 
 @dataclass
@@ -108,9 +118,6 @@ class V4HiCache:
     def __init__(self, model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str,
                  load_back_threshold: int, page_tokens: int, swa_full_tokens_ratio: float,
                  chunked_prefill_size: int) -> None:  # fmt: skip
-        if page_tokens != model.page_size:
-            raise InputError(f"hicache.page_size: {model.name} pages by {model.page_size} tokens "
-                             f"(SGLang asserts it), got {page_tokens}")  # fmt: skip
         from sim.replay import v4_cache
 
         self.model = model
