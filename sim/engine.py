@@ -265,6 +265,8 @@ class Instance:
             self._finish_decodes()
             for run in done:
                 self._prefill_done(run)
+            if self.v4:  # backups a chunk's insert started go in this step's D2H op too
+                self.to_flush.extend(self.cache.commit(None))
             self._charge_write_back()
             self._flush()
 

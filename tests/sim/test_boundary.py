@@ -162,7 +162,9 @@ def test_the_timed_engine_runs_boundary_with_any_eviction_order():
     from sim.run import run_scenario
     from sim.scenario import scenario_from_dict
 
-    base = {"name": "t", "seed": 3, "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 0.08},
+    # The generic model: V4's exact cache has no boundary policy (tests/sim/test_run.py checks it is refused).
+    base = {"name": "t", "seed": 3, "model": {"name": "generic", "generic_bytes_per_token": 35136},
+            "hardware": {"kv_mem_gb": 0.08},
             "hicache": {"enabled": True, "hicache_ratio": 1.0, "write_policy": "boundary",
                         "radix_eviction_policy": "slru"},
             "workload": {"kind": "multi_turn", "num_clients": 24, "max_parallel": 8, "request_length": 512,

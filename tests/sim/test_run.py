@@ -119,3 +119,14 @@ def test_check_startable_reads_what_a_run_reads_at_start(tmp_path):
 
     with pytest.raises(InputError, match="t.jsonl:2: NaN"):
         check_startable(scenario(workload={"kind": "trace", "path": str(bad)}))
+
+
+def test_a_v4_setup_the_exact_cache_does_not_model_fails_at_start():
+    from sim.errors import InputError
+    from sim.run import check_startable
+    from sim.scenario import scenario_from_dict
+
+    sc = scenario_from_dict({"name": "t", "model": "deepseek-v4-flash",
+                             "hicache": {"enabled": True, "write_policy": "boundary"}}, source="t")  # fmt: skip
+    with pytest.raises(InputError, match="boundary write policy"):
+        check_startable(sc)
