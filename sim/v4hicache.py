@@ -131,6 +131,7 @@ class V4HiCache:
         self.l1, self.l2 = _Tier(self.c, host=False), _Tier(self.c, host=True)
         self.tree = _TreeView(self.c)
         self.new_token_ratio = NEW_TOKEN_RATIO[0]
+        self.prefilling: dict[int, V4Admission] = {}
         self.decoding: dict[int, V4Admission] = {}
 
     # ----- what the engine reads ----------------------------------------------------------------
@@ -176,15 +177,19 @@ class V4HiCache:
         c, p = self.c, self.page_tokens
         m = c.lookup(keys, input_len)
         ratio = self.new_token_ratio
-        reserved = sum(min(CLIP_MAX_NEW_TOKENS, a.run.output_len - a.run.emitted) for a in self.decoding.values())
+        # Admitted prompts still to be allocated count in full, running outputs at the ratio.
+        owed = sum(a.run.prompt_len - a.run.allocated for a in self.prefilling.values())
+        owed += ratio * sum(min(CLIP_MAX_NEW_TOKENS, a.run.output_len - a.run.emitted) for a in self.decoding.values())
         need = input_len - m.best_len + ratio * min(CLIP_MAX_NEW_TOKENS, output_len)
-        if need > c.full_free() + c.tree.full_evictable - ratio * reserved:
+        if need > c.full_free() + c.tree.full_evictable - owed:
             return None
         if min(c.chunked_prefill_size, input_len - m.best_len) + p > c.swa_free() + c.tree.swa.evictable:
             return None
         r = c.admit(keys, input_len, output_len)
-        return V4Admission(r, r.match.device, r.host_hit, input_len - r.prefilled, r.load_full // p,
-                           r.load_swa // p)  # fmt: skip
+        adm = V4Admission(r, r.match.device, r.host_hit, input_len - r.prefilled, r.load_full // p,
+                          r.load_swa // p)  # fmt: skip
+        self.prefilling[id(r)] = adm
+        return adm
 
     def extend(self, adm: V4Admission, tokens: int) -> int:
         """Run up to ``tokens`` more prompt tokens of ``adm`` (a truncated chunk ends on a page, as SGLang's
@@ -200,8 +205,10 @@ class V4HiCache:
             self.c.extend(r, end - start)
         except MemoryError:
             return 0
-        if r.prefilled >= r.prompt_len and not r.finished:
-            self.decoding[id(r)] = adm
+        if r.prefilled >= r.prompt_len:
+            del self.prefilling[id(r)]
+            if not r.finished:
+                self.decoding[id(r)] = adm
         return end - start
 
     def steps_to_page(self, adm: V4Admission) -> int:
