@@ -202,6 +202,16 @@ server can implement because it reads the future. --no-bound skips it. The bound
 """
 
 
+def _add_trace_args(p) -> None:
+    """The trace and tree options ``replay`` and ``compare`` share."""
+    p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
+                   help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
+    p.add_argument("--page-size", type=_positive_int, default=None,
+                   help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
+    p.add_argument("--block-size", type=_positive_int, default=512, help="tokens per hash id (default: 512)")
+    p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens"], help="trace format")
+
+
 def _add_replay(sub) -> None:
     p = sub.add_parser("replay", help="replay a trace in request order and report hit rates",
                        description=REPLAY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -222,12 +232,7 @@ def _add_replay(sub) -> None:
                    help='its parameters, as SGLang\'s --radix-eviction-policy-config, e.g. \'{"protected_threshold": 4}\'')
     p.add_argument("--no-bound", action="store_true",
                    help="skip the clairvoyant bound (a second pass over the trace, about as long as the replay)")  # fmt: skip
-    p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
-                   help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
-    p.add_argument("--page-size", type=_positive_int, default=None,
-                   help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
-    p.add_argument("--block-size", type=_positive_int, default=512, help="tokens per hash id (default: 512)")
-    p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens"], help="trace format")
+    _add_trace_args(p)
     p.add_argument("--swa-ratio", type=_ratio, default=0.1, help="SWA pool size as a share of full pages, in (0, 1]")
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
     p.add_argument("--json", metavar="OUT", help="also write the summary and metrics as JSON")
@@ -301,12 +306,7 @@ def _add_compare(sub) -> None:
                    help="L2 capacities: pages, or multiples of L1 such as 0.5x,2x; 0 = L2 off (default: 0)")  # fmt: skip
     p.add_argument("--model", default="generic",
                    help="catalog name or model YAML without sliding-window pools (default: %(default)s)")
-    p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
-                   help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
-    p.add_argument("--page-size", type=_positive_int, default=None,
-                   help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
-    p.add_argument("--block-size", type=_positive_int, default=512, help="tokens per hash id (default: 512)")
-    p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens"], help="trace format")
+    _add_trace_args(p)
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
     p.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also plot hit rate vs L1 capacity per policy")
