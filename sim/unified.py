@@ -124,9 +124,8 @@ class UnifiedTree:
         return self._clock
 
     def _node(self, key: list[PageKey], parent: UNode | None) -> UNode:
-        node = UNode(key, parent, next(self._ids), self._tick(), self.page)
-        self._tick()  # creation time
-        return node
+        self._clock += 2  # access time, then creation time
+        return UNode(key, parent, next(self._ids), self._clock - 1, self.page)
 
     # ----- keys -------------------------------------------------------------------------------
     def page_keys(self, tokens: Sequence[int]) -> list[PageKey]:
@@ -257,13 +256,18 @@ class UnifiedTree:
         page = self.page
         root = self.root
         root.last_access = self._tick()
+        leaves, heap = self.leaves, self._heap
         node, pos, n = root, 0, len(keys)
         while pos < n:
             child = node.children.get(keys[pos])
             if child is None:
                 break
-            child.last_access = self._tick()
-            self._refile(child)
+            self._clock += 1
+            child.last_access = self._clock
+            if child in leaves:  # _refile, inlined: every insert walks its whole path
+                heapq.heappush(heap, (self._clock, child.id, child))
+            elif child in self.host_leaves:
+                heapq.heappush(self._host_heap, (self._clock, child.id, child))
             matched = _common(child.key, keys, pos)
             if matched < len(child.key):
                 child = self._split(child, matched)
@@ -378,21 +382,22 @@ class UnifiedTree:
             self.swa.lru.insert_after(child, new)
         child.last_access = self._tick()
         self.num_nodes += 1
-        self.update_leaf(new)
-        self.update_leaf(child)
+        self._refile(child)  # same leaf status, a new time; the new parent has a child, so is no leaf
         return new
 
     # ----- locks ------------------------------------------------------------------------------
     def lock(self, node: UNode) -> int | None:
         """Lock ``node``'s root path (Full) and its window run (SWA); returns the SWA boundary id."""
-        x = node
-        while x is not self.root:
-            if x.lock == 0 and x.full:
-                self.full_evictable -= x.tokens
-                self.full_protected += x.tokens
+        x, root, leaves, moved = node, self.root, self.leaves, 0
+        while x is not root:
+            if x.lock == 0:
+                if x.full:
+                    moved += x.tokens
+                leaves.discard(x)
             x.lock += 1
-            self.leaves.discard(x)
             x = x.parent
+        self.full_evictable -= moved
+        self.full_protected += moved
         uuid = self.swa.lock(node)
         self.update_leaf(node)
         return uuid
@@ -411,17 +416,21 @@ class UnifiedTree:
 
     def unlock(self, node: UNode, uuid: int | None) -> None:
         self.swa.unlock(node, uuid)
-        x = node
-        while x is not self.root:
-            if x.lock <= 0:
+        x, root, moved = node, self.root, 0
+        while x is not root:
+            if x.lock == 1:
+                if x.full:
+                    moved += x.tokens
+                x.lock = 0
+                if not x.full_kids:  # a node with a device child is no leaf of either kind
+                    self.update_leaf(x)
+            elif x.lock <= 0:
                 raise RuntimeError(f"unlock of an unlocked node {x!r}")
-            if x.lock == 1 and x.full:
-                self.full_evictable += x.tokens
-                self.full_protected -= x.tokens
-            x.lock -= 1
-            if x.lock == 0 and not x.full_kids:  # a node with a device child is no leaf of either kind
-                self.update_leaf(x)
+            else:
+                x.lock -= 1
             x = x.parent
+        self.full_evictable += moved
+        self.full_protected -= moved
         self.update_leaf(node)
 
     # ----- leaves and the Full LRU --------------------------------------------------------------
@@ -432,14 +441,18 @@ class UnifiedTree:
         if node is self.root:
             return
         unlocked = not node.lock and not node.swa_lock
-        if node.full and unlocked and not node.full_kids:
-            if node not in self.leaves:
-                self.leaves.add(node)
-                heapq.heappush(self._heap, (node.last_access, node.id, node))
-        else:
-            self.leaves.discard(node)
-        if (not node.full and node.host and unlocked and not node.host_lock and not node.children
-                and node.pending is None):  # fmt: skip
+        if node.full:
+            if unlocked and not node.full_kids:
+                if node not in self.leaves:
+                    self.leaves.add(node)
+                    heapq.heappush(self._heap, (node.last_access, node.id, node))
+            else:
+                self.leaves.discard(node)
+            if self.hicache:
+                self.host_leaves.discard(node)
+            return
+        self.leaves.discard(node)
+        if node.host and unlocked and not node.host_lock and not node.children and node.pending is None:
             if node not in self.host_leaves:
                 self.host_leaves.add(node)
                 heapq.heappush(self._host_heap, (node.last_access, node.id, node))
@@ -612,11 +625,13 @@ class UnifiedTree:
 
 
 def _common(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:
+    """Pages of ``key`` that ``keys`` repeats from ``pos``; the first is known to match (the child was
+    found by it)."""
     n = len(key)
-    if key == keys[pos : pos + n]:
+    if n == 1 or key == keys[pos : pos + n]:
         return n
-    i = 0
-    for a, b in zip(key, keys[pos : pos + len(key)]):
+    i = 1
+    for a, b in zip(key[1:], keys[pos + 1 : pos + n]):
         if a != b:
             break
         i += 1
