@@ -185,6 +185,16 @@ class _Decoder:
                                      "kv_used_bytes": self.used_full * self.pools.bytes_per_full_token})  # fmt: skip
 
 
+def decode_swa_ratio(sc) -> float:
+    """The decode instance's SWA share: SGLang's decode role sizes cap mode differently (extra slots for
+    transfers, ``pool_configurator.py:957-961``), which is not modelled, so a number is required."""
+    ratio = sc.hicache.swa_full_tokens_ratio
+    if ratio == "cap":
+        raise InputError("hicache.swa_full_tokens_ratio: cap mode is modelled for serving instances only; give a "
+                         "decode instance a ratio")  # fmt: skip
+    return ratio
+
+
 def _access_model(sc):
     a = sc.hisparse.access
     if a.kind == "trace":
@@ -208,7 +218,7 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     budget = HbmBudget(hbm_bytes=sc.hardware.kv_mem_gb * 1e9, hbm_bandwidth=roofline.hbm_Bps * roofline.mbu,
                        mem_fraction_static=1.0, weight_bytes=0.0)  # fmt: skip
     hs = simulate_hisparse(hs_cfg, shape, _access_model(sc), h.sample_requests, input_len, output_len, costs,
-                           rng, budget, sc.hicache.swa_full_tokens_ratio,
+                           rng, budget, decode_swa_ratio(sc),
                            sc.scheduler.max_running_requests)  # fmt: skip
     env = simpy.Environment()
     rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)

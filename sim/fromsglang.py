@@ -312,6 +312,10 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     hc = conv.scenario.setdefault("hicache", {})
     if shape.catalog is not None:
         hc.setdefault("page_size", 256)  # asserted by SGLang for DeepSeek V4
+        if "max_running_requests" in conv.scenario.get("scheduler", {}) and "swa_full_tokens_ratio" not in hc:
+            hc["swa_full_tokens_ratio"] = "cap"  # pool_configurator.py:1328-1351
+            conv.mapped.append("--max-running-requests without --swa-full-tokens-ratio -> "
+                               "hicache.swa_full_tokens_ratio: cap (SGLang's cap mode for DeepSeek V4)")  # fmt: skip
     else:
         hc.setdefault("page_size", 1)  # SGLang's default --page-size
     hc.setdefault("enabled", False)  # no --enable-hierarchical-cache: GPU only

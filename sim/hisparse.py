@@ -26,6 +26,7 @@ from typing import Literal, Protocol
 import numpy as np
 import pandas as pd
 
+from sim.swa import swa_tokens_per_request
 from sim.topk import C4_RATIO, AccessModel, StreamTrace, TraceAccess, compressed_len
 
 Policy = Literal["lru", "clock", "belady"]
@@ -295,7 +296,6 @@ def run_stream(stream: StreamTrace, buffer_size: int, policy: Policy = "lru",
 # --------------------------------------------------------------------------------------------------
 
 # Paths below are SGLang 0.5.23, relative to sglang/srt/.
-SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL default (environ.py:730)
 
 
 def _ceil_to(n: int, unit: int) -> int:
@@ -362,9 +362,8 @@ class DecodeModelShape:
         return _ceil_to(rows, 128) * self.c128_state_row_bytes * self.n_c128_layers
 
     def swa_tokens_per_request(self) -> int:
-        """SWA slots a decoding request holds at worst: window + one eviction interval + a page of padding +
-        a page of decode allocation, SGLang's own per-request figure (pool_configurator.py:924-952)."""
-        return self.swa_window + SWA_EVICTION_INTERVAL + 2 * self.page_size
+        """SWA slots a decoding request holds at worst (:func:`sim.swa.swa_tokens_per_request`)."""
+        return swa_tokens_per_request(self.swa_window, self.page_size)
 
     def kv_read_bytes(self, seq_len: int, top_k: int | None = None) -> int:
         """KV bytes one decode step reads for one request: the top-k C4 rows, every C4 indexer key (the

@@ -42,6 +42,7 @@ from sim.metrics import (
 from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
+from sim.swa import swa_cap_tokens
 from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
@@ -65,10 +66,32 @@ class RunResult:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
+def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
+    """(L1 Full pages, the SWA pool as a share of them) that the scenario's KV memory holds.
+
+    In SGLang's cap mode the SWA pool is a fixed token count (:func:`sim.swa.swa_cap_tokens`) whose bytes come
+    off the top, and the Full pool takes the rest (``pool_configurator.py:1438-1453, 1650-1669``); the share
+    returned is then what that count is of the Full tokens."""
+    hc, page = sc.hicache, sc.hicache.page_size
+    kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
+    if hc.swa_full_tokens_ratio != "cap" or not model.has_swa:
+        ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio  # no window: moot
+        return pages_for_bytes(model, kv_bytes, page, ratio), ratio
+    swa_tokens = swa_cap_tokens(model.sliding_window, page, sc.scheduler.max_running_requests,
+                                sc.scheduler.chunked_prefill_size)  # fmt: skip
+    swa_bytes = swa_tokens * model.group_bytes_per_page("swa") / model.page_size
+    l1 = pages_for_bytes(model, kv_bytes - swa_bytes, page, 0.0) if swa_bytes < kv_bytes else 0
+    if l1 <= 0:
+        raise InputError(f"hicache.swa_full_tokens_ratio: cap mode's SWA pool ({swa_tokens:,} tokens, "
+                         f"{swa_bytes / 1e9:,.2f} GB) leaves no Full pool in hardware.kv_mem_gb "
+                         f"{sc.hardware.kv_mem_gb:g}; lower scheduler.max_running_requests")  # fmt: skip
+    return l1, swa_tokens / (l1 * page)
+
+
 def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
-    hc, hw, l3 = sc.hicache, sc.hardware, sc.l3
+    hc, l3 = sc.hicache, sc.l3
     page = hc.page_size
-    l1 = pages_for_bytes(model, int(hw.kv_mem_gb * 1e9), page, hc.swa_full_tokens_ratio)
+    l1, swa_ratio = device_pools(sc, model)
     l2 = 0
     if hc.enabled:
         l2 = hc.host_pages if hc.host_pages is not None else int(l1 * hc.hicache_ratio)
@@ -78,7 +101,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
         eviction_config=hc.radix_eviction_policy_config,
         load_back_threshold=hc.load_back_threshold, page_tokens=page,
-        swa_full_tokens_ratio=hc.swa_full_tokens_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
+        swa_full_tokens_ratio=swa_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
         max_running_requests=sc.scheduler.max_running_requests, schedule_policy=sc.scheduler.schedule_policy,
         chunked_prefill_size=sc.scheduler.chunked_prefill_size, max_prefill_tokens=sc.scheduler.max_prefill_tokens,
         l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
@@ -219,7 +242,9 @@ def check_startable(sc: Scenario) -> None:
         read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=sc.hicache.page_size,
                    max_requests=w.max_requests)  # fmt: skip
     if sc.cluster.role == "decode":
-        from sim.decode import decode_shape
+        from sim.decode import decode_shape, decode_swa_ratio
+
+        decode_swa_ratio(sc)
         from sim.topk import load_topk_trace
 
         decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
@@ -315,7 +340,8 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
         "cost_table": sim.costs.describe(),
         "cost_table_kind": sim.costs.source.kind,
         "compute": _compute_summary(sc, sim),
-        "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens},
+        "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
+                           **_swa_pages(sc, cfg)},
         "simulated_s": horizon,
         "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": unfinished},  # fmt: skip
@@ -406,6 +432,15 @@ def _strict(value):
     return value
 
 
+def _swa_pages(sc: Scenario, cfg: EngineConfig) -> dict:
+    """The SWA pool of a windowed model's L1, and how it was sized."""
+    if not cfg.model.has_swa:
+        return {}
+    ratio = sc.hicache.swa_full_tokens_ratio
+    return {"l1_swa": int(round(cfg.l1_pages * cfg.swa_full_tokens_ratio, 6)),
+            "swa_sizing": "cap mode" if ratio == "cap" else f"ratio {ratio:g}"}
+
+
 def format_summary(result: RunResult) -> str:
     """The table ``hicache-sim run`` prints at the end."""
     s = result.summary
@@ -417,7 +452,9 @@ def format_summary(result: RunResult) -> str:
     lines = [
         f"{s['scenario']}: {s['model']} ({s['pools']} pools), {s['instances']} instance(s), "
         f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
-        f"of {s['capacity_pages']['page_tokens']} tokens",
+        f"of {s['capacity_pages']['page_tokens']} tokens"
+        + (f"; SWA pool {s['capacity_pages']['l1_swa']:,} pages ({s['capacity_pages']['swa_sizing']})"
+           if "l1_swa" in s["capacity_pages"] else ""),
         f"cost table: {s['cost_table']}",
         "compute: " + ", ".join(f"{k} {v:.3g} ({s['compute']['origin'][k]})" for k, v in s["compute"].items()
                                 if k in s["compute"]["origin"]),

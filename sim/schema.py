@@ -376,8 +376,11 @@ class HiCacheConfig(_Section):
     mem_layout: Literal["page_first", "layer_first", "page_first_direct"] = Field(
         "page_first", description="Host pool layout (affects copy granularity)."
     )
-    swa_full_tokens_ratio: float = Field(
-        0.1, gt=0, le=1, description="Device SWA pool size as a fraction of full tokens."
+    swa_full_tokens_ratio: Annotated[float, Field(gt=0, le=1)] | Literal["cap"] = Field(
+        0.1,
+        description="DeepSeek V4's device SWA pool as a fraction of full tokens (SGLang's default 0.1), or 'cap': "
+        "SGLang's cap mode, which it uses when --max-running-requests is given without --swa-full-tokens-ratio "
+        "(the pool sized from scheduler.max_running_requests, the Full pool gets the rest).",
     )
 
     @model_validator(mode="before")

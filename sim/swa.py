@@ -26,7 +26,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-__all__ = ["SWALRU", "SWAComponent", "out_of_window_boundary"]
+__all__ = ["SWALRU", "SWAComponent", "SWA_EVICTION_INTERVAL", "out_of_window_boundary", "swa_cap_tokens",
+           "swa_tokens_per_request"]  # fmt: skip
+
+SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL default (environ.py:730)
+SWA_PREFIX_TAILS_PER_REQUEST = 4  # --swa-prefix-tails default: 4 x max_running_requests (pool_configurator.py:1309-1326)
+CHUNKS_IN_FLIGHT = 2  # the overlap scheduler (on by default) holds two prefill chunks (pool_configurator.py:963)
 
 
 def _ceil_to(x: int, page: int) -> int:
@@ -46,6 +51,24 @@ def out_of_window_boundary(evicted: int, pre_len: int, dead_lo: int, window: int
     threshold = pre_len - _ceil_to(max(window, page), page)
     new = max(evicted, threshold)
     return new // page * page if page > 1 else new
+
+
+def swa_tokens_per_request(window: int, page: int) -> int:
+    """SWA slots a running request holds at worst: the window, one eviction interval, a page of padding that
+    keeps the eviction point page-aligned, and a page of decode allocation (``pool_configurator.py:924-952``,
+    no speculative decoding)."""
+    return window + SWA_EVICTION_INTERVAL + 2 * page
+
+
+def swa_cap_tokens(window: int, page: int, max_running_requests: int, chunked_prefill_size: int) -> int:
+    """DeepSeek V4's SWA pool in SGLang's cap mode: every running request at its worst, the prefill chunks in
+    flight, a page, and room for 4 cached prefix tails per request slot, page-aligned
+    (``pool_configurator.py:924-968, 1328-1351``). SGLang uses it when ``--max-running-requests`` is given
+    and ``--swa-full-tokens-ratio`` is not; the Full pool gets the rest of the memory."""
+    cap = (swa_tokens_per_request(window, page) * max_running_requests + CHUNKS_IN_FLIGHT * chunked_prefill_size
+           + page)  # fmt: skip
+    headroom = SWA_PREFIX_TAILS_PER_REQUEST * max_running_requests * (window + page)
+    return _ceil_to(cap + headroom, page)
 
 
 class SWALRU:

@@ -33,14 +33,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sim.swa import out_of_window_boundary
+from sim.swa import SWA_EVICTION_INTERVAL, out_of_window_boundary
 from sim.unified import Match, UnifiedTree, UNode
 
 __all__ = ["Backup", "OutOfMemory", "Running", "SWACache"]
 
 WRITE_THRESHOLD = {"write_through": 1, "write_through_selective": 2}  # unified_radix_cache.py:558-560
-
-SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL (environ.py)
 
 
 class OutOfMemory(MemoryError):
@@ -101,6 +99,8 @@ class Running:
     load_swa: int = 0
     evicted_full: int = 0  # tree tokens evicted by this request's allocations (the caller resets them)
     evicted_swa: int = 0
+    held_full: int = 0  # pages it holds outside the tree, as last accounted
+    held_swa: int = 0
 
     @property
     def kv_len(self) -> int:
@@ -155,7 +155,6 @@ class SWACache:
         self.running: set[int] = set()
         self._req_full = 0  # pages held by running requests
         self._req_swa = 0
-        self._held: dict[int, tuple[int, int]] = {}
 
     # ----- pool usage -------------------------------------------------------------------------
     @property
@@ -167,10 +166,12 @@ class SWACache:
         return self.tree.swa_tokens + self._req_swa * self.page
 
     def full_free(self) -> float:
-        return self.full_cap - self.full_used
+        t = self.tree
+        return self.full_cap - t.full_evictable - t.full_protected - self._req_full * self.page
 
     def swa_free(self) -> float:
-        return self.swa_cap - self.swa_used
+        swa = self.tree.swa
+        return self.swa_cap - swa.evictable - swa.protected - self._req_swa * self.page
 
     def host_full_free(self) -> float:
         return self.host_full_cap - self.tree.host_tokens - self.host_reserved
@@ -309,12 +310,13 @@ class SWACache:
         """Re-derive the pages ``r`` holds from its record."""
         p = self.page
         top = -(-r.allocated // p)
-        full = max(0, top - r.protected // p)
-        swa = max(0, top - max(r.protected, r.evicted) // p)
-        old = self._held.get(id(r), (0, 0))
-        self._req_full += full - old[0]
-        self._req_swa += swa - old[1]
-        self._held[id(r)] = (full, swa)
+        protected = r.protected // p
+        full = top - protected if top > protected else 0
+        dead = (r.protected if r.protected > r.evicted else r.evicted) // p
+        swa = top - dead if top > dead else 0
+        self._req_full += full - r.held_full
+        self._req_swa += swa - r.held_swa
+        r.held_full, r.held_swa = full, swa
 
     def _make_free(self, r: Running, tokens: int, *, full: int | None = None, swa: int | None = None) -> None:
         """Evict from the tree until ``tokens`` (or ``full`` and ``swa``) are free in the pools
@@ -466,7 +468,6 @@ class SWACache:
         self.tree.unlock(r.lock_node, r.lock_uuid)
         r.allocated = r.protected
         self._account(r)
-        del self._held[id(r)]
         self.running.discard(id(r))
         self.stats["retractions"] += 1
 
@@ -477,7 +478,6 @@ class SWACache:
         self.tree.unlock(r.lock_node, r.lock_uuid)
         r.allocated = r.protected
         self._account(r)
-        del self._held[id(r)]
         self.running.discard(id(r))
 
 

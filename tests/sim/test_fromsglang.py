@@ -85,3 +85,12 @@ def test_cli_writes_the_yaml_and_refuses_unknown_flags_with_exit_2(tmp_path, cap
     assert main(["scenario", "from-sglang", "--gpu", "A10", "--launch", M2_LAUNCH + " --nope 1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown flag --nope" in err[0]
+
+
+def test_max_running_requests_without_a_swa_ratio_is_sglangs_cap_mode_for_v4():
+    launch = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --max-running-requests 32"
+    conv = from_sglang(launch, gpu="H20")
+    assert conv.scenario["hicache"]["swa_full_tokens_ratio"] == "cap"
+    given = from_sglang(launch + " --swa-full-tokens-ratio 1.0", gpu="H20")
+    assert given.scenario["hicache"]["swa_full_tokens_ratio"] == 1.0
+    assert "swa_full_tokens_ratio" not in from_sglang(launch.rsplit(" --max", 1)[0], gpu="H20").scenario["hicache"]

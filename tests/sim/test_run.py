@@ -130,3 +130,42 @@ def test_a_v4_setup_the_exact_cache_does_not_model_fails_at_start():
                              "hicache": {"enabled": True, "write_policy": "boundary"}}, source="t")  # fmt: skip
     with pytest.raises(InputError, match="boundary write policy"):
         check_startable(sc)
+
+
+class TestSWAPoolSizing:
+    """DeepSeek V4's SWA pool: a share of the Full tokens, or SGLang's cap mode (pool_configurator.py:924-968,
+    1328-1351)."""
+
+    @staticmethod
+    def v4(**hicache):
+        from sim.scenario import scenario_from_dict
+
+        return scenario_from_dict({"name": "t", "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 40},
+                                   "hicache": hicache, "scheduler": {"max_running_requests": 32,
+                                                                     "chunked_prefill_size": 16384}}, source="t")  # fmt: skip
+
+    def test_cap_mode_sizes_swa_from_the_request_cap_and_gives_the_rest_to_full(self):
+        from sim.run import device_pools
+        from sim.scenario import build_model_spec
+
+        sc = self.v4(swa_full_tokens_ratio="cap")
+        model = build_model_spec(sc)
+        # per request 128 + 128 + 2 x 256 = 768; 32 requests, 2 chunks of 16384 in flight, a page; headroom
+        # 4 x 32 prefix tails of 128 + 256 tokens: 24576 + 32768 + 256 + 49152 = 106752 (page-aligned)
+        swa_tokens = 106752
+        l1, share = device_pools(sc, model)
+        assert round(l1 * share * 256) == swa_tokens
+        swa_bytes = swa_tokens * model.group_bytes_per_page("swa") / model.page_size
+        ratio_l1, _ = device_pools(self.v4(swa_full_tokens_ratio=0.1), model)
+        assert l1 == model.device_pages_for_bytes((40e9 - swa_bytes) * model.page_size / 256, 0.0)
+        assert l1 > ratio_l1  # 107K SWA tokens cost less than 0.1 x 5.6M
+
+    def test_a_cap_that_leaves_no_full_pool_is_refused(self):
+        from sim.errors import InputError
+        from sim.run import device_pools
+        from sim.scenario import build_model_spec
+
+        sc = scenario_from_dict({"name": "t", "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 1.5},
+                                 "hicache": {"swa_full_tokens_ratio": "cap"}}, source="t")  # fmt: skip
+        with pytest.raises(InputError, match="cap mode's SWA pool .* lower scheduler.max_running_requests"):
+            device_pools(sc, build_model_spec(sc))
