@@ -145,6 +145,8 @@ class SWACache:
         if self.hicache:
             self.tree.backup = self._backup_on_insert
             self.tree.evict_unbacked = self._evict_unbacked
+            if write_policy == "write_back":
+                self.tree.back_up_window = lambda node: self.back_up(node, lock=False)
         self.pending: dict[int, Backup] = {}  # write-through copies not yet acknowledged
         self.write_back_copies: list[list[Backup]] = []  # copies made at eviction, for a clocked caller
         self._new_backups: list[Backup] = []

@@ -98,6 +98,7 @@ class UnifiedTree:
         self.hicache = hicache
         self.backup: Callable[[UNode], None] | None = None  # the controller's write-through hook
         self.evict_unbacked: Callable[[UNode, list[int]], None] | None = None  # default: delete
+        self.back_up_window: Callable[[UNode], None] | None = None  # write_back: before tombstoning SWA
         self._ids = itertools.count()
         self._clock = 0.0
         self.root = self._node([], None)
@@ -575,7 +576,8 @@ class UnifiedTree:
         (``unified_radix_cache.py:697-1058``); returns the (Full, SWA) tokens evicted.
 
         Full goes first, LRU leaf by leaf. SWA then walks its own LRU: an evictable leaf goes whole (Full
-        with it), any other unlocked node only loses its SWA (a tombstone).
+        with it), any other unlocked node only loses its SWA (a tombstone), under write_back after a backup of
+        its Full KV and unbacked window when neither is on host yet (best effort: it is tombstoned either way).
         """
         tracker = [0, 0]
         full_target = full_free() + full_short  # both targets are fixed before either walk
@@ -595,6 +597,8 @@ class UnifiedTree:
                 if x in self.leaves:
                     self.evict_leaf(x, tracker)
                 else:
+                    if self.back_up_window is not None and x.full and not x.host and not x.host_swa:
+                        self.back_up_window(x)  # components/swa.py:795-813
                     tracker[1] += self.swa.tombstone(x)
                     self.update_leaf(x)
                 if swa_free() >= swa_target:

@@ -144,3 +144,19 @@ def test_splitting_a_host_only_node_keeps_both_halves_host_only():
     m = lookup(c, list(range(300)) + [99_999] * 300)  # diverges inside the first (host-only) node
     assert m.device == 0 and c.tree.full_tokens == device_before
     assert all(not n.full and n.host for path in c.tree.paths() for n in path if n.key[0][0] == 0)
+
+
+def test_write_back_backs_up_a_shared_prefix_before_tombstoning_its_window():
+    # components/swa.py:795-813: the SWA walk copies an unbacked internal node and its window to host
+    # first, so the prefix it shares stays a host hit with its window.
+    c = hicache(l1=64, policy="write_back")
+    base = list(range(2000))
+    for tail in ([], list(range(50_000, 50_600)), list(range(60_000, 60_600))):
+        serve(c, base[:1024] + tail if tail else base, [1])
+    shared = c.tree.root.children[c.tree.page_keys(base)[0]]
+    assert shared.children and shared.swa and not shared.host
+    c.tree.evict(0, c.swa_used, c.full_free, c.swa_free)
+    assert not shared.swa and shared.full  # tombstoned, Full KV still on device
+    assert shared.host and shared.host_swa  # ... after its copy to host
+    r = admit(c, base[:1024] + [7], [1])
+    assert r.match.device + r.host_hit == 1024 and r.load_swa > 0
