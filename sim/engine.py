@@ -56,6 +56,7 @@ IN_BATCH_PREFIX_TOKENS = 32
 # (--hicache-storage-prefetch-retry-poll-interval / -max-attempts, arg_groups/fields/memory.py:181-205).
 PREFETCH_RETRY_INTERVAL = 8
 PREFETCH_RETRY_MAX_ATTEMPTS = 8
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS (environ.py:649)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ class _Running:
     prefetch: _Prefetch | None = None
     prefetch_attempts: int = 0  # L3 lookups re-issued (SGLang's storage_prefetch_retry_attempts)
     synced_step: int = 0  # V4: the step a decoding request's cache state is current at
-    retracted: bool = False
+    decode_start: int = 0  # the step its decoding began at
+    resumed: int = 0  # output tokens it had made before a retraction: they are prefilled again with the prompt
 
 
 @dataclass(slots=True)
@@ -302,7 +304,8 @@ class Instance:
                 continue
             req = run.req
             if self.v4:
-                adm = cache.admit_request(request_keys(req, cfg.page_tokens), req.input_len, req.output_len)
+                adm = cache.admit_request(request_keys(req, cfg.page_tokens), req.input_len + run.resumed,
+                                          req.output_len - run.resumed)  # fmt: skip
             else:
                 lk = cache.lookup(req.keys, req.input_len)
                 extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
@@ -387,11 +390,12 @@ class Instance:
         self.prefilling.remove(run)
         self.to_flush.extend(self.cache.commit(run.adm))
         run.first_token_s = run.first_token_s or self.env.now  # a retracted request keeps its first token
-        if run.req.output_len <= 1:
+        if run.req.output_len - run.resumed <= 1:
             self._finish(run)
         else:
-            heapq.heappush(self.decoding, (self.step + run.req.output_len - 1, run.req.rid, run))
-            self.decode_ctx += run.req.input_len
+            heapq.heappush(self.decoding, (self.step + run.req.output_len - run.resumed - 1, run.req.rid, run))
+            self.decode_ctx += run.req.input_len + run.resumed
+            run.decode_start = self.step
             if self.v4:
                 run.synced_step = self.step
                 heapq.heappush(self.v4_due, (self.step + self.cache.steps_to_page(run.adm), run.req.rid, run))
@@ -401,11 +405,9 @@ class Instance:
             self._sync_decodes()
         while self.decoding and self.decoding[0][0] <= self.step:
             _, _, run = heapq.heappop(self.decoding)
-            if run.retracted:
-                continue
-            self.decode_ctx -= run.req.input_len + run.req.output_len - 1
             if self.v4 and not self._sync(run, run.req.output_len):
                 continue
+            self.decode_ctx -= run.req.input_len + run.req.output_len - 1
             self._finish(run)
 
     def _sync_decodes(self) -> None:
@@ -413,27 +415,60 @@ class Instance:
         due = self.v4_due
         while due and due[0][0] <= self.step:
             _, rid, run = heapq.heappop(due)
-            if run.retracted or run.adm.run.finished:
+            if run.adm.run.finished:
                 continue
             if self._sync(run, self.step - run.synced_step) and not run.adm.run.finished:
                 heapq.heappush(due, (self.step + self.cache.steps_to_page(run.adm), rid, run))
 
     def _sync(self, run: _Running, steps: int) -> bool:
-        """Run ``steps`` decode steps of a V4 request in the cache; False if a pool ran dry and it was
-        retracted. SGLang retracts the request with the fewest output tokens (``schedule_batch.py:3542-3580``);
-        the model retracts the one whose page could not be had, and it starts over from its prompt."""
-        try:
-            self.cache.decode(run.adm, steps)
-        except MemoryError:
-            self.cache.retract(run.adm)
-            run.retracted = True
-            self.decode_ctx -= run.req.input_len + run.req.output_len - 1
-            retry = _Running(run.req, run.inst, first_token_s=run.first_token_s,
-                             prefetch_attempts=run.prefetch_attempts)  # fmt: skip
-            self.waiting.appendleft(retry)
-            return False
-        run.synced_step = self.step
-        return True
+        """Run ``steps`` decode steps of a V4 request in the cache; False if it was retracted.
+
+        When a pool runs dry even after eviction, SGLang retracts decoding requests, fewest output tokens
+        first and then the longest prompt, until the step fits, always keeping one
+        (``managers/schedule_batch.py:3451-3580``). Here the step that did not fit is this request's, so
+        victims go until it fits or it is the victim itself. The other requests' progress is read from the
+        decode steps run, as their cache state is brought up to date lazily."""
+        r = run.adm.run
+        target = r.emitted + steps
+        while True:
+            try:
+                self.cache.decode(run.adm, target - r.emitted)
+            except MemoryError:
+                live = [x for _, _, x in self.decoding]
+                if all(x is not run for x in live):  # the caller took it off the heap
+                    live.append(run)
+                if len(live) <= 1:  # nothing left to retract: SGLang aborts it (schedule_batch.py:3508-3530)
+                    self._retract(run, requeue=False)
+                    self.sim.rec.dropped["out_of_memory"] += 1
+                    self.sim.finished_one(run.req)
+                    return False
+                victim = min(live, key=lambda x: (self._outputs(x), -x.req.input_len))
+                self._retract(victim)
+                live = [x for x in live if x is not victim]
+                # the admission estimate restarts from what the survivors made (new_token_ratio_tracker.py:41-49)
+                made = sum(self._outputs(x) for x in live) + RETRACT_DECODE_STEPS * len(live)
+                self.cache.new_token_ratio = min(1.0, made / (sum(x.req.output_len for x in live) + 1))
+                if victim is run:
+                    return False
+                continue
+            run.synced_step = self.step
+            return True
+
+    def _outputs(self, run: _Running) -> int:
+        """Output tokens a decoding request has made by now (its prefill made the first)."""
+        return run.resumed + 1 + self.step - run.decode_start
+
+    def _retract(self, run: _Running, requeue: bool = True) -> None:
+        """Free a decoding request's KV uncached and queue it again at the back, to prefill its prompt and
+        the outputs it made so far (``scheduler.py:4536-4537``, ``schedule_batch.py:2049-2089``)."""
+        self.cache.retract(run.adm)
+        for heap in (self.decoding, self.v4_due):  # in place: the callers' loops hold these lists
+            heap[:] = [e for e in heap if e[2] is not run]
+            heapq.heapify(heap)
+        self.decode_ctx -= run.req.input_len + run.resumed + self.step - run.decode_start
+        if requeue:
+            made = min(self._outputs(run), run.req.output_len - 1)
+            self.submit(_Running(run.req, run.inst, first_token_s=run.first_token_s, resumed=made))
 
     def _finish(self, run: _Running) -> None:
         if run.req.final_keys and not self.v4:
@@ -709,11 +744,13 @@ class Simulation:
 
     def record(self, run: _Running, now: float) -> None:
         req, adm = run.req, run.adm
-        storage_t = min(run.prefetched_pages * self.cfg.page_tokens, adm.host_tokens)
+        device = min(adm.device_tokens, req.input_len)  # a resumed request's match may run into its outputs
+        host = min(adm.host_tokens, req.input_len - device)
+        storage_t = min(run.prefetched_pages * self.cfg.page_tokens, host)
         self.rec.request((
             req.rid, run.inst, req.session, req.round, req.arrival_s, run.admitted_s, run.first_token_s, now,
-            req.input_len, req.output_len, adm.device_tokens, adm.host_tokens - storage_t, storage_t,
-            adm.computed_tokens, run.load_s, run.admitted_s - req.arrival_s, run.first_token_s - req.arrival_s,
+            req.input_len, req.output_len, device, host - storage_t, storage_t,
+            req.input_len - device - host, run.load_s, run.admitted_s - req.arrival_s, run.first_token_s - req.arrival_s,
             now - req.arrival_s,
         ))  # fmt: skip
         self.finished_one(req)

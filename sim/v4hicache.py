@@ -9,8 +9,8 @@ SGLang (the ones ``hicache-sim tree`` checks against SGLang's recordings), and a
   pool's free plus evictable tokens cover its uncached prompt plus ``new_token_ratio`` of its output, after the
   same share of every running request's remaining output is set aside; ``new_token_ratio`` starts at 0.7 and
   decays to 0.7 x 0.14 over 600 decode steps (``SGLANG_INIT_NEW_TOKEN_RATIO``, ``..._MIN_NEW_TOKEN_RATIO_FACTOR``,
-  ``..._NEW_TOKEN_RATIO_DECAY_STEPS``, ``scheduler_components/new_token_ratio_tracker.py``), and goes back
-  to 0.7 after a retraction;
+  ``..._NEW_TOKEN_RATIO_DECAY_STEPS``, ``scheduler_components/new_token_ratio_tracker.py``); after a
+  retraction the engine resets it from what the surviving requests made;
 - **decode pages on demand**: a decoding request's state is brought up to date only at the steps where it
   allocates a page (the steps where its SWA boundary can move coincide with them), so a batch costs one call
   per request per page, not per token;
@@ -232,7 +232,6 @@ class V4HiCache:
         (``managers/schedule_batch.py:3451-3520``; V4 recomputes a retracted request)."""
         self.decoding.pop(id(adm.run), None)
         self.c.abort(adm.run)
-        self.new_token_ratio = NEW_TOKEN_RATIO[0]
 
     def commit(self, adm: V4Admission, keys: Sequence | None = None) -> list[Backup]:
         """The backups the request's inserts started since the last call (the inserts themselves ran per

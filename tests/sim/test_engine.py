@@ -389,3 +389,38 @@ class TestSchedulePolicy:
         assert inst.cache.tree.peek(no_window.keys, 4)[1] == 4  # the raw prefix is longer
         inst._admit()
         assert [r.req.rid for r in inst.prefilling] == [1]
+
+
+class TestRetraction:
+    """V4 decode pages are allocated as they fill; when a pool runs dry SGLang retracts (schedule_batch.py)."""
+
+    @staticmethod
+    def run(kv_mem_gb, monkeypatch=None, seen=None):
+        from sim.engine import Instance
+
+        if seen is not None:
+            original = Instance._retract
+
+            def spy(self, run, requeue=True):
+                live = [x for _, _, x in self.decoding] + [run]
+                seen.append((self._outputs(run), min(self._outputs(x) for x in live), run.resumed))
+                original(self, run, requeue)
+
+            monkeypatch.setattr(Instance, "_retract", spy)
+        sc = scenario(hardware={"kv_mem_gb": kv_mem_gb}, hicache={"enabled": False},
+                      workload={"request_length": 256, "output_length": 1500, "num_rounds": 1, "num_clients": 24,
+                                "max_parallel": 24})  # fmt: skip
+        return run_scenario(sc).summary
+
+    def test_the_request_with_the_fewest_outputs_goes_and_resumes_with_what_it_made(self, monkeypatch):
+        seen = []
+        s = self.run(0.1, monkeypatch, seen)
+        assert s["metrics"]["sim_retractions_total"] == len(seen) > 0
+        assert all(outputs == fewest for outputs, fewest, _ in seen)
+        assert any(resumed for *_, resumed in seen)  # a resumed request kept its earlier outputs
+        assert s["requests"]["finished"] == 24 and s["tokens"]["output_tokens"] == 24 * 1500
+
+    def test_the_last_request_that_still_cannot_fit_is_aborted(self):
+        s = self.run(0.05)
+        assert s["requests"]["finished"] == 0 and sum(s["requests"]["dropped"].values()) == 24
+        assert s["requests"]["dropped"].get("out_of_memory", 0) > 0
