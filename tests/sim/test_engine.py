@@ -389,3 +389,46 @@ class TestSchedulePolicy:
         assert inst.cache.tree.peek(no_window.keys, 4)[1] == 4  # the raw prefix is longer
         inst._admit()
         assert [r.req.rid for r in inst.prefilling] == [1]
+
+
+class TestPrefillAndDecodePasses:
+    """SGLang runs a prefill batch whenever one forms and decodes only when none does (``get_next_batch_to_run``,
+    ``scheduler.py:3894-4025``); ``--enable-mixed-chunk`` puts the decode rows into the prefill's forward.
+
+    A hand-timed setup: the generic model, 1 ms per prefill token (1e9 FLOPs at 1 TFLOP/s), 1 ms per decode
+    step (1 GB of weights at 1 TB/s), no attention or KV-read term, no step overhead. Request A (100 prompt
+    tokens, 11 output) arrives at 0 and request B (1,000 prompt tokens, 11 output) at 102.5 ms, in A's third
+    decode step.
+    """
+
+    @staticmethod
+    def run(tmp_path, mixed: bool):
+        lines = [{"timestamp": 0, "input_length": 100, "output_length": 11, "hash_ids": [1]},
+                 {"timestamp": 102.5, "input_length": 1000, "output_length": 11, "hash_ids": [2, 3]}]  # fmt: skip
+        trace = tmp_path / "two.jsonl"
+        trace.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+        sc = scenario(
+            model={"name": "generic", "generic_bytes_per_token": 1000},
+            hardware={"kv_mem_gb": 0.5, "peak_tflops": 1.0, "hbm_bandwidth_tbps": 1.0},
+            hicache={"enabled": False}, scheduler={"enable_mixed_chunk": mixed},
+            compute={"prefill_flops_per_token": 1e9, "attn_flops_per_token_per_ctx": 0, "decode_bytes_per_step": 1e9,
+                     "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},
+            workload={"kind": "trace", "path": str(trace), "format": "mooncake"},
+        )  # fmt: skip
+        df = run_scenario(sc).sim.rec.requests_frame().sort_values("rid")
+        return df.set_index("rid")[["first_token_s", "finish_s", "ttft_s"]].to_dict("index")
+
+    def test_a_decoding_request_makes_no_progress_during_a_prefill_pass(self, tmp_path):
+        a, b = self.run(tmp_path, mixed=False).values()
+        assert a["first_token_s"] == pytest.approx(0.100)  # its own 100-token prefill
+        # 3 decode steps (to 103 ms), B's 1 s prefill pass (A waits), then A's 7 remaining steps.
+        assert a["finish_s"] == pytest.approx(0.103 + 1.0 + 0.007)
+        assert b["ttft_s"] == pytest.approx(1.103 - 0.1025)
+        assert b["finish_s"] == pytest.approx(1.103 + 0.010)  # 10 decode steps, A's last 7 alongside
+
+    def test_with_mixed_chunk_a_decoding_request_advances_inside_the_prefill_pass(self, tmp_path):
+        a, b = self.run(tmp_path, mixed=True).values()
+        # The mixed pass costs max(1 s of prefill, 1 ms of decode) and moves A one token: 6 steps are left.
+        assert a["finish_s"] == pytest.approx(0.103 + 1.0 + 0.006)
+        assert b["ttft_s"] == pytest.approx(1.103 - 0.1025)
+        assert b["finish_s"] == pytest.approx(1.103 + 0.010)
