@@ -170,6 +170,11 @@ def simulated(summary: dict, metric: str, step: int) -> float:
     return row[metric]
 
 
+def _num(x: float) -> str:
+    """Four significant digits, with thousands separators and no exponent."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
 def _run_all(tables: dict[str, object], names=tuple(SCENARIOS),
              overrides: list[str] = ()) -> tuple[dict[str, dict], dict[str, float]]:  # fmt: skip
     summaries, walls = {}, {}
@@ -197,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in NUMBERS:
         a, b = simulated(spec[n.scenario], n.metric, n.step), simulated(calibrated[n.scenario], n.metric, n.step)
         values[n.label] = (n.measured, a, b)
-        lines.append(f"| {n.label} | {n.measured:,.4g} {n.unit} | {a:,.4g} | {a / n.measured - 1:+.0%} | "
-                     f"{b:,.4g} | {b / n.measured - 1:+.0%} |")  # fmt: skip
+        lines.append(f"| {n.label} | {_num(n.measured)} {n.unit} | {_num(a)} | {a / n.measured - 1:+.0%} | "
+                     f"{_num(b)} | {b / n.measured - 1:+.0%} |")  # fmt: skip
     lines += ["", "| ratio | measured | simulated (spec) | error | simulated (calibrated) | error |",
               "|---|---|---|---|---|---|"]  # fmt: skip
     for label, x, y in RATIOS:
@@ -213,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             b = simulated(alt[n.scenario], n.metric, n.step)
             alt_values[n.label] = b
             m, a = values[n.label][0], values[n.label][2]
-            lines.append(f"| {n.label} | {m:,.4g} {n.unit} | {a:,.4g} | {a / m - 1:+.0%} | {b:,.4g} | {b / m - 1:+.0%} |")
+            lines.append(f"| {n.label} | {_num(m)} {n.unit} | {_num(a)} | {a / m - 1:+.0%} | {_num(b)} | {b / m - 1:+.0%} |")
         for label, x, y in RATIOS:
             if x in alt_values and y in alt_values:
                 m, a, b = values[x][0] / values[y][0], values[x][2] / values[y][2], alt_values[x] / alt_values[y]
