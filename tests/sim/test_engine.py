@@ -415,19 +415,24 @@ class TestPrefillAndDecodePasses:
                      "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},
             workload={"kind": "trace", "path": str(trace), "format": "mooncake"},
         )  # fmt: skip
-        df = run_scenario(sc).sim.rec.requests_frame().sort_values("rid")
-        return df.set_index("rid")[["first_token_s", "finish_s", "ttft_s"]].to_dict("index")
+        rec = run_scenario(sc).sim.rec
+        df = rec.requests_frame().sort_values("rid").set_index("rid")
+        return [{**row, "tpot_s": (row["finish_s"] - row["first_token_s"]) / 10}
+                for row in df[["first_token_s", "finish_s", "ttft_s"]].to_dict("records")], sorted(rec.tpot)  # fmt: skip
 
     def test_a_decoding_request_makes_no_progress_during_a_prefill_pass(self, tmp_path):
-        a, b = self.run(tmp_path, mixed=False).values()
-        assert a["first_token_s"] == pytest.approx(0.100)  # its own 100-token prefill
+        (a, b), tpots = self.run(tmp_path, mixed=False)
+        assert a["ttft_s"] == pytest.approx(0.100)  # its own 100-token prefill
         # 3 decode steps (to 103 ms), B's 1 s prefill pass (A waits), then A's 7 remaining steps.
         assert a["finish_s"] == pytest.approx(0.103 + 1.0 + 0.007)
         assert b["ttft_s"] == pytest.approx(1.103 - 0.1025)
         assert b["finish_s"] == pytest.approx(1.103 + 0.010)  # 10 decode steps, A's last 7 alongside
+        # TPOT over the 10 tokens after the first: A's holds the whole prefill pass it sat out.
+        assert tpots == pytest.approx(sorted([b["tpot_s"], a["tpot_s"]])) and a["tpot_s"] == pytest.approx(0.101)
+        assert b["tpot_s"] == pytest.approx(0.001)
 
     def test_with_mixed_chunk_a_decoding_request_advances_inside_the_prefill_pass(self, tmp_path):
-        a, b = self.run(tmp_path, mixed=True).values()
+        (a, b), _ = self.run(tmp_path, mixed=True)
         # The mixed pass costs max(1 s of prefill, 1 ms of decode) and moves A one token: 6 steps are left.
         assert a["finish_s"] == pytest.approx(0.103 + 1.0 + 0.006)
         assert b["ttft_s"] == pytest.approx(1.103 - 0.1025)
