@@ -8,11 +8,12 @@ one waiting, the running cap reached, no KV room, or every waiting request still
 prefill batches keep forming, running requests do not decode. ``enable_mixed_chunk`` (SGLang's
 ``--enable-mixed-chunk``, off by default) puts the decode rows into the prefill pass instead
 (``scheduler.py:4375-4410``). ``step`` counts decode passes: decoding requests are keyed by the decode pass
-they finish at, so a prefill-only pass moves none of them. Step time comes from the roofline (:mod:`sim.compute`); copies are timed from the cost table
-(:mod:`sim.costs`) on FIFO links (H2D, D2H, and the L3 read and write links). A link is a one-server FIFO
-queue computed in closed form (a copy starts at max(now, when the link frees)) whose completions are SimPy
-timeouts: the timeline of a capacity-1 ``simpy.Resource`` with one process per copy, at one event per copy
-instead of four, and with the end known when the copy is queued, which the load-back overlap needs.
+they finish at, so a prefill-only pass moves none of them. Pass time comes from the roofline
+(:mod:`sim.compute`); copies are timed from the cost table (:mod:`sim.costs`) on FIFO links (H2D, D2H, and
+the L3 read and write links). A link is a one-server FIFO queue computed in closed form (a copy starts at
+max(now, when the link frees)) whose completions are SimPy timeouts: the timeline of a capacity-1
+``simpy.Resource`` with one process per copy, at one event per copy instead of four, and with the end known
+when the copy is queued, which the load-back overlap needs.
 
 Timeline of a write-through backup (DESIGN.md 1.4): *t1* the request's prefill ends and its pages are
 inserted and committed as backed up (pending, device-locked); *t2* the end of that scheduler step flushes
@@ -250,7 +251,7 @@ class Instance:
                 yield (env.timeout(wake - t0) | self.wake) if wake < math.inf else self.wake
                 continue
             # SGLang runs a prefill batch whenever one forms and decodes only when none does; with mixed chunk
-            # the decode batch rides along in the prefill's forward (scheduler.py:3978-4005, 4372-4405).
+            # the decode batch rides along in the prefill's forward (scheduler.py:3992-4005, 4375-4410).
             decode = not tokens or mixed
             n_decode = len(self.decoding) if decode else 0
             dt = roofline.step_seconds(tokens, pairs, n_decode, self.decode_ctx)
