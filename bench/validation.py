@@ -9,6 +9,8 @@ scenario runs and every number of measurements.md is printed as measured / simul
 ON/OFF ratios a user decides on. Each number is simulated twice: with the spec-derived roofline, and with the
 one global compute calibration of its GPU (``CALIBRATIONS``: a cost table whose compute section
 ``hicache-sim calibrate compute`` fitted to the points named there; a GPU without one keeps the spec).
+Below the table, the what-ifs of ``SENSITIVITY`` (a setting the commands imply but from-sglang cannot know, such
+as an older SGLang's defaults) are shown beside the generated run, never in its error columns.
 This is the one command that regenerates the table in the README.
 """
 
@@ -129,6 +131,17 @@ RATIOS = [  # (label, numerator, denominator): ON/OFF as a user compares them
 ]  # fmt: skip
 
 
+# What-ifs printed beside the table (never in its error columns): (title, overrides, scenarios they apply to).
+SENSITIVITY = [
+    # M2's server was about v0.5.2, whose default is (GPU MiB - (2.8 + TP x PP / 10) x 1024) / GPU MiB below
+    # 35 GiB (sglang 0.5.2 srt/server_args.py:452-496): (23,028 - 3,072) / 23,028 = 0.867 on an A10 at TP2,
+    # and a 2,048-token chunk below 35 GiB (:508-518). from-sglang applies 0.5.23's rules (0.678, 4,096);
+    # it has no version knob.
+    ("M2 at v0.5.2's defaults", ["hardware.mem_fraction_static=0.867", "scheduler.chunked_prefill_size=2048"],
+     ["m2_gpu_only", "m2_l1l2"]),
+]
+
+
 def write_scenarios() -> None:
     for name, (launch, benches, gpu, extra) in SCENARIOS.items():
         conv = from_sglang(launch, benches, gpu=gpu, name=name)
@@ -157,10 +170,16 @@ def simulated(summary: dict, metric: str, step: int) -> float:
     return row[metric]
 
 
-def _run_all(tables: dict[str, object]) -> tuple[dict[str, dict], dict[str, float]]:
+def _num(x: float) -> str:
+    """Four significant digits, with thousands separators and no exponent."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def _run_all(tables: dict[str, object], names=tuple(SCENARIOS),
+             overrides: list[str] = ()) -> tuple[dict[str, dict], dict[str, float]]:  # fmt: skip
     summaries, walls = {}, {}
-    for name in SCENARIOS:
-        sc = load_scenario(OUT / f"{name}.yaml")
+    for name in names:
+        sc = load_scenario(OUT / f"{name}.yaml", overrides)
         start = time.perf_counter()
         summaries[name] = run_scenario(sc, costs=tables.get(sc.hardware.gpu)).summary
         walls[name] = time.perf_counter() - start
@@ -183,13 +202,27 @@ def main(argv: list[str] | None = None) -> int:
     for n in NUMBERS:
         a, b = simulated(spec[n.scenario], n.metric, n.step), simulated(calibrated[n.scenario], n.metric, n.step)
         values[n.label] = (n.measured, a, b)
-        lines.append(f"| {n.label} | {n.measured:,.4g} {n.unit} | {a:,.4g} | {a / n.measured - 1:+.0%} | "
-                     f"{b:,.4g} | {b / n.measured - 1:+.0%} |")  # fmt: skip
+        lines.append(f"| {n.label} | {_num(n.measured)} {n.unit} | {_num(a)} | {a / n.measured - 1:+.0%} | "
+                     f"{_num(b)} | {b / n.measured - 1:+.0%} |")  # fmt: skip
     lines += ["", "| ratio | measured | simulated (spec) | error | simulated (calibrated) | error |",
               "|---|---|---|---|---|---|"]  # fmt: skip
     for label, x, y in RATIOS:
         m, a, b = (values[x][i] / values[y][i] for i in range(3))
         lines.append(f"| {label} | {m:.3f} | {a:.3f} | {a / m - 1:+.0%} | {b:.3f} | {b / m - 1:+.0%} |")
+    for title, overrides, names in SENSITIVITY:
+        alt, _ = _run_all(tables, names, overrides)
+        lines += ["", f"| {title} | measured | simulated (as generated) | error | simulated ({', '.join(overrides)}) | error |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        alt_values = {}
+        for n in (n for n in NUMBERS if n.scenario in names):
+            b = simulated(alt[n.scenario], n.metric, n.step)
+            alt_values[n.label] = b
+            m, a = values[n.label][0], values[n.label][2]
+            lines.append(f"| {n.label} | {_num(m)} {n.unit} | {_num(a)} | {a / m - 1:+.0%} | {_num(b)} | {b / m - 1:+.0%} |")
+        for label, x, y in RATIOS:
+            if x in alt_values and y in alt_values:
+                m, a, b = values[x][0] / values[y][0], values[x][2] / values[y][2], alt_values[x] / alt_values[y]
+                lines.append(f"| {label} | {m:.3f} | {a:.3f} | {a / m - 1:+.0%} | {b:.3f} | {b / m - 1:+.0%} |")
     lines.append("")
     for gpu, t in tables.items():
         p = t.compute_params

@@ -5,7 +5,10 @@ Prefill is compute-bound: linear FLOPs per token plus attention FLOPs per (token
 weights once per step plus each request's KV, at ``mbu`` of HBM bandwidth. For a MoE model a decode step
 reads only the routed experts its tokens pick: of ``n_experts`` with ``experts_per_token`` each, a batch of
 ``n`` touches ``E (1 - (1 - k/E)^n)`` on average (uniform routing), so the weight read grows with the batch.
-A mixed step takes the longer of the two, plus a fixed scheduler/launch overhead. The defaults
+Every pass pays a fixed scheduler/launch overhead. SGLang's default pass is one or the other (the engine
+picks, :mod:`sim.engine`); a mixed-chunk pass is one forward over the chunk plus one token per decode row
+(``ForwardMode.MIXED``, ``managers/schedule_batch.py:3267``), which reads the weights once and both does the
+chunk's FLOPs and reads the rows' KV, so it takes the longer of the two. The defaults
 (``sim.scenario.ComputeConfig``) are estimates, not measurements; ``hicache-sim calibrate compute`` fits
 ``mfu``, ``mbu``, ``overhead_s`` and ``attn_scale`` to measured runs. Any object with ``step_seconds`` can
 replace this one.
@@ -78,6 +81,6 @@ class Roofline:
         return self.decode_bytes(n_requests, context_tokens) / (self.hbm_Bps * self.mbu)
 
     def step_seconds(self, prefill_tokens: int, pairs: float, n_decode: int, decode_context: float) -> float:
-        """One scheduler step over a mixed batch."""
+        """One forward pass: prefill, decode, or both in one mixed-chunk batch."""
         return self.overhead_s + max(self.prefill_seconds(prefill_tokens, pairs),
                                      self.decode_seconds(n_decode, decode_context))  # fmt: skip

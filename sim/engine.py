@@ -1,12 +1,19 @@
 """The timed model: SimPy processes that turn residency decisions into TTFT, throughput and queueing.
 
 One arrival process feeds requests to instances through a router. Each instance runs one scheduler
-process: continuous batching in steps, chunked prefill within a token budget, decode for every running
-request. Step time comes from the roofline (:mod:`sim.compute`); copies are timed from the cost table
-(:mod:`sim.costs`) on FIFO links (H2D, D2H, and the L3 read and write links). A link is a one-server FIFO
-queue computed in closed form (a copy starts at max(now, when the link frees)) whose completions are SimPy
-timeouts: the timeline of a capacity-1 ``simpy.Resource`` with one process per copy, at one event per copy
-instead of four, and with the end known when the copy is queued, which the load-back overlap needs.
+process: continuous batching in passes, chunked prefill within a token budget, decode for every running
+request. As in SGLang (``get_next_batch_to_run``, ``managers/scheduler.py:3894-4025``) a pass is either a
+prefill batch, whenever one can be formed, or a decode batch over the running requests, when none can (no
+one waiting, the running cap reached, no KV room, or every waiting request still reading from L3): while
+prefill batches keep forming, running requests do not decode. ``enable_mixed_chunk`` (SGLang's
+``--enable-mixed-chunk``, off by default) puts the decode rows into the prefill pass instead
+(``scheduler.py:4375-4410``). ``step`` counts decode passes: decoding requests are keyed by the decode pass
+they finish at, so a prefill-only pass moves none of them. Pass time comes from the roofline
+(:mod:`sim.compute`); copies are timed from the cost table (:mod:`sim.costs`) on FIFO links (H2D, D2H, and
+the L3 read and write links). A link is a one-server FIFO queue computed in closed form (a copy starts at
+max(now, when the link frees)) whose completions are SimPy timeouts: the timeline of a capacity-1
+``simpy.Resource`` with one process per copy, at one event per copy instead of four, and with the end known
+when the copy is queued, which the load-back overlap needs.
 
 Timeline of a write-through backup (DESIGN.md 1.4): *t1* the request's prefill ends and its pages are
 inserted and committed as backed up (pending, device-locked); *t2* the end of that scheduler step flushes
@@ -80,6 +87,7 @@ class EngineConfig:
     schedule_policy: str = "fcfs"  # or "lpm": longest device prefix first
     chunked_prefill_size: int = 8192
     max_prefill_tokens: int = 16384
+    enable_mixed_chunk: bool = False  # decode rows join a prefill pass (SGLang --enable-mixed-chunk)
     l3_enabled: bool = False
     l3_read_Bps: float = 0.57e9
     l3_write_Bps: float = 0.16e9
@@ -158,7 +166,7 @@ class Instance:
         self.prefilling: list[_Running] = []
         self.decoding: list[tuple[int, int, _Running]] = []  # (finish step, rid, request)
         self.decode_ctx = 0
-        self.step = 0
+        self.step = 0  # decode passes run: a prefill-only pass advances no decoding request
         self.to_flush: list[BackupOp] = []
         self.acked: list[BackupOp] = []
         self.links = {name: _Link(name) for name in ("h2d", "d2h", "l3_read", "l3_write")}
@@ -222,6 +230,7 @@ class Instance:
         env, sim, cfg = self.env, self.sim, self.sim.cfg
         roofline = sim.roofline
         layers = max(1, cfg.model.layers)
+        mixed = cfg.enable_mixed_chunk
         while True:
             if not (self.waiting or self.prefilling or self.decoding or self.acked or self.to_flush):
                 self.idle = True
@@ -243,7 +252,11 @@ class Instance:
                 wake = self.prefetch_wake
                 yield (env.timeout(wake - t0) | self.wake) if wake < math.inf else self.wake
                 continue
-            dt = roofline.step_seconds(tokens, pairs, len(self.decoding), self.decode_ctx)
+            # SGLang runs a prefill batch whenever one forms and decodes only when none does; with mixed chunk
+            # the decode batch rides along in the prefill's forward (scheduler.py:3992-4005, 4375-4410).
+            decode = not tokens or mixed
+            n_decode = len(self.decoding) if decode else 0
+            dt = roofline.step_seconds(tokens, pairs, n_decode, self.decode_ctx)
             wait = max(0.0, self.sync_until - t0)  # a write_back eviction's copy (see _charge_write_back)
             if wait:
                 sim.rec.counters["sim_write_back_wait_seconds_total"] += wait
@@ -262,9 +275,10 @@ class Instance:
             if blocked:
                 self.blocked_s += env.now - t0
             sim.rec.counters["steps"] += steps
-            self.decode_ctx += len(self.decoding) * steps
-            self.step += steps
-            self._finish_decodes()
+            if decode:
+                self.decode_ctx += n_decode * steps
+                self.step += steps
+                self._finish_decodes()
             for run in done:
                 self._prefill_done(run)
             if self.v4:  # backups a chunk's insert started go in this step's D2H op too
@@ -289,7 +303,7 @@ class Instance:
         requests behind it may go first.
         """
         cfg, cache, sim = self.sim.cfg, self.cache, self.sim
-        budget = cfg.max_prefill_tokens
+        budget = cfg.max_prefill_tokens - self._mixed_rows()
         running = len(self.prefilling) + len(self.decoding)
         if cfg.schedule_policy == "lpm" and 1 < len(self.waiting) <= LPM_MAX_QUEUE:
             self.waiting = self._lpm_order()
@@ -366,7 +380,7 @@ class Instance:
 
     def _plan_prefill(self) -> tuple[int, float, float, list[_Running]]:
         """Chunks of this step: (tokens, attention pairs, latest load end among them, finishing)."""
-        budget = self.sim.cfg.chunked_prefill_size
+        budget = self.sim.cfg.chunked_prefill_size - self._mixed_rows()
         tokens, pairs, loads_end, done = 0, 0.0, 0.0, []
         for run in self.prefilling:
             if tokens >= budget:
@@ -385,6 +399,11 @@ class Instance:
             if run.prefill_left == 0:
                 done.append(run)
         return tokens, pairs, loads_end, done
+
+    def _mixed_rows(self) -> int:
+        """Decode rows a mixed-chunk pass carries: each takes one token of the prefill budgets
+        (``schedule_policy.py:637-640``, ``scheduler.py:4165``)."""
+        return len(self.decoding) if self.sim.cfg.enable_mixed_chunk else 0
 
     def _prefill_done(self, run: _Running) -> None:
         self.prefilling.remove(run)

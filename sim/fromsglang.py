@@ -159,6 +159,7 @@ _LAUNCH = {
     "--hisparse-config": ("hisparse", json.loads),
 }
 _SWITCHES = {
+    "--enable-mixed-chunk": ("scheduler.enable_mixed_chunk", True),
     "--enable-hierarchical-cache": ("hicache.enabled", True),
     "--enable-hicache": ("hicache.enabled", True),
     "--enable-hisparse": ("hisparse.enabled", True),

@@ -452,6 +452,11 @@ class SchedulerConfig(_Section):
     schedule_policy: Literal["fcfs", "lpm"] = Field(
         "fcfs", description="Waiting-queue order: arrival, or longest prefix match."
     )
+    enable_mixed_chunk: bool = Field(
+        False,
+        description="SGLang's --enable-mixed-chunk: running requests decode inside each prefill pass. Off (SGLang's "
+        "default): a pass is a prefill batch whenever one forms, else a decode batch.",
+    )
 
 
 class ComputeConfig(_Section):

@@ -424,3 +424,51 @@ class TestRetraction:
         s = self.run(0.05)
         assert s["requests"]["finished"] == 0 and sum(s["requests"]["dropped"].values()) == 24
         assert s["requests"]["dropped"].get("out_of_memory", 0) > 0
+
+
+class TestPrefillAndDecodePasses:
+    """SGLang runs a prefill batch whenever one forms and decodes only when none does (``get_next_batch_to_run``,
+    ``scheduler.py:3894-4025``); ``--enable-mixed-chunk`` puts the decode rows into the prefill's forward.
+
+    A hand-timed setup: the generic model, 1 ms per prefill token (1e9 FLOPs at 1 TFLOP/s), 1 ms per decode
+    step (1 GB of weights at 1 TB/s), no attention or KV-read term, no step overhead. Request A (100 prompt
+    tokens, 11 output) arrives at 0 and request B (1,000 prompt tokens, 11 output) at 102.5 ms, in A's third
+    decode step.
+    """
+
+    @staticmethod
+    def run(tmp_path, mixed: bool):
+        lines = [{"timestamp": 0, "input_length": 100, "output_length": 11, "hash_ids": [1]},
+                 {"timestamp": 102.5, "input_length": 1000, "output_length": 11, "hash_ids": [2, 3]}]  # fmt: skip
+        trace = tmp_path / "two.jsonl"
+        trace.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+        sc = scenario(
+            model={"name": "generic", "generic_bytes_per_token": 1000},
+            hardware={"kv_mem_gb": 0.5, "peak_tflops": 1.0, "hbm_bandwidth_tbps": 1.0},
+            hicache={"enabled": False}, scheduler={"enable_mixed_chunk": mixed},
+            compute={"prefill_flops_per_token": 1e9, "attn_flops_per_token_per_ctx": 0, "decode_bytes_per_step": 1e9,
+                     "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},
+            workload={"kind": "trace", "path": str(trace), "format": "mooncake"},
+        )  # fmt: skip
+        rec = run_scenario(sc).sim.rec
+        df = rec.requests_frame().sort_values("rid").set_index("rid")
+        return [{**row, "tpot_s": (row["finish_s"] - row["first_token_s"]) / 10}
+                for row in df[["first_token_s", "finish_s", "ttft_s"]].to_dict("records")], sorted(rec.tpot)  # fmt: skip
+
+    def test_a_decoding_request_makes_no_progress_during_a_prefill_pass(self, tmp_path):
+        (a, b), tpots = self.run(tmp_path, mixed=False)
+        assert a["ttft_s"] == pytest.approx(0.100)  # its own 100-token prefill
+        # 3 decode steps (to 103 ms), B's 1 s prefill pass (A waits), then A's 7 remaining steps.
+        assert a["finish_s"] == pytest.approx(0.103 + 1.0 + 0.007)
+        assert b["ttft_s"] == pytest.approx(1.103 - 0.1025)
+        assert b["finish_s"] == pytest.approx(1.103 + 0.010)  # 10 decode steps, A's last 7 alongside
+        # TPOT over the 10 tokens after the first: A's holds the whole prefill pass it sat out.
+        assert tpots == pytest.approx(sorted([b["tpot_s"], a["tpot_s"]])) and a["tpot_s"] == pytest.approx(0.101)
+        assert b["tpot_s"] == pytest.approx(0.001)
+
+    def test_with_mixed_chunk_a_decoding_request_advances_inside_the_prefill_pass(self, tmp_path):
+        (a, b), _ = self.run(tmp_path, mixed=True)
+        # The mixed pass costs max(1 s of prefill, 1 ms of decode) and moves A one token: 6 steps are left.
+        assert a["finish_s"] == pytest.approx(0.103 + 1.0 + 0.006)
+        assert b["ttft_s"] == pytest.approx(1.103 - 0.1025)
+        assert b["finish_s"] == pytest.approx(1.103 + 0.010)
