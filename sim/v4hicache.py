@@ -133,6 +133,7 @@ class V4HiCache:
         self.new_token_ratio = NEW_TOKEN_RATIO[0]
         self.prefilling: dict[int, V4Admission] = {}
         self.decoding: dict[int, V4Admission] = {}
+        self._decode_left: int | None = None  # the decoding requests' clipped remaining outputs, while unchanged
 
     # ----- what the engine reads ----------------------------------------------------------------
     @property
@@ -179,7 +180,10 @@ class V4HiCache:
         ratio = self.new_token_ratio
         # Admitted prompts still to be allocated count in full, running outputs at the ratio.
         owed = sum(a.run.prompt_len - a.run.allocated for a in self.prefilling.values())
-        owed += ratio * sum(min(CLIP_MAX_NEW_TOKENS, a.run.output_len - a.run.emitted) for a in self.decoding.values())
+        if self._decode_left is None:  # an admission pass asks once per request; decoding changes between passes
+            self._decode_left = sum(min(CLIP_MAX_NEW_TOKENS, a.run.output_len - a.run.emitted)
+                                    for a in self.decoding.values())  # fmt: skip
+        owed += ratio * self._decode_left
         need = input_len - m.best_len + ratio * min(CLIP_MAX_NEW_TOKENS, output_len)
         if need > c.full_free() + c.tree.full_evictable - owed:
             return None
@@ -209,6 +213,7 @@ class V4HiCache:
             del self.prefilling[id(r)]
             if not r.finished:
                 self.decoding[id(r)] = adm
+                self._decode_left = None
         return end - start
 
     def steps_to_page(self, adm: V4Admission) -> int:
@@ -221,6 +226,7 @@ class V4HiCache:
     def decode(self, adm: V4Admission, steps: int) -> None:
         """Bring ``adm`` ``steps`` decode steps forward (raises :class:`MemoryError` if a pool runs dry)."""
         r = adm.run
+        self._decode_left = None
         self.c.decode_many(r, steps)
         lo = NEW_TOKEN_RATIO[1]
         self.new_token_ratio = max(lo, self.new_token_ratio - steps * (NEW_TOKEN_RATIO[0] - lo) / NEW_TOKEN_RATIO[2])
@@ -231,6 +237,7 @@ class V4HiCache:
         """Give a decoding request's KV back without caching its output; it will be admitted again
         (``managers/schedule_batch.py:3451-3520``; V4 recomputes a retracted request)."""
         self.decoding.pop(id(adm.run), None)
+        self._decode_left = None
         self.c.abort(adm.run)
 
     def commit(self, adm: V4Admission, keys: Sequence | None = None) -> list[Backup]:
@@ -243,6 +250,7 @@ class V4HiCache:
         if not r.finished:
             self.c.finish(r)
         self.decoding.pop(id(r), None)
+        self._decode_left = None
 
     def ack(self, op: Backup) -> None:
         self.c.ack(op)
