@@ -45,7 +45,7 @@ class OutOfMemory(MemoryError):
     """An allocation failed even after eviction (SGLang raises; a scheduler would retract)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Backup:
     """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
     the other ``nodes`` (``swa`` tokens in all). Under write-through the node is locked until the ack
@@ -73,7 +73,7 @@ class Backup:
         return [self.node] if self.full else []
 
 
-@dataclass
+@dataclass(slots=True)
 class Running:
     """One request's KV record. ``keys``: page keys of its whole pages of prompt + output, so a checkpoint
     of the first ``n`` tokens inserts ``keys[: n // page]`` (token ids themselves are never needed)."""

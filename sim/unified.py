@@ -61,7 +61,7 @@ class UNode:
         return f"UNode(id={self.id}, tokens={self.tokens}, {tiers or 'dead'}, {'S' if self.swa else 'T'}, lock={self.lock})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Match:
     """``device``: the SWA-valid device prefix (tokens) ending at ``node``; ``full_hit``: the Full prefix
     before the validator cut it back; ``branching``: the page-aligned Full hit beyond the valid end, if any.
@@ -79,7 +79,7 @@ class Match:
     swa_host: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InsertOutcome:
     """``prefix``: tokens already in the tree; ``node``: where the key ends; ``branch_inserted``: the insert
     reached the request's branching point."""
