@@ -85,19 +85,14 @@ class BoundaryWriter:
         """Host copies for every node of ``nodes`` that lacks one, all or nothing; ``nodes`` and ``keep``
         are not victims meanwhile. ``lock``: the write-through window (pending until acked)."""
         cache = self.cache
-        need = cache._need
         missing = [n for n in nodes if not n.host]
         if not missing:
             return True
-        kv = swa = 0
-        for n in missing:
-            k, s = need(n)
-            kv += k
-            swa += s
+        pages = sum(len(n.key) for n in missing)
         l2 = cache.l2
-        if kv <= l2.kv_cap and swa <= l2.swa_cap:
+        if pages <= l2.kv_cap:
             protected = None
-            while l2.kv_used + kv > l2.kv_cap or l2.swa_used + swa > l2.swa_cap:
+            while l2.kv_used + pages > l2.kv_cap:
                 if protected is None:
                     protected = {id(n) for n in nodes}
                     protected.update(id(n) for n in keep)
@@ -106,23 +101,22 @@ class BoundaryWriter:
             else:
                 copies = []
                 for n in missing:
-                    k, s = need(n)
-                    l2.alloc(k, s)
-                    op = cache._start_backup(n, k, s, lock=lock)
+                    l2.alloc(len(n.key))
+                    op = cache._start_backup(n, len(n.key), lock=lock)
                     if not lock:
                         copies.append(op)
                 if copies:  # made inside a device eviction: copied before it goes on, as write_back's
                     cache.write_back_copies.append(copies)
                 return True
         cache.stats.host_alloc_failures += 1
-        cache.stats.backup_failed_tokens += kv * cache.page_tokens
+        cache.stats.backup_failed_tokens += pages * cache.page_tokens
         return False
 
-    def alloc_host(self, kv: int, swa: int) -> bool:
-        """Room for ``kv``/``swa`` host pages of a node that is not in the tree's tiers yet (an L3
-        prefetch), made with the boundary's victim order; allocates them."""
+    def alloc_host(self, pages: int) -> bool:
+        """Room for ``pages`` host pages of a node that is not in the tree's tiers yet (an L3 prefetch),
+        made with the boundary's victim order; allocates them."""
         l2 = self.cache.l2
-        while not l2.alloc(kv, swa):
+        while not l2.alloc(pages):
             if not self._evict_host_one(set()):
                 return False
         return True
@@ -173,7 +167,7 @@ class BoundaryWriter:
     # ----- residency changes ----------------------------------------------------------------------
     def _demote(self, node: Node) -> None:
         cache = self.cache
-        cache.l1.free(*cache._need(node))
+        cache.l1.free(len(node.key))
         cache.stats.demotions += 1
         self.tree.demote(node)
 
@@ -182,13 +176,13 @@ class BoundaryWriter:
         cache = self.cache
         cache.stats.host_evictions += 1
         cache.stats.host_evicted_tokens += len(node.key) * cache.page_tokens
-        cache.l2.free(*cache._need(node, host=True))
+        cache.l2.free(len(node.key))
         self.tree.clear_host(node)
         self._file(node.parent)
 
     def _delete(self, node: Node) -> None:
         cache, parent = self.cache, node.parent
-        cache.l1.free(*cache._need(node))
+        cache.l1.free(len(node.key))
         self.tree.delete_leaf(node)
         self._file(parent)
 

@@ -17,9 +17,9 @@ citations in ``shared/reference/sglang_hicache.md`` sections 1-3):
 - backups cover unbacked ancestors first, so host copies stay prefix-closed;
 - a write-through backup is committed at once and device-locked until its ack.
 
-Simplifications, documented where they bite: sliding-window (SWA) state follows its node's tier (SGLang
-can tombstone SWA separately); when either the kv group or the swa group of L1 is short, whole leaves are
-evicted.
+Models with sliding-window pools (DeepSeek V4) are not modelled here: their cache is SGLang's FULL + SWA
+tree (:mod:`sim.swacache`, driven by :mod:`sim.v4hicache` in the engine and ``sim.replay.replay_v4`` in a
+replay), and :class:`HiCache` refuses them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -73,35 +73,29 @@ class WritePolicy(str, Enum):
 
 
 class Tier:
-    """The page allocators of one tier (L1 or L2).
+    """The page allocator of one tier (L1 or L2), in pages of the ``kv`` anchor.
 
-    Only anchor pools allocate: sidecars reuse their anchor's indices (SGLang ``hybrid_pool_assembler``),
-    so every ``kv``-anchored pool holds exactly the ``kv`` anchor's pages and every ``swa``-anchored pool
-    the ``swa`` anchor's. ``math.inf`` capacity means unbounded.
+    Only the anchor allocates: sidecars reuse its indices (SGLang ``hybrid_pool_assembler``), so every pool,
+    all ``kv``-anchored here, holds exactly the anchor's pages. ``math.inf`` capacity means unbounded.
     """
 
-    __slots__ = ("kv_cap", "swa_cap", "kv_used", "swa_used", "rollbacks")
+    __slots__ = ("kv_cap", "kv_used")
+    swa_used = 0  # window pages: only V4's cache has any; the engine samples both caches' tiers alike
 
-    def __init__(self, kv_cap: float, swa_cap: float) -> None:
-        self.kv_cap, self.swa_cap = kv_cap, swa_cap
-        self.kv_used = self.swa_used = 0
-        self.rollbacks = 0
+    def __init__(self, kv_cap: float) -> None:
+        self.kv_cap = kv_cap
+        self.kv_used = 0
 
-    def alloc(self, kv: int, swa: int) -> bool:
-        """Allocate the ``kv`` anchor's pages, then the ``swa`` anchor's; roll back if either is short."""
-        if self.kv_used + kv > self.kv_cap:
+    def alloc(self, pages: int) -> bool:
+        if self.kv_used + pages > self.kv_cap:
             return False
-        self.kv_used += kv
-        if swa and self.swa_used + swa > self.swa_cap:
-            self.kv_used -= kv
-            self.rollbacks += 1
-            return False
-        self.swa_used += swa
+        self.kv_used += pages
         return True
 
-    def free(self, kv: int, swa: int) -> None:
-        self.kv_used -= kv
-        self.swa_used -= swa
+    def free(self, pages: int, swa_pages: int = 0) -> None:
+        """Give ``pages`` back (``swa_pages``: none here; the engine frees an L3 read's reservation in
+        both caches with one call)."""
+        self.kv_used -= pages
 
 
 @dataclass
@@ -116,7 +110,7 @@ class BackupOp:
     locked: Node | None
     nodes: list[Node]
     kv_pages: int
-    swa_pages: int
+    swa_pages = 0  # window pages: only V4's copies carry any; the engine sums both caches' copies alike
 
     @property
     def storage_nodes(self) -> list[Node]:
@@ -141,14 +135,11 @@ class CacheStats:
     host_evicted_tokens: int = 0
     dropped_tokens: Counter = field(default_factory=Counter)  # by reason
     backup_kv_pages: int = 0
-    backup_swa_pages: int = 0
     load_kv_pages: int = 0
-    load_swa_pages: int = 0
     load_back_skipped_tokens: int = 0
     backup_failed_tokens: int = 0
     host_alloc_failures: int = 0  # host reservations that could not be met, as SGLang's policy simulator counts
     dedup_evictions: int = 0  # boundary: host copies of device pages given up for L2 room
-    swa_tombstones: int = 0
 
     def hit_rate(self, sources: Sequence[str] = ("device",), *, by: str = "tokens") -> float:
         """Share of input tokens (or whole input pages) served from the given cache sources."""
@@ -168,8 +159,6 @@ class Lookup:
     load: bool  # the host hit is loaded back (>= load_back_threshold), else recomputed
     device_node: Node
     best_node: Node
-    resident_pages: int
-    resident_node: Node
 
 
 @dataclass
@@ -181,22 +170,24 @@ class Admission:
     host_tokens: int = 0
     computed_tokens: int = 0
     load_kv_pages: int = 0
-    load_swa_pages: int = 0
     kv_reserved: int = 0
-    swa_reserved: int = 0
     held: list[Node] = field(default_factory=list)  # nodes this request locks until release
     inserted_pages: int = 0  # pages this request already inserted (SGLang's req.kv.cache_inserted_len)
+    load_swa_pages = 0  # window pages loaded: only V4's admissions have any; the engine times both alike
 
 
 class HiCache:
-    """L1/L2 residency for one instance.
+    """L1/L2 residency for one instance of a model without sliding-window pools.
 
     *page_tokens*: tokens per tree page (the model's page size, or a trace's block size); pool bytes
     scale with it. *l1_pages*/*l2_pages*: capacity of the ``kv`` anchor in tree pages (``None``:
-    unbounded; ``l2_pages=0``: no L2). The ``swa`` anchor gets ``swa_full_tokens_ratio`` of each.
-    *eviction_policy*, *eviction_config*: the device victim order, SGLang's ``--radix-eviction-policy`` and
-    ``--radix-eviction-policy-config`` (:mod:`sim.eviction`).
+    unbounded; ``l2_pages=0``: no L2). *eviction_policy*, *eviction_config*: the device victim order,
+    SGLang's ``--radix-eviction-policy`` and ``--radix-eviction-policy-config`` (:mod:`sim.eviction`).
+    *swa_full_tokens_ratio* sizes window pools, which only V4's cache has; it is accepted, unused, because
+    the engine and the CLI build either cache from the same settings.
     """
+
+    window_pages = 0  # no window state: the engine's L3 reads ask both caches for theirs
 
     def __init__(
         self,
@@ -218,35 +209,28 @@ class HiCache:
             raise InputError("l1_pages: must be > 0")
         if load_back_threshold < 0:
             raise InputError(f"load_back_threshold: must be >= 0, got {load_back_threshold}")
+        if model.has_swa:
+            raise ValueError(f"{model.name} has sliding-window pools: HiCache models one pool group; use "
+                             f"V4's cache, sim.v4hicache.V4HiCache (sim.replay.v4_cache for a replay)")
         self.model = model
         self.policy = WritePolicy.parse(policy) if isinstance(policy, str) else policy
         self.threshold = self.policy.threshold
         self.load_back_threshold = load_back_threshold
         self.page_tokens = page_tokens or model.page_size
         self.l2_enabled = l2_pages != 0
-        self.window_tokens = model.sliding_window if model.has_swa else 0
-        self.tree = RadixTree(self.page_tokens, self.window_tokens)
+        self.tree = RadixTree(self.page_tokens)
         self.eviction_policy = eviction_policy
         self.tree.use_eviction_order(eviction_order(eviction_policy, eviction_config))
         boundary = self.policy is WritePolicy.BOUNDARY and self.l2_enabled
         self._boundary = BoundaryWriter(self) if boundary else None
 
-        # kv-anchored pools scale with the tree page; a window page never spans more than a model page.
-        self.swa_page_tokens = min(self.page_tokens, model.page_size)
-        self.page_bytes = {
-            p.name: int(p.bytes_per_page * (self.page_tokens if p.anchor == "kv" else self.swa_page_tokens)
-                        / model.page_size)
-            for p in model.pools
-        }  # fmt: skip
-        self.kv_bytes = sum(b for p, b in zip(model.pools, self.page_bytes.values()) if p.anchor == "kv")
-        self.swa_bytes = sum(b for p, b in zip(model.pools, self.page_bytes.values()) if p.anchor == "swa")
-        # A request's window state covers its trailing window, in whole window pages.
-        self.window_pages = math.ceil(self.window_tokens / self.swa_page_tokens) if self.window_tokens else 0
+        # Pool bytes scale with the tree page.
+        self.page_bytes = {p.name: int(p.bytes_per_page * self.page_tokens / model.page_size) for p in model.pools}
+        self.kv_bytes = sum(self.page_bytes.values())
         self.all_pages_mask = sum(1 << i for i, p in enumerate(model.pools) if p.hit_policy is HitPolicy.ALL_PAGES)
-        self.l1 = self._tier(l1_pages, swa_full_tokens_ratio)
-        self.l2 = self._tier(l2_pages, swa_full_tokens_ratio)
+        self.l1 = Tier(math.inf if l1_pages is None else l1_pages)
+        self.l2 = Tier(math.inf if l2_pages is None else l2_pages)
         self.reserved_kv = 0
-        self.reserved_swa = 0
         self.stats = CacheStats()
         self._op_ids = itertools.count()
         self.pending: dict[int, BackupOp] = {}
@@ -255,48 +239,26 @@ class HiCache:
         # the copy and starts the L3 write after it, a replay drops them.
         self.write_back_copies: list[list[BackupOp]] = []
 
-    def _tier(self, pages: int | None, swa_ratio: float) -> Tier:
-        if pages is None:
-            return Tier(math.inf, math.inf)
-        if not (pages and self.window_pages):
-            return Tier(pages, 0)
-        # SGLang sizes the SWA pool as a share of full tokens (pool_configurator.py:1046).
-        swa_tokens = pages * self.page_tokens * swa_ratio
-        return Tier(pages, max(self.window_pages, int(swa_tokens // self.swa_page_tokens)))
-
     # ----- pages and bytes --------------------------------------------------------------------
-    def _need(self, node: Node, host: bool = False) -> tuple[int, int]:
-        """(kv-anchored, swa-anchored) pages ``node`` takes on one tier: all its pages in the kv group,
-        only its window state in the swa group."""
-        swa_tokens = node.host_swa if host else node.swa_tokens
-        return len(node.key), -(-swa_tokens // self.swa_page_tokens)
-
-    def pool_bytes(self, kv_pages: int, swa_pages: int) -> dict[str, int]:
-        """Bytes per pool of a transfer of ``kv_pages`` pages with ``swa_pages`` pages of window state."""
-        out = {}
-        for pool in self.model.pools:
-            n = kv_pages if pool.anchor == "kv" else swa_pages
-            if n and self.page_bytes[pool.name]:
-                out[pool.name] = n * self.page_bytes[pool.name]
-        return out
+    def pool_bytes(self, kv_pages: int, swa_pages: int = 0) -> dict[str, int]:
+        """Bytes per pool of a transfer of ``kv_pages`` pages (``swa_pages``: window pages, none here; the
+        engine prices both caches' copies with one call)."""
+        if not kv_pages:
+            return {}
+        return {name: kv_pages * b for name, b in self.page_bytes.items() if b}
 
     # ----- device tier ------------------------------------------------------------------------
-    def ensure_device(self, kv_pages: int, swa_pages: int = 0) -> bool:
-        """Make ``kv_pages`` and ``swa_pages`` fit beside every reservation; False if they cannot.
-
-        A short kv group evicts LRU device leaves (which frees their window state too). A short window
-        group first drops LRU window states on their own, leaving the nodes in place (SWA tombstones).
-        """
+    def ensure_device(self, pages: int) -> bool:
+        """Make ``pages`` fit beside every reservation, evicting device leaves in victim order; False if
+        they cannot."""
         l1 = self.l1
-        return _make_room(lambda: l1.kv_cap - l1.kv_used - self.reserved_kv, kv_pages,
-                          self.tree.device_victims(), self._evict_device) and _make_room(
-            lambda: l1.swa_cap - l1.swa_used - self.reserved_swa, swa_pages,
-            self.tree.window_victims(), self._drop_window)  # fmt: skip
-
-    def _drop_window(self, node: Node) -> None:
-        self.l1.free(0, self._need(node)[1])
-        node.swa_tokens = 0
-        self.stats.swa_tombstones += 1
+        if l1.kv_cap - l1.kv_used - self.reserved_kv >= pages:
+            return True
+        for node in self.tree.device_victims():
+            self._evict_device(node)
+            if l1.kv_cap - l1.kv_used - self.reserved_kv >= pages:
+                return True
+        return False
 
     def _evict_device(self, node: Node) -> None:
         tokens = len(node.key) * self.page_tokens
@@ -309,7 +271,7 @@ class HiCache:
         if write_back and not node.host and not self._backup_chain(node, lock=False):
             self._drop_subtree(node, HOST_PRESSURE)
             return
-        self.l1.free(*self._need(node))
+        self.l1.free(len(node.key))
         if node.host:
             self.stats.demotions += 1
             self.tree.demote(node)
@@ -326,28 +288,28 @@ class HiCache:
             self._drop_subtree(child, reason)
         self.stats.dropped_tokens[reason] += len(node.key) * self.page_tokens
         if node.device:
-            self.l1.free(*self._need(node))
+            self.l1.free(len(node.key))
         if node.host:
-            self.l2.free(*self._need(node, host=True))
+            self.l2.free(len(node.key))
         self.tree.delete_leaf(node)
 
     # ----- host tier --------------------------------------------------------------------------
-    def _alloc_host(self, kv: int, swa: int) -> bool:
+    def _alloc_host(self, pages: int) -> bool:
         """Allocate a node's host pages in every pool at once, evicting host LRU leaves on demand."""
         if self._boundary is not None:
-            return self._boundary.alloc_host(kv, swa)
-        if self.l2.alloc(kv, swa):
+            return self._boundary.alloc_host(pages)
+        if self.l2.alloc(pages):
             return True
         for victim in self.tree.host_victims():
             self._evict_host(victim)
-            if self.l2.alloc(kv, swa):
+            if self.l2.alloc(pages):
                 return True
         return False
 
     def _evict_host(self, node: Node) -> None:
         self.stats.host_evictions += 1
         self.stats.host_evicted_tokens += len(node.key) * self.page_tokens
-        self.l2.free(*self._need(node, host=True))
+        self.l2.free(len(node.key))
         self.tree.delete_leaf(node)
 
     def _backup_chain(self, node: Node, *, lock: bool) -> bool:
@@ -358,22 +320,22 @@ class HiCache:
             node = node.parent
         copy: list[BackupOp] = []
         for n in reversed(chain):
-            kv, swa = self._need(n)  # the host copy takes what the device copy holds
-            if not self._alloc_host(kv, swa):
-                self.stats.backup_failed_tokens += kv * self.page_tokens
+            pages = len(n.key)
+            if not self._alloc_host(pages):
+                self.stats.backup_failed_tokens += pages * self.page_tokens
                 self.stats.host_alloc_failures += 1
                 break
-            op = self._start_backup(n, kv, swa, lock=lock)
+            op = self._start_backup(n, pages, lock=lock)
             if not lock:  # write_back: one merged copy per chain, acked before the eviction goes on
                 copy.append(op)
         if copy:  # parents committed before a failure are copied all the same
             self.write_back_copies.append(copy)
         return not chain or chain[0].host
 
-    def _start_backup(self, n: Node, kv: int, swa: int, *, lock: bool) -> BackupOp:
+    def _start_backup(self, n: Node, pages: int, *, lock: bool) -> BackupOp:
         """Commit a host copy of ``n`` in pages already allocated, and its D2H copy."""
         self.tree.set_host(n, self.all_pages_mask)
-        op = BackupOp(next(self._op_ids), n if lock else None, [n], kv, swa)
+        op = BackupOp(next(self._op_ids), n if lock else None, [n], pages)
         if lock:  # the write-through window: pending and device-locked until the copy is acked
             n.pending = op
             self.tree.lock(n)
@@ -384,7 +346,6 @@ class HiCache:
 
     def _record_backup(self, op: BackupOp) -> None:
         self.stats.backup_kv_pages += op.kv_pages
-        self.stats.backup_swa_pages += op.swa_pages
 
     def ack(self, op: BackupOp) -> None:
         """The D2H copy of ``op`` completed: clear the pending mark and release the window's lock."""
@@ -405,33 +366,32 @@ class HiCache:
 
     def reserve_host(self, kv_pages: int, swa_pages: int, min_kv_pages: int) -> int:
         """Take host pages for an L3 read before it starts, as SGLang allocates a prefetch's host pages when
-        its lookup hits, evicting host LRU leaves (``hybrid_cache_controller.py:796-829``): all of them with
-        their window pages, else as many kv pages as are free if that is at least ``min_kv_pages`` (a
-        partial read, which brings no window state), else none. Returns the kv pages taken; the caller
-        gives them back (:meth:`Tier.free`) before :meth:`insert_host` places what landed."""
-        if self._alloc_host(kv_pages, swa_pages):
+        its lookup hits, evicting host LRU leaves (``hybrid_cache_controller.py:796-829``): all of them,
+        else as many as are free if that is at least ``min_kv_pages`` (a partial read), else none. Returns
+        the pages taken; the caller gives them back (:meth:`Tier.free`) before :meth:`insert_host` places
+        what landed. ``swa_pages`` (window pages, the engine's call to both caches) is 0 here."""
+        if self._alloc_host(kv_pages):
             return kv_pages
         part = min(kv_pages, int(self.l2.kv_cap - self.l2.kv_used))
-        return part if part >= max(1, min_kv_pages) and self.l2.alloc(part, 0) else 0
+        return part if part >= max(1, min_kv_pages) and self.l2.alloc(part) else 0
 
     def insert_host(self, keys: Sequence, n_pages: int, window: bool) -> int:
         """Put pages prefetched from storage into L2 as host-only nodes; returns pages added.
 
         Stops early if the host is full even after host eviction (the tail is then not inserted).
+        ``window`` (whether the read brought window state, the engine's call to both caches) is False here.
         """
         res = self.tree.insert(keys[:n_pages], device=False)
         if not res.inserted_pages:
             return 0
         leaf = res.path[-1]
-        swa_tokens = min(self.window_tokens, len(leaf.key) * self.page_tokens) if window else 0
-        kv, swa = len(leaf.key), -(-swa_tokens // self.swa_page_tokens)
         self.tree.host_lock(leaf)  # not evicted while making room for itself
-        ok = self._alloc_host(kv, swa)
+        ok = self._alloc_host(len(leaf.key))
         self.tree.host_unlock(leaf)
         if not ok:
             self.tree.delete_leaf(leaf)
             return 0
-        self.tree.set_host(leaf, self.all_pages_mask, swa_tokens)
+        self.tree.set_host(leaf, self.all_pages_mask)
         self.tree.refile(leaf)
         return res.inserted_pages
 
@@ -441,10 +401,9 @@ class HiCache:
         m = self.tree.match(keys, max(0, (input_tokens - 1) // self.page_tokens))
         host_pages = m.best_pages - m.device_pages if self.l2_enabled else 0
         load = host_pages > 0 and host_pages * self.page_tokens >= self.load_back_threshold
-        self.tree.lock(m.resident_node)
+        self.tree.lock(m.device_node)
         self.tree.host_lock(m.best_node)
-        return Lookup(keys, input_tokens, m.device_pages, host_pages, load, m.device_node, m.best_node,
-                      m.resident_pages, m.resident_node)  # fmt: skip
+        return Lookup(keys, input_tokens, m.device_pages, host_pages, load, m.device_node, m.best_node)
 
     def admit(self, lk: Lookup, extra_pages: int = 0) -> Admission | None:
         """Reserve device pages for what the request will make resident and load back its host hit.
@@ -454,12 +413,11 @@ class HiCache:
         committed to the tree at once, as SGLang commits device indices before the H2D copy completes
         (``unified_radix_cache.py:1820-1937``); the caller times the copy.
         """
-        kv_need = max(0, len(lk.keys) + extra_pages - lk.resident_pages)
-        if not self.ensure_device(kv_need, self.window_pages):
+        kv_need = max(0, len(lk.keys) + extra_pages - lk.device_pages)
+        if not self.ensure_device(kv_need):
             return None
-        adm = Admission(lk, kv_reserved=kv_need, swa_reserved=self.window_pages)
+        adm = Admission(lk, kv_reserved=kv_need)
         self.reserved_kv += kv_need
-        self.reserved_swa += self.window_pages
         pt = self.page_tokens
         if lk.load:
             self.tree.lock(lk.best_node)  # before reviving, so that what is revived is protected
@@ -471,14 +429,8 @@ class HiCache:
                 node = node.parent
             for n in reversed(revive):
                 self.tree.revive(n)
-                kv, swa = self._take(adm, n)
-                adm.load_kv_pages += kv
-                adm.load_swa_pages += swa
-            best = lk.best_node
-            if best.swa_tokens < best.host_swa and not revive:  # only the window state is on host
-                adm.load_swa_pages += self._load_window(adm, best)
+                adm.load_kv_pages += self._take(adm, n)
             self.stats.load_kv_pages += adm.load_kv_pages
-            self.stats.load_swa_pages += adm.load_swa_pages
         elif lk.host_pages:
             self.stats.load_back_skipped_tokens += lk.host_pages * pt
         adm.device_tokens = lk.device_pages * pt
@@ -498,38 +450,22 @@ class HiCache:
         s.cached_pages["host"] += host_tokens // self.page_tokens
         s.computed_tokens += lk.input_tokens - device_tokens - host_tokens
 
-    def _take(self, adm: Admission, node: Node) -> tuple[int, int]:
-        """Allocate a node's device pages out of the request's reservation.
-
-        The kv group always fits: the reservation counted its pages. Window state beyond the reservation
-        is made room for by eviction; if even that fails the node keeps no window state on device (a
-        tombstone, as SGLang's SWA component leaves under pressure).
-        """
-        kv, swa = self._need(node)
-        take_swa = min(swa, adm.swa_reserved)
-        adm.kv_reserved -= kv
-        adm.swa_reserved -= take_swa
-        self.reserved_kv -= kv
-        self.reserved_swa -= take_swa
-        if swa > take_swa:
-            window, node.swa_tokens = node.swa_tokens, 0  # unallocated: not a victim of its own room-making
-            if self.ensure_device(kv, swa):
-                node.swa_tokens = window
-            else:
-                self.stats.swa_tombstones += 1
-                swa = 0
-        if adm.kv_reserved < 0 or not self.l1.alloc(kv, swa):
+    def _take(self, adm: Admission, node: Node) -> int:
+        """Allocate a node's device pages out of the request's reservation (which counted them); returns
+        the pages."""
+        pages = len(node.key)
+        adm.kv_reserved -= pages
+        self.reserved_kv -= pages
+        if adm.kv_reserved < 0 or not self.l1.alloc(pages):
             raise RuntimeError(f"device allocation outside the request's reservation: {node!r}")
         node.dev_mask = self.all_pages_mask
-        if swa:
-            self.tree.file_window(node)
-        return kv, swa
+        return pages
 
     def commit(self, adm: Admission, keys: Sequence | None = None) -> list[BackupOp]:
         """Insert the request's pages (computed by now) into the tree; returns the backups it started.
 
-        The request's sliding-window state is left at the end of the key. Under the write-through
-        policies every path node whose hit count reached the threshold is backed up, ancestors first.
+        Under the write-through policies every path node whose hit count reached the threshold is backed
+        up, ancestors first.
         """
         keys = adm.lookup.keys if keys is None else keys
         if not keys:
@@ -544,8 +480,6 @@ class HiCache:
             self._take(adm, node)
         if res.inserted_pages:
             self._take(adm, last)
-        if self.window_tokens:
-            self._grow_window(adm, last)
         threshold = self.threshold
         if self.l2_enabled and threshold is not None:
             for node in res.path:
@@ -569,34 +503,6 @@ class HiCache:
                 node.hit_count -= 1
         adm.inserted_pages = max(done, end)
 
-    def _grow_window(self, adm: Admission, node: Node) -> None:
-        """Leave the request's window state on the device copy of ``node``, if it lacks it."""
-        want = min(self.window_tokens, len(node.key) * self.page_tokens)
-        if node.swa_tokens >= want:
-            return
-        old_pages = self._need(node)[1]
-        extra = -(-want // self.swa_page_tokens) - old_pages
-        take = min(extra, adm.swa_reserved)
-        adm.swa_reserved -= take
-        self.reserved_swa -= take
-        if self.ensure_device(0, extra) and self.l1.alloc(0, extra):
-            node.swa_tokens = want
-            self.tree.file_window(node)
-        else:
-            self.stats.swa_tombstones += 1
-
-    def _load_window(self, adm: Admission, node: Node) -> int:
-        """Bring a device node's window state back from its host copy (SGLang's SWA host hit)."""
-        pages = -(-node.host_swa // self.swa_page_tokens) - self._need(node)[1]
-        take = min(pages, adm.swa_reserved)
-        adm.swa_reserved -= take
-        self.reserved_swa -= take
-        if not (self.ensure_device(0, pages) and self.l1.alloc(0, pages)):
-            return 0
-        node.swa_tokens = node.host_swa
-        self.tree.file_window(node)
-        return pages
-
     def release(self, adm: Admission) -> None:
         """The request is done with the cache: drop its locks and any unused reservation."""
         for node in adm.held:
@@ -604,12 +510,11 @@ class HiCache:
         adm.held.clear()
         self.abandon(adm.lookup)
         self.reserved_kv -= adm.kv_reserved
-        self.reserved_swa -= adm.swa_reserved
-        adm.kv_reserved = adm.swa_reserved = 0
+        adm.kv_reserved = 0
 
     def abandon(self, lk: Lookup) -> None:
         """Release a lookup's locks (an admitted request's through :meth:`release`)."""
-        self.tree.unlock(lk.resident_node)
+        self.tree.unlock(lk.device_node)
         self.tree.host_unlock(lk.best_node)
 
     def serve(self, keys: Sequence, input_tokens: int) -> Admission | None:
@@ -622,7 +527,7 @@ class HiCache:
         if adm is None:
             self.abandon(lk)
             self._count(lk, lk.device_pages * self.page_tokens, 0)
-            self.stats.dropped_tokens[DEVICE_FULL] += (len(keys) - lk.resident_pages) * self.page_tokens
+            self.stats.dropped_tokens[DEVICE_FULL] += (len(keys) - lk.device_pages) * self.page_tokens
             return None
         self.commit(adm)
         self.release(adm)
@@ -633,17 +538,13 @@ class HiCache:
     def metrics(self) -> dict:
         """Counters under SGLang's metric names (``sglang:`` prefix dropped) and label sets
         (``observability/metrics_collector.py``): a labelled counter is a dict keyed by its label values,
-        nested in label order. Token counters carry a ``pool`` label only for the pools that own slot
-        indices, ``kv`` and ``swa``; sidecars ride on their indices and only the bytes counters, all
-        pools combined, include them (``hybrid_cache_controller.py:953-1000``). Counters SGLang does not
-        export start with ``sim_``."""
+        nested in label order. Token counters carry the ``pool`` label of the pool that owns the slot
+        indices, ``kv``; sidecars ride on its indices and only the bytes counters, all pools combined,
+        include them (``hybrid_cache_controller.py:953-1000``). Counters SGLang does not export start
+        with ``sim_``."""
         s, pt = self.stats, self.page_tokens
-        backup = self.pool_bytes(s.backup_kv_pages, s.backup_swa_pages)
-        load = self.pool_bytes(s.load_kv_pages, s.load_swa_pages)
-        swa_pt = self.swa_page_tokens if self.window_pages else 0
-
-        def tokens(kv_pages: int, swa_pages: int) -> dict[str, int]:
-            return {"kv": kv_pages * pt, "swa": swa_pages * swa_pt} if swa_pt else {"kv": kv_pages * pt}
+        backup = self.pool_bytes(s.backup_kv_pages)
+        load = self.pool_bytes(s.load_kv_pages)
 
         # SGLang pre-seeds host_pressure, and write_through_unbacked_eviction under write_through only, once
         # HiCache is on (unified_radix_cache.py:565-574); the pool label is always kv.
@@ -653,9 +554,9 @@ class HiCache:
             "cached_tokens_total": {"device": s.cached_tokens["device"], "host": s.cached_tokens["host"]},
             "evicted_tokens_total": s.evicted_tokens,
             "hicache_dropped_tokens_total": dropped,
-            "hicache_backup_tokens_total": tokens(s.backup_kv_pages, s.backup_swa_pages),
+            "hicache_backup_tokens_total": {"kv": s.backup_kv_pages * pt},
             "hicache_backup_bytes_total": sum(backup.values()),
-            "load_back_tokens_total": tokens(s.load_kv_pages, s.load_swa_pages),
+            "load_back_tokens_total": {"kv": s.load_kv_pages * pt},
             "load_back_bytes_total": sum(load.values()),
             "hicache_host_used_tokens": self.l2.kv_used * pt,
             "hicache_host_total_tokens": None if self.l2.kv_cap == math.inf else self.l2.kv_cap * pt,
@@ -665,13 +566,3 @@ class HiCache:
             "sim_load_back_bytes_by_pool": load,
         }  # fmt: skip
 
-
-def _make_room(free: Callable[[], float], need: int, victims: Iterator[Node], release: Callable[[Node], None]) -> bool:
-    """Release victims in order until ``free()`` reaches ``need``; False if they run out first."""
-    if free() >= need:
-        return True
-    for node in victims:
-        release(node)
-        if free() >= need:
-            return True
-    return False

@@ -35,17 +35,16 @@ PageKey = Hashable
 
 
 class Node:
-    """One run of pages.
-
-    ``swa_tokens`` / ``host_swa``: trailing tokens whose sliding-window state the device / host copy
-    holds (a request leaves window state only at the end of its sequence).
-    """
+    """One run of pages."""
 
     __slots__ = (
         "key", "parent", "children", "id", "last_access", "hit_count",
         "device", "host", "lock_ref", "host_lock_ref", "dev_children",
-        "swa_tokens", "host_swa", "dev_mask", "host_mask", "pending",
+        "dev_mask", "host_mask", "pending",
     )  # fmt: skip
+    # Sliding-window state on host: only V4's tree has any (sim.unified); the engine's L3 write asks it of
+    # every node a backup copied, whichever cache made the backup.
+    host_swa = 0
 
     def __init__(self, key: list[PageKey], parent: Node | None, node_id: int, now: int) -> None:
         self.key = key
@@ -60,8 +59,6 @@ class Node:
         self.lock_ref = 0
         self.host_lock_ref = 0
         self.dev_children = 0
-        self.swa_tokens = 0
-        self.host_swa = 0
         self.dev_mask = 0  # which pools hold this node on device / host (set by sim.hicache)
         self.host_mask = 0
         self.pending = None  # the in-flight write-through backup covering this node, if any
@@ -79,17 +76,14 @@ class Node:
 class MatchResult:
     """What a lookup found, in pages.
 
-    ``device_pages``/``device_node``: the deepest valid prefix resident on device. ``best_pages``/
-    ``best_node``: the deepest valid prefix on device or host (host hit = best - device).
-    ``resident_pages``: pages actually on device along the key, before the window validator cut them back.
+    ``device_pages``/``device_node``: the deepest prefix resident on device. ``best_pages``/``best_node``:
+    the deepest prefix on device or host (host hit = best - device).
     """
 
     device_pages: int
     best_pages: int
-    resident_pages: int
     device_node: Node
     best_node: Node
-    resident_node: Node
 
 
 @dataclass(frozen=True)
@@ -106,15 +100,13 @@ class RadixTree:
     """The tree, usable on its own (``insert``/``match``/``evict`` as SGLang's ``RadixCache``) or driven
     by :class:`sim.hicache.HiCache` with a host tier.
 
-    *page_size*: tokens per page key. *sliding_window*: tokens of SWA state a match endpoint needs
-    (0 disables the validator, as for single-pool models).
+    *page_size*: tokens per page key.
     """
 
-    def __init__(self, page_size: int = 1, sliding_window: int = 0) -> None:
+    def __init__(self, page_size: int = 1) -> None:
         if page_size <= 0:
             raise ValueError("page_size must be > 0")
         self.page_size = page_size
-        self.sliding_window = sliding_window
         self._ids = itertools.count()
         self._clock = 0
         self.root = Node([], None, next(self._ids), self._tick())
@@ -126,7 +118,6 @@ class RadixTree:
         self.host_tokens = 0
         self._dev_heap: list[tuple[int, int, Node]] = []
         self._host_heap: list[tuple[int, int, Node]] = []
-        self._window_heap: list[tuple[int, int, Node]] = []
         self._dev_order: PriorityOrder | None = None  # None: LRU on the heap above
         self.num_nodes = 1
 
@@ -152,8 +143,7 @@ class RadixTree:
     def match(self, keys: Sequence[PageKey], max_pages: int | None = None) -> MatchResult:
         """Longest cached prefix of ``keys``; refreshes LRU time along the path and may split a node.
 
-        The walk stops at a dead node (neither on device nor on host). With a sliding window, a prefix
-        may end only where enough window state is present (SGLang ``components/swa.py:357-377``).
+        The walk stops at a dead node (neither on device nor on host).
         """
         if max_pages is not None and max_pages < len(keys):
             keys = keys[:max_pages]
@@ -162,10 +152,7 @@ class RadixTree:
         node.last_access = now
         pos = 0
         n = len(keys)
-        resident, resident_node = 0, node
         dev_pages, dev_node = 0, node
-        best_pages, best_node = 0, node
-        window = self.sliding_window
         while pos < n:
             child = node.children.get(keys[pos])
             if child is None or not (child.device or child.host):
@@ -173,14 +160,10 @@ class RadixTree:
             node, matched, whole = self._enter(child, keys, pos, now)
             pos += matched
             if node.device:
-                resident, resident_node = pos, node
-                if not window or self._window_ok(node, host=False):
-                    dev_pages, dev_node = pos, node
-            if not window or self._window_ok(node, host=True):
-                best_pages, best_node = pos, node
+                dev_pages, dev_node = pos, node
             if not whole:
                 break
-        return MatchResult(dev_pages, best_pages, resident, dev_node, best_node, resident_node)
+        return MatchResult(dev_pages, pos, dev_node, node)
 
     def _enter(self, child: Node, keys: Sequence[PageKey], pos: int, now: int) -> tuple[Node, int, bool]:
         """Stamp ``child`` as used and split it where ``keys`` diverge from it.
@@ -199,10 +182,8 @@ class RadixTree:
         return node, matched, False
 
     def peek(self, keys: Sequence[PageKey], max_pages: int | None = None) -> tuple[int, int]:
-        """(device pages, device-or-host pages) of the raw prefix of ``keys``, changing nothing.
-
-        No window validation: a router's estimate, not a match.
-        """
+        """(device pages, device-or-host pages) of the prefix of ``keys``, changing nothing (no LRU
+        refresh, no split): a router's estimate."""
         if max_pages is not None and max_pages < len(keys):
             keys = keys[:max_pages]
         node, pos, n, dev = self.root, 0, len(keys), 0
@@ -219,22 +200,6 @@ class RadixTree:
                 break
             node = child
         return dev, pos
-
-    def _window_ok(self, node: Node, host: bool) -> bool:
-        """Walk back through fully covered nodes, counting contiguous window tokens on the device copies
-        (``host=False``), or on device or host copies."""
-        total = 0
-        while node is not self.root:
-            swa = node.swa_tokens if node.device else 0
-            if host and node.host and node.host_swa > swa:
-                swa = node.host_swa
-            total += swa
-            if total >= self.sliding_window:
-                return True
-            if swa < len(node.key) * self.page_size:
-                return False
-            node = node.parent
-        return False
 
     # ----- insert -----------------------------------------------------------------------------
     def insert(self, keys: Sequence[PageKey], *, device: bool = True) -> InsertResult:
@@ -288,11 +253,6 @@ class RadixTree:
         new.dev_mask, new.host_mask = child.dev_mask, child.host_mask
         new.lock_ref, new.host_lock_ref = child.lock_ref, child.host_lock_ref
         new.dev_children = 1 if child.device else 0
-        child_tokens = len(child.key) * self.page_size
-        new.swa_tokens = max(0, child.swa_tokens - child_tokens)
-        child.swa_tokens = min(child.swa_tokens, child_tokens)
-        new.host_swa = max(0, child.host_swa - child_tokens)
-        child.host_swa = min(child.host_swa, child_tokens)
         if child.pending is not None:
             new.pending = child.pending
             child.pending.nodes.append(new)
@@ -339,7 +299,6 @@ class RadixTree:
     def revive(self, node: Node) -> None:
         """Make a host-only node device-resident again (loaded back, or recomputed by a request)."""
         node.device = True  # no longer host-only: it leaves the host LRU lazily
-        node.swa_tokens = node.host_swa
         self._on_device_added(node)
 
     def _on_device_added(self, node: Node) -> None:
@@ -355,7 +314,6 @@ class RadixTree:
     def _on_device_removed(self, node: Node) -> None:
         node.device = False
         node.dev_mask = 0
-        node.swa_tokens = 0
         self.evictable_tokens -= len(node.key) * self.page_size
         parent = node.parent
         parent.dev_children -= 1
@@ -377,7 +335,6 @@ class RadixTree:
             self.host_tokens -= len(node.key) * self.page_size
             node.host = False
             node.host_mask = 0
-            node.host_swa = 0
         parent = node.parent
         del parent.children[node.key[0]]
         node.parent = None
@@ -385,12 +342,10 @@ class RadixTree:
         if not parent.children:
             self._push_host_if_leaf(parent)
 
-    def set_host(self, node: Node, mask: int, window_tokens: int | None = None) -> None:
-        """Record a host copy of ``node`` in the pools of ``mask``, with the device copy's window state
-        unless ``window_tokens`` says otherwise."""
+    def set_host(self, node: Node, mask: int) -> None:
+        """Record a host copy of ``node`` in the pools of ``mask``."""
         node.host = True
         node.host_mask = mask
-        node.host_swa = node.swa_tokens if window_tokens is None else window_tokens
         self.host_tokens += len(node.key) * self.page_size
 
     def clear_host(self, node: Node) -> None:
@@ -399,7 +354,6 @@ class RadixTree:
             raise RuntimeError(f"clear_host of a host-only node {node!r}: delete it instead")
         node.host = False
         node.host_mask = 0
-        node.host_swa = 0
         self.host_tokens -= len(node.key) * self.page_size
 
     # ----- LRU orders -------------------------------------------------------------------------
@@ -433,20 +387,8 @@ class RadixTree:
         if node.device:
             if node.lock_ref == 0 and node.dev_children == 0:
                 self._push_dev_if_leaf(node)
-            if node.swa_tokens:
-                self.file_window(node)
         elif not node.children and node.host_lock_ref == 0:
             self._push_host_if_leaf(node)
-
-    def file_window(self, node: Node) -> None:
-        """File a node's device window state in the window LRU (it may be dropped on its own)."""
-        self._file(self._window_heap, node, _window_droppable)
-
-    def window_victims(self) -> Iterator[Node]:
-        """Device window states, least recently used first, that can be dropped without their node
-        (SGLang's SWA component evicts its own LRU and leaves tombstones). A node whose backup is in
-        flight keeps its window: the copy is reading it."""
-        return _pop_valid(self._window_heap, _window_droppable)
 
     def device_victims(self) -> Iterator[Node]:
         """Evictable device leaves, least recently used first, as the tree changes under the caller.
@@ -529,10 +471,6 @@ def _compact(heap: list, still_valid) -> None:
     """Drop stale entries in place once they dominate, keeping operations O(log n) amortised."""
     heap[:] = [e for e in heap if e[2].parent is not None and e[0] == e[2].last_access and still_valid(e[2])]
     heapq.heapify(heap)
-
-
-def _window_droppable(node: Node) -> bool:
-    return node.device and node.swa_tokens > 0 and node.pending is None
 
 
 def _common_prefix(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:

@@ -9,11 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.errors import InputError
-from sim.hicache import HiCache, Tier
-from sim.pools import get_model
+from sim.hicache import HiCache
+from sim.pools import get_model, model_from_dict
 
 GENERIC = get_model("generic", page_size=1, bytes_per_token=100)
-V4 = get_model("deepseek-v4-flash")
+# No window, several pools: an anchor that holds no bytes and two sidecars on its indices.
+SIDECARS = model_from_dict({"name": "sidecars", "page_size": 4, "pools": [
+    {"name": "kv", "bytes_per_page": 0}, {"name": "c4", "bytes_per_page": 400},
+    {"name": "c4_indexer", "bytes_per_page": 100}]})  # fmt: skip
 
 
 def cache(l1=None, l2=None, policy="write_through", model=GENERIC, load_back_threshold=1, **kw):
@@ -43,6 +46,11 @@ class TestMatching:
             serve(c, range(start, start + 6))
         s = c.stats
         assert s.cached_tokens["device"] + s.cached_tokens["host"] + s.computed_tokens == s.input_tokens
+
+    def test_a_shared_prefix_hits_where_no_request_ended(self):
+        c = cache(l1=100)
+        serve(c, range(6))
+        assert serve(c, [0, 1, 2, 40]).device_tokens == 3
 
 
 class TestWriteThrough:
@@ -197,24 +205,29 @@ class TestWriteThroughWindow:
 
 class TestMultiPool:
     def test_backup_bytes_are_pages_times_each_pools_bytes(self):
-        c = cache(l1=100, l2=100, model=V4, page_tokens=256)
+        c = cache(l1=100, l2=100, model=SIDECARS, page_tokens=4)
         serve(c, range(3))
         m = c.metrics()
-        by_pool = m["sim_hicache_backup_bytes_by_pool"]
-        assert by_pool["c4"] == 3 * V4.pool("c4").bytes_per_page
-        assert by_pool["swa"] == 1 * V4.pool("swa").bytes_per_page  # only the trailing window
-        assert "kv" not in by_pool  # the anchor holds no bytes
-        assert m["hicache_backup_bytes_total"] == sum(by_pool.values())
+        assert m["sim_hicache_backup_bytes_by_pool"] == {"c4": 3 * 400, "c4_indexer": 3 * 100}  # not the anchor
+        assert m["hicache_backup_bytes_total"] == 3 * 500
 
-    def test_token_counters_are_labelled_by_the_kv_and_swa_pools_only(self):
+    def test_pool_bytes_scale_with_the_tree_page(self):
+        """A trace's block of 8 tokens holds two of the model's 4-token pages."""
+        c = cache(l1=100, l2=100, model=SIDECARS, page_tokens=8)
+        serve(c, range(3))
+        assert c.metrics()["sim_hicache_backup_bytes_by_pool"] == {"c4": 3 * 800, "c4_indexer": 3 * 200}
+
+    def test_token_counters_are_labelled_by_the_kv_anchor_only(self):
         """Sidecars ride on their anchor's indices: SGLang counts tokens per index-owning pool
         (hybrid_cache_controller.py:953-963); only the bytes counter includes every pool."""
-        c = cache(l1=100, l2=100, model=V4, page_tokens=256)
+        c = cache(l1=3, l2=100, model=SIDECARS, page_tokens=4)
         serve(c, range(3))
+        serve(c, range(10, 13))  # demotes the first request
+        serve(c, range(3))  # and loads it back
         m = c.metrics()
-        assert m["hicache_backup_tokens_total"] == {"kv": 3 * 256, "swa": 256}
-        assert set(m["load_back_tokens_total"]) == {"kv", "swa"}
-        assert set(cache(l1=10, l2=10).metrics()["hicache_backup_tokens_total"]) == {"kv"}
+        assert m["hicache_backup_tokens_total"] == {"kv": 6 * 4}
+        assert m["load_back_tokens_total"] == {"kv": 3 * 4}
+        assert m["load_back_bytes_total"] == 3 * 500
 
     def test_counters_sglang_does_not_export_say_so(self):
         sglang = {"cached_tokens_total", "evicted_tokens_total", "hicache_dropped_tokens_total",
@@ -223,25 +236,6 @@ class TestMultiPool:
         names = set(cache(l1=10, l2=10).metrics())
         assert sglang <= names and all(n.startswith("sim_") for n in names - sglang)
         assert set(cache(l1=10, l2=10).metrics()["cached_tokens_total"]) == {"device", "host"}
-
-    def test_a_prefix_hits_only_where_window_state_was_left(self):
-        c = cache(l1=100, l2=100, model=V4, page_tokens=256)
-        serve(c, range(6))
-        # Pages 0..2 are shared but no request ended there: no window state, so no hit (SWA validator).
-        assert serve(c, [0, 1, 2, 40, 41]).device_tokens == 0
-        # The whole first request ended at page 6: its window state is there.
-        assert serve(c, [*range(6), 70]).device_tokens == 6 * 256
-
-    def test_the_single_pool_model_has_no_window_validator(self):
-        c = cache(l1=100)
-        serve(c, range(6))
-        assert serve(c, [0, 1, 2, 40]).device_tokens == 3
-
-    def test_host_allocation_rolls_back_when_a_sidecar_group_is_short(self):
-        tier = Tier(kv_cap=10, swa_cap=1)
-        assert tier.alloc(4, 1)
-        assert not tier.alloc(4, 1)
-        assert (tier.kv_used, tier.swa_used, tier.rollbacks) == (4, 1, 1)
 
 
 class TestBadInput:
@@ -255,28 +249,30 @@ class TestBadInput:
         with pytest.raises(InputError, match="unknown write policy"):
             cache(l1=10, policy="write_sideways")
 
+    def test_a_model_with_sliding_window_pools_is_refused_for_v4s_cache(self):
+        """V4's pools are SGLang's FULL + SWA tree (sim.swacache); this cache models one pool group."""
+        with pytest.raises(ValueError, match=r"deepseek-v4-flash has sliding-window pools.*V4HiCache"):
+            cache(l1=10, model=get_model("deepseek-v4-flash"), page_tokens=256)
+
 
 # ----- properties over random operation sequences -------------------------------------------------
 def check_invariants(c: HiCache) -> None:
     tree = c.tree
-    kv_dev = swa_dev = kv_host = swa_host = 0
+    dev = host = 0
     for node in tree.nodes():
         # Atomic across pools: all ALL_PAGES pools or none, on each tier.
         assert node.host_mask in (0, c.all_pages_mask) and bool(node.host_mask) == node.host
         assert node.dev_mask in (0, c.all_pages_mask) and bool(node.dev_mask) == node.device
         assert node.device or node.host, "a dead node stayed in the tree"
         if node.device:
-            kv, swa = c._need(node)
-            kv_dev, swa_dev = kv_dev + kv, swa_dev + swa
+            dev += len(node.key)
             assert node.parent is tree.root or node.parent.device, "device residency is prefix-closed"
         if node.host:
-            kv, swa = c._need(node, host=True)
-            kv_host, swa_host = kv_host + kv, swa_host + swa
+            host += len(node.key)
             if c.policy.value != "write_back":
                 assert node.parent is tree.root or node.parent.host, "host copies are prefix-closed"
-    for tier, kv, swa in ((c.l1, kv_dev, swa_dev), (c.l2, kv_host, swa_host)):
-        assert (tier.kv_used, tier.swa_used) == (kv, swa)
-        assert tier.kv_used <= tier.kv_cap and tier.swa_used <= tier.swa_cap
+    for tier, pages in ((c.l1, dev), (c.l2, host)):
+        assert tier.kv_used == pages <= tier.kv_cap
     s = c.stats
     assert s.cached_tokens["device"] + s.cached_tokens["host"] + s.computed_tokens == s.input_tokens
 
@@ -302,7 +298,7 @@ ops = st.lists(st.tuples(st.sampled_from(["start", "commit", "finish", "ack"]), 
     l1=st.integers(3, 20),
     l2=st.sampled_from([0, 4, 12, 40]),
     policy=st.sampled_from(["write_through", "write_through_selective", "write_back"]),
-    model=st.sampled_from([GENERIC, V4]),
+    model=st.sampled_from([GENERIC, SIDECARS]),
 )
 def test_invariants_hold_after_every_operation(ops, l1, l2, policy, model):
     """Several requests in flight, backups acked in any order; invariants checked after each step."""
@@ -333,4 +329,4 @@ def test_invariants_hold_after_every_operation(ops, l1, l2, policy, model):
         c.release(adm)
     c.ack_all()
     check_invariants(c)
-    assert c.tree.protected_tokens == 0 and c.reserved_kv == 0 and c.reserved_swa == 0
+    assert c.tree.protected_tokens == 0 and c.reserved_kv == 0

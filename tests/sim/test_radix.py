@@ -1,4 +1,4 @@
-"""The radix tree on its own: residency tiers, splits, locks, LRU orders and the window validator.
+"""The radix tree on its own: residency tiers, splits, locks and LRU orders.
 
 Behaviour the SGLang vectors (``test_radix_vectors.py``) do not reach: they drive a device-only tree. The
 residency transitions (``set_host``, ``demote``...) are called here directly, as :mod:`sim.hicache` calls
@@ -77,7 +77,7 @@ class TestDeadNodes:
         dead = tree.insert([1, 2, 3, 4]).path[-1]
         tree.demote(dead)  # no host copy: neither device nor host
         m = tree.match([1, 2, 3, 4, 5])
-        assert (m.device_pages, m.best_pages, m.resident_pages) == (2, 2, 2)
+        assert (m.device_pages, m.best_pages) == (2, 2)
 
     def test_a_dead_node_is_revived_by_insert(self):
         tree = RadixTree()
@@ -121,14 +121,6 @@ class TestSplit:
         tree.unlock(leaf)
         assert (tree.evictable_tokens, tree.protected_tokens) == (4, 0)
         assert child(tree, 1).lock_ref == 0
-
-    def test_a_split_divides_window_state_between_the_halves(self):
-        tree = RadixTree(page_size=4, sliding_window=8)
-        leaf = tree.insert([10, 11, 12, 13]).path[-1]
-        leaf.swa_tokens = 12  # the trailing 12 of 16 tokens
-        tree.match([10, 11, 99])
-        top = child(tree, 10)
-        assert (top.swa_tokens, leaf.swa_tokens) == (4, 8)
 
 
 class TestLocks:
@@ -204,50 +196,6 @@ class TestLruOrder:
         tree.evict(1)  # deletes the child (unbacked) ...
         tree.evict(2)  # ... then demotes the backed-up parent
         assert drain_host(tree) == [parent]
-
-
-class TestWindowValidator:
-    """``page_size`` 4, ``sliding_window`` 12: a window spans three pages, more than one node may hold it."""
-
-    def tree(self):
-        tree = RadixTree(page_size=4, sliding_window=12)
-        a = tree.insert([1, 2]).path[-1]  # 8 tokens
-        b = tree.insert([1, 2, 3, 4]).path[-1]  # 8 more
-        return tree, a, b
-
-    def test_a_window_spanning_two_nodes_is_accepted(self):
-        tree, a, b = self.tree()
-        a.swa_tokens, b.swa_tokens = 4, 8
-        m = tree.match([1, 2, 3, 4])
-        assert (m.device_pages, m.resident_pages) == (4, 4)
-
-    def test_a_gap_resets_the_count(self):
-        tree, a, b = self.tree()
-        a.swa_tokens, b.swa_tokens = 0, 8  # 8 < 12 tokens, and a holds none at its end
-        m = tree.match([1, 2, 3, 4])
-        assert (m.device_pages, m.best_pages, m.resident_pages) == (0, 0, 4)
-
-    def test_a_partial_window_inside_a_node_does_not_reach_back(self):
-        tree, a, b = self.tree()
-        a.swa_tokens, b.swa_tokens = 8, 4  # b holds only its last 4 tokens: the walk stops there
-        assert tree.match([1, 2, 3, 4]).device_pages == 0
-
-    def test_the_hit_is_cut_back_to_the_deepest_valid_node(self):
-        tree = RadixTree(page_size=4, sliding_window=8)
-        a = tree.insert([1, 2]).path[-1]
-        tree.insert([1, 2, 3, 4])
-        a.swa_tokens = 8  # the request that stopped at a left its window there; the longer one left none
-        m = tree.match([1, 2, 3, 4])
-        assert (m.device_pages, m.resident_pages) == (2, 4)
-
-    def test_host_only_nodes_are_judged_by_their_host_window(self):
-        tree = RadixTree(page_size=4, sliding_window=8)
-        leaf = tree.insert([1, 2]).path[-1]
-        leaf.swa_tokens = 8
-        tree.set_host(leaf, 1)
-        tree.demote(leaf)
-        m = tree.match([1, 2, 3])
-        assert (m.device_pages, m.best_pages) == (0, 2)
 
 
 # ----- property test ------------------------------------------------------------------------------

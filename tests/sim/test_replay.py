@@ -261,3 +261,21 @@ class TestV4Replay:
         assert d["l1l2_hit_tokens"] > d["l1_hit_tokens"] and d["demotions"] > 0
         assert d["metrics"]["load_back_tokens_total"]["kv"] > 0
         assert d["metrics"]["sim_load_back_bytes_by_pool"]["swa"] > 0  # window state comes back with its pages
+
+    def test_token_counters_are_labelled_by_the_kv_and_swa_anchors_only(self):
+        """Sidecars ride on their anchor's indices: SGLang counts tokens per index-owning pool
+        (hybrid_cache_controller.py:953-963); only the bytes counters include every pool."""
+        from sim.replay import replay_v4, v4_cache
+
+        model = get_model("deepseek-v4-flash")
+        requests = read_mooncake(CONVERSATION, block_size=512, page_size=256, max_requests=20)
+        cache = v4_cache(model, l1_pages=2000, l2_pages=4000, policy="write_through", page=256,
+                         load_back_threshold=10, swa_ratio=0.1)  # fmt: skip
+        m = replay_v4(cache, model, requests).summary()["metrics"]
+        tokens = m["hicache_backup_tokens_total"]
+        assert set(tokens) == {"kv", "swa"} and 0 < tokens["swa"] < tokens["kv"]  # the window, not every page
+        by_pool = m["sim_hicache_backup_bytes_by_pool"]
+        assert "kv" not in by_pool  # the anchor holds no bytes
+        assert by_pool["c4"] == tokens["kv"] // 256 * model.pool("c4").bytes_per_page
+        assert by_pool["swa"] == tokens["swa"] // 256 * model.pool("swa").bytes_per_page
+        assert m["hicache_backup_bytes_total"] == sum(by_pool.values())
