@@ -456,8 +456,8 @@ class SWACache:
             res = self.tree.insert(keys, prev_prefix=r.protected, inserted=r.inserted, window_start=r.evicted,
                                    branching=branching)  # fmt: skip
             r.inserted = max(r.inserted, len(keys) * self.page)
-            self.tree.unlock(r.lock_node, r.lock_uuid)
-            r.lock_node, r.lock_uuid = res.node, self.tree.lock(res.node)
+            r.lock_uuid = self.tree.relock(r.lock_node, r.lock_uuid, res.node)
+            r.lock_node = res.node
             r.protected = len(keys) * self.page
             if res.branch_inserted:
                 r.branching = None

@@ -403,6 +403,31 @@ class UnifiedTree:
         self.update_leaf(node)
         return uuid
 
+    def relock(self, old: UNode, old_uuid: int | None, new: UNode) -> int | None:
+        """``unlock(old, old_uuid)`` then ``lock(new)``, with the same end state. A request's checkpoint moves
+        its lock down its own path, so where ``old`` is an ancestor of ``new`` (or ``new`` itself) only the
+        nodes between them change their count; the shared root path is not walked twice."""
+        root, seg, x = self.root, [], new
+        while x is not old and x is not root:
+            seg.append(x)
+            x = x.parent
+        if x is not old:
+            self.unlock(old, old_uuid)
+            return self.lock(new)
+        self.swa.unlock(old, old_uuid)
+        leaves, moved = self.leaves, 0
+        for x in seg:
+            if x.lock == 0:
+                if x.full:
+                    moved += x.tokens
+                leaves.discard(x)
+            x.lock += 1
+        self.full_evictable -= moved
+        self.full_protected += moved
+        uuid = self.swa.lock(new)
+        self.update_leaf(new)
+        return uuid
+
     def host_lock_path(self, node: UNode) -> None:
         """Keep ``node``'s host copies from host eviction while a load-back reads them."""
         for x in self.path_up(node, self.root):
