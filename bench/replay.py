@@ -1,6 +1,6 @@
 """Replay speed: how fast the residency core serves the Mooncake conversation trace.
 
-    python bench/replay.py [--trace PATH] [--runs 3] [--sglang-path DIR]
+    python bench/replay.py [--trace PATH] [--runs 3] [--sglang-path DIR] [--sglang-runs 1]
 
 Measures, side by side in one run (median of ``--runs`` each; the trace is read once, outside the timing):
 

@@ -23,6 +23,11 @@ calls a running request makes:
 - ``release_kv_cache(req, tree_cache, checkpoint=True)`` when the request finishes (prompt + output minus
   its last token stay in the tree).
 
+On CPU the allocator's work is SGLang's torch fallback (``allocator/paged.py:41``, ``alloc_extend_naive``;
+a Triton kernel on a GPU), run on one intra-op thread (more only contend on a chunk's few thousand slots); the
+seconds spent inside the allocation helpers are reported beside the total. The frees of a checkpoint or a
+release are torch calls too and stay in the total.
+
 Token ids: a whole prompt page keyed ``(block, half)`` by ``sim.workload.read_mooncake`` is
 ``block * 512 + offset within the block``, so equal keys are equal tokens; every other token (the prompt's
 last partial page, the output) is unique to its request, as ``sim.v4hicache.request_keys`` keys them.
