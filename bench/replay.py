@@ -1,6 +1,6 @@
 """Replay speed: how fast the residency core serves the Mooncake conversation trace.
 
-    python bench/replay.py [--trace PATH] [--runs 3] [--sglang-path DIR]
+    python bench/replay.py [--trace PATH] [--runs 3] [--sglang-path DIR] [--sglang-runs 1]
 
 Measures, side by side in one run (median of ``--runs`` each; the trace is read once, outside the timing):
 
@@ -18,8 +18,23 @@ Measures, side by side in one run (median of ``--runs`` each; the trace is read 
 
 If SGLang is importable (``--sglang-path`` puts a ``pip install --no-deps --target DIR sglang`` first on
 ``sys.path``), its ``RadixCache.create_simulated(page_size=512)`` is driven the same way as (a), one
-``match_prefix`` + ``insert`` per request, and the ratio to it is printed. SGLang is never vendored or
-required: without it that row says why it was skipped.
+``match_prefix`` + ``insert`` per request, and the ratio to it is printed. SGLang's own V4 cache,
+``UnifiedRadixCache`` with FULL + SWA components (``bench/sglang_v4.py``: real ``Req`` objects, the paged
+``SWATokenToKVPoolAllocator``, the request lifecycle of (b0)), is driven over the same requests on its Rust
+tree core (SGLang's default) and on its Python one, device only and unbounded like (b0), and on the Rust core
+bounded like (b)'s L1 (12000 Full pages, 1200 SWA pages; no host tier: SGLang's HiCache is not driven), with
+``--sglang-runs`` runs each (default 1: one replay takes minutes there). Its matched tokens are printed next to
+ours. SGLang is never vendored or required: without it those rows say why they were skipped.
+
+SGLang install for the comparison rows (its wheel unpacked, plus the dependencies its cache modules import;
+details in ``bench/sglang_v4.py``)::
+
+    pip download --no-deps sglang==0.5.23 -d /tmp/sg && unzip -q /tmp/sg/sglang-0.5.23-*.whl -d SGDIR
+    pip install --target SGDEPS --no-deps psutil pybase64 starlette anyio msgspec aiohttp multidict yarl \
+        propcache aiohappyeyeballs aiosignal frozenlist apache-tvm-ffi==0.1.11 transformers==5.19.0 \
+        huggingface_hub httpx2 httpcore2 truststore h11 safetensors tokenizers==0.23.2 dill sentencepiece \
+        compressed-tensors==0.18.0 loguru gguf openai==2.8.0 partial_json_parser httpx distro
+    PYTHONPATH=SGDEPS python bench/replay.py --sglang-path SGDIR
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import time
+from array import array
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +56,9 @@ from sim.hicache import HiCache, WritePolicy  # noqa: E402
 from sim.pools import get_model  # noqa: E402
 from sim.replay import replay, replay_v4, v4_cache  # noqa: E402
 from sim.workload import read_mooncake  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+import sglang_v4  # noqa: E402
 
 DEFAULT_TRACE = ROOT / "data" / "mooncake_conversation_trace.jsonl"
 BLOCK = 512
@@ -111,9 +130,8 @@ def bench_cli(trace: Path, runs: int) -> float:
 
 def import_sglang(path: str | None):
     """``RadixCache`` and its parameter types, or the reason they cannot be imported."""
-    if path:
-        sys.path.insert(0, path)
     try:
+        sglang_v4.prepare(path)
         from sglang.srt.mem_cache.base_prefix_cache import InsertParams, MatchPrefixParams
         from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
     except Exception as exc:  # any import failure means: not usable here
@@ -128,8 +146,9 @@ def bench_sglang(api, requests, runs):
     RadixCache, RadixKey, MatchPrefixParams, InsertParams = api
     token_lists = []
     for r in requests:
-        n_pages = len(r.keys)
-        ids = [h * BLOCK + i for h in r.keys[:n_pages] for i in range(BLOCK)]
+        ids = array("q")  # 8 bytes a token: the trace's 145M tokens as int lists would take gigabytes
+        for h in r.keys:
+            ids.extend(range(h * BLOCK, h * BLOCK + BLOCK))
         token_lists.append(ids)
 
     def once():
@@ -143,6 +162,40 @@ def bench_sglang(api, requests, runs):
     return median_time(once, runs)
 
 
+def bench_sglang_v4(v4_requests, runs):
+    """SGLang's UnifiedRadixCache (FULL + SWA) over (b0)'s requests: rows of (label, seconds, note, ratio key),
+    or the reason they were skipped."""
+    api, why = sglang_v4.load(None)  # import_sglang already put --sglang-path on sys.path
+    if api is None:
+        return [], why
+    model = get_model("deepseek-v4-flash")
+    ours = v4_cache(model, l1_pages=None, l2_pages=0, policy="write_through", page=256, load_back_threshold=10,
+                    swa_ratio=0.1)  # fmt: skip
+    replay_v4(ours, model, v4_requests)
+    bounded = v4_cache(model, l1_pages=12000, l2_pages=0, policy="write_through", page=256, load_back_threshold=10,
+                       swa_ratio=0.1)  # fmt: skip
+    replay_v4(bounded, model, v4_requests)
+    sg_requests = sglang_v4.to_sglang(v4_requests)
+    footprint = max(len(r.ids) + r.output_len for r in sg_requests) + 2 * sglang_v4.PAGE
+    unbounded = dict(full_tokens=ours.tree.full_tokens + footprint, swa_tokens=ours.tree.swa_tokens + footprint)
+    configs = [("rust", "unbounded", unbounded, ours), ("python", "unbounded", unbounded, ours),
+               ("rust", "L1 12000", dict(full_tokens=12000 * 256, swa_tokens=1200 * 256), bounded)]  # fmt: skip
+    rows = []
+    for backend, label, pools, mine in configs:
+        times = []
+        for _ in range(runs):
+            sec, sg = sglang_v4.replay(api, sg_requests, backend=backend, **pools)
+            times.append(sec)
+        hit = sg.matched / sg.input_tokens
+        note = (f"L1 hit {hit:.2%}; {sg.alloc_s:.1f} s in the allocation helpers (torch on CPU); matched {sg.matched:,} tokens, ours {mine.stats['device_hit_tokens']:,} "
+                f"({mine.stats['device_hit_tokens'] / sg.input_tokens:.2%}); tree holds Full "
+                f"{sg.cache.full_evictable_size():,} / SWA {sg.cache.swa_evictable_size():,} tokens, "
+                f"ours {mine.tree.full_tokens:,} / {mine.tree.swa_tokens:,}")  # fmt: skip
+        core = "Rust" if sg.backend == "rust" else "Python"
+        rows.append((f"SGLang V4 FULL+SWA ({core} core), {label}", statistics.median(times), note, (core, label)))
+    return rows, ""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -150,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--runs", type=int, default=3, help="runs per configuration; the median is reported")
     ap.add_argument("--sglang-path", help="directory holding an sglang install to compare with (optional)")
+    ap.add_argument("--sglang-runs", type=int, default=1,
+                    help="runs of each SGLang V4 row (default 1; one replay takes minutes there)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -178,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
             sg_s, _ = bench_sglang(api, requests, args.runs)
         except Exception as exc:  # a version whose API differs: report, do not fail the bench
             why = f"{type(exc).__name__}: {exc}"
+    v4_rows, v4_why = [], why
+    if api is not None:
+        try:
+            v4_rows, v4_why = bench_sglang_v4(v4_requests, args.sglang_runs)
+        except Exception as exc:  # a version whose API differs: report, do not fail the bench
+            v4_rows, v4_why = [], f"{type(exc).__name__}: {exc}"
 
     print(f"\n{'configuration':<48}{'seconds':>9}{'requests/s':>13}{'pages/s':>13}  result")
     for name, s, note in rows:
@@ -186,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{'SGLang RadixCache (page 512), unbounded':<48}{sg_s:>9.3f}{n_req / sg_s:>13,.0f}{n_pages / sg_s:>13,.0f}"
         )
+    for name, s, note, _ in v4_rows:
+        print(f"{name:<48}{s:>9.3f}{n_req / s:>13,.0f}{n_pages / s:>13,.0f}  {note}")
+    if not v4_rows:
+        print(f"{'SGLang V4 UnifiedRadixCache FULL+SWA':<48}  skipped ({v4_why}; install: bench/sglang_v4.py)")
     print(f"{'(c) hicache-sim replay process for (b)':<48}{cli_s:>9.3f}{n_req / cli_s:>13,.0f}{'':>13}  "
           f"whole process: start, imports, read, replay, print")  # fmt: skip
 
@@ -204,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  SGLang RadixCache / (a) time: {sg_s / gen_s:.2f}x  (how many times faster our tree is)")
     else:
         print(f"  SGLang RadixCache: skipped ({why})")
+    for _name, s, _, (core, label) in v4_rows:
+        mine, what = (v4u_s, "(b0)") if label == "unbounded" else (v4_s, "(b)")
+        print(f"  {what} / SGLang V4 {core} {label} time: {mine / s:.2f}x  (below 1: ours is faster)")
+    if not v4_rows:
+        print(f"  SGLang V4: skipped ({v4_why})")
     return 0
 
 
