@@ -412,7 +412,8 @@ def size_pools(shape: DecodeModelShape, kv_bytes: float, swa_full_tokens_ratio: 
     the device C4 pool = full // (4 x host_to_device_ratio) (:1492). Ratio mode for SWA (the pool is
     ``swa_full_tokens_ratio`` x full tokens, :1457-1461).
     SGLang switches to its cap mode (SWA sized from max_running_requests) when the ratio is left at its
-    default and --max-running-requests is given (:1328-1351); that mode is not modelled.
+    default and --max-running-requests is given (:1328-1351); a decode instance's cap adds transfer slots
+    (:957-961) and is not modelled here (serving instances have it: :func:`sim.swa.swa_cap_tokens`).
     """
     r = host_to_device_ratio or 1
     if r < 1:
