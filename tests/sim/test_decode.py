@@ -104,3 +104,14 @@ def test_the_staging_path_is_selectable():
     staging = run_scenario(decode_scenario(True, initial_fill="staging")).summary["hisparse"]
     assert (direct["initial_fill"], staging["initial_fill"]) == ("direct", "staging")
     assert staging["misses_per_step"] != direct["misses_per_step"]
+
+
+def test_a_decode_instance_sizes_its_swa_pool_by_ratio_not_cap_mode():
+    from sim.run import check_startable
+
+    data = decode_scenario(True).model_dump()
+    data["hicache"]["swa_full_tokens_ratio"] = "cap"
+    sc = scenario_from_dict(data, source="test")
+    for start in (check_startable, run_scenario):
+        with pytest.raises(InputError, match="swa_full_tokens_ratio: cap mode is modelled for serving instances"):
+            start(sc)
