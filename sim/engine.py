@@ -462,8 +462,8 @@ class Instance:
                     self.sim.finished_one(run.req)
                     return False
                 victim = min(live, key=lambda x: (self._outputs(x), -x.req.input_len))
-                self._retract(victim)
                 live = [x for x in live if x is not victim]
+                self._retract(victim, keep_free=len(live) * RETRACT_DECODE_STEPS)
                 # the admission estimate restarts from what the survivors made (new_token_ratio_tracker.py:41-49)
                 made = sum(self._outputs(x) for x in live) + RETRACT_DECODE_STEPS * len(live)
                 self.cache.new_token_ratio = min(1.0, made / (sum(x.req.output_len for x in live) + 1))
@@ -477,10 +477,11 @@ class Instance:
         """Output tokens a decoding request has made by now (its prefill made the first)."""
         return run.resumed + 1 + self.step - run.decode_start
 
-    def _retract(self, run: _Running, requeue: bool = True) -> None:
-        """Free a decoding request's KV uncached and queue it again at the back, to prefill its prompt and
-        the outputs it made so far (``scheduler.py:4536-4537``, ``schedule_batch.py:2049-2089``)."""
-        self.cache.retract(run.adm)
+    def _retract(self, run: _Running, requeue: bool = True, keep_free: int = 0) -> None:
+        """Free a decoding request's KV uncached (and ``keep_free`` tokens for the requests that stay) and queue
+        it again at the back, to prefill its prompt and the outputs it made so far (``scheduler.py:4536-4537``,
+        ``schedule_batch.py:2049-2089, 2388-2392``)."""
+        self.cache.retract(run.adm, keep_free)
         for heap in (self.decoding, self.v4_due):  # in place: the callers' loops hold these lists
             heap[:] = [e for e in heap if e[2] is not run]
             heapq.heapify(heap)

@@ -320,17 +320,22 @@ class SWACache:
         self._req_swa += swa - r.held_swa
         r.held_full, r.held_swa = full, swa
 
+    def evict_to_free(self, full: int, swa: int) -> tuple[int, int]:
+        """Evict from the tree until ``full`` Full and ``swa`` SWA tokens are free (``allocator/swa.py:203-214``);
+        returns the (Full, SWA) tree tokens evicted."""
+        full_short = max(0, full - self.full_free())
+        swa_short = max(0, swa - self.swa_free())
+        if not (full_short or swa_short):
+            return 0, 0
+        f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
+        self.stats["evicted_tokens"] += f
+        self.stats["swa_evicted_tokens"] += s
+        return f, s
+
     def _make_free(self, r: Running, tokens: int, *, full: int | None = None, swa: int | None = None) -> None:
-        """Evict from the tree until ``tokens`` (or ``full`` and ``swa``) are free in the pools
-        (``allocator/swa.py:203-214``)."""
-        full_short = max(0, (tokens if full is None else full) - self.full_free())
-        swa_short = max(0, (tokens if swa is None else swa) - self.swa_free())
-        if full_short or swa_short:
-            f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
-            r.evicted_full += f
-            r.evicted_swa += s
-            self.stats["evicted_tokens"] += f
-            self.stats["swa_evicted_tokens"] += s
+        f, s = self.evict_to_free(tokens if full is None else full, tokens if swa is None else swa)
+        r.evicted_full += f
+        r.evicted_swa += s
 
     def _alloc_rows(self, r: Running, end: int) -> None:
         p = self.page

@@ -233,12 +233,15 @@ class V4HiCache:
         if r.finished:
             self.decoding.pop(id(r), None)
 
-    def retract(self, adm: V4Admission) -> None:
-        """Give a decoding request's KV back without caching its output; it will be admitted again
-        (``managers/schedule_batch.py:3451-3520``; V4 recomputes a retracted request)."""
+    def retract(self, adm: V4Admission, keep_free: int = 0) -> None:
+        """Give a decoding request's KV back without caching its output, then evict from the tree until
+        ``keep_free`` tokens are free for the requests that stay (``release_req``,
+        ``managers/schedule_batch.py:2388-2392``); it will be admitted again (V4 recomputes it)."""
         self.decoding.pop(id(adm.run), None)
         self._decode_left = None
         self.c.abort(adm.run)
+        if keep_free:
+            self.c.evict_to_free(keep_free, keep_free)
 
     def commit(self, adm: V4Admission, keys: Sequence | None = None) -> list[Backup]:
         """The backups the request's inserts started since the last call (the inserts themselves ran per

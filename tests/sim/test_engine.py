@@ -401,10 +401,10 @@ class TestRetraction:
         if seen is not None:
             original = Instance._retract
 
-            def spy(self, run, requeue=True):
+            def spy(self, run, requeue=True, keep_free=0):
                 live = [x for _, _, x in self.decoding] + [run]
                 seen.append((self._outputs(run), min(self._outputs(x) for x in live), run.resumed))
-                original(self, run, requeue)
+                original(self, run, requeue, keep_free)
 
             monkeypatch.setattr(Instance, "_retract", spy)
         sc = scenario(hardware={"kv_mem_gb": kv_mem_gb}, hicache={"enabled": False},

@@ -160,3 +160,15 @@ def test_write_back_backs_up_a_shared_prefix_before_tombstoning_its_window():
     assert shared.host and shared.host_swa  # ... after its copy to host
     r = admit(c, base[:1024] + [7], [1])
     assert r.match.device + r.host_hit == 1024 and r.load_swa > 0
+
+
+def test_evict_to_free_evicts_lru_leaves_until_both_pools_have_room():
+    # what a retraction asks for the requests that stay (schedule_batch.py:2388-2392)
+    c = SWACache(page=256, window=128, full_pages=16, swa_pages=16)
+    for i in range(4):
+        serve(c, list(range(i * 10_000, i * 10_000 + 1000)), [1])
+    assert c.full_free() < 8 * 256
+    full, _ = c.evict_to_free(8 * 256, 8 * 256)
+    assert full > 0 and c.full_free() >= 8 * 256 and c.swa_free() >= 8 * 256
+    assert lookup(c, list(range(1000))).device == 0  # the least recently used prompt went first
+    assert c.evict_to_free(8 * 256, 8 * 256) == (0, 0)  # already free: nothing more goes
