@@ -11,7 +11,7 @@ from sim.cli import main
 from sim.errors import InputError
 from sim.hicache import HiCache
 from sim.pools import get_model
-from sim.replay import format_table, pages_for_bytes, parse_size, replay
+from sim.replay import format_table, pages_for_bytes, parse_size, replay, replay_v4, v4_cache
 from sim.workload import read_mooncake
 
 CONVERSATION = Path(__file__).parents[2] / "data" / "mooncake_conversation_trace.jsonl"
@@ -265,8 +265,6 @@ class TestV4Replay:
     def test_token_counters_are_labelled_by_the_kv_and_swa_anchors_only(self):
         """Sidecars ride on their anchor's indices: SGLang counts tokens per index-owning pool
         (hybrid_cache_controller.py:953-963); only the bytes counters include every pool."""
-        from sim.replay import replay_v4, v4_cache
-
         model = get_model("deepseek-v4-flash")
         requests = read_mooncake(CONVERSATION, block_size=512, page_size=256, max_requests=20)
         cache = v4_cache(model, l1_pages=2000, l2_pages=4000, policy="write_through", page=256,
@@ -279,3 +277,18 @@ class TestV4Replay:
         assert by_pool["c4"] == tokens["kv"] // 256 * model.pool("c4").bytes_per_page
         assert by_pool["swa"] == tokens["swa"] // 256 * model.pool("swa").bytes_per_page
         assert m["hicache_backup_bytes_total"] == sum(by_pool.values())
+
+
+def test_v4_replay_of_the_whole_conversation_trace_matches_sglangs_own_cache():
+    """SGLang's UnifiedRadixCache, run over the same trace (tests/data/sglang_replay), matched exactly these
+    tokens and held exactly this much Full and SWA state at the end, unbounded and with a bounded L1."""
+    recorded = json.loads((Path(__file__).parents[1] / "data" / "sglang_replay" / "conversation_v4.json").read_text())
+    model = get_model("deepseek-v4-flash")
+    requests = read_mooncake(CONVERSATION, block_size=512, page_size=256)
+    for run in recorded["runs"]:
+        cache = v4_cache(model, l1_pages=run["full_pages"], l2_pages=0, policy="write_through", page=256,
+                         load_back_threshold=10, swa_ratio=0.1)  # fmt: skip
+        replay_v4(cache, model, requests)
+        assert run["swa_pages"] is None or cache.swa_cap == run["swa_pages"] * 256
+        assert cache.stats["device_hit_tokens"] == run["matched_tokens"]
+        assert (cache.tree.full_tokens, cache.tree.swa_tokens) == (run["tree_full_tokens"], run["tree_swa_tokens"])
