@@ -232,6 +232,8 @@ def check_startable(sc: Scenario) -> None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
     a trace workload's records, a top-k trace, a decode instance's model. Runs nothing."""
     model = build_model_spec(sc)
+    if sc.cluster.role != "decode":
+        device_pools(sc, model)  # cap mode may leave no Full pool
     if model.has_swa:
         from sim.v4hicache import check_v4_setup
 

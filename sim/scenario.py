@@ -159,7 +159,7 @@ def _error_path(err: dict[str, Any]) -> str:
         out.append(str(part))
     if err["type"] == "union_tag_invalid":
         out.append("kind")
-    if err["type"] == "scenario_field" and err.get("ctx"):
+    if err["type"] == "scenario_field" and err.get("ctx") and err["ctx"]["path"]:
         out.append(err["ctx"]["path"])
     return ".".join(out)
 

@@ -376,12 +376,19 @@ class HiCacheConfig(_Section):
     mem_layout: Literal["page_first", "layer_first", "page_first_direct"] = Field(
         "page_first", description="Host pool layout (affects copy granularity)."
     )
-    swa_full_tokens_ratio: Annotated[float, Field(gt=0, le=1)] | Literal["cap"] = Field(
+    swa_full_tokens_ratio: float | Literal["cap"] = Field(
         0.1,
         description="DeepSeek V4's device SWA pool as a fraction of full tokens (SGLang's default 0.1), or 'cap': "
         "SGLang's cap mode, which it uses when --max-running-requests is given without --swa-full-tokens-ratio "
         "(the pool sized from scheduler.max_running_requests, the Full pool gets the rest).",
     )
+
+    @field_validator("swa_full_tokens_ratio", mode="before")
+    @classmethod
+    def _swa_ratio(cls, value: Any) -> Any:
+        if value == "cap" or (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1):
+            return float(value) if value != "cap" else value
+        raise _field_error("", f"a share in (0, 1] or cap, got {value!r}")  # the field's own path
 
     @model_validator(mode="before")
     @classmethod

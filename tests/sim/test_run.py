@@ -167,5 +167,13 @@ class TestSWAPoolSizing:
 
         sc = scenario_from_dict({"name": "t", "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 1.5},
                                  "hicache": {"swa_full_tokens_ratio": "cap"}}, source="t")  # fmt: skip
-        with pytest.raises(InputError, match="cap mode's SWA pool .* lower scheduler.max_running_requests"):
-            device_pools(sc, build_model_spec(sc))
+        for start in (lambda: device_pools(sc, build_model_spec(sc)), lambda: check_startable(sc)):
+            with pytest.raises(InputError, match="cap mode's SWA pool .* lower scheduler.max_running_requests"):
+                start()
+
+    @pytest.mark.parametrize("value", [0, 1.5, "half", True])
+    def test_the_share_is_in_0_1_or_cap(self, value):
+        from sim.errors import InputError
+
+        with pytest.raises(InputError, match=r"hicache.swa_full_tokens_ratio: a share in \(0, 1\] or cap"):
+            self.v4(swa_full_tokens_ratio=value)
