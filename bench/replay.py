@@ -26,15 +26,8 @@ bounded like (b)'s L1 (12000 Full pages, 1200 SWA pages; no host tier: SGLang's 
 ``--sglang-runs`` runs each (default 1: one replay takes minutes there). Its matched tokens are printed next to
 ours. SGLang is never vendored or required: without it those rows say why they were skipped.
 
-SGLang install for the comparison rows (its wheel unpacked, plus the dependencies its cache modules import;
-details in ``bench/sglang_v4.py``)::
-
-    pip download --no-deps sglang==0.5.23 -d /tmp/sg && unzip -q /tmp/sg/sglang-0.5.23-*.whl -d SGDIR
-    pip install --target SGDEPS --no-deps psutil pybase64 starlette anyio msgspec aiohttp multidict yarl \
-        propcache aiohappyeyeballs aiosignal frozenlist apache-tvm-ffi==0.1.11 transformers==5.19.0 \
-        huggingface_hub httpx2 httpcore2 truststore h11 safetensors tokenizers==0.23.2 dill sentencepiece \
-        compressed-tensors==0.18.0 loguru gguf openai==2.8.0 partial_json_parser httpx distro
-    PYTHONPATH=SGDEPS python bench/replay.py --sglang-path SGDIR
+SGLang install for the comparison rows (its wheel unpacked, plus the dependencies its cache modules import):
+the docstring of ``bench/sglang_v4.py``, then ``PYTHONPATH=SGDEPS python bench/replay.py --sglang-path SGDIR``.
 """
 
 from __future__ import annotations
