@@ -297,13 +297,23 @@ def _bench_multiturn(conv: Conversion, argv: list[str]) -> None:
 
 
 def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | None = None,
-                model_config: str | None = None, host_mem_gb: float | None = None) -> Conversion:  # fmt: skip
-    """Convert a launch_server command (and bench client commands, in order) into a scenario."""
+                model_config: str | None = None, host_mem_gb: float | None = None,
+                sglang_version: str = "0.5.23") -> Conversion:  # fmt: skip
+    """Convert a launch_server command (and bench client commands, in order) into a scenario.
+    ``sglang_version``: the server's, whose default rules fill the memory fraction and chunk size it left out."""
+    from sim.hardware import SGLANG_DEFAULTS
+
+    if sglang_version not in SGLANG_DEFAULTS:
+        raise InputError(f"--sglang-version {sglang_version}: known default rules are {', '.join(SGLANG_DEFAULTS)}")
     conv = Conversion({"name": name} if name else {}, commands=[launch, *benches])
     _, argv = _strip_program(shlex.split(launch), ("sglang.launch_server", "launch_server"))
     _launch(conv, argv, model_config)
     hw = conv.scenario.setdefault("hardware", {})
     hw["gpu"] = gpu
+    if sglang_version != "0.5.23":
+        hw["sglang_defaults"] = sglang_version
+        conv.mapped.append(f"--sglang-version {sglang_version} -> hardware.sglang_defaults: {sglang_version} "
+                           "(its default mem_fraction_static and chunked_prefill_size)")  # fmt: skip
     if host_mem_gb is not None:
         hw["host_mem_gb"] = host_mem_gb
     model = conv.scenario["model"]

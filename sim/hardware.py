@@ -16,7 +16,11 @@ from importlib import resources
 
 from sim.errors import InputError
 
-__all__ = ["GPU", "default_mem_fraction_static", "get_gpu", "gpu_names", "kv_budget_bytes"]
+__all__ = ["GPU", "SGLANG_DEFAULTS", "default_mem_fraction_static", "get_gpu", "gpu_names", "kv_budget_bytes"]
+
+# SGLang versions whose default memory rules are known here: 0.5.23 (the version modelled) and 0.5.2 (older
+# published runs, e.g. Mooncake's HiCache benchmark), whose rules differ (``srt/server_args.py:452-518`` there).
+SGLANG_DEFAULTS = ("0.5.23", "0.5.2")
 
 MIB = 1 << 20
 
@@ -70,8 +74,11 @@ def _decode_graph_max_bs(memory_mib: float, tp_size: int, max_running_requests: 
     return min(bs, max_running_requests) if max_running_requests else bs
 
 
-def default_chunked_prefill_size(memory_mib: float) -> int:
-    """SGLang's default ``--chunked-prefill-size`` by memory tier (memory_hook.py:89-170)."""
+def default_chunked_prefill_size(memory_mib: float, version: str = "0.5.23") -> int:
+    """SGLang's default ``--chunked-prefill-size`` by memory tier (memory_hook.py:89-170; 0.5.2:
+    ``server_args.py:509-518``)."""
+    if version == "0.5.2":
+        return 2048 if memory_mib < 35 * 1024 else 8192 if memory_mib < 160 * 1024 else 16384
     if memory_mib < 20 * 1024:
         return 2048
     if memory_mib < 90 * 1024:
@@ -87,15 +94,29 @@ def _prefill_graph_sizes(max_bs: int) -> int:
 
 
 def default_mem_fraction_static(gpu: GPU, *, tp_size: int = 1, pp_size: int = 1, chunked_prefill_size: int | None = None,
-                                max_running_requests: int | None = None, mla: bool = False) -> float:  # fmt: skip
-    """SGLang 0.5.23's ``mem_fraction_static`` when none is given (memory_hook.py:281-345, 357-399).
+                                max_running_requests: int | None = None, mla: bool = False,
+                                version: str = "0.5.23") -> float:  # fmt: skip
+    """SGLang's ``mem_fraction_static`` when none is given.
 
-    The CUDA path with its defaults: post-capture KV sizing off (environ.py:640), decode graphs on, the
-    breakable prefill graphs on (cuda_graph_config.py:119-123), no DP attention, DeepEP or XPU terms.
-    Reserved MiB = 512 + 1.5 x max(chunk, 2048) + TP x PP / 8 x 1024 + 2 x decode graph max bs + the
-    prefill graphs (8 per bucket; 1.5 GiB with an MLA backend), at least 10 GiB above 60 GiB of memory.
+    0.5.23 (memory_hook.py:281-345, 357-399), the CUDA path with its defaults: post-capture KV sizing off
+    (environ.py:640), decode graphs on, the breakable prefill graphs on (cuda_graph_config.py:119-123), no DP
+    attention, DeepEP or XPU terms. Reserved MiB = 512 + 1.5 x max(chunk, 2048) + TP x PP / 8 x 1024 + 2 x
+    decode graph max bs + the prefill graphs (8 per bucket; 1.5 GiB with an MLA backend), at least 10 GiB
+    above 60 GiB of memory. 0.5.2 (``server_args.py:452-496``): a reserve by memory tier, no speculative
+    decoding or DP attention.
     """
     mem = gpu.memory_mib
+    if version == "0.5.2":
+        parallel = tp_size * pp_size
+        if mem < 35 * 1024:
+            reserved = (2.8 + parallel / 10) * 1024
+        elif mem < 90 * 1024:
+            reserved = (9.5 + parallel / 2) * 1024
+        elif mem < 160 * 1024:
+            reserved = (12 + parallel / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        return round((mem - reserved) / mem, 3)
     chunk = chunked_prefill_size or default_chunked_prefill_size(mem)
     reserved = 512 + max(chunk, 2048) * 1.5 + tp_size * pp_size / 8 * 1024
     reserved += _decode_graph_max_bs(mem, tp_size, max_running_requests) * 2

@@ -295,6 +295,11 @@ class HardwareConfig(_Section):
     mem_fraction_static: float | None = Field(
         None, gt=0, lt=1, description="SGLang --mem-fraction-static; null = SGLang's default rule for the GPU."
     )
+    sglang_defaults: Literal["0.5.23", "0.5.2"] = Field(
+        "0.5.23",
+        description="Whose default rules fill mem_fraction_static and scheduler.chunked_prefill_size when they "
+        "are not given: SGLang 0.5.23 (modelled) or 0.5.2 (older published runs); nothing else changes.",
+    )
     gpu_name: str = Field("H200", description="Label for reports.")
     gpu_mem_gb: float = Field(141.0, gt=0, description="GPU memory in GB (1e9 B); H200 SXM: 141.")
     kv_mem_gb: float = Field(
@@ -864,7 +869,9 @@ class Scenario(_Section):
             fill(hw, "hardware", "gpu_mem_gb", round(gpu.memory_mib * hardware.MIB / 1e9, 3))
             fill(hw, "hardware", "hbm_bandwidth_tbps", gpu.hbm_tbps)
             fill(hw, "hardware", "peak_tflops", float(gpu.peak_tflops(shape.compute_dtype if shape else "bf16")))
-            fill(sched, "scheduler", "chunked_prefill_size", hardware.default_chunked_prefill_size(gpu.memory_mib))
+            version = hw.get("sglang_defaults", "0.5.23")
+            fill(sched, "scheduler", "chunked_prefill_size",
+                 hardware.default_chunked_prefill_size(gpu.memory_mib, version))  # fmt: skip
             data["scheduler"] = sched
         if shape is not None:
             comp = dict(data.get("compute") or {})
@@ -880,7 +887,8 @@ class Scenario(_Section):
             if gpu is not None and "kv_mem_gb" not in hw:
                 mfs = hw.get("mem_fraction_static") or hardware.default_mem_fraction_static(
                     gpu, tp_size=tp, chunked_prefill_size=sched.get("chunked_prefill_size"),
-                    max_running_requests=sched.get("max_running_requests"), mla=shape.family == "mla")  # fmt: skip
+                    max_running_requests=sched.get("max_running_requests"), mla=shape.family == "mla",
+                    version=hw.get("sglang_defaults", "0.5.23"))  # fmt: skip
                 kv = hardware.kv_budget_bytes(gpu, mfs, shape.weight_bytes_per_rank)
                 if kv <= 0:
                     raise _field_error("hardware.kv_mem_gb", f"the weights ({shape.weight_bytes_per_rank / 1e9:,.1f} GB "

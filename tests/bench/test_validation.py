@@ -30,14 +30,11 @@ def test_it_prints_every_published_number_and_ratio(tmp_path, capsys):
 
 
 def test_the_scenarios_are_what_their_commands_generate():
-    from sim.fromsglang import from_sglang
     from sim.scenario import load_scenario, scenario_from_dict
 
     validation = load_validation()
-    for name, (launch, benches, gpu, extra) in validation.SCENARIOS.items():
-        conv = from_sglang(launch, benches, gpu=gpu, name=name)
-        if "wait_backups_step" in extra:
-            conv.scenario["workload"]["steps"][extra["wait_backups_step"]]["wait_backups"] = True
+    for name in validation.SCENARIOS:
+        conv = validation.conversion(name)
         assert scenario_from_dict(conv.scenario) == load_scenario(ROOT / "scenarios" / "validation" / f"{name}.yaml")
 
 

@@ -96,3 +96,13 @@ def test_max_running_requests_without_a_swa_ratio_is_sglangs_cap_mode_for_v4():
     given = from_sglang(launch + " --swa-full-tokens-ratio 1.0", gpu="H20")
     assert given.scenario["hicache"]["swa_full_tokens_ratio"] == 1.0
     assert "swa_full_tokens_ratio" not in from_sglang(launch.rsplit(" --max", 1)[0], gpu="H20").scenario["hicache"]
+
+
+def test_the_servers_version_picks_whose_defaults_fill_what_the_command_leaves_out():
+    old = scenario_from_dict(from_sglang(M2_LAUNCH, [M2_BENCH], gpu="A10", sglang_version="0.5.2").scenario)
+    new = scenario_from_dict(from_sglang(M2_LAUNCH, [M2_BENCH], gpu="A10").scenario)
+    assert old.hardware.sglang_defaults == "0.5.2" and new.hardware.sglang_defaults == "0.5.23"
+    assert (old.scheduler.chunked_prefill_size, new.scheduler.chunked_prefill_size) == (2048, 4096)
+    assert old.hardware.kv_mem_gb > 3 * new.hardware.kv_mem_gb  # 0.867 against 0.678 of the A10, less the weights
+    with pytest.raises(InputError, match="--sglang-version 0.4.0: known default rules are 0.5.23, 0.5.2"):
+        from_sglang(M2_LAUNCH, gpu="A10", sglang_version="0.4.0")

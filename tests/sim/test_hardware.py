@@ -56,3 +56,14 @@ def test_default_mem_fraction_large_gpu_reserves_at_least_10_gib():
 def test_kv_budget_is_the_static_share_less_the_weights():
     g = get_gpu("H20")
     assert kv_budget_bytes(g, 0.85, 35e9) == pytest.approx(g.memory_mib * 2**20 * 0.85 - 35e9)
+
+
+def test_sglang_0_5_2_reserves_by_memory_tier_and_chunks_2048_below_35_gib():
+    # sglang 0.5.2 srt/server_args.py:452-518: below 35 GiB (2.8 + TP x PP / 10) GiB, H20 (12 + TP x PP / 2) GiB
+    a10, h20 = get_gpu("A10"), get_gpu("H20")
+    assert default_mem_fraction_static(a10, tp_size=2, version="0.5.2") == round(
+        (a10.memory_mib - 3.0 * 1024) / a10.memory_mib, 3) == 0.867  # fmt: skip
+    assert default_mem_fraction_static(h20, tp_size=8, version="0.5.2") == round(
+        (h20.memory_mib - 16 * 1024) / h20.memory_mib, 3)  # fmt: skip
+    assert default_chunked_prefill_size(a10.memory_mib, "0.5.2") == 2048
+    assert default_chunked_prefill_size(a10.memory_mib) == 4096  # 0.5.23
