@@ -57,12 +57,13 @@ import types
 from array import array
 from dataclasses import dataclass
 
+from sim.swa import SWA_EVICTION_INTERVAL
+
 PAGE = 256
 WINDOW = 128
 BLOCK = 512
 UNIQUE = 1 << 40  # token ids at or above this are unique to one request
 ROW_STRIDE = 1 << 18  # > the longest prompt + output of the trace
-SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default (environ.py)
 
 
 class _AnyAttr(type):
