@@ -344,7 +344,7 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
         "cost_table_kind": sim.costs.source.kind,
         "compute": _compute_summary(sc, sim),
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
-                           **_swa_pages(sc, cfg)},
+                           **_swa_pages(sc, sim)},
         "simulated_s": horizon,
         "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": unfinished},  # fmt: skip
@@ -435,12 +435,13 @@ def _strict(value):
     return value
 
 
-def _swa_pages(sc: Scenario, cfg: EngineConfig) -> dict:
-    """The SWA pool of a windowed model's L1, and how it was sized."""
-    if not cfg.model.has_swa:
+def _swa_pages(sc: Scenario, sim: Simulation) -> dict:
+    """The SWA pool of a windowed model's L1, as its cache was built, and how it was sized."""
+    cache = sim.instances[0].cache
+    if not sim.cfg.model.has_swa:
         return {}
     ratio = sc.hicache.swa_full_tokens_ratio
-    return {"l1_swa": int(round(cfg.l1_pages * cfg.swa_full_tokens_ratio, 6)),
+    return {"l1_swa": int(cache.c.swa_cap // cache.page_tokens),
             "swa_sizing": "cap mode" if ratio == "cap" else f"ratio {ratio:g}"}
 
 

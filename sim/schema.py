@@ -29,6 +29,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from sim.hardware import SGLANG_DEFAULTS
+
 __all__ = [
     "CATALOG_MODELS",
     "BenchServingWorkload",
@@ -295,7 +297,7 @@ class HardwareConfig(_Section):
     mem_fraction_static: float | None = Field(
         None, gt=0, lt=1, description="SGLang --mem-fraction-static; null = SGLang's default rule for the GPU."
     )
-    sglang_defaults: Literal["0.5.23", "0.5.2"] = Field(
+    sglang_defaults: Literal[SGLANG_DEFAULTS] = Field(
         "0.5.23",
         description="Whose default rules fill mem_fraction_static and scheduler.chunked_prefill_size when they "
         "are not given: SGLang 0.5.23 (modelled) or 0.5.2 (older published runs); nothing else changes.",
