@@ -20,6 +20,15 @@ inserted and committed as backed up (pending, device-locked); *t2* the end of th
 every queued backup as one merged D2H op; *t3* the copy completes and the ack is processed at the next
 scheduler step, releasing the lock (and, with L3 on, queueing TP0's write to storage).
 
+SGLang's overlap scheduler (on by default) processes a pass's results after launching the next pass
+(``event_loop_overlap``, ``scheduler.py:2061-2120``), and with HiCache on the scheduler's stream is fenced
+behind the whole of a prefill forward, not just its metadata reads (``runner_utils/shared_read_event.py:35-41``;
+the fence is ``scheduler.py:2013-2023``). The first tokens of a prefill pass then reach the client when the
+next prefill pass ends, if one was launched; without HiCache, or with ``overlap_schedule`` off, at their own
+pass's end. SGLang notes the cost itself (``scheduler.py:2139-2140``, "to improve the TTFT of the first
+batch"). Measured on DeepSeek-V4-Flash (``measurements.md`` M1-A): with the cache on, a wave's first tokens
+bunch at its end (TTFT mean / p99 0.94 at concurrency 8, against 0.76 off).
+
 Load-back overlaps the prefill layer by layer: a step that carries a request's load cannot end before
 the load's last layer lands plus one layer of compute.
 
@@ -88,6 +97,7 @@ class EngineConfig:
     chunked_prefill_size: int = 8192
     max_prefill_tokens: int = 16384
     enable_mixed_chunk: bool = False  # decode rows join a prefill pass (SGLang --enable-mixed-chunk)
+    overlap_schedule: bool = True  # SGLang's overlap scheduler (--disable-overlap-schedule turns it off)
     l3_enabled: bool = False
     l3_read_Bps: float = 0.57e9
     l3_write_Bps: float = 0.16e9
@@ -183,6 +193,11 @@ class Instance:
         self.passes = 0
         self.prefetch_blocked = 0
         self.prefetch_wake = math.inf
+        # Results of the last prefill pass not yet streamed (request, finished): with HiCache on, they reach the
+        # client when the next prefill forward ends (module docstring).
+        self.late_stream = sim.cfg.overlap_schedule and sim.cfg.l2_pages > 0
+        self.unstreamed: list[tuple[_Running, bool]] = []
+        self.deferring = False
 
     def _new_cache(self) -> HiCache | V4HiCache:
         """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.swacache`), else HiCache."""
@@ -233,6 +248,7 @@ class Instance:
         mixed = cfg.enable_mixed_chunk
         while True:
             if not (self.waiting or self.prefilling or self.decoding or self.acked or self.to_flush):
+                self._stream_out()
                 self.idle = True
                 yield self.wake
                 self.wake = env.event()
@@ -247,6 +263,8 @@ class Instance:
             blocked = self._admit()
             self._charge_write_back()
             tokens, pairs, loads_end, done = self._plan_prefill()
+            if not tokens:  # a decode forward (or none) next: its fence is its metadata reads, done at once
+                self._stream_out()
             if self.prefetch_blocked and not (tokens or self.decoding or self.acked or self.to_flush or blocked):
                 # Only L3 reads hold the queue: sleep until one lands (it wakes us) or a deadline passes.
                 wake = self.prefetch_wake
@@ -275,12 +293,16 @@ class Instance:
             if blocked:
                 self.blocked_s += env.now - t0
             sim.rec.counters["steps"] += steps
+            if tokens:  # the last prefill pass's results were processed behind this whole forward
+                self._stream_out()
+            self.deferring = self.late_stream and tokens > 0
             if decode:
                 self.decode_ctx += n_decode * steps
                 self.step += steps
                 self._finish_decodes()
             for run in done:
                 self._prefill_done(run)
+            self.deferring = False
             if self.v4:  # backups a chunk's insert started go in this step's D2H op too
                 self.to_flush.extend(self.cache.commit(None))
             self._charge_write_back()
@@ -408,7 +430,7 @@ class Instance:
     def _prefill_done(self, run: _Running) -> None:
         self.prefilling.remove(run)
         self.to_flush.extend(self.cache.commit(run.adm))
-        run.first_token_s = run.first_token_s or self.env.now  # a retracted request keeps its first token
+        self._emit(run, finished=False)
         if run.req.output_len - run.resumed <= 1:
             self._finish(run)
         else:
@@ -496,7 +518,22 @@ class Instance:
         self.cache.release(run.adm)
         if self.v4:  # the release's insert may start backups
             self.to_flush.extend(self.cache.commit(run.adm))
-        self.sim.record(run, self.env.now)
+        self._emit(run, finished=True)
+
+    def _emit(self, run: _Running, finished: bool) -> None:
+        """Stream a request's first token (a retracted request keeps its own) or its finish, now or, while
+        ``deferring``, when the next prefill forward ends."""
+        if self.deferring:
+            self.unstreamed.append((run, finished))
+            return
+        run.first_token_s = run.first_token_s or self.env.now
+        if finished:
+            self.sim.record(run, self.env.now)
+
+    def _stream_out(self) -> None:
+        pending, self.unstreamed = self.unstreamed, []
+        for run, finished in pending:
+            self._emit(run, finished)
 
     def _flush(self) -> None:
         """End of a scheduler step: one merged D2H op for every backup queued during it (t2)."""

@@ -160,6 +160,7 @@ _LAUNCH = {
 }
 _SWITCHES = {
     "--enable-mixed-chunk": ("scheduler.enable_mixed_chunk", True),
+    "--disable-overlap-schedule": ("scheduler.overlap_schedule", False),
     "--enable-hierarchical-cache": ("hicache.enabled", True),
     "--enable-hicache": ("hicache.enabled", True),
     "--enable-hisparse": ("hisparse.enabled", True),

@@ -104,7 +104,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         swa_full_tokens_ratio=swa_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
         max_running_requests=sc.scheduler.max_running_requests, schedule_policy=sc.scheduler.schedule_policy,
         chunked_prefill_size=sc.scheduler.chunked_prefill_size, max_prefill_tokens=sc.scheduler.max_prefill_tokens,
-        enable_mixed_chunk=sc.scheduler.enable_mixed_chunk,
+        enable_mixed_chunk=sc.scheduler.enable_mixed_chunk, overlap_schedule=sc.scheduler.overlap_schedule,
         l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
         l3_latency_s=l3.latency_ms / 1e3,
         l3_capacity_pages=None if l3.capacity_gb is None else int(l3.capacity_gb * 1e9 // page_bytes),

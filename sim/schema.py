@@ -471,6 +471,12 @@ class SchedulerConfig(_Section):
         description="SGLang's --enable-mixed-chunk: running requests decode inside each prefill pass. Off (SGLang's "
         "default): a pass is a prefill batch whenever one forms, else a decode batch.",
     )
+    overlap_schedule: bool = Field(
+        True,
+        description="SGLang's overlap scheduler (on by default; --disable-overlap-schedule turns it off): a pass's "
+        "results are processed once the next pass is launched. With HiCache on, the first tokens of a prefill pass "
+        "then reach the client when the next prefill pass ends.",
+    )
 
 
 class ComputeConfig(_Section):

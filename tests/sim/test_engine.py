@@ -472,3 +472,52 @@ class TestPrefillAndDecodePasses:
         assert a["finish_s"] == pytest.approx(0.103 + 1.0 + 0.006)
         assert b["ttft_s"] == pytest.approx(1.103 - 0.1025)
         assert b["finish_s"] == pytest.approx(1.103 + 0.010)
+
+
+class TestFirstTokensUnderTheOverlapScheduler:
+    """SGLang's overlap scheduler processes a pass's results after launching the next pass; with HiCache on, the
+    scheduler's stream waits for that whole prefill forward (``shared_read_event.py:35-41``), so a prefill pass's
+    first tokens, and the requests it finishes, reach the client when the next prefill pass ends.
+
+    Hand-timed as above (1 ms per prefill token, 1 ms per decode step): A and B, 1,000 prompt tokens each,
+    arrive together; a 1,000-token chunk makes A's prefill the first pass (to 1 s) and B's the second (to 2 s).
+    """
+
+    @staticmethod
+    def run(tmp_path, hicache: bool, overlap: bool = True, output_len: int = 11):
+        lines = [{"timestamp": 0, "input_length": 1000, "output_length": output_len, "hash_ids": [1, 2]},
+                 {"timestamp": 0, "input_length": 1000, "output_length": output_len, "hash_ids": [3, 4]}]  # fmt: skip
+        trace = tmp_path / "two.jsonl"
+        trace.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+        sc = scenario(
+            model={"name": "generic", "generic_bytes_per_token": 1000},
+            hardware={"kv_mem_gb": 0.5, "peak_tflops": 1.0, "hbm_bandwidth_tbps": 1.0},
+            hicache={"enabled": hicache, "hicache_ratio": 2.0},
+            scheduler={"chunked_prefill_size": 1000, "overlap_schedule": overlap},
+            compute={"prefill_flops_per_token": 1e9, "attn_flops_per_token_per_ctx": 0, "decode_bytes_per_step": 1e9,
+                     "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},
+            workload={"kind": "trace", "path": str(trace), "format": "mooncake"},
+        )  # fmt: skip
+        df = run_scenario(sc).sim.rec.requests_frame().sort_values("rid")
+        return df[["ttft_s", "e2e_s"]].to_dict("records")
+
+    def test_without_hicache_each_pass_streams_its_own_first_tokens(self, tmp_path):
+        a, b = self.run(tmp_path, hicache=False)
+        assert (a["ttft_s"], b["ttft_s"]) == pytest.approx((1.0, 2.0))
+
+    def test_with_hicache_the_first_pass_streams_when_the_next_prefill_ends(self, tmp_path):
+        a, b = self.run(tmp_path, hicache=True)
+        assert a["ttft_s"] == pytest.approx(2.0)
+        # B's pass is followed by a decode step, whose fence is only its metadata reads: B streams at once.
+        assert b["ttft_s"] == pytest.approx(2.0)
+        # Decoding is not delayed: both make their 10 other tokens in the 10 decode steps after B's prefill.
+        assert (a["e2e_s"], b["e2e_s"]) == pytest.approx((2.010, 2.010))
+
+    def test_a_request_finished_by_its_prefill_is_reported_late_too(self, tmp_path):
+        a, b = self.run(tmp_path, hicache=True, output_len=1)
+        assert (a["ttft_s"], a["e2e_s"]) == pytest.approx((2.0, 2.0))
+        assert (b["ttft_s"], b["e2e_s"]) == pytest.approx((2.0, 2.0))
+
+    def test_without_the_overlap_scheduler_results_stream_at_their_pass_end(self, tmp_path):
+        a, b = self.run(tmp_path, hicache=True, overlap=False)
+        assert (a["ttft_s"], b["ttft_s"]) == pytest.approx((1.0, 2.0))

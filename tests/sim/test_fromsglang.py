@@ -29,9 +29,11 @@ def test_the_published_multiturn_commands_map_to_their_fields():
 
 def test_every_flag_is_mapped_or_listed_as_ignored_with_why():
     launch = ("python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp 2 --host 0.0.0.0 --port 30000 "
-              "--enable-metrics --cuda-graph-max-bs-decode 8 --mem-fraction-static=0.8 --enable-mixed-chunk")  # fmt: skip
+              "--enable-metrics --cuda-graph-max-bs-decode 8 --mem-fraction-static=0.8 --enable-mixed-chunk "
+              "--disable-overlap-schedule")  # fmt: skip
     conv = from_sglang(launch, gpu="A10")
     assert "--enable-mixed-chunk -> scheduler.enable_mixed_chunk: True" in conv.mapped
+    assert "--disable-overlap-schedule -> scheduler.overlap_schedule: False" in conv.mapped
     assert any(m.startswith("--tp 2 -> hardware.tp_size") for m in conv.mapped)  # a unique prefix, as argparse
     assert any(m.startswith("--mem-fraction-static=0.8 -> hardware.mem_fraction_static") for m in conv.mapped)
     ignored = {line.split(":")[0] for line in conv.ignored}
@@ -41,6 +43,7 @@ def test_every_flag_is_mapped_or_listed_as_ignored_with_why():
     assert "# Ignored (not modelled):" in text and "--cuda-graph-max-bs-decode 8: not modelled" in text
     back = scenario_from_dict(yaml.safe_load(text))
     assert back.hardware.mem_fraction_static == 0.8 and back.scheduler.enable_mixed_chunk
+    assert not back.scheduler.overlap_schedule
 
 
 @pytest.mark.parametrize(("launch", "bench", "message"), [
