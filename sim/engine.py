@@ -133,6 +133,8 @@ class _Running:
     synced_step: int = 0  # V4: the step a decoding request's cache state is current at
     decode_start: int = 0  # the step its decoding began at
     resumed: int = 0  # output tokens it had made before a retraction: they are prefilled again with the prompt
+    lookup_done_s: float = 0.0  # a missed L3 lookup holds the request until it drains (see _lookup_released)
+    lookup_deadline: float | None = None  # under the timeout policy: the first poll + the base timeout
 
 
 @dataclass(slots=True)
@@ -179,7 +181,8 @@ class Instance:
         self.step = 0  # decode passes run: a prefill-only pass advances no decoding request
         self.to_flush: list[BackupOp] = []
         self.acked: list[BackupOp] = []
-        self.links = {name: _Link(name) for name in ("h2d", "d2h", "l3_read", "l3_write")}
+        # l3_lookup: SGLang's prefetch thread, which runs one storage lookup at a time (cache_controller.py:1333-1366)
+        self.links = {name: _Link(name) for name in ("h2d", "d2h", "l3_read", "l3_write", "l3_lookup")}
         self.wake = self.env.event()
         self.idle = False
         self.blocked_s = 0.0
@@ -335,7 +338,7 @@ class Instance:
         for run in self.waiting:
             if running >= cfg.max_running_requests or budget <= 0:
                 break
-            if run.prefetch is not None and not self._poll_prefetch(run):
+            if (run.prefetch is not None and not self._poll_prefetch(run)) or not self._lookup_released(run):
                 self.prefetch_blocked += 1
                 continue
             req = run.req
@@ -630,9 +633,14 @@ class Instance:
             return
         hit = sim.storage.hit_pages(req.keys, start, stop)
         counters["storage_prefetch_hit_tokens_total"] += hit * pt
+        # The lookup asks batch by batch and stops at the first batch with a miss (cache_controller.py:1308-1330).
+        batch = cfg.l3_io_batch_pages
+        calls = min(-(-(stop - start) // batch), hit // batch + 1)
+        _, looked_up = self.links["l3_lookup"].submit(self.env.now, cfg.l3_latency_s * calls)
         if hit * pt < threshold:
             counters["storage_prefetch_unfulfilled_tokens_total:below_threshold"] += hit * pt
             self.retries[req.rid] = None
+            run.lookup_done_s, run.lookup_deadline = looked_up, None
             return
         cache.tree.host_lock(anchor)  # not evicted to make room for its own read
         pages = cache.reserve_host(hit, cache.window_pages, -(-threshold // pt))
@@ -647,7 +655,7 @@ class Instance:
         sim.storage.touch(req.keys[start : start + pages])  # read: most recently used
         nbytes = sum(cache.pool_bytes(pages, swa).values())
         seconds = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(pages / cfg.l3_io_batch_pages)
-        t_start, t_end = self.links["l3_read"].submit(self.env.now, seconds)
+        t_start, t_end = self.links["l3_read"].submit(looked_up, seconds)
         self.prefetch_tokens += requested
         pf = run.prefetch = _Prefetch(start, pages, swa, requested, anchor, t_start, t_end, nbytes)
         counters["sim_prefetches_total"] += 1
@@ -659,6 +667,24 @@ class Instance:
                 self.notify()
 
         self.env.timeout(t_end - self.env.now).callbacks.append(landed)
+
+    def _lookup_released(self, run: _Running) -> bool:
+        """Whether a request whose L3 lookup missed may be admitted now. SGLang holds it like a read until the
+        scheduler drains the lookup's result (``check_prefetch_progress``, ``unified_radix_cache.py:2391-2420``;
+        the miss is revoked in the drain, ``:3153-3208``): not at all under ``best_effort``, until the lookup
+        ends under ``wait_complete``, and at most the base timeout from the first poll under ``timeout``."""
+        cfg, now = self.sim.cfg, self.env.now
+        if run.lookup_done_s <= now or cfg.prefetch_policy == "best_effort":
+            return True
+        wake = run.lookup_done_s
+        if cfg.prefetch_policy == "timeout":
+            if run.lookup_deadline is None:
+                run.lookup_deadline = now + cfg.prefetch_timeout_base_s
+            if now >= run.lookup_deadline:
+                return True
+            wake = min(wake, run.lookup_deadline)
+        self.prefetch_wake = min(self.prefetch_wake, wake)
+        return False
 
     def _poll_prefetch(self, run: _Running) -> bool:
         """Whether a request whose L3 read runs may be admitted now; ends the read if so (SGLang

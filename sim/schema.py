@@ -442,7 +442,12 @@ class L3Config(_Section):
     write_gbps: float = Field(
         0.16, gt=0, description="Write bandwidth per rank, GB/s (measured EIC; only TP0 writes)."
     )
-    latency_ms: float = Field(1.0, ge=0, description="Per storage call latency, ms (estimate).")
+    latency_ms: float = Field(
+        1.0,
+        ge=0,
+        description="Latency of one storage call (a lookup, or a read or write of up to io_batch_pages), ms "
+        "(estimate). Lookups run one at a time, and one that misses holds its request until it ends.",
+    )
     capacity_gb: float | None = Field(None, gt=0, description="Storage capacity, GB; null = unbounded.")
     io_batch_pages: int = Field(128, ge=1, description="Pages per storage call (hicache_storage.py:24).")
     window_pages: Literal["trailing", "all"] = Field(

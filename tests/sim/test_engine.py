@@ -190,9 +190,9 @@ class TestL3:
 class TestPrefetch:
     """L3 reads as SGLang's scheduler runs them: issued at queue time, polled at admission."""
 
-    def build(self, read_gbps=0.001, policy="timeout", **hicache):
+    def build(self, read_gbps=0.001, policy="timeout", latency_ms=1.0, **hicache):
         sc = scenario(hicache={"prefetch_policy": policy, "prefetch_threshold": 256, **hicache},
-                      l3={"enabled": True, "read_gbps": read_gbps, "write_gbps": 20.0})  # fmt: skip
+                      l3={"enabled": True, "read_gbps": read_gbps, "write_gbps": 20.0, "latency_ms": latency_ms})  # fmt: skip
         sim, _, _ = build(sc)
         return sim, sim.instances[0]
 
@@ -206,13 +206,13 @@ class TestPrefetch:
             sim.storage.put(keys, window_at_end=True)
         return _Running(Request(rid, 0.0, pages * 256 + 1, 4, keys), 0)
 
-    def test_a_read_starts_when_the_request_is_queued(self):
-        sim, inst = self.build()
+    def test_a_read_starts_when_the_lookup_issued_at_queue_time_ends(self):
+        sim, inst = self.build(latency_ms=20.0)
         sim.env.run(until=0.25)
         run = self.request(0, "a", sim=sim)
         inst.submit(run)
         assert run.prefetch is not None and run.prefetch.pages == 8
-        assert run.prefetch.t_start == pytest.approx(0.25)
+        assert run.prefetch.t_start == pytest.approx(0.25 + 0.020)  # one lookup call: 8 pages, batches of 128
         assert sim.rec.counters["sim_prefetch_requested_tokens_total"] == 8 * 256
 
     def test_a_read_takes_its_host_pages_when_it_starts(self):
@@ -236,6 +236,7 @@ class TestPrefetch:
         reading, cold = self.request(0, "a", sim=sim), self.request(1, "b", stored=False, sim=sim)
         inst.submit(reading)
         inst.submit(cold)
+        sim.env.run(until=cold.lookup_done_s)  # the cold request's lookup has drained: a miss
         inst._admit()
         assert [r.req.rid for r in inst.prefilling] == [1]
         assert [r.req.rid for r in inst.waiting] == [0] and inst.prefetch_blocked == 1
@@ -265,6 +266,39 @@ class TestPrefetch:
         assert not inst._poll_prefetch(run)
         sim.env.run(until=run.prefetch.t_end + 1e-9)
         assert run.prefetch is None and run.prefetched_pages == 8
+
+    @pytest.mark.parametrize(("policy", "held_until"), [("best_effort", None), ("wait_complete", 0.3),
+                                                        ("timeout", 0.1 + 1.0)])  # fmt: skip
+    def test_a_lookup_that_misses_holds_the_request_until_it_drains(self, policy, held_until):
+        """SGLang keeps a queued request out of batches until its storage lookup is drained, even when it
+        misses: not under best_effort, and under timeout at most the base timeout from the first poll."""
+        sim, inst = self.build(policy=policy, latency_ms=300.0)
+        run = self.request(0, "a", stored=False, sim=sim)
+        inst.submit(run)
+        assert run.prefetch is None and run.lookup_done_s == pytest.approx(0.3)
+        sim.env.run(until=0.1)
+        assert inst._lookup_released(run) == (held_until is None)
+        if held_until is not None:
+            assert inst.prefetch_wake == pytest.approx(min(0.3, held_until))
+            sim.env.run(until=0.3)
+            assert inst._lookup_released(run)
+
+    def test_a_timeout_releases_a_lookup_slower_than_the_base_timeout(self):
+        sim, inst = self.build(policy="timeout", latency_ms=5000.0)
+        run = self.request(0, "a", stored=False, sim=sim)
+        inst.submit(run)
+        sim.env.run(until=0.5)
+        assert not inst._lookup_released(run) and run.lookup_deadline == pytest.approx(1.5)
+        sim.env.run(until=1.5)
+        assert inst._lookup_released(run)
+
+    def test_lookups_run_one_at_a_time(self):
+        """One prefetch thread asks the storage for one request after another (``cache_controller.py:1333-1366``)."""
+        sim, inst = self.build(policy="wait_complete", latency_ms=100.0)
+        runs = [self.request(rid, f"r{rid}", stored=False, sim=sim) for rid in range(3)]
+        for run in runs:
+            inst.submit(run)
+        assert [r.lookup_done_s for r in runs] == pytest.approx([0.1, 0.2, 0.3])
 
     def test_a_miss_is_looked_up_again_every_8_passes_at_most_8_times(self):
         sim, inst = self.build()
