@@ -25,16 +25,18 @@ SGLang's overlap scheduler (on by default) processes a pass's results after laun
 behind the whole of a prefill forward, not just its metadata reads (``runner_utils/shared_read_event.py:35-41``;
 the fence is ``scheduler.py:2013-2023``). The first tokens of a prefill pass then reach the client when the
 next prefill pass ends, if one was launched; without HiCache, or with ``overlap_schedule`` off, at their own
-pass's end. SGLang notes the cost itself (``scheduler.py:2139-2140``, "to improve the TTFT of the first
-batch"). Measured on DeepSeek-V4-Flash (``measurements.md`` M1-A): with the cache on, a wave's first tokens
+pass's end. SGLang knows the cost: ``SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP`` turns the overlap off between
+two prefill batches for the first one's TTFT (``scheduler.py:2139-2156``, off by default). Measured on DeepSeek-V4-Flash (``measurements.md`` M1-A): with the cache on, a wave's first tokens
 bunch at its end (TTFT mean / p99 0.94 at concurrency 8, against 0.76 off).
 
 Load-back overlaps the prefill layer by layer: a step that carries a request's load cannot end before
 the load's last layer lands plus one layer of compute.
 
 Under write_back there is no window: a device eviction backs its victim up and waits for that D2H copy, so
-the next batch starts after it lands. L3 reads start when a request is queued; admission passes over a
-request whose read still runs, until the prefetch policy lets it go (DESIGN.md 1.5).
+the next batch starts after it lands. An L3 lookup is issued when a request is queued; lookups run one at a
+time, as on SGLang's prefetch thread, and a read starts when its lookup ends. Admission passes over a request
+whose lookup or read still runs, until the prefetch policy lets it go (DESIGN.md 1.5); a lookup that missed
+holds it too, except under ``best_effort``.
 
 Same-time ordering: SimPy breaks ties FIFO by scheduling order; the arrival process is started before the
 scheduler processes, so an arrival at a step boundary is seen by that boundary's admission.
