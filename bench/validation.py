@@ -139,6 +139,8 @@ SENSITIVITY = [
     # The same commands under 0.5.23's defaults (0.678 and 4,096 on an A10 at TP2): the KV capacity a newer
     # server would give this setup.
     ("M2 at 0.5.23's defaults", ["hardware.sglang_defaults=0.5.23"], ["m2_gpu_only", "m2_l1l2"]),
+    # Without the overlap scheduler's late first tokens (--disable-overlap-schedule): what the ON rows owe to it.
+    ("M1-A without the overlap scheduler", ["scheduler.overlap_schedule=false"], ["m1a_on", "m1a_off"]),
 ]
 
 
