@@ -337,10 +337,13 @@ class Instance:
         self.prefetch_blocked, self.prefetch_wake = 0, math.inf
         taken: set[int] = set()
         stalled = False
+        now = self.env.now
         for run in self.waiting:
             if running >= cfg.max_running_requests or budget <= 0:
                 break
-            if (run.prefetch is not None and not self._poll_prefetch(run)) or not self._lookup_released(run):
+            if (run.prefetch is not None and not self._poll_prefetch(run)) or (
+                run.lookup_done_s > now and not self._lookup_released(run)
+            ):
                 self.prefetch_blocked += 1
                 continue
             req = run.req
