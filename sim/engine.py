@@ -25,9 +25,10 @@ SGLang's overlap scheduler (on by default) processes a pass's results after laun
 behind the whole of a prefill forward, not just its metadata reads (``runner_utils/shared_read_event.py:35-41``;
 the fence is ``scheduler.py:2013-2023``). The first tokens of a prefill pass then reach the client when the
 next prefill pass ends, if one was launched; without HiCache, or with ``overlap_schedule`` off, at their own
-pass's end. SGLang knows the cost: ``SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP`` turns the overlap off between
-two prefill batches for the first one's TTFT (``scheduler.py:2139-2156``, off by default). Measured on DeepSeek-V4-Flash (``measurements.md`` M1-A): with the cache on, a wave's first tokens
-bunch at its end (TTFT mean / p99 0.94 at concurrency 8, against 0.76 off).
+pass's end. SGLang knows the cost: ``SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP`` turns the overlap off
+between two prefill batches for the first one's TTFT (``scheduler.py:2139-2156``, off by default). Measured on
+DeepSeek-V4-Flash (``measurements.md`` M1-A): with the cache on, a wave's first tokens bunch at its end (TTFT
+mean / p99 0.94 at concurrency 8, against 0.76 off).
 
 Load-back overlaps the prefill layer by layer: a step that carries a request's load cannot end before
 the load's last layer lands plus one layer of compute.
@@ -60,6 +61,7 @@ from sim.metrics import Recorder
 from sim.pools import ModelSpec
 from sim.radix import Node, RadixTree
 from sim.storage import Storage
+from sim.swacache import Backup
 from sim.v4hicache import V4Admission, V4HiCache, check_v4_setup, request_keys
 from sim.workload import Request
 
@@ -770,7 +772,7 @@ class Instance:
             self._start_prefetch(run)
 
 
-def _storage_pages(op) -> tuple[list, bool, int]:
+def _storage_pages(op: BackupOp | Backup) -> tuple[list, bool, int]:
     """What a backup writes to storage: its page keys, whether it carries window state, its window pages."""
     nodes = op.storage_nodes
     return [k for n in nodes for k in n.key], any(n.host_swa for n in op.nodes), op.swa_pages

@@ -43,6 +43,7 @@ from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
 from sim.swa import swa_cap_tokens
+from sim.v4hicache import check_v4_setup
 from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
@@ -131,8 +132,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
                                        sub_question_length=w.sub_question_input_length)  # fmt: skip
         flat = [r for rounds in sessions for r in rounds]
         span = len(flat) / w.request_rate if w.request_rate else 0.0
-        interval = sample_interval(sc, flat, span, roofline, notify)
-        sim = Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
+        sim = _simulation(sc, cfg, costs, roofline, rng, flat, span, notify)
         return sim, clients.bench_multiturn(sim, sessions, w), sc.duration_s
     if w.kind == "bench_serving":
         steps, rid = [], 0
@@ -143,14 +143,19 @@ def build(sc: Scenario, costs: CostTable | None = None,
             steps.append((st, reqs))
         flat = [r for _, reqs in steps for r in reqs]
         span = sum(st.num_prompts / st.request_rate for st in w.steps if st.request_rate)
-        interval = sample_interval(sc, flat, span, roofline, notify)
-        sim = Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
+        sim = _simulation(sc, cfg, costs, roofline, rng, flat, span, notify)
         return sim, clients.bench_serving(sim, steps), sc.duration_s
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
-    interval = sample_interval(sc, reqs, reqs[-1].arrival_s if reqs else 0.0, roofline, notify)
-    sim = Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
+    sim = _simulation(sc, cfg, costs, roofline, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
     horizon = sc.duration_s or (reqs[-1].arrival_s if reqs else None)
     return sim, sim.trace_arrivals(reqs), horizon
+
+
+def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, roofline: Roofline, rng: np.random.Generator,
+                requests: list, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
+    """The simulation of ``requests``, sampling at the interval :func:`sample_interval` chooses."""
+    interval = sample_interval(sc, requests, arrival_span, roofline, notify)
+    return Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
 
 
 def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline: Roofline,
@@ -235,8 +240,6 @@ def check_startable(sc: Scenario) -> None:
     if sc.cluster.role != "decode":
         device_pools(sc, model)  # cap mode may leave no Full pool
     if model.has_swa:
-        from sim.v4hicache import check_v4_setup
-
         check_v4_setup(model, page_tokens=sc.hicache.page_size, write_policy=sc.hicache.write_policy,
                        eviction_policy=sc.hicache.radix_eviction_policy)  # fmt: skip
     resolve_cost_table(sc.hardware.cost_table)
@@ -273,6 +276,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
     try:
         if sc.cluster.role == "decode":
             result = _run_decode(sc, costs, start, rec, notify)
+            rec.flush()
         else:
             sim, arrivals, horizon = build(sc, costs, notify)
             rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
@@ -292,7 +296,6 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
             timeseries = rec.timeseries_frame(interval, sim.cfg.instances)
             result = RunResult(_with_interval(sc, interval), summarise(sc, sim, records),
                                time.perf_counter() - start, rec.requests_frame(), timeseries, sim)  # fmt: skip
-        rec.flush()
     finally:
         if writer is not None:
             writer.close()
