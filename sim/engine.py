@@ -30,6 +30,13 @@ between two prefill batches for the first one's TTFT (``scheduler.py:2139-2156``
 DeepSeek-V4-Flash (``measurements.md`` M1-A): with the cache on, a wave's first tokens bunch at its end (TTFT
 mean / p99 0.94 at concurrency 8, against 0.76 off).
 
+A text prompt reaches the scheduler after SGLang's tokenizer manager has encoded it, one prompt after another
+per tokenizer process (``managers/tokenizer_manager.py:1058-1066``; ``tokenizer_tokens_per_s``, set by
+``scenario from-sglang`` when the client sends text): requests sent together arrive one encode apart, and the
+first pass of a burst may start with the first prompt alone. The rest of SGLang's path outside the passes (ZMQ
+hops, the scheduler's busy poll, detokenizing one token, the HTTP stream) is not charged: microseconds to a
+millisecond a request (``docs/notes/request_path.md``).
+
 Load-back overlaps the prefill layer by layer: a step that carries a request's load cannot end before
 the load's last layer lands plus one layer of compute.
 
@@ -102,6 +109,8 @@ class EngineConfig:
     max_prefill_tokens: int = 16384
     enable_mixed_chunk: bool = False  # decode rows join a prefill pass (SGLang --enable-mixed-chunk)
     overlap_schedule: bool = True  # SGLang's overlap scheduler (--disable-overlap-schedule turns it off)
+    tokenizer_tokens_per_s: float | None = None  # text prompts are encoded at this rate before queueing
+    tokenizer_workers: int = 1  # --tokenizer-worker-num
     l3_enabled: bool = False
     l3_read_Bps: float = 0.57e9
     l3_write_Bps: float = 0.16e9
@@ -205,6 +214,9 @@ class Instance:
         self.late_stream = sim.cfg.overlap_schedule and sim.cfg.l2_pages > 0
         self.unstreamed: list[tuple[_Running, bool]] = []
         self.deferring = False
+        # When each tokenizer process frees (a min-heap), and how many requests it still holds.
+        self.tokenizers = [0.0] * sim.cfg.tokenizer_workers
+        self.tokenizing = 0
 
     def _new_cache(self) -> HiCache | V4HiCache:
         """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.swacache`), else HiCache."""
@@ -237,6 +249,27 @@ class Instance:
         if not self.wake.triggered:
             self.wake.succeed()
 
+    def tokenize(self, run: _Running) -> None:
+        """Queue a new request behind the prompts its tokenizer process is still encoding, then submit it.
+
+        SGLang's tokenizer manager encodes a text prompt on its event loop (``self.tokenizer([text])``,
+        ``managers/tokenizer_manager.py:1058-1066``) before sending it to the scheduler, so prompts are encoded
+        one after another per tokenizer process (``--tokenizer-worker-num``)."""
+        rate = self.sim.cfg.tokenizer_tokens_per_s
+        if not rate:
+            self.submit(run)
+            return
+        now = self.env.now
+        end = max(now, heapq.heappop(self.tokenizers)) + run.req.input_len / rate
+        heapq.heappush(self.tokenizers, end)
+        self.tokenizing += 1
+
+        def encoded(_event) -> None:
+            self.tokenizing -= 1
+            self.submit(run)
+
+        self.env.timeout(end - now).callbacks.append(encoded)
+
     def submit(self, run: _Running) -> None:
         if self.sim.storage is not None:
             self._start_prefetch(run)  # as it is queued, not when it reaches admission
@@ -245,7 +278,7 @@ class Instance:
 
     @property
     def load(self) -> int:
-        return len(self.waiting) + len(self.prefilling) + len(self.decoding)
+        return self.tokenizing + len(self.waiting) + len(self.prefilling) + len(self.decoding)
 
     # ----- the scheduler ----------------------------------------------------------------------
     def run(self):
@@ -823,7 +856,7 @@ class Simulation:
     def dispatch(self, req: Request) -> None:
         self.arrived += 1
         inst = self.route(req)
-        inst.submit(_Running(req, inst.idx))
+        inst.tokenize(_Running(req, inst.idx))
 
     def trace_arrivals(self, requests: list[Request]):
         env = self.env

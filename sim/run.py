@@ -106,6 +106,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         max_running_requests=sc.scheduler.max_running_requests, schedule_policy=sc.scheduler.schedule_policy,
         chunked_prefill_size=sc.scheduler.chunked_prefill_size, max_prefill_tokens=sc.scheduler.max_prefill_tokens,
         enable_mixed_chunk=sc.scheduler.enable_mixed_chunk, overlap_schedule=sc.scheduler.overlap_schedule,
+        tokenizer_tokens_per_s=sc.scheduler.tokenizer_tokens_per_s, tokenizer_workers=sc.scheduler.tokenizer_workers,
         l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
         l3_latency_s=l3.latency_ms / 1e3,
         l3_capacity_pages=None if l3.capacity_gb is None else int(l3.capacity_gb * 1e9 // page_bytes),

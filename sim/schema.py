@@ -482,6 +482,16 @@ class SchedulerConfig(_Section):
         "results are processed once the next pass is launched. With HiCache on, the first tokens of a prefill pass "
         "then reach the client when the next prefill pass ends.",
     )
+    tokenizer_tokens_per_s: float | None = Field(
+        None,
+        gt=0,
+        description="Tokens per second SGLang's tokenizer manager encodes a text prompt at, one request after another "
+        "before the scheduler sees it (tokenizer_manager.py:1058-1066); null: prompts arrive as token ids (nothing "
+        "charged). `scenario from-sglang` sets it when the client sends text (bench/tokenizer.py measures it).",
+    )
+    tokenizer_workers: int = Field(
+        1, ge=1, description="SGLang's --tokenizer-worker-num: tokenizer processes encoding prompts in parallel."
+    )
 
 
 class ComputeConfig(_Section):

@@ -555,3 +555,40 @@ class TestFirstTokensUnderTheOverlapScheduler:
     def test_without_the_overlap_scheduler_results_stream_at_their_pass_end(self, tmp_path):
         a, b = self.run(tmp_path, hicache=True, overlap=False)
         assert (a["ttft_s"], b["ttft_s"]) == pytest.approx((1.0, 2.0))
+
+
+class TestTokenizer:
+    """SGLang's tokenizer manager encodes each text prompt on its event loop before the scheduler sees it
+    (``tokenizer_manager.py:1058-1066``), so prompts that arrive together reach the scheduler one encode apart.
+
+    Hand-timed as above (1 ms per prefill token, a 2,000-token chunk): A and B, 1,000 prompt tokens each, arrive
+    together; the tokenizer encodes 10,000 tokens a second, 0.1 s a prompt.
+    """
+
+    @staticmethod
+    def run(tmp_path, rate: float | None, workers: int = 1):
+        lines = [{"timestamp": 0, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2]},
+                 {"timestamp": 0, "input_length": 1000, "output_length": 1, "hash_ids": [3, 4]}]  # fmt: skip
+        trace = tmp_path / "two.jsonl"
+        trace.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+        sc = scenario(
+            model={"name": "generic", "generic_bytes_per_token": 1000},
+            hardware={"kv_mem_gb": 0.5, "peak_tflops": 1.0, "hbm_bandwidth_tbps": 1.0},
+            hicache={"enabled": False},
+            scheduler={"chunked_prefill_size": 2000, "tokenizer_tokens_per_s": rate, "tokenizer_workers": workers},
+            compute={"prefill_flops_per_token": 1e9, "attn_flops_per_token_per_ctx": 0, "decode_bytes_per_step": 1e9,
+                     "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},
+            workload={"kind": "trace", "path": str(trace), "format": "mooncake"},
+        )  # fmt: skip
+        df = run_scenario(sc).sim.rec.requests_frame().sort_values("rid")
+        return list(df["ttft_s"])
+
+    def test_prompts_given_as_token_ids_reach_the_scheduler_together(self, tmp_path):
+        assert self.run(tmp_path, rate=None) == pytest.approx([2.0, 2.0])  # one 2,000-token pass
+
+    def test_text_prompts_are_encoded_one_after_another_and_split_the_pass(self, tmp_path):
+        # A reaches the scheduler at 0.1 s and is prefilled alone (to 1.1 s); B, encoded by 0.2 s, waits for it.
+        assert self.run(tmp_path, rate=1e4) == pytest.approx([0.1 + 1.0, 0.1 + 1.0 + 1.0])
+
+    def test_more_tokenizer_workers_encode_in_parallel(self, tmp_path):
+        assert self.run(tmp_path, rate=1e4, workers=2) == pytest.approx([0.1 + 2.0, 0.1 + 2.0])
