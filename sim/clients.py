@@ -3,7 +3,8 @@
 - ``bench_multiturn`` (``benchmark/hicache/bench_multiturn.py``): a ready queue of clients; the sender pops
   one (random or FIFO) while fewer than ``max_parallel`` are in flight, then sleeps one inter-arrival gap
   whether or not one was ready, and polls every 50 ms at the limit. A finished round puts the client's next
-  round in the ready queue (after every client finished the round, with the round barrier).
+  round in the ready queue (with the round barrier: after every client in the round finished it, and the
+  client's pause).
 - ``bench_serving`` (``sglang/benchmark/serving.py``): steps run back to back; each may wait for the backups to
   land, ``/flush_cache`` (L1 and L2; L3 kept), then send its prompts at ``request_rate`` (inf: all at once)
   under a ``max_concurrency`` semaphore. TTFT counts from the send, after the semaphore, as the client does.
@@ -31,6 +32,8 @@ def bench_multiturn(sim, sessions: list[list[Request]], w):
     held: dict[int, list[int]] = {}  # round barrier: clients whose next round waits for round r to end
     done_in_round: dict[int, int] = {}
     next_round = [0] * len(sessions)
+    # Clients taking part in each round (they may run different numbers of rounds: --min/--max-rounds).
+    in_round = [sum(len(s) > r for s in sessions) for r in range(max(map(len, sessions), default=0))]
     state = {"in_flight": 0, "left": sum(len(s) for s in sessions)}
     wake = [env.event()]
 
@@ -45,8 +48,15 @@ def bench_multiturn(sim, sessions: list[list[Request]], w):
                 ready.append(c)
         if w.round_barrier:
             done_in_round[req.round] = done_in_round.get(req.round, 0) + 1
-            if done_in_round[req.round] == len(sessions):
-                ready.extend(held.pop(req.round, []))
+            if done_in_round[req.round] == in_round[req.round]:
+                release = held.pop(req.round, [])
+                if w.round_barrier_pause_s:
+                    env.timeout(w.round_barrier_pause_s).callbacks.append(lambda _e: (ready.extend(release), wakeup()))
+                else:
+                    ready.extend(release)
+        wakeup()
+
+    def wakeup() -> None:
         if not wake[0].triggered:
             wake[0].succeed()
 

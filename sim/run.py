@@ -130,7 +130,8 @@ def build(sc: Scenario, costs: CostTable | None = None,
     if w.kind == "multi_turn":
         sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
                                        cfg.page_tokens, system_prompt_length=w.system_prompt_length,
-                                       sub_question_length=w.sub_question_input_length)  # fmt: skip
+                                       sub_question_length=w.sub_question_input_length,
+                                       rounds=w.client_rounds(rng), range_ratio=w.range_ratio, rng=rng)  # fmt: skip
         flat = [r for rounds in sessions for r in rounds]
         span = len(flat) / w.request_rate if w.request_rate else 0.0
         sim = _simulation(sc, cfg, costs, roofline, rng, flat, span, notify)

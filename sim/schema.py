@@ -584,22 +584,58 @@ class MultiTurnWorkload(_Section):
         False,
         description="Random token ids instead of ShareGPT text; prompts are distinct either way, so no effect on the cache.",
     )
+    round_barrier_pause_s: float = Field(
+        0.0,
+        ge=0,
+        description="With round_barrier, the client's pause before releasing the next round (the upstream client "
+        "sends a heartbeat and sleeps 10 s; `scenario from-sglang` sets 10).",
+    )
+    min_rounds: int = Field(0, ge=0, le=MAX_REQUESTS, description="--min-rounds: 0 = num_rounds (or max_rounds).")
+    max_rounds: int = Field(
+        0, ge=0, le=MAX_REQUESTS,
+        description="--max-rounds: each client runs a uniform number of rounds in [min_rounds, max_rounds]; 0 = num_rounds.",
+    )  # fmt: skip
+    range_ratio: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="--range-ratio: each new question's and answer's length is uniform over [length x ratio, length] "
+        "(1: fixed lengths).",
+    )
+
+    def round_range(self) -> tuple[int, int]:
+        """(min, max) rounds per client, resolved as the client resolves them."""
+        lo, hi = self.min_rounds, self.max_rounds
+        if not lo and not hi:
+            return self.num_rounds, self.num_rounds
+        return lo or hi, hi or lo
+
+    def client_rounds(self, rng) -> list[int]:
+        """Each client's number of rounds, drawn from ``rng`` only when they differ (``random.randint``)."""
+        lo, hi = self.round_range()
+        if lo == hi:
+            return [lo] * self.num_clients
+        return [int(x) for x in rng.integers(lo, hi + 1, self.num_clients)]
+
     @model_validator(mode="after")
     def _bounded(self) -> MultiTurnWorkload:
+        lo, hi = self.round_range()
+        if lo > hi:
+            raise _field_error("min_rounds", f"min_rounds ({lo}) must be <= max_rounds ({hi})")
         question = max(self.request_length, self.sub_question_input_length)
-        last = self.system_prompt_length + self.num_rounds * (question + self.output_length)
+        last = self.system_prompt_length + hi * (question + self.output_length)
         if last > MAX_REQUEST_TOKENS:
             raise _field_error("num_rounds", f"the last round reaches {last:,} tokens, over the limit of "
                                f"{MAX_REQUEST_TOKENS:,} per request")  # fmt: skip
-        if self.num_clients * self.num_rounds > MAX_REQUESTS:
-            raise _field_error("num_clients", f"num_clients x num_rounds = {self.num_clients * self.num_rounds:,} "
+        if self.num_clients * hi > MAX_REQUESTS:
+            raise _field_error("num_clients", f"num_clients x rounds = {self.num_clients * hi:,} "
                                f"requests, over the limit of {MAX_REQUESTS:,}")  # fmt: skip
         return self
 
     def pages(self, page_size: int) -> int:
-        """Page keys the workload holds: each round's input and final keys."""
+        """Page keys the workload holds (at most): each round's input and final keys."""
         question = max(self.request_length, self.sub_question_input_length)
-        step, rounds = question + self.output_length, self.num_rounds
+        step, rounds = question + self.output_length, self.round_range()[1]
         tokens = rounds * (2 * self.system_prompt_length + question) + step * rounds * rounds
         return self.num_clients * tokens // page_size
 

@@ -235,26 +235,45 @@ def arrival_times(n: int, rate: float, rng: np.random.Generator, *, process: str
 
 
 def multi_turn_sessions(num_clients: int, num_rounds: int, request_length: int, output_length: int,
-                        page_size: int, *, system_prompt_length: int = 0,
-                        sub_question_length: int = 0) -> list[list[Request]]:  # fmt: skip
+                        page_size: int, *, system_prompt_length: int = 0, sub_question_length: int = 0,
+                        rounds: list[int] | None = None, range_ratio: float = 1.0,
+                        rng: np.random.Generator | None = None) -> list[list[Request]]:  # fmt: skip
     """SGLang ``bench_multiturn``'s conversations: round 0 sends a ``request_length``-token prompt, round r
     the history, the previous answer and a new question of ``sub_question_length`` tokens (0: request_length).
-    Returns each client's rounds (arrival times are set by the caller: a round can only start once the
-    previous one has finished)."""
+    ``rounds``: each client's number of rounds (``--min-rounds``/``--max-rounds``; default ``num_rounds``).
+    ``range_ratio`` < 1 draws every new question's and answer's length uniform over [len x ratio, len] from
+    ``rng``, as the client's ``--range-ratio`` does through ``compute_random_lens``
+    (``benchmark/datasets/common.py:56-64``). Returns each client's rounds (arrival times are set by the
+    caller: a round can only start once the previous one has finished)."""
     if min(num_clients, num_rounds, request_length) <= 0 or output_length < 0 or sub_question_length < 0:
         raise InputError("multi-turn sizes must be > 0")
+    rounds = rounds or [num_rounds] * num_clients
+    question = sub_question_length or request_length
+
+    def lens(full: int, n: int) -> list[int]:
+        if range_ratio >= 1 or full <= 0:
+            return [full] * n
+        return [int(x) for x in rng.integers(max(int(full * range_ratio), 1), full + 1, n)]
+
+    n_sub = sum(r - 1 for r in rounds)
+    first_in, first_out = lens(request_length, num_clients), lens(output_length, num_clients)
+    sub_in, sub_out = lens(question, n_sub), lens(output_length, n_sub)
     sys_pages = system_prompt_length // page_size
-    sessions, rid = [], 0
+    sessions, rid, k = [], 0, 0
     for c in range(num_clients):
-        rounds, history = [], system_prompt_length
-        for r in range(num_rounds):
-            n_in = history + (sub_question_length or request_length if r else request_length)
+        convo, history = [], system_prompt_length
+        for r in range(rounds[c]):
+            if r:
+                new, out, k = sub_in[k], sub_out[k], k + 1
+            else:
+                new, out = first_in[c], first_out[c]
+            n_in = history + new
             keys = _conversation_keys(c, n_in, page_size, sys_pages)
-            final = _conversation_keys(c, n_in + output_length, page_size, sys_pages)
-            rounds.append(Request(rid, 0.0, n_in, output_length, keys, final, session=c, round=r))
+            final = _conversation_keys(c, n_in + out, page_size, sys_pages)
+            convo.append(Request(rid, 0.0, n_in, out, keys, final, session=c, round=r))
             rid += 1
-            history = n_in + output_length
-        sessions.append(rounds)
+            history = n_in + out
+        sessions.append(convo)
     return sessions
 
 

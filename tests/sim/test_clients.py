@@ -64,6 +64,27 @@ class TestBenchMultiturn:
         df = multiturn(sub_question_input_length=100).requests
         assert sorted(df.groupby("round")["input_tokens"].first()) == [256, 256 + 8 + 100, 256 + 2 * (8 + 100)]
 
+    def test_the_round_barrier_pause_delays_each_next_round(self):
+        df = multiturn(round_barrier=True, round_barrier_pause_s=10.0, max_parallel=3).requests
+        for r in (1, 2):
+            assert df[df["round"] == r]["arrival_s"].min() >= df[df["round"] == r - 1]["finish_s"].max() + 10.0
+
+    def test_clients_run_between_min_and_max_rounds_and_the_barrier_counts_only_those_in_the_round(self):
+        df = multiturn(num_clients=12, min_rounds=1, max_rounds=4, round_barrier=True, max_parallel=4).requests
+        per_client = df.groupby("session")["round"].count()
+        assert per_client.between(1, 4).all() and per_client.nunique() > 1  # a draw per client
+        assert len(df) == per_client.sum()  # every client's rounds ran, so no round waited for an absent client
+        for r in range(1, int(df["round"].max()) + 1):
+            assert df[df["round"] == r]["arrival_s"].min() >= df[df["round"] == r - 1]["finish_s"].max()
+
+    def test_the_range_ratio_draws_question_and_answer_lengths_within_the_range(self):
+        df = multiturn(num_clients=12, range_ratio=0.5).requests
+        first = df[df["round"] == 0]
+        assert first["input_tokens"].between(128, 256).all() and first["input_tokens"].nunique() > 1
+        assert df["output_tokens"].between(4, 8).all() and df["output_tokens"].nunique() > 1
+        fixed = multiturn(num_clients=12).requests
+        assert set(fixed[fixed["round"] == 0]["input_tokens"]) == {256} and set(fixed["output_tokens"]) == {8}
+
     def test_the_report_has_the_clients_summary_and_a_row_per_round(self):
         s = multiturn().summary
         rep = s["client"]
