@@ -109,6 +109,9 @@ class EngineConfig:
     max_prefill_tokens: int = 16384
     enable_mixed_chunk: bool = False  # decode rows join a prefill pass (SGLang --enable-mixed-chunk)
     overlap_schedule: bool = True  # SGLang's overlap scheduler (--disable-overlap-schedule turns it off)
+    disable_consecutive_prefill_overlap: bool = False  # SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP
+    prefill_decode_interval: int = 0  # --prefill-decode-interval: decode passes after a prefill before the next
+    prefill_decode_interval_min_bs: int = 0  # --prefill-decode-interval-min-bs
     tokenizer_tokens_per_s: float | None = None  # text prompts are encoded at this rate before queueing
     tokenizer_workers: int = 1  # --tokenizer-worker-num
     l3_enabled: bool = False
@@ -211,7 +214,9 @@ class Instance:
         self.prefetch_wake = math.inf
         # Results of the last prefill pass not yet streamed (request, finished): with HiCache on, they reach the
         # client when the next prefill forward ends (module docstring).
-        self.late_stream = sim.cfg.overlap_schedule and sim.cfg.l2_pages > 0
+        self.late_stream = (sim.cfg.overlap_schedule and not sim.cfg.disable_consecutive_prefill_overlap
+                            and sim.cfg.l2_pages > 0)  # fmt: skip
+        self.decodes_owed = 0  # --prefill-decode-interval: decode passes still owed before the next prefill
         self.unstreamed: list[tuple[_Running, bool]] = []
         self.deferring = False
         # When each tokenizer process frees (a min-heap), and how many requests it still holds.
@@ -300,9 +305,14 @@ class Instance:
             self._process_acks()
             if sim.storage is not None:
                 self._retry_prefetches()
-            blocked = self._admit()
-            self._charge_write_back()
-            tokens, pairs, loads_end, done = self._plan_prefill()
+            if self._defer_prefill():
+                blocked, tokens, pairs, loads_end, done = False, 0, 0, 0.0, []
+            else:
+                blocked = self._admit()
+                self._charge_write_back()
+                tokens, pairs, loads_end, done = self._plan_prefill()
+                if tokens:
+                    self.decodes_owed = cfg.prefill_decode_interval
             if not tokens:  # a decode forward (or none) next: its fence is its metadata reads, done at once
                 self._stream_out()
             if self.prefetch_blocked and not (tokens or self.decoding or self.acked or self.to_flush or blocked):
@@ -339,6 +349,8 @@ class Instance:
             if decode:
                 self.decode_ctx += n_decode * steps
                 self.step += steps
+                if not tokens and self.decodes_owed:
+                    self.decodes_owed = max(0, self.decodes_owed - steps)
                 self._finish_decodes()
             for run in done:
                 self._prefill_done(run)
@@ -347,6 +359,18 @@ class Instance:
                 self.to_flush.extend(self.cache.commit(None))
             self._charge_write_back()
             self._flush()
+
+    def _defer_prefill(self) -> bool:
+        """SGLang's ``--prefill-decode-interval``: after a prefill pass, that many decode passes run before the
+        next prefill, while the running batch holds at least ``--prefill-decode-interval-min-bs`` requests
+        (``_should_defer_prefill`` / ``_arm_prefill_decode_interval``, ``managers/scheduler.py:1400-1426``).
+        With nothing decoding, SGLang's deferred passes are empty loop turns: no time, so no deferral here."""
+        if not self.decodes_owed:
+            return False
+        if not self.decoding or len(self.decoding) < self.sim.cfg.prefill_decode_interval_min_bs:
+            self.decodes_owed = 0
+            return False
+        return True  # the decode passes that follow pay it off (run)
 
     def _process_acks(self) -> None:
         if not self.acked:

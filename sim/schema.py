@@ -482,6 +482,20 @@ class SchedulerConfig(_Section):
         "results are processed once the next pass is launched. With HiCache on, the first tokens of a prefill pass "
         "then reach the client when the next prefill pass ends.",
     )
+    disable_consecutive_prefill_overlap: bool = Field(
+        False,
+        description="SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP=1: no overlap between two prefill passes, so a prefill "
+        "pass's first tokens stream at its own end even with HiCache on (managers/scheduler.py:2136-2156).",
+    )
+    prefill_decode_interval: int = Field(
+        0,
+        ge=0,
+        description="SGLang's --prefill-decode-interval: decode passes run after a prefill pass before the next prefill "
+        "(0: off, SGLang's default outside profiled Qwen3-VL setups).",
+    )
+    prefill_decode_interval_min_bs: int = Field(
+        0, ge=0, description="--prefill-decode-interval-min-bs: the interval applies only from this many running requests."
+    )
     tokenizer_tokens_per_s: float | None = Field(
         None,
         gt=0,

@@ -1,15 +1,19 @@
 """Regenerate ``sim/data/sglang_flags.json``: every flag SGLang's launch_server and bench_serving accept.
 
-    python tools/extract_sglang_flags.py /path/to/sglang/srt sim/data/sglang_flags.json
+    python tools/extract_sglang_flags.py /path/to/sglang/srt sim/data/sglang_flags.json [--older 0.5.2=/path/to/old/sglang/srt]
 
 Reads the source statically (no SGLang import, so none of its dependencies are needed): the ServerArgs
 fields (``arg_groups/fields/*.py``: ``A[type, Arg(...)]`` annotations with ``cli_name``, ``aliases`` and
 ``no_cli``), the manual ``add_argument`` registrations of ``server_args.py``, and ``benchmark/serving.py``.
-Each flag maps to whether it takes a value (``"optional"``: ``nargs='?'``).
+Each flag maps to whether it takes a value (``"optional"``: ``nargs='?'``); ``launch_server_groups`` names
+each field flag's group (its ``fields/*.py`` file). ``environ`` lists the environment variables SGLang reads
+(``environ.py``). ``--older VERSION=SRT`` adds the launch_server flags of an older version (its
+``server_args.py`` with ``add_argument`` registrations, e.g. the 0.5.2 wheel) that 0.5.23 no longer has.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import re
@@ -18,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def field_flags(fields_dir: Path) -> dict[str, bool | str]:
+def field_flags(fields_dir: Path, groups: dict[str, str] | None = None) -> dict[str, bool | str]:
     out: dict[str, bool | str] = {}
     for path in sorted(fields_dir.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -38,6 +42,8 @@ def field_flags(fields_dir: Path) -> dict[str, bool | str]:
             optional = "nargs" in kw and ast.unparse(kw["nargs"]) == "'?'"
             for name in [cli, *(ast.literal_eval(kw["aliases"]) if "aliases" in kw else [])]:
                 out[name] = "optional" if optional else not is_switch
+                if groups is not None:
+                    groups[name] = path.stem.rstrip("_")
     return out
 
 
@@ -64,19 +70,41 @@ def add_argument_flags(text: str) -> dict[str, bool]:
     return out
 
 
-def main(srt: Path, out_path: Path) -> None:
-    launch = {**field_flags(srt / "arg_groups" / "fields"), **add_argument_flags((srt / "server_args.py").read_text())}
+def environ_names(text: str) -> list[str]:
+    """The variables ``environ.py`` declares (``NAME = EnvBool(...)`` and the like)."""
+    return sorted(set(re.findall(r"^\s+([A-Z][A-Z0-9_]+) = Env[A-Za-z]+\(", text, re.M)))
+
+
+def main(srt: Path, out_path: Path, older: dict[str, Path]) -> None:
+    groups: dict[str, str] = {}
+    launch = {**field_flags(srt / "arg_groups" / "fields", groups),
+              **add_argument_flags((srt / "server_args.py").read_text())}  # fmt: skip
     serving = add_argument_flags((srt.parent / "benchmark" / "serving.py").read_text())
+    old = {}
+    for version, old_srt in older.items():
+        flags = add_argument_flags((old_srt / "server_args.py").read_text())
+        old[version] = {k: v for k, v in sorted(flags.items()) if k not in launch}
     out = {
         "_source": "extracted by tools/extract_sglang_flags.py from SGLang 0.5.23's source: ServerArgs fields "
         "(arg_groups/fields/*.py) plus server_args.py's add_argument registrations; bench_serving from "
-        "benchmark/serving.py. true: the flag takes a value.",
+        "benchmark/serving.py; environment variables from environ.py; older_launch_server: flags of older "
+        "versions' server_args.py that 0.5.23 lacks. true: the flag takes a value.",
         "launch_server": dict(sorted(launch.items())),
+        "launch_server_groups": dict(sorted(groups.items())),
         "bench_serving": dict(sorted(serving.items())),
+        "environ": environ_names((srt / "environ.py").read_text()),
+        "older_launch_server": old,
     }
     out_path.write_text(json.dumps(out, indent=0) + "\n")
-    print(f"wrote {out_path}: {len(launch)} launch_server flags, {len(serving)} bench_serving flags")
+    print(f"wrote {out_path}: {len(launch)} launch_server flags, {len(serving)} bench_serving flags, "
+          f"{len(out['environ'])} environment variables, older: "
+          + ", ".join(f"{v} {len(f)}" for v, f in old.items()))  # fmt: skip
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("srt", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--older", action="append", default=[], metavar="VERSION=SRT")
+    args = ap.parse_args()
+    main(args.srt, args.out, {v: Path(p) for v, _, p in (o.partition("=") for o in args.older)})

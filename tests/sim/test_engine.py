@@ -471,7 +471,7 @@ class TestPrefillAndDecodePasses:
     """
 
     @staticmethod
-    def run(tmp_path, mixed: bool):
+    def run(tmp_path, mixed: bool, **scheduler):
         lines = [{"timestamp": 0, "input_length": 100, "output_length": 11, "hash_ids": [1]},
                  {"timestamp": 102.5, "input_length": 1000, "output_length": 11, "hash_ids": [2, 3]}]  # fmt: skip
         trace = tmp_path / "two.jsonl"
@@ -479,7 +479,7 @@ class TestPrefillAndDecodePasses:
         sc = scenario(
             model={"name": "generic", "generic_bytes_per_token": 1000},
             hardware={"kv_mem_gb": 0.5, "peak_tflops": 1.0, "hbm_bandwidth_tbps": 1.0},
-            hicache={"enabled": False}, scheduler={"enable_mixed_chunk": mixed},
+            hicache={"enabled": False}, scheduler={"enable_mixed_chunk": mixed, **scheduler},
             compute={"prefill_flops_per_token": 1e9, "attn_flops_per_token_per_ctx": 0, "decode_bytes_per_step": 1e9,
                      "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},
             workload={"kind": "trace", "path": str(trace), "format": "mooncake"},
@@ -508,6 +508,17 @@ class TestPrefillAndDecodePasses:
         assert b["finish_s"] == pytest.approx(1.103 + 0.010)
 
 
+    def test_the_prefill_decode_interval_holds_a_prefill_behind_that_many_decode_passes(self, tmp_path):
+        # A's prefill (to 100 ms) owes 5 decode passes: B, arriving in the third, is prefilled after the fifth.
+        (a, b), _ = self.run(tmp_path, mixed=False, prefill_decode_interval=5)
+        assert b["ttft_s"] == pytest.approx(1.105 - 0.1025)
+        assert a["finish_s"] == pytest.approx(0.105 + 1.0 + 0.005)  # 5 steps, B's pass, A's last 5
+
+    def test_the_interval_applies_only_from_its_minimum_running_batch(self, tmp_path):
+        (_, b), _ = self.run(tmp_path, mixed=False, prefill_decode_interval=5, prefill_decode_interval_min_bs=2)
+        assert b["ttft_s"] == pytest.approx(1.103 - 0.1025)  # one request decoding: B goes at once
+
+
 class TestFirstTokensUnderTheOverlapScheduler:
     """SGLang's overlap scheduler processes a pass's results after launching the next pass; with HiCache on, the
     scheduler's stream waits for that whole prefill forward (``shared_read_event.py:35-41``), so a prefill pass's
@@ -518,7 +529,7 @@ class TestFirstTokensUnderTheOverlapScheduler:
     """
 
     @staticmethod
-    def run(tmp_path, hicache: bool, overlap: bool = True, output_len: int = 11):
+    def run(tmp_path, hicache: bool, overlap: bool = True, output_len: int = 11, **scheduler):
         lines = [{"timestamp": 0, "input_length": 1000, "output_length": output_len, "hash_ids": [1, 2]},
                  {"timestamp": 0, "input_length": 1000, "output_length": output_len, "hash_ids": [3, 4]}]  # fmt: skip
         trace = tmp_path / "two.jsonl"
@@ -527,7 +538,7 @@ class TestFirstTokensUnderTheOverlapScheduler:
             model={"name": "generic", "generic_bytes_per_token": 1000},
             hardware={"kv_mem_gb": 0.5, "peak_tflops": 1.0, "hbm_bandwidth_tbps": 1.0},
             hicache={"enabled": hicache, "hicache_ratio": 2.0},
-            scheduler={"chunked_prefill_size": 1000, "overlap_schedule": overlap},
+            scheduler={"chunked_prefill_size": 1000, "overlap_schedule": overlap, **scheduler},
             compute={"prefill_flops_per_token": 1e9, "attn_flops_per_token_per_ctx": 0, "decode_bytes_per_step": 1e9,
                      "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},
             workload={"kind": "trace", "path": str(trace), "format": "mooncake"},
@@ -554,6 +565,11 @@ class TestFirstTokensUnderTheOverlapScheduler:
 
     def test_without_the_overlap_scheduler_results_stream_at_their_pass_end(self, tmp_path):
         a, b = self.run(tmp_path, hicache=True, overlap=False)
+        assert (a["ttft_s"], b["ttft_s"]) == pytest.approx((1.0, 2.0))
+
+    def test_without_overlap_between_consecutive_prefills_each_streams_at_its_end(self, tmp_path):
+        # SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP (scheduler.py:2136-2156): A's results are processed before B launches.
+        a, b = self.run(tmp_path, hicache=True, disable_consecutive_prefill_overlap=True)
         assert (a["ttft_s"], b["ttft_s"]) == pytest.approx((1.0, 2.0))
 
 
