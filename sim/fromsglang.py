@@ -5,6 +5,12 @@ SGLang 0.5.23 accepts is listed as ignored, with why; a flag SGLang does not kno
 of SGLang's flags (``sim/data/sglang_flags.json``) is extracted from its source by
 ``tools/extract_sglang_flags.py``. Like argparse, a unique prefix of a flag names it (``--tp`` is
 ``--tp-size``). Clients: ``bench_serving`` (each command one step) and ``bench_multiturn.py``.
+
+Commands are taken as users type them: ``ENV=value`` assignments, ``env``, ``numactl``/``taskset``/``nohup``
+prefixes, ``python3 -u -m sglang.launch_server`` or ``sglang serve MODEL``. An environment variable that changes
+what the simulator models is mapped; every other one is listed as ignored, with why. SGLang 0.5.2's spellings
+of flags that 0.5.23 renamed (``--cuda-graph-max-bs``) are accepted as their 0.5.23 flag; the 0.5.2 flags
+0.5.23 dropped are listed as ignored.
 """
 
 from __future__ import annotations
@@ -43,13 +49,72 @@ OUT_OF_TREE = {
     "run to completion (its hit run reached 99.1% storage hits with reads queued for seconds, which 0.5.23's "
     "timeout policy would have cut)",
 }
-BENCH_MULTITURN_FLAGS = {  # benchmark/hicache/bench_multiturn.py (not in the wheel); True: takes a value
+# benchmark/hicache/bench_multiturn.py (not in the wheel; sgl-project/sglang main, read with its option list from
+# the 0.5.2 era to now); True: takes a value.
+BENCH_MULTITURN_FLAGS = {
     "--num-clients": True, "--max-parallel": True, "--request-length": True, "--output-length": True,
     "--num-rounds": True, "--distribution": True, "--request-rate": True, "--host": True, "--port": True,
     "--model-path": True, "--dataset-path": True, "--log-file": True, "--disable-auto-run": False,
     "--disable-random-sample": False, "--sub-question-input-length": True, "--ready-queue-policy": True,
-    "--tag": True, "--seed": True,
+    "--tag": True, "--seed": True, "--enable-round-barrier": False, "--min-rounds": True, "--max-rounds": True,
+    "--range-ratio": True, "--lora-path": True, "--api-format": True, "--duration": True,
+    "--min-session-rounds": True, "--max-session-rounds": True,
 }  # fmt: skip
+# The upstream client, once a round behind the barrier has finished, sends a heartbeat and sleeps 10 s before
+# releasing the next round (bench_multiturn.py, response_handler).
+ROUND_BARRIER_PAUSE_S = 10.0
+# Tokens a second SGLang's tokenizer manager encodes a text prompt at, by the kind of text the client sends:
+# bench_serving's random-ids text (consecutive vocab ids decoded) and ShareGPT-like prose. Measured with
+# bench/tokenizer.py (a stand-in byte-level BPE, one thread, CPU time, 3,500-128,000-token prompts: 0.23-0.25
+# M tok/s for random-ids text, 0.38-0.57 M tok/s for prose, on this project's AMD EPYC).
+TOKENIZER_TOKENS_PER_S = {"random-ids": 2.4e5, "prose": 4.0e5}
+# SGLang 0.5.2's spellings of flags 0.5.23 renamed, as the 0.5.23 flag (and the value it then takes, if any).
+OLD_SPELLINGS = {
+    "--cuda-graph-max-bs": ("--cuda-graph-max-bs-decode", None),
+    "--cuda-graph-bs": ("--cuda-graph-bs-decode", None),
+    "--enable-ep-moe": ("--ep-size", "tp"),  # "(Deprecated) ... The ep size is equal to the tp size."
+    "--enable-deepep-moe": ("--moe-a2a-backend", "deepep"),
+}
+PREFIX_PROGRAMS = {  # a command's wrappers: options that take a value (as separate tokens)
+    "numactl": {"-N", "-m", "-C", "-p", "-i", "-w", "--cpunodebind", "--membind", "--physcpubind", "--preferred",
+                "--interleave", "--weighted-interleave", "--preferred-many"},
+    "taskset": set(), "nohup": set(), "env": {"-u", "--unset", "-C", "--chdir"},
+}  # fmt: skip
+PREFIX_WHY = "CPU and memory placement of the process: no effect on what the simulator models"
+BENCH_MULTITURN_WHY = {
+    "--host": "network endpoint", "--port": "network endpoint", "--log-file": "reporting only", "--tag": "reporting only",
+    "--model-path": "the client's tokenizer: the model is the launch command's",
+    "--dataset-path": "where ShareGPT prompts are drawn from: prompts are distinct either way, so no effect on the cache",
+    "--lora-path": "a LoRA adapter per request: not modelled",
+    "--min-session-rounds": "used only in the long-run mode (--duration), not modelled",
+    "--max-session-rounds": "used only in the long-run mode (--duration), not modelled",
+}  # fmt: skip
+BENCH_SERVING_WHY = {
+    "--backend": "the client's request format", "--host": "network endpoint", "--port": "network endpoint",
+    "--base-url": "network endpoint", "--model": "the model is the launch command's",
+    "--tokenizer": "the client's tokenizer: the model is the launch command's",
+    "--output-file": "reporting only", "--output-details": "reporting only", "--disable-tqdm": "reporting only",
+    "--dataset-path": "where prompts are drawn from: random-ids prompts are distinct either way",
+    "--disable-stream": "without streaming the client's TTFT is the whole request: compare E2E instead",
+    "--disable-ignore-eos": "outputs may stop early at EOS: the simulator generates every requested token",
+    "--warmup-requests": "warm-up requests, not in the client's report: not simulated",
+}  # fmt: skip
+# Environment variables that change what the simulator models: name -> (scenario field, value when set to a
+# true value; None: nothing to change, the reason is the text).
+ENV_MAPPED = {
+    "SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP": (
+        "scheduler.disable_consecutive_prefill_overlap", "no overlap between consecutive prefill passes "
+        "(managers/scheduler.py:2136-2156)"),
+    "SGLANG_ENABLE_UNIFIED_RADIX_TREE": (
+        None, "an older build's opt-in to the unified radix tree, which 0.5.23 builds for every model "
+        "(mem_cache/registry.py:146) and the simulator models; 0.5.23 does not read it"),
+}
+ENV_WHY = {
+    "SGLANG_ENABLE_PREFILL_WAR_READ_DONE": "the prefill forward's early WAR fence (default on in 0.5.23): with "
+    "HiCache on the fence is the whole forward either way, and without it no copy waits on it (the late first "
+    "tokens are modelled from HiCache and the overlap scheduler)",
+    "SGLANG_RETRACT_DECODE_STEPS": "retraction's decode-step reserve: the simulator keeps 0.5.23's default (20)",
+}
 
 
 @cache
@@ -65,6 +130,8 @@ class Conversion:
     mapped: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    token_ids: bool = False  # the server takes token ids only (--skip-tokenizer-init)
+    prompt_text: str | None = None  # the kind of text the client sends (TOKENIZER_TOKENS_PER_S); None: token ids
 
 
 def _put(d: dict, path: str, value: Any) -> None:
@@ -118,6 +185,77 @@ def _strip_program(argv: list[str], programs: tuple[str, ...]) -> tuple[str, lis
     return prog, argv[i + 1 :]
 
 
+def _truthy(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _env(conv: Conversion, name: str, value: str) -> None:
+    text = f"{name}={value}"
+    if name in ENV_MAPPED:
+        path, why = ENV_MAPPED[name]
+        if path is None:
+            conv.ignored.append(f"{text}: {why}")
+        else:
+            _put(conv.scenario, path, _truthy(value))
+            conv.mapped.append(f"{text} -> {path}: {_truthy(value)} ({why})")
+    elif name in ENV_WHY:
+        conv.ignored.append(f"{text}: {ENV_WHY[name]}")
+    elif name in _sglang_flags()["environ"]:
+        conv.ignored.append(f"{text}: an SGLang setting the simulator does not model (its default is assumed)")
+    elif name.startswith("SGLANG_"):
+        conv.ignored.append(f"{text}: not a variable SGLang 0.5.23 reads (environ.py)")
+    else:
+        conv.ignored.append(f"{text}: process environment (devices, libraries, logging): not modelled")
+
+
+def _command(conv: Conversion, command: str, programs: tuple[str, ...]) -> tuple[str, list[str]]:
+    """(program, flags) of ``command`` as typed: its environment assignments and wrappers are accounted for
+    in ``conv``; ``sglang serve [MODEL]`` is ``launch_server [--model-path MODEL]``."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as e:
+        raise InputError(f"cannot split the command {command[:40]!r}...: {e}") from None
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if "=" in tok and not tok.startswith("-") and tok.split("=")[0].isidentifier():
+            name, _, value = tok.partition("=")
+            _env(conv, name, value)
+            i += 1
+        elif Path(tok).name in PREFIX_PROGRAMS:
+            takes, start = PREFIX_PROGRAMS[Path(tok).name], i
+            i += 1
+            if Path(tok).name == "taskset":  # taskset [-a] [-c] MASK-or-LIST COMMAND
+                while i < len(argv) and argv[i].startswith("-"):
+                    i += 1
+                i += 1
+            while i < len(argv) and argv[i].startswith("-"):
+                i += 2 if argv[i] in takes else 1
+            conv.ignored.append(f"{' '.join(argv[start:i])}: {PREFIX_WHY}")
+        else:
+            break
+    argv = argv[i:]
+    if argv and Path(argv[0]).name == "sglang" and argv[1:2] == ["serve"]:
+        rest = argv[2:]
+        if rest and not rest[0].startswith("-"):
+            rest = ["--model-path", *rest]  # sglang serve <model> (cli/serve.py:62-66)
+        out = []
+        while rest:
+            tok = rest.pop(0)
+            if tok == "--model-type" or tok.startswith("--model-type="):  # the serve backend (cli/serve.py:31-59)
+                value = tok.partition("=")[2] or (rest.pop(0) if rest else "")
+                conv.ignored.append(f"--model-type {value}: sglang serve's backend selector (a language model here)")
+            else:
+                out.append(tok)
+        argv = ["python", "-m", "sglang.launch_server", *out]
+    elif argv and Path(argv[0]).name.startswith("python"):  # interpreter options before -m or the script
+        j = 1
+        while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
+            j += 2 if argv[j] in ("-X", "-W") else 1
+        argv = [argv[0], *argv[j:]]
+    return _strip_program(argv, programs)
+
+
 def _number(kind: Callable, flag: str, value: str) -> Any:
     try:
         return kind(value)
@@ -157,6 +295,9 @@ _LAUNCH = {
     "--swa-full-tokens-ratio": ("hicache.swa_full_tokens_ratio", float),
     "--kv-cache-dtype": ("model.kv_dtype", str),
     "--hisparse-config": ("hisparse", json.loads),
+    "--tokenizer-worker-num": ("scheduler.tokenizer_workers", int),
+    "--prefill-decode-interval": ("scheduler.prefill_decode_interval", int),
+    "--prefill-decode-interval-min-bs": ("scheduler.prefill_decode_interval_min_bs", int),
 }
 _SWITCHES = {
     "--enable-mixed-chunk": ("scheduler.enable_mixed_chunk", True),
@@ -172,15 +313,59 @@ _WHY = {
     "--attention-backend": "kernel choice: its speed is in the compute calibration (calibrate compute)",
     "--context-length": "a length limit: the simulator does not truncate prompts",
     "--served-model-name": "naming only", "--log-level": "logging only",
+    "--enable-two-batch-overlap": "two-batch overlap splits a pass into two micro-batches so one's expert-parallel "
+    "all-to-all hides behind the other's compute: it changes pass time only, which the compute model prices "
+    "whole (its gain belongs in a calibration of that setup)",
+    "--enable-single-batch-overlap": "overlaps communication inside one batch: pass time only (see TBO)",
+    "--tbo-token-distribution-threshold": "how two-batch overlap splits a batch: pass time only (see TBO)",
+    "--enable-prefill-delayer": "holds prefill for up to --prefill-delayer-max-delay-passes passes until the DP "
+    "attention ranks can prefill together (managers/prefill_delayer.py): a DP-attention rule, not modelled",
+    "--stream-interval": "the first token is streamed at once whatever the interval "
+    "(scheduler_components/output_streamer.py:455-468); later tokens are only sent in fewer chunks",
+    "--skip-tokenizer-init": "prompts arrive as token ids: nothing tokenized (scheduler.tokenizer_tokens_per_s unset)",
+    "--enable-dynamic-batch-tokenizer": "encodes concurrent prompts in one batched call: modelled as one "
+    "tokenizer process encoding them in turn, an upper bound on the wait",
+    "--detokenizer-worker-num": "detokenizing one token per stream chunk: microseconds, not modelled",
+    "--scheduler-recv-interval": "polls for new requests every N scheduler iterations (default 1); not modelled",
 }  # fmt: skip
+for _flag in ("--prefill-delayer-max-delay-passes", "--prefill-delayer-token-usage-low-watermark",
+              "--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets",
+              "--prefill-delayer-queue-min-ratio", "--prefill-delayer-max-delay-ms"):  # fmt: skip
+    _WHY[_flag] = "a setting of the prefill delayer (see --enable-prefill-delayer), not modelled"
+# Why a flag of each ServerArgs group (arg_groups/fields/<group>.py) that is not mapped above is left out.
+GROUP_WHY = {
+    "device": "device and process placement: no effect on what the simulator models",
+    "disagg": "a PD-disaggregation transport setting: only the decode role is modelled (cluster.role)",
+    "exec": "a kernel or execution-backend choice (attention, MoE, GEMM, CUDA graphs, compile): it changes pass "
+    "time only, which the compute model or its calibration prices",
+    "lora": "LoRA adapters: not modelled",
+    "memory": "a memory or cache setting the simulator does not model (SGLang's default is assumed)",
+    "mm": "multimodal inputs: the workloads are text",
+    "model": "model loading, format or quantization: the model is the --model-path config",
+    "observability": "logging, metrics or tracing: reporting only",
+    "parallel": "a parallelism setting the simulator does not model",
+    "schedule": "a scheduling setting the simulator does not model (SGLang's default is assumed)",
+    "serving": "an API-server option: no effect on passes, cache or timing",
+    "spec": "a speculative-decoding setting the simulator does not model",
+}
 
 
 def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None:
     sc = conv.scenario
-    flags = _parse(argv, {**_sglang_flags()["launch_server"], **dict.fromkeys(OUT_OF_TREE, False)},
+    known = _sglang_flags()
+    older = {k: v for flags in known["older_launch_server"].values() for k, v in flags.items()}
+    flags = _parse(argv, {**known["launch_server"], **older, **dict.fromkeys(OUT_OF_TREE, False)},
                    "launch_server")  # fmt: skip
+    tp = next((v for f, v, _ in flags if f == "--tp-size"), "1")
     hicache_size = None
     for flag, value, text in flags:
+        if flag in OLD_SPELLINGS:  # SGLang 0.5.2's spelling of a 0.5.23 flag
+            new, fixed = OLD_SPELLINGS[flag]
+            flag, value = new, (tp if fixed == "tp" else fixed) if fixed else value
+            text = f"{text} (0.5.2's spelling of {new}{' ' + value if fixed else ''})"
+        elif flag in older:
+            conv.ignored.append(f"{text}: a flag of SGLang 0.5.2 that 0.5.23 no longer has; not modelled")
+            continue
         if flag in ("--model-path", "--model"):
             ref, name = _model_ref(value, model_config)
             sc["name"] = sc.get("name") or name.lower()
@@ -220,8 +405,12 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
             _put(sc, "hicache.prefetch_policy", "wait_complete")
             conv.mapped.append(f"{text} -> hicache.enabled, l3.enabled: true, l3.window_pages: all, "
                                f"hicache.prefetch_policy: wait_complete ({OUT_OF_TREE[flag]})")
+        elif flag == "--skip-tokenizer-init":
+            conv.token_ids = True
+            conv.ignored.append(f"{text}: {_WHY[flag]}")
         else:
-            conv.ignored.append(f"{text}: {_WHY.get(flag, 'not modelled')}")
+            group = known["launch_server_groups"].get(flag, "")
+            conv.ignored.append(f"{text}: {_WHY.get(flag) or GROUP_WHY.get(group, 'a launch option, not modelled')}")
     if "model" not in sc:
         raise InputError("launch_server: --model-path is required")
     if hicache_size:
@@ -238,6 +427,7 @@ def _bench_serving(conv: Conversion, argv: list[str], index: int) -> None:
     if wl.get("kind") != "bench_serving":
         raise InputError("bench_serving cannot follow a bench_multiturn command in one scenario")
     step: dict[str, Any] = {}
+    tokenized = False
     names = {"--num-prompts": ("num_prompts", int), "--random-input-len": ("random_input_len", int),
              "--random-output-len": ("random_output_len", int), "--random-range-ratio": ("random_range_ratio", float),
              "--max-concurrency": ("max_concurrency", int), "--seed": ("seed", int)}  # fmt: skip
@@ -258,21 +448,30 @@ def _bench_serving(conv: Conversion, argv: list[str], index: int) -> None:
                 raise InputError(f"bench_serving --dataset-name {value}: not modelled (random-ids or random)")
             wl["dataset_name"] = value
             conv.mapped.append(f"{text} -> workload.dataset_name")
+        elif flag == "--tokenize-prompt":
+            tokenized = True
+            conv.mapped.append(f"{text} -> prompts sent as token ids: nothing tokenized")
         else:
-            conv.ignored.append(f"{text}: not modelled")
+            conv.ignored.append(f"{text}: {BENCH_SERVING_WHY.get(flag, 'a client option with no effect on the server')}")
+    # random-ids text is consecutive vocab ids decoded; random is ShareGPT text (benchmark/datasets/random.py:141-155)
+    if not tokenized and conv.prompt_text is None:
+        conv.prompt_text = "prose" if wl.get("dataset_name") == "random" else "random-ids"
     step["label"] = f"step {index}" + (f" conc {step['max_concurrency']}" if "max_concurrency" in step else "")
     wl["steps"].append(step)
 
 
-def _bench_multiturn(conv: Conversion, argv: list[str]) -> None:
+def _bench_multiturn(conv: Conversion, argv: list[str], sglang_version: str) -> None:
+    """bench_multiturn.py. Its native client sends text in the 0.5.2 era and token ids now (``return_text=False``);
+    ``--api-format openai`` sends chat text."""
     sc = conv.scenario
     if "workload" in sc:
         raise InputError("bench_multiturn: one client command per scenario")
     wl: dict[str, Any] = {"kind": "multi_turn"}
     names = {"--num-clients": int, "--max-parallel": int, "--request-length": int, "--output-length": int,
              "--num-rounds": int, "--request-rate": float, "--sub-question-input-length": int,
-             "--distribution": str, "--ready-queue-policy": str}  # fmt: skip
-    auto_run = True
+             "--distribution": str, "--ready-queue-policy": str, "--min-rounds": int, "--max-rounds": int,
+             "--range-ratio": float}  # fmt: skip
+    auto_run, api, random_sample = True, "sglang", True
     wl["request_rate"] = 1.0  # the client's default rate
     for flag, value, text in _parse(argv, BENCH_MULTITURN_FLAGS, "bench_multiturn"):
         if flag in names:
@@ -282,7 +481,24 @@ def _bench_multiturn(conv: Conversion, argv: list[str]) -> None:
             conv.mapped.append(f"{text} -> workload.{key}")
         elif flag == "--disable-random-sample":
             wl["disable_random_sample"] = True
+            random_sample = False
             conv.mapped.append(f"{text} -> workload.disable_random_sample")
+        elif flag == "--enable-round-barrier":
+            wl["round_barrier"] = True
+            wl["round_barrier_pause_s"] = ROUND_BARRIER_PAUSE_S
+            conv.mapped.append(f"{text} -> workload.round_barrier: true, round_barrier_pause_s: {ROUND_BARRIER_PAUSE_S:g} "
+                               "(the client's heartbeat and 10 s sleep before each next round)")  # fmt: skip
+        elif flag == "--api-format":
+            if value not in ("sglang", "openai"):
+                raise InputError(f"bench_multiturn --api-format {value}: expected sglang or openai")
+            api = value
+            conv.mapped.append(f"{text} -> " + ("chat text prompts, tokenized by the server" if value == "openai"
+                                                else "SGLang's /generate"))  # fmt: skip
+        elif flag == "--duration":
+            if _number(float, flag, value) > 0:
+                raise InputError("bench_multiturn --duration: the long-run mode (sessions restarted until a deadline) "
+                                 "is not modelled; leave it at 0")  # fmt: skip
+            conv.ignored.append(f"{text}: 0 is the client's default (no long-run mode)")
         elif flag == "--disable-auto-run":
             auto_run = False
             conv.mapped.append(f"{text} -> one request rate (no sweep)")
@@ -290,7 +506,9 @@ def _bench_multiturn(conv: Conversion, argv: list[str]) -> None:
             sc["seed"] = _number(int, flag, value)
             conv.mapped.append(f"{text} -> seed")
         else:
-            conv.ignored.append(f"{text}: not modelled")
+            conv.ignored.append(f"{text}: {BENCH_MULTITURN_WHY[flag]}")
+    if api == "openai" or sglang_version == "0.5.2":
+        conv.prompt_text = "prose" if random_sample else "random-ids"
     if auto_run:
         raise InputError("bench_multiturn without --disable-auto-run sweeps 13 request rates: add it, and sweep "
                          "with `hicache-sim sweep --grid workload.request_rate=16,14,...` instead")  # fmt: skip
@@ -307,7 +525,7 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     if sglang_version not in SGLANG_DEFAULTS:
         raise InputError(f"--sglang-version {sglang_version}: known default rules are {', '.join(SGLANG_DEFAULTS)}")
     conv = Conversion({"name": name} if name else {}, commands=[launch, *benches])
-    _, argv = _strip_program(shlex.split(launch), ("sglang.launch_server", "launch_server"))
+    _, argv = _command(conv, launch, ("sglang.launch_server", "launch_server"))
     _launch(conv, argv, model_config)
     hw = conv.scenario.setdefault("hardware", {})
     hw["gpu"] = gpu
@@ -332,11 +550,16 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
         hc.setdefault("page_size", 1)  # SGLang's default --page-size
     hc.setdefault("enabled", False)  # no --enable-hierarchical-cache: GPU only
     for i, bench in enumerate(benches):
-        prog, argv = _strip_program(shlex.split(bench), ("bench_serving", "benchmark.serving", "bench_multiturn"))
+        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn"))
         if "bench_multiturn" in prog:
-            _bench_multiturn(conv, argv)
+            _bench_multiturn(conv, argv, sglang_version)
         else:
             _bench_serving(conv, argv, i)
+    if conv.prompt_text and not conv.token_ids:  # SGLang tokenizes text prompts one after another
+        rate = TOKENIZER_TOKENS_PER_S[conv.prompt_text]
+        _put(conv.scenario, "scheduler.tokenizer_tokens_per_s", rate)
+        conv.mapped.append(f"the client sends {conv.prompt_text} text -> scheduler.tokenizer_tokens_per_s: {rate:g} "
+                           "(measured, bench/tokenizer.py; tokenizer_manager.py:1058-1066)")  # fmt: skip
     conv.scenario["name"] = conv.scenario["name"].replace("/", "_")
     order = ["name", "description", "seed", "model", "hardware", "hicache", "l3", "scheduler", "cluster", "hisparse",
              "workload"]  # fmt: skip
