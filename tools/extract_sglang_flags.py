@@ -17,7 +17,6 @@ import argparse
 import ast
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -110,3 +110,129 @@ def test_the_servers_version_picks_whose_defaults_fill_what_the_command_leaves_o
     assert old.hardware.kv_mem_gb > 3 * new.hardware.kv_mem_gb  # 0.867 against 0.678 of the A10, less the weights
     with pytest.raises(InputError, match="--sglang-version 0.4.0: known default rules are 0.5.23, 0.5.2"):
         from_sglang(M2_LAUNCH, gpu="A10", sglang_version="0.4.0")
+
+
+class TestCommandsAsTyped:
+    """Commands are pasted from shells and docs: environment assignments, wrappers, interpreters, ``sglang serve``."""
+
+    SERVER = "--model-path Qwen/Qwen3-14B --tp 2 --enable-hierarchical-cache"
+
+    def test_numactl_and_env_prefixes_are_listed_as_ignored_and_the_server_still_parses(self):
+        launch = (f"CUDA_VISIBLE_DEVICES=0,1 SGLANG_ENABLE_UNIFIED_RADIX_TREE=1 numactl --cpunodebind=0,1 "
+                  f"--interleave 0,1 -N 0 python3 -u -m sglang.launch_server {self.SERVER}")  # fmt: skip
+        conv = from_sglang(launch, gpu="A10")
+        assert conv.scenario["hardware"]["tp_size"] == 2 and conv.scenario["hicache"]["enabled"]
+        ignored = {line.split(": ")[0]: line.split(": ", 1)[1] for line in conv.ignored}
+        assert ignored["numactl --cpunodebind=0,1 --interleave 0,1 -N 0"].startswith("CPU and memory placement")
+        assert ignored["CUDA_VISIBLE_DEVICES=0,1"].startswith("process environment")
+        assert "mem_cache/registry.py:146" in ignored["SGLANG_ENABLE_UNIFIED_RADIX_TREE=1"]
+
+    def test_env_and_taskset_wrappers(self):
+        launch = f"env SGLANG_LOG_LEVEL=info taskset -c 0-15 nohup python -m sglang.launch_server {self.SERVER}"
+        conv = from_sglang(launch, gpu="A10")
+        assert any(line.startswith("taskset -c 0-15: CPU") for line in conv.ignored)
+        assert any(line.startswith("SGLANG_LOG_LEVEL=info: not a variable SGLang 0.5.23 reads") for line in conv.ignored)
+
+    def test_an_env_var_that_changes_the_model_is_mapped(self):
+        launch = f"SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP=1 python -m sglang.launch_server {self.SERVER}"
+        sc = scenario_from_dict(from_sglang(launch, gpu="A10").scenario)
+        assert sc.scheduler.disable_consecutive_prefill_overlap
+        other = from_sglang(f"SGLANG_INIT_NEW_TOKEN_RATIO=0.5 python -m sglang.launch_server {self.SERVER}", gpu="A10")
+        assert any("an SGLang setting the simulator does not model" in line for line in other.ignored)
+
+    def test_sglang_serve_with_a_positional_model_is_launch_server(self):
+        conv = from_sglang("sglang serve Qwen/Qwen3-14B --tp 2 --model-type llm", gpu="A10")
+        assert conv.scenario["model"]["config"] == "qwen3-14b" and conv.scenario["hardware"]["tp_size"] == 2
+        assert any(line.startswith("--model-type llm: sglang serve's backend selector") for line in conv.ignored)
+        assert from_sglang("sglang serve --model-path Qwen/Qwen3-14B", gpu="A10").scenario["model"]["name"] == "Qwen3-14B"
+
+
+class TestFlagSpellings:
+    """SGLang 0.5.2's spellings of renamed flags are their 0.5.23 flag; 0.5.2 flags 0.5.23 dropped are listed."""
+
+    def test_old_and_new_spellings_of_the_cuda_graph_batch_are_the_same_flag(self):
+        base = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B"
+        old = from_sglang(f"{base} --cuda-graph-max-bs 8", gpu="A10").ignored
+        new = from_sglang(f"{base} --cuda-graph-max-bs-decode 8", gpu="A10").ignored
+        assert old[0].startswith("--cuda-graph-max-bs 8 (0.5.2's spelling of --cuda-graph-max-bs-decode)")
+        assert old[0].split(": ", 1)[1] == new[0].split(": ", 1)[1]
+
+    def test_an_old_switch_becomes_its_new_flag_with_its_value(self):
+        conv = from_sglang("python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp 4 --enable-ep-moe", gpu="H100")
+        assert any(line.startswith("--enable-ep-moe (0.5.2's spelling of --ep-size 4)") for line in conv.ignored + conv.mapped)
+
+    def test_a_dropped_flag_is_listed_as_ignored(self):
+        conv = from_sglang("python -m sglang.launch_server --model-path Qwen/Qwen3-14B --enable-nan-detection", gpu="A10")
+        assert conv.ignored == ["--enable-nan-detection: a flag of SGLang 0.5.2 that 0.5.23 no longer has; not modelled"]
+
+    def test_every_launch_flag_gets_a_reason_not_a_blank(self):
+        from sim.fromsglang import _sglang_flags
+
+        groups = _sglang_flags()["launch_server_groups"]
+        flags = [f for f, takes in _sglang_flags()["launch_server"].items() if takes is False and f in groups][:60]
+        conv = from_sglang("python -m sglang.launch_server --model-path Qwen/Qwen3-14B " + " ".join(flags), gpu="A10")
+        assert all(": " in line and line.split(": ", 1)[1].strip() for line in conv.ignored)
+        assert len(conv.ignored) + len(conv.mapped) >= len(flags)
+
+
+class TestSchedulingFlags:
+    BASE = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp 2"
+
+    def test_prefill_decode_interval_is_modelled(self):
+        sc = scenario_from_dict(from_sglang(f"{self.BASE} --prefill-decode-interval 4 --prefill-decode-interval-min-bs 2",
+                                            gpu="A10").scenario)  # fmt: skip
+        assert (sc.scheduler.prefill_decode_interval, sc.scheduler.prefill_decode_interval_min_bs) == (4, 2)
+
+    @pytest.mark.parametrize("flag", ["--enable-two-batch-overlap", "--enable-prefill-delayer",
+                                      "--prefill-delayer-max-delay-passes 10", "--stream-interval 4"])  # fmt: skip
+    def test_tbo_the_prefill_delayer_and_the_stream_interval_are_ignored_with_why(self, flag):
+        (line,) = from_sglang(f"{self.BASE} {flag}", gpu="A10").ignored
+        assert line.startswith(flag + ": ") and len(line) > len(flag) + 40
+
+
+class TestTokenization:
+    """A client that sends text makes the server tokenize it (tokenizer_manager.py:1058-1066); token ids do not."""
+
+    SERVING = "python -m sglang.bench_serving --dataset-name random-ids --num-prompts 4"
+
+    def test_bench_serving_text_prompts_charge_the_measured_tokenizer_rate(self):
+        from sim.fromsglang import TOKENIZER_TOKENS_PER_S
+
+        sc = from_sglang(M2_LAUNCH, [self.SERVING], gpu="A10").scenario
+        assert sc["scheduler"]["tokenizer_tokens_per_s"] == TOKENIZER_TOKENS_PER_S["random-ids"]
+        prose = from_sglang(M2_LAUNCH, [self.SERVING.replace("random-ids", "random")], gpu="A10").scenario
+        assert prose["scheduler"]["tokenizer_tokens_per_s"] == TOKENIZER_TOKENS_PER_S["prose"]
+
+    def test_token_ids_from_the_client_or_a_server_without_a_tokenizer_charge_nothing(self):
+        ids = from_sglang(M2_LAUNCH, [self.SERVING + " --tokenize-prompt"], gpu="A10").scenario
+        assert "tokenizer_tokens_per_s" not in ids.get("scheduler", {})
+        skip = from_sglang(M2_LAUNCH + " --skip-tokenizer-init", [self.SERVING], gpu="A10").scenario
+        assert "tokenizer_tokens_per_s" not in skip.get("scheduler", {})
+
+    def test_bench_multiturn_sends_text_in_the_0_5_2_era_and_token_ids_now_unless_openai(self):
+        old = from_sglang(M2_LAUNCH, [M2_BENCH], gpu="A10", sglang_version="0.5.2").scenario
+        assert old["scheduler"]["tokenizer_tokens_per_s"] > 0
+        assert "tokenizer_tokens_per_s" not in from_sglang(M2_LAUNCH, [M2_BENCH], gpu="A10").scenario.get("scheduler", {})
+        chat = from_sglang(M2_LAUNCH, [M2_BENCH + " --api-format openai"], gpu="A10").scenario
+        assert chat["scheduler"]["tokenizer_tokens_per_s"] > 0
+
+
+class TestBenchMultiturnOptions:
+    def test_round_barrier_rounds_and_range_ratio_map_to_the_workload(self):
+        bench = M2_BENCH + " --enable-round-barrier --min-rounds 2 --max-rounds 6 --range-ratio 0.5"
+        w = scenario_from_dict(from_sglang(M2_LAUNCH, [bench], gpu="A10").scenario).workload
+        assert w.round_barrier and w.round_barrier_pause_s == 10.0
+        assert (w.min_rounds, w.max_rounds, w.range_ratio) == (2, 6, 0.5)
+
+    def test_every_option_is_mapped_listed_or_refused(self):
+        from sim.fromsglang import BENCH_MULTITURN_FLAGS
+
+        bench = M2_BENCH + (" --host h --port 1 --model-path m --dataset-path d --log-file f --tag t --lora-path l "
+                            "--api-format sglang --duration 0 --min-session-rounds 5 --max-session-rounds 25 "
+                            "--distribution uniform --sub-question-input-length 64 --enable-round-barrier "
+                            "--min-rounds 1 --max-rounds 10 --range-ratio 1")  # fmt: skip
+        conv = from_sglang(M2_LAUNCH, [bench], gpu="A10")
+        named = {line.split()[0] for line in conv.mapped + conv.ignored}
+        assert set(BENCH_MULTITURN_FLAGS) <= named
+        with pytest.raises(InputError, match="long-run mode"):
+            from_sglang(M2_LAUNCH, [M2_BENCH + " --duration 600"], gpu="A10")
