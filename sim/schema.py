@@ -642,7 +642,8 @@ class MultiTurnWorkload(_Section):
             raise _field_error("num_rounds", f"the last round reaches {last:,} tokens, over the limit of "
                                f"{MAX_REQUEST_TOKENS:,} per request")  # fmt: skip
         if self.num_clients * hi > MAX_REQUESTS:
-            raise _field_error("num_clients", f"num_clients x rounds = {self.num_clients * hi:,} "
+            rounds = "num_rounds" if (self.min_rounds, self.max_rounds) == (0, 0) else "max_rounds"
+            raise _field_error("num_clients", f"num_clients x {rounds} = {self.num_clients * hi:,} "
                                f"requests, over the limit of {MAX_REQUESTS:,}")  # fmt: skip
         return self
 
