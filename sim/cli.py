@@ -422,12 +422,14 @@ def _ratio(text: str) -> float:
 FROM_SGLANG_HELP = """Write a scenario YAML from an SGLang launch command and, optionally, bench client commands.
 
 Every launch_server flag is either mapped to a scenario field or listed as ignored (in the YAML's header and
-on stdout); a flag SGLang 0.5.23 does not accept is an error. Each --bench bench_serving command becomes one
-step (run in order); a bench_multiturn.py command becomes the multi-turn workload. The GPU is not on the
-command line: name it with --gpu (the KV memory then follows as SGLang sizes it).
+on stdout); a flag SGLang 0.5.23 does not accept is an error (0.5.2's spellings, such as --cuda-graph-max-bs,
+are accepted). Paste commands as typed: ENV=value assignments (mapped when they change what is modelled, else
+listed), numactl/taskset/env/nohup prefixes, python3 -m sglang.launch_server or sglang serve MODEL. Each --bench
+bench_serving command becomes one step (run in order); a bench_multiturn.py command becomes the multi-turn
+workload. The GPU is not on the command line: name it with --gpu (the KV memory then follows as SGLang sizes it).
 
   hicache-sim scenario from-sglang --gpu A10 --out m2.yaml \\
-    --launch "python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2 --page-size 64" \\
+    --launch "numactl --cpunodebind=0 python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2" \\
     --bench "python bench_multiturn.py --num-clients 20 --num-rounds 10 --disable-auto-run"
 """
 
