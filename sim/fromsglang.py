@@ -298,6 +298,8 @@ _LAUNCH = {
     "--tokenizer-worker-num": ("scheduler.tokenizer_workers", int),
     "--prefill-decode-interval": ("scheduler.prefill_decode_interval", int),
     "--prefill-decode-interval-min-bs": ("scheduler.prefill_decode_interval_min_bs", int),
+    "--radix-eviction-policy": ("hicache.radix_eviction_policy", str),
+    "--radix-eviction-policy-config": ("hicache.radix_eviction_policy_config", json.loads),
 }
 _SWITCHES = {
     "--enable-mixed-chunk": ("scheduler.enable_mixed_chunk", True),
@@ -306,6 +308,8 @@ _SWITCHES = {
     "--enable-hicache": ("hicache.enabled", True),
     "--enable-hisparse": ("hisparse.enabled", True),
 }
+GROUP_EXEC_WHY = ("a kernel or execution-backend choice (attention, MoE, GEMM, CUDA graphs, compile): it changes pass "
+                  "time only, which the compute model or its calibration prices")  # fmt: skip
 _WHY = {
     "--host": "network endpoint", "--port": "network endpoint", "--trust-remote-code": "loading only",
     "--enable-metrics": "reporting only: the simulator always reports its metrics",
@@ -327,6 +331,15 @@ _WHY = {
     "tokenizer process encoding them in turn, an upper bound on the wait",
     "--detokenizer-worker-num": "detokenizing one token per stream chunk: microseconds, not modelled",
     "--scheduler-recv-interval": "polls for new requests every N scheduler iterations (default 1); not modelled",
+    "--disable-radix-cache": "NOT MODELLED, and it matters: SGLang then reuses no prefix, while the simulator "
+    "always matches prefixes, so every simulated cache hit is a miss on that server",
+    "--max-total-tokens": "caps the KV pool at that many tokens: not mapped; set hardware.kv_mem_gb to match",
+    "--disable-cuda-graph": GROUP_EXEC_WHY, "--enable-flashinfer-allreduce-fusion": GROUP_EXEC_WHY,
+    "--sampling-backend": GROUP_EXEC_WHY, "--monokernel-backend": GROUP_EXEC_WHY,
+    "--reasoning-parser": "parses the output text into reasoning and answer: no effect on passes or cache",
+    "--tool-call-parser": "parses tool calls out of the output text: no effect on passes or cache",
+    "--kv-canary-real-data": "a KV-cache debugging check: not modelled",
+    "--enable-dp-attention": "data-parallel attention (a KV pool, tree and scheduler per DP rank): not modelled",
 }  # fmt: skip
 for _flag in ("--prefill-delayer-max-delay-passes", "--prefill-delayer-token-usage-low-watermark",
               "--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets",
@@ -336,8 +349,7 @@ for _flag in ("--prefill-delayer-max-delay-passes", "--prefill-delayer-token-usa
 GROUP_WHY = {
     "device": "device and process placement: no effect on what the simulator models",
     "disagg": "a PD-disaggregation transport setting: only the decode role is modelled (cluster.role)",
-    "exec": "a kernel or execution-backend choice (attention, MoE, GEMM, CUDA graphs, compile): it changes pass "
-    "time only, which the compute model or its calibration prices",
+    "exec": GROUP_EXEC_WHY,
     "lora": "LoRA adapters: not modelled",
     "memory": "a memory or cache setting the simulator does not model (SGLang's default is assumed)",
     "mm": "multimodal inputs: the workloads are text",
@@ -356,9 +368,14 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
     older = {k: v for flags in known["older_launch_server"].values() for k, v in flags.items()}
     flags = _parse(argv, {**known["launch_server"], **older, **dict.fromkeys(OUT_OF_TREE, False)},
                    "launch_server")  # fmt: skip
+    aliases = known["launch_server_aliases"]
+    flags = [(aliases.get(f, f), v, t) for f, v, t in flags]  # --tensor-parallel-size is --tp-size
     tp = next((v for f, v, _ in flags if f == "--tp-size"), "1")
     hicache_size = None
     for flag, value, text in flags:
+        if flag == "--config":
+            raise InputError(f"launch_server {text}: the flags in that file are not on the command line; "
+                             "paste them into --launch instead")  # fmt: skip
         if flag in OLD_SPELLINGS:  # SGLang 0.5.2's spelling of a 0.5.23 flag
             new, fixed = OLD_SPELLINGS[flag]
             flag, value = new, (tp if fixed == "tp" else fixed) if fixed else value

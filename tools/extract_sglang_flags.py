@@ -6,8 +6,8 @@ Reads the source statically (no SGLang import, so none of its dependencies are n
 fields (``arg_groups/fields/*.py``: ``A[type, Arg(...)]`` annotations with ``cli_name``, ``aliases`` and
 ``no_cli``), the manual ``add_argument`` registrations of ``server_args.py``, and ``benchmark/serving.py``.
 Each flag maps to whether it takes a value (``"optional"``: ``nargs='?'``); ``launch_server_groups`` names
-each field flag's group (its ``fields/*.py`` file). ``environ`` lists the environment variables SGLang reads
-(``environ.py``). ``--older VERSION=SRT`` adds the launch_server flags of an older version (its
+each field flag's group (its ``fields/*.py`` file), ``launch_server_aliases`` each alias's flag. ``environ``
+lists the environment variables SGLang reads (``environ.py``). ``--older VERSION=SRT`` adds the launch_server flags of an older version (its
 ``server_args.py`` with ``add_argument`` registrations, e.g. the 0.5.2 wheel) that 0.5.23 no longer has.
 """
 
@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def field_flags(fields_dir: Path, groups: dict[str, str] | None = None) -> dict[str, bool | str]:
+def field_flags(fields_dir: Path, groups: dict[str, str] | None = None,
+                aliases: dict[str, str] | None = None) -> dict[str, bool | str]:  # fmt: skip
     out: dict[str, bool | str] = {}
     for path in sorted(fields_dir.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -43,6 +44,8 @@ def field_flags(fields_dir: Path, groups: dict[str, str] | None = None) -> dict[
                 out[name] = "optional" if optional else not is_switch
                 if groups is not None:
                     groups[name] = path.stem.rstrip("_")
+                if aliases is not None and name != cli:
+                    aliases[name] = cli
     return out
 
 
@@ -76,7 +79,8 @@ def environ_names(text: str) -> list[str]:
 
 def main(srt: Path, out_path: Path, older: dict[str, Path]) -> None:
     groups: dict[str, str] = {}
-    launch = {**field_flags(srt / "arg_groups" / "fields", groups),
+    aliases: dict[str, str] = {}
+    launch = {**field_flags(srt / "arg_groups" / "fields", groups, aliases),
               **add_argument_flags((srt / "server_args.py").read_text())}  # fmt: skip
     serving = add_argument_flags((srt.parent / "benchmark" / "serving.py").read_text())
     old = {}
@@ -90,6 +94,7 @@ def main(srt: Path, out_path: Path, older: dict[str, Path]) -> None:
         "versions' server_args.py that 0.5.23 lacks. true: the flag takes a value.",
         "launch_server": dict(sorted(launch.items())),
         "launch_server_groups": dict(sorted(groups.items())),
+        "launch_server_aliases": dict(sorted(aliases.items())),
         "bench_serving": dict(sorted(serving.items())),
         "environ": environ_names((srt / "environ.py").read_text()),
         "older_launch_server": old,
