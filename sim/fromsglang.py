@@ -78,7 +78,8 @@ OLD_SPELLINGS = {
 PREFIX_PROGRAMS = {  # a command's wrappers: options that take a value (as separate tokens)
     "numactl": {"-N", "-m", "-C", "-p", "-i", "-w", "--cpunodebind", "--membind", "--physcpubind", "--preferred",
                 "--interleave", "--weighted-interleave", "--preferred-many"},
-    "taskset": set(), "nohup": set(), "env": {"-u", "--unset", "-C", "--chdir"},
+    "taskset": set(), "nohup": set(), "time": set(), "env": {"-u", "--unset", "-C", "--chdir"},
+    "sudo": {"-u", "--user", "-g", "--group", "-D", "--chdir"},
 }  # fmt: skip
 PREFIX_WHY = "CPU and memory placement of the process: no effect on what the simulator models"
 BENCH_MULTITURN_WHY = {
@@ -448,8 +449,12 @@ def _bench_serving(conv: Conversion, argv: list[str], index: int) -> None:
     names = {"--num-prompts": ("num_prompts", int), "--random-input-len": ("random_input_len", int),
              "--random-output-len": ("random_output_len", int), "--random-range-ratio": ("random_range_ratio", float),
              "--max-concurrency": ("max_concurrency", int), "--seed": ("seed", int)}  # fmt: skip
-    for flag, value, text in _parse(argv, _sglang_flags()["bench_serving"], "bench_serving"):
-        if flag in names:
+    known = _sglang_flags()
+    older = {k: v for flags in known["older_bench_serving"].values() for k, v in flags.items()}
+    for flag, value, text in _parse(argv, {**known["bench_serving"], **older}, "bench_serving"):
+        if flag in older:
+            conv.ignored.append(f"{text}: a bench_serving option of SGLang 0.5.2 that 0.5.23 no longer has; not modelled")
+        elif flag in names:
             key, kind = names[flag]
             step[key] = _number(kind, flag, value)
             conv.mapped.append(f"{text} -> workload.steps[{index}].{key}")

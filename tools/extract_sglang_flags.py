@@ -83,21 +83,26 @@ def main(srt: Path, out_path: Path, older: dict[str, Path]) -> None:
     launch = {**field_flags(srt / "arg_groups" / "fields", groups, aliases),
               **add_argument_flags((srt / "server_args.py").read_text())}  # fmt: skip
     serving = add_argument_flags((srt.parent / "benchmark" / "serving.py").read_text())
-    old = {}
+    old, old_serving = {}, {}
     for version, old_srt in older.items():
         flags = add_argument_flags((old_srt / "server_args.py").read_text())
         old[version] = {k: v for k, v in sorted(flags.items()) if k not in launch}
+        bench = old_srt.parent / "bench_serving.py"  # the 0.5.2 wheel's client lives at sglang/bench_serving.py
+        if bench.exists():
+            flags = add_argument_flags(bench.read_text())
+            old_serving[version] = {k: v for k, v in sorted(flags.items()) if k not in serving}
     out = {
         "_source": "extracted by tools/extract_sglang_flags.py from SGLang 0.5.23's source: ServerArgs fields "
         "(arg_groups/fields/*.py) plus server_args.py's add_argument registrations; bench_serving from "
         "benchmark/serving.py; environment variables from environ.py; older_launch_server: flags of older "
-        "versions' server_args.py that 0.5.23 lacks. true: the flag takes a value.",
+        "versions' server_args.py (and bench_serving.py) that 0.5.23 lacks. true: the flag takes a value.",
         "launch_server": dict(sorted(launch.items())),
         "launch_server_groups": dict(sorted(groups.items())),
         "launch_server_aliases": dict(sorted(aliases.items())),
         "bench_serving": dict(sorted(serving.items())),
         "environ": environ_names((srt / "environ.py").read_text()),
         "older_launch_server": old,
+        "older_bench_serving": old_serving,
     }
     out_path.write_text(json.dumps(out, indent=0) + "\n")
     print(f"wrote {out_path}: {len(launch)} launch_server flags, {len(serving)} bench_serving flags, "

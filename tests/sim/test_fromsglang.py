@@ -140,6 +140,11 @@ class TestCommandsAsTyped:
         other = from_sglang(f"SGLANG_INIT_NEW_TOKEN_RATIO=0.5 python -m sglang.launch_server {self.SERVER}", gpu="A10")
         assert any("an SGLang setting the simulator does not model" in line for line in other.ignored)
 
+    def test_time_and_sudo_wrappers(self):
+        conv = from_sglang(f"sudo -E -u svc time python -m sglang.launch_server {self.SERVER}", gpu="A10")
+        assert conv.scenario["hardware"]["tp_size"] == 2
+        assert [line.split(":")[0] for line in conv.ignored] == ["sudo -E -u svc", "time"]
+
     def test_sglang_serve_with_a_positional_model_is_launch_server(self):
         conv = from_sglang("sglang serve Qwen/Qwen3-14B --tp 2 --model-type llm", gpu="A10")
         assert conv.scenario["model"]["config"] == "qwen3-14b" and conv.scenario["hardware"]["tp_size"] == 2
@@ -160,6 +165,11 @@ class TestFlagSpellings:
     def test_an_old_switch_becomes_its_new_flag_with_its_value(self):
         conv = from_sglang("python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp 4 --enable-ep-moe", gpu="H100")
         assert any(line.startswith("--enable-ep-moe (0.5.2's spelling of --ep-size 4)") for line in conv.ignored + conv.mapped)
+
+    def test_a_dropped_bench_serving_option_is_listed_as_ignored(self):
+        bench = "python -m sglang.bench_serving --dataset-name random-ids --random-image-num-images 2"
+        conv = from_sglang(M2_LAUNCH, [bench], gpu="A10")
+        assert "--random-image-num-images 2: a bench_serving option of SGLang 0.5.2 that 0.5.23 no longer has" in conv.ignored[0]
 
     def test_a_dropped_flag_is_listed_as_ignored(self):
         conv = from_sglang("python -m sglang.launch_server --model-path Qwen/Qwen3-14B --enable-nan-detection", gpu="A10")
