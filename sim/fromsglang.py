@@ -99,7 +99,39 @@ BENCH_SERVING_WHY = {
     "--disable-stream": "without streaming the client's TTFT is the whole request: compare E2E instead",
     "--disable-ignore-eos": "outputs may stop early at EOS: the simulator generates every requested token",
     "--warmup-requests": "warm-up requests, not in the client's report: not simulated",
+    "--extra-request-body": "extra request fields: not read (sampling options in it, such as max_new_tokens, would "
+    "change the outputs the simulator generates)",
+    "--apply-chat-template": "wraps each prompt in the chat template: a few more prompt tokens, not counted",
+    "--prompt-suffix": "a suffix on every prompt: a few more prompt tokens, not counted",
+    "--return-logprob": "logprobs in the response: not modelled", "--top-logprobs-num": "logprobs: not modelled",
+    "--token-ids-logprob": "logprobs: not modelled", "--logprob-start-len": "logprobs: not modelled",
+    "--return-routed-experts": "routed experts in the response: not modelled",
+    "--temperature": "sampling: output lengths are fixed (ignore_eos)", "--top-p": "sampling: output lengths are fixed",
+    "--lora-name": "a LoRA adapter per request: not modelled", "--lora-request-distribution": "LoRA: not modelled",
+    "--lora-zipf-alpha": "LoRA: not modelled", "--cache-report": "reporting only: cached tokens are always reported",
+    "--goodput": "reporting only", "--plot-throughput": "reporting only", "--print-requests": "reporting only",
+    "--tag": "reporting only", "--header": "HTTP headers", "--served-model-name": "naming only",
+    "--pd-separated": "a PD-disaggregated server: only the decode role is modelled (cluster.role)",
+    "--fake-prefill": "skips the prefill on the server: not modelled",
+    "--flush-cache-timeout": "how long the client waits for /flush_cache: the simulated flush waits until idle",
+    "--ready-check-timeout-sec": "the client's wait for the server to come up",
+    "--rust-client": "the client's implementation", "--rust-worker-threads": "the client's implementation",
+    "--use-trace-timestamps": "trace datasets: not this client's random-ids steps (use a trace workload)",
 }  # fmt: skip
+OTHER_DATASET_OPTIONS = ("--dataset-offset", "--sharegpt-", "--mooncake-", "--agentic-", "--speed-bench-", "--image-",
+                         "--random-image-", "--gsp-")  # fmt: skip
+
+
+def _bench_serving_why(flag: str) -> str:
+    if flag in BENCH_SERVING_WHY:
+        return BENCH_SERVING_WHY[flag]
+    if flag.startswith(OTHER_DATASET_OPTIONS):
+        return "an option of another dataset than random-ids / random: no effect on these prompts"
+    if flag.startswith("--profile"):
+        return "profiling the server: no effect on what is measured here"
+    return "a client option with no effect on the server"
+
+
 # Environment variables that change what the simulator models: name -> (scenario field, value when set to a
 # true value; None: nothing to change, the reason is the text).
 ENV_MAPPED = {
@@ -474,7 +506,7 @@ def _bench_serving(conv: Conversion, argv: list[str], index: int) -> None:
             tokenized = True
             conv.mapped.append(f"{text} -> prompts sent as token ids: nothing tokenized")
         else:
-            conv.ignored.append(f"{text}: {BENCH_SERVING_WHY.get(flag, 'a client option with no effect on the server')}")
+            conv.ignored.append(f"{text}: {_bench_serving_why(flag)}")
     # random-ids text is consecutive vocab ids decoded; random is ShareGPT text (benchmark/datasets/random.py:141-155)
     if not tokenized and conv.prompt_text is None:
         conv.prompt_text = "prose" if wl.get("dataset_name") == "random" else "random-ids"

@@ -245,6 +245,12 @@ class TestTokenization:
         assert chat["scheduler"]["tokenizer_tokens_per_s"] > 0
 
 
+def test_every_bench_serving_option_has_its_own_reason_when_ignored():
+    bench = "python -m sglang.bench_serving --dataset-name random-ids --extra-request-body {} --profile --gsp-num-groups 4"
+    ignored = from_sglang(M2_LAUNCH, [bench], gpu="A10").ignored
+    assert [line.split(": ", 1)[1].split(" ")[0] for line in ignored] == ["extra", "profiling", "an"]
+
+
 class TestBenchMultiturnOptions:
     def test_round_barrier_rounds_and_range_ratio_map_to_the_workload(self):
         bench = M2_BENCH + " --enable-round-barrier --min-rounds 2 --max-rounds 6 --range-ratio 0.5"
