@@ -368,7 +368,9 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
     )
     if isinstance(wl, MultiTurnWorkload):
         rate = "closed loop" if wl.request_rate is None else f"{wl.request_rate:g} req/s {wl.distribution}"
-        desc = f"multi_turn, {wl.num_clients} clients x {wl.num_rounds} rounds, {wl.request_length}+{wl.output_length} tokens/round, {rate}"
+        lo, hi = wl.round_range()
+        rounds = f"{lo}" if lo == hi else f"{lo}-{hi}"
+        desc = f"multi_turn, {wl.num_clients} clients x {rounds} rounds, {wl.request_length}+{wl.output_length} tokens/round, {rate}"
     elif isinstance(wl, SyntheticWorkload):
         desc = f"synthetic, {wl.num_requests} requests at {wl.rate:g} req/s ({wl.arrival}), {wl.input_length}+{wl.output_length} tokens"
     elif isinstance(wl, TraceWorkload):
