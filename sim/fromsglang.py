@@ -75,13 +75,15 @@ OLD_SPELLINGS = {
     "--enable-ep-moe": ("--ep-size", "tp"),  # "(Deprecated) ... The ep size is equal to the tp size."
     "--enable-deepep-moe": ("--moe-a2a-backend", "deepep"),
 }
-PREFIX_PROGRAMS = {  # a command's wrappers: options that take a value (as separate tokens)
-    "numactl": {"-N", "-m", "-C", "-p", "-i", "-w", "--cpunodebind", "--membind", "--physcpubind", "--preferred",
-                "--interleave", "--weighted-interleave", "--preferred-many"},
-    "taskset": set(), "nohup": set(), "time": set(), "env": {"-u", "--unset", "-C", "--chdir"},
-    "sudo": {"-u", "--user", "-g", "--group", "-D", "--chdir"},
+_PLACEMENT = "CPU and memory placement of the process: no effect on what the simulator models"
+_RUNNER = "how the command is run (detached, timed, as another user): no effect on what the simulator models"
+PREFIX_PROGRAMS = {  # a command's wrappers: (options that take a value as a separate token, why it is ignored)
+    "numactl": ({"-N", "-m", "-C", "-p", "-i", "-w", "--cpunodebind", "--membind", "--physcpubind", "--preferred",
+                 "--interleave", "--weighted-interleave", "--preferred-many"}, _PLACEMENT),
+    "taskset": (set(), _PLACEMENT), "nohup": (set(), _RUNNER), "time": (set(), _RUNNER),
+    "sudo": ({"-u", "--user", "-g", "--group", "-D", "--chdir"}, _RUNNER),
+    "env": ({"-u", "--unset", "-C", "--chdir"}, "runs the command with the assignments that follow (each listed)"),
 }  # fmt: skip
-PREFIX_WHY = "CPU and memory placement of the process: no effect on what the simulator models"
 BENCH_MULTITURN_WHY = {
     "--host": "network endpoint", "--port": "network endpoint", "--log-file": "reporting only", "--tag": "reporting only",
     "--model-path": "the client's tokenizer: the model is the launch command's",
@@ -132,17 +134,15 @@ def _bench_serving_why(flag: str) -> str:
     return "a client option with no effect on the server"
 
 
-# Environment variables that change what the simulator models: name -> (scenario field, value when set to a
-# true value; None: nothing to change, the reason is the text).
+# Environment variables that change what the simulator models: name -> (boolean scenario field, what it does).
 ENV_MAPPED = {
     "SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP": (
         "scheduler.disable_consecutive_prefill_overlap", "no overlap between consecutive prefill passes "
         "(managers/scheduler.py:2136-2156)"),
-    "SGLANG_ENABLE_UNIFIED_RADIX_TREE": (
-        None, "an older build's opt-in to the unified radix tree, which 0.5.23 builds for every model "
-        "(mem_cache/registry.py:146) and the simulator models; 0.5.23 does not read it"),
 }
 ENV_WHY = {
+    "SGLANG_ENABLE_UNIFIED_RADIX_TREE": "an older build's opt-in to the unified radix tree, which 0.5.23 builds for "
+    "every model (mem_cache/registry.py:146) and the simulator models; 0.5.23 does not read it",
     "SGLANG_ENABLE_PREFILL_WAR_READ_DONE": "the prefill forward's early WAR fence (default on in 0.5.23): with "
     "HiCache on the fence is the whole forward either way, and without it no copy waits on it (the late first "
     "tokens are modelled from HiCache and the overlap scheduler)",
@@ -226,11 +226,8 @@ def _env(conv: Conversion, name: str, value: str) -> None:
     text = f"{name}={value}"
     if name in ENV_MAPPED:
         path, why = ENV_MAPPED[name]
-        if path is None:
-            conv.ignored.append(f"{text}: {why}")
-        else:
-            _put(conv.scenario, path, _truthy(value))
-            conv.mapped.append(f"{text} -> {path}: {_truthy(value)} ({why})")
+        _put(conv.scenario, path, _truthy(value))
+        conv.mapped.append(f"{text} -> {path}: {_truthy(value)} ({why})")
     elif name in ENV_WHY:
         conv.ignored.append(f"{text}: {ENV_WHY[name]}")
     elif name in _sglang_flags()["environ"]:
@@ -256,7 +253,7 @@ def _command(conv: Conversion, command: str, programs: tuple[str, ...]) -> tuple
             _env(conv, name, value)
             i += 1
         elif Path(tok).name in PREFIX_PROGRAMS:
-            takes, start = PREFIX_PROGRAMS[Path(tok).name], i
+            (takes, why), start = PREFIX_PROGRAMS[Path(tok).name], i
             i += 1
             if Path(tok).name == "taskset":  # taskset [-a] [-c] MASK-or-LIST COMMAND
                 while i < len(argv) and argv[i].startswith("-"):
@@ -264,7 +261,7 @@ def _command(conv: Conversion, command: str, programs: tuple[str, ...]) -> tuple
                 i += 1
             while i < len(argv) and argv[i].startswith("-"):
                 i += 2 if argv[i] in takes else 1
-            conv.ignored.append(f"{' '.join(argv[start:i])}: {PREFIX_WHY}")
+            conv.ignored.append(f"{' '.join(argv[start:i])}: {why}")
         else:
             break
     argv = argv[i:]

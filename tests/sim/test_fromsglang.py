@@ -144,6 +144,7 @@ class TestCommandsAsTyped:
         conv = from_sglang(f"sudo -E -u svc time python -m sglang.launch_server {self.SERVER}", gpu="A10")
         assert conv.scenario["hardware"]["tp_size"] == 2
         assert [line.split(":")[0] for line in conv.ignored] == ["sudo -E -u svc", "time"]
+        assert all("how the command is run" in line for line in conv.ignored)
 
     def test_sglang_serve_with_a_positional_model_is_launch_server(self):
         conv = from_sglang("sglang serve Qwen/Qwen3-14B --tp 2 --model-type llm", gpu="A10")
