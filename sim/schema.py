@@ -504,7 +504,10 @@ class SchedulerConfig(_Section):
         "charged). `scenario from-sglang` sets it when the client sends text (bench/tokenizer.py measures it).",
     )
     tokenizer_workers: int = Field(
-        1, ge=1, description="SGLang's --tokenizer-worker-num: tokenizer processes encoding prompts in parallel."
+        1,
+        ge=1,
+        description="SGLang's --tokenizer-worker-num: tokenizer processes encoding prompts in parallel, per instance "
+        "(a prompt goes to the first free one: optimistic next to the OS spreading connections over them).",
     )
 
 
