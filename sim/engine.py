@@ -67,6 +67,7 @@ from sim.hicache import Admission, BackupOp, HiCache
 from sim.metrics import Recorder
 from sim.pools import ModelSpec
 from sim.radix import Node, RadixTree
+from sim.speculative import SpecDecode
 from sim.storage import Storage
 from sim.swacache import Backup
 from sim.v4hicache import V4Admission, V4HiCache, check_v4_setup, request_keys
@@ -128,6 +129,9 @@ class EngineConfig:
     duration_s: float | None = None
     sample_interval_s: float = 1.0
     record_requests: bool = True
+    spec: SpecDecode | None = None  # speculative decoding (sim.speculative); None: one token per decode pass
+    dp_size: int = 1  # attention-DP ranks per instance (DP attention): one scheduler and cache each
+    load_balance_method: str = "round_robin"  # how the DP controller picks a rank
 
 
 @dataclass(slots=True)
@@ -187,6 +191,8 @@ class Instance:
 
     def __init__(self, sim: Simulation, idx: int) -> None:
         self.sim, self.idx, self.env = sim, idx, sim.env
+        self.spec = sim.cfg.spec
+        self.accept = self.spec.accept_length if self.spec else 1  # context tokens a decode pass adds per request
         self.cache = self._new_cache()
         self.v4 = isinstance(self.cache, V4HiCache)
         self.v4_due: list[tuple[int, int, _Running]] = []  # V4 decodes by the step of their next page
@@ -232,7 +238,8 @@ class Instance:
             return V4HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
                              load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
                              swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
-                             chunked_prefill_size=cfg.chunked_prefill_size)  # fmt: skip
+                             chunked_prefill_size=cfg.chunked_prefill_size,
+                             decode_lookahead=cfg.spec.reserve if cfg.spec else 0)  # fmt: skip
         return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
                        load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
                        swa_full_tokens_ratio=cfg.swa_full_tokens_ratio, eviction_policy=cfg.eviction_policy,
@@ -324,7 +331,12 @@ class Instance:
             # the decode batch rides along in the prefill's forward (scheduler.py:3992-4005, 4375-4410).
             decode = not tokens or mixed
             n_decode = len(self.decoding) if decode else 0
-            dt = roofline.step_seconds(tokens, pairs, n_decode, self.decode_ctx)
+            if self.spec is None:
+                dt = roofline.step_seconds(tokens, pairs, n_decode, self.decode_ctx)
+            elif tokens:  # no mixed chunk with speculative decoding (schema)
+                dt = self.spec.prefill_seconds(roofline, tokens, pairs)
+            else:
+                dt = self.spec.decode_seconds(roofline, n_decode, self.decode_ctx)
             wait = max(0.0, self.sync_until - t0)  # a write_back eviction's copy (see _charge_write_back)
             if wait:
                 sim.rec.counters["sim_write_back_wait_seconds_total"] += wait
@@ -347,7 +359,7 @@ class Instance:
                 self._stream_out()
             self.deferring = self.late_stream and tokens > 0
             if decode:
-                self.decode_ctx += n_decode * steps
+                self.decode_ctx += n_decode * steps * self.accept
                 self.step += steps
                 if not tokens and self.decodes_owed:
                     self.decodes_owed = max(0, self.decodes_owed - steps)
@@ -412,6 +424,9 @@ class Instance:
             else:
                 lk = cache.lookup(req.keys, req.input_len)
                 extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
+                if self.spec is not None:  # the draft slots held past the last token, page-aligned
+                    total, pt = req.input_len + req.output_len, cfg.page_tokens
+                    extra += -(-(total + self.spec.reserve) // pt) - -(-total // pt)
                 adm = cache.admit(lk, extra_pages=max(0, extra))
                 if adm is None:
                     cache.abandon(lk)
@@ -501,21 +516,30 @@ class Instance:
         if run.req.output_len - run.resumed <= 1:
             self._finish(run)
         else:
-            heapq.heappush(self.decoding, (self.step + run.req.output_len - run.resumed - 1, run.req.rid, run))
-            self.decode_ctx += run.req.input_len + run.resumed
             run.decode_start = self.step
+            heapq.heappush(self.decoding, (self._pass_at(run, run.req.output_len - run.resumed - 1), run.req.rid, run))
+            self.decode_ctx += run.req.input_len + run.resumed
             if self.v4:
                 run.synced_step = self.step
-                heapq.heappush(self.v4_due, (self.step + self.cache.steps_to_page(run.adm), run.req.rid, run))
+                heapq.heappush(self.v4_due, (self._pass_at(run, self.cache.steps_to_page(run.adm)), run.req.rid, run))
+
+    def _pass_at(self, run: _Running, tokens: int) -> int:
+        """The decode pass (``step``) by which ``run`` has made ``tokens`` tokens after its prefill."""
+        return run.decode_start + (tokens if self.spec is None else self.spec.passes_for(tokens))
+
+    def _made(self, run: _Running, step: int) -> int:
+        """Tokens ``run`` has made after its prefill by decode pass ``step``."""
+        passes = step - run.decode_start
+        return passes if self.spec is None else self.spec.tokens_after(passes)
 
     def _finish_decodes(self) -> None:
         if self.v4:
             self._sync_decodes()
         while self.decoding and self.decoding[0][0] <= self.step:
-            _, _, run = heapq.heappop(self.decoding)
+            key, _, run = heapq.heappop(self.decoding)
             if self.v4 and not self._sync(run, run.req.output_len):
                 continue
-            self.decode_ctx -= run.req.input_len + run.req.output_len - 1
+            self.decode_ctx -= run.req.input_len + run.resumed + (key - run.decode_start) * self.accept
             self._finish(run)
 
     def _sync_decodes(self) -> None:
@@ -525,11 +549,12 @@ class Instance:
             _, rid, run = heapq.heappop(due)
             if run.adm.run.finished:
                 continue
-            if self._sync(run, self.step - run.synced_step) and not run.adm.run.finished:
-                heapq.heappush(due, (self.step + self.cache.steps_to_page(run.adm), rid, run))
+            if self._sync(run, self._made(run, self.step) - self._made(run, run.synced_step)) and not run.adm.run.finished:
+                made = self._made(run, self.step)
+                heapq.heappush(due, (self._pass_at(run, made + self.cache.steps_to_page(run.adm)), rid, run))
 
     def _sync(self, run: _Running, steps: int) -> bool:
-        """Run ``steps`` decode steps of a V4 request in the cache; False if it was retracted.
+        """Run ``steps`` decode tokens of a V4 request in the cache; False if it was retracted.
 
         When a pool runs dry even after eviction, SGLang retracts decoding requests, fewest output tokens
         first and then the longest prompt, until the step fits, always keeping one
@@ -564,7 +589,7 @@ class Instance:
 
     def _outputs(self, run: _Running) -> int:
         """Output tokens a decoding request has made by now (its prefill made the first)."""
-        return run.resumed + 1 + self.step - run.decode_start
+        return run.resumed + 1 + self._made(run, self.step)
 
     def _retract(self, run: _Running, requeue: bool = True, keep_free: int = 0) -> None:
         """Free a decoding request's KV uncached (and ``keep_free`` tokens for the requests that stay) and queue
@@ -574,7 +599,7 @@ class Instance:
         for heap in (self.decoding, self.v4_due):  # in place: the callers' loops hold these lists
             heap[:] = [e for e in heap if e[2] is not run]
             heapq.heapify(heap)
-        self.decode_ctx -= run.req.input_len + run.resumed + self.step - run.decode_start
+        self.decode_ctx -= run.req.input_len + run.resumed + (self.step - run.decode_start) * self.accept
         if requeue:
             made = min(self._outputs(run), run.req.output_len - 1)
             self.submit(_Running(run.req, run.inst, first_token_s=run.first_token_s, resumed=made))

@@ -95,14 +95,15 @@ def _prefill_graph_sizes(max_bs: int) -> int:
 
 def default_mem_fraction_static(gpu: GPU, *, tp_size: int = 1, pp_size: int = 1, chunked_prefill_size: int | None = None,
                                 max_running_requests: int | None = None, mla: bool = False,
-                                version: str = "0.5.23") -> float:  # fmt: skip
+                                version: str = "0.5.23", attn_dp_size: int = 1) -> float:  # fmt: skip
     """SGLang's ``mem_fraction_static`` when none is given.
 
     0.5.23 (memory_hook.py:281-345, 357-399), the CUDA path with its defaults: post-capture KV sizing off
     (environ.py:640), decode graphs on, the breakable prefill graphs on (cuda_graph_config.py:119-123), no DP
     attention, DeepEP or XPU terms. Reserved MiB = 512 + 1.5 x max(chunk, 2048) + TP x PP / 8 x 1024 + 2 x
     decode graph max bs + the prefill graphs (8 per bucket; 1.5 GiB with an MLA backend), at least 10 GiB
-    above 60 GiB of memory. 0.5.2 (``server_args.py:452-496``): a reserve by memory tier, no speculative
+    above 60 GiB of memory. DP attention adds 3 x decode graph max bs x attention-DP ranks, and 1.5 x more
+    above a max bs of 300 (memory_hook.py:372-379). 0.5.2 (``server_args.py:452-496``): a reserve by memory tier, no speculative
     decoding or DP attention.
     """
     mem = gpu.memory_mib
@@ -119,7 +120,10 @@ def default_mem_fraction_static(gpu: GPU, *, tp_size: int = 1, pp_size: int = 1,
         return round((mem - reserved) / mem, 3)
     chunk = chunked_prefill_size or default_chunked_prefill_size(mem)
     reserved = 512 + max(chunk, 2048) * 1.5 + tp_size * pp_size / 8 * 1024
-    reserved += _decode_graph_max_bs(mem, tp_size, max_running_requests) * 2
+    max_bs = _decode_graph_max_bs(mem, tp_size, max_running_requests)
+    reserved += max_bs * 2
+    if attn_dp_size > 1:
+        reserved += max_bs * attn_dp_size * (3 + (1.5 if max_bs > 300 else 0))
     reserved += 1.5 * 1024 if mla else _prefill_graph_sizes(min(chunk, 8192) if mla else chunk) * 8
     if mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)

@@ -19,12 +19,17 @@ from typing import Any
 
 from sim.errors import InputError
 
-__all__ = ["KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "load_config", "model_spec"]
+__all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "expert_dtype_of",
+           "load_config", "model_spec"]
 
 # SGLang --kv-cache-dtype values and their bytes per element; "auto" is the model's dtype.
 KV_DTYPE_BYTES = {"auto": None, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1,
                   "fp8": 1, "fp4_e2m1": 0.5}  # fmt: skip
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Bytes per routed-expert weight by model.expert_dtype. MXFP4 (DeepSeek V4's FP4 experts): two e2m1 values per
+# byte (layers/quantization/fp8.py:1603-1621) and one e8m0 scale per 32 weights (fp8.py:1694-1716, the
+# checkpoint's uint8 scales, models/deepseek_v4.py:5783). FP8: one byte (128 x 128 block scales are noise).
+EXPERT_DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 32}
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class ModelShape:
     kv_read_bytes_per_request: float  # decode: bytes read per request whatever its length (windows, top-k)
     compute_dtype: str
     catalog: str | None = None  # DeepSeek V4: the catalog entry holding the pools
+    fp4_indexer: bool = False  # DeepSeek V4: C4 indexer keys in fp4 (--enable-deepseek-v4-fp4-indexer)
+    expert_dtype: str = "fp8"  # the routed experts' storage, resolved from "auto"
 
 
 def bundled_configs() -> list[str]:
@@ -108,10 +115,32 @@ def _moe(cfg: dict, name: str, hidden: int, layers: int) -> tuple[float, float, 
     return total, active, moe_layers * expert, n_exp, k
 
 
-def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", name: str = "model") -> ModelShape:
-    """The :class:`ModelShape` of a config at ``tp_size`` ranks with KV stored as ``kv_dtype``."""
+def expert_dtype_of(cfg: dict[str, Any], expert_dtype: str = "auto") -> str:
+    """The routed experts' dtype: as given, else the checkpoint's: fp4 when its quantization_config marks the
+    routed experts mxfp4 (SGLang ``configs/model_config.py:722-733``), else its weights' dtype."""
+    if expert_dtype != "auto":
+        if expert_dtype not in EXPERT_DTYPE_BYTES:
+            raise InputError(f"expert_dtype: unknown {expert_dtype!r} (known: auto, {', '.join(EXPERT_DTYPE_BYTES)})")
+        return expert_dtype
+    quant = cfg.get("quantization_config") or {}
+    if quant.get("routed_experts_quant_method") == "mxfp4":
+        return "fp4"
+    return "fp8" if quant.get("quant_method") in ("fp8", "deepseek_v4_fp8") else "bf16"
+
+
+def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", name: str = "model",
+           expert_dtype: str = "auto", fp4_indexer: bool = False, attn_dp_size: int = 1) -> ModelShape:  # fmt: skip
+    """The :class:`ModelShape` of a config at ``tp_size`` ranks with KV stored as ``kv_dtype``.
+
+    With ``attn_dp_size`` attention-DP ranks (SGLang's DP attention) the attention weights are sharded over
+    ``tp_size / attn_dp_size`` GPUs (the attention TP group, ``arg_groups/fields/parallel.py:81-90, 316-320``)
+    and replicated across the DP ranks, while the MLP/MoE and embeddings stay sharded over all ``tp_size``.
+    """
     if kv_dtype not in KV_DTYPE_BYTES:
         raise InputError(f"kv_dtype: unknown {kv_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})")
+    if attn_dp_size < 1 or tp_size % attn_dp_size:
+        raise InputError(f"attn_dp_size {attn_dp_size} does not divide tp_size {tp_size}")
+    attn_tp = tp_size // attn_dp_size
     layers = int(_need(cfg, "num_hidden_layers", name))
     hidden = int(_need(cfg, "hidden_size", name))
     heads = int(_need(cfg, "num_attention_heads", name))
@@ -119,6 +148,9 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
     model_bytes = _DTYPE_BYTES.get(str(cfg.get("torch_dtype", "bfloat16")), 2)
     quant = (cfg.get("quantization_config") or {}).get("quant_method")
     weight_b = 1 if quant in ("fp8", "deepseek_v4_fp8") else model_bytes
+    experts = expert_dtype_of(cfg, expert_dtype)
+    own = expert_dtype == "auto" and experts != "fp4"  # stored like the other weights
+    expert_b = weight_b if own else EXPERT_DTYPE_BYTES[experts]
     kv_b = KV_DTYPE_BYTES[kv_dtype] or model_bytes
     embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
     mlp, mlp_active, expert, n_exp, k = _moe(cfg, name, hidden, layers)
@@ -145,7 +177,7 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
 
         catalog = "deepseek-v4.1-flash" if "kv_source_layer_ids" in cfg else (
             "deepseek-v4-flash" if layers <= 43 else "deepseek-v4-pro")  # fmt: skip
-        spec = get_model(catalog)
+        spec = get_model(catalog, fp4_indexer=fp4_indexer)
         kv_tok = spec.bytes_per_page / spec.page_size
         c4 = ratios.count(4)
         read_tok = sum(p.bytes_per_page for p in spec.pools if p.name in ("c4_indexer", "c128")) / spec.page_size
@@ -167,22 +199,27 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         hd = int(cfg.get("head_dim") or hidden // heads)
         attn = hidden * heads * hd * 2 + 2 * hidden * kv_heads * hd
         # KV heads split over TP; with more ranks than KV heads each rank keeps one (replicated).
-        kv_tok = 2 * layers * max(1, math.ceil(kv_heads / tp_size)) * hd * kv_b
+        kv_tok = 2 * layers * max(1, math.ceil(kv_heads / attn_tp)) * hd * kv_b
         read_tok = kv_tok
         attn_pair = 4 * layers * heads * hd
     params = embed + layers * attn + mlp
     active = embed + layers * attn + mlp_active
     embed_bytes = embed * model_bytes
-    weight_bytes = (params - embed) * weight_b + embed_bytes
-    dense_bytes = weight_bytes - n_exp * expert * weight_b
+    routed = n_exp * expert  # routed-expert params over all MoE layers, stored as expert_b each
+    weight_bytes = (params - embed) * weight_b + embed_bytes + routed * (expert_b - weight_b)
+    # DP attention: attention weights and FLOPs are split over attn_tp GPUs only (0 extra when attn_tp == tp).
+    attn_extra = 1 / attn_tp - 1 / tp_size
+    dense_bytes = (weight_bytes - routed * expert_b) / tp_size + layers * attn * weight_b * attn_extra
     return ModelShape(
         name=name, family=family, layers=layers, params=params, active_params=active,
-        weight_bytes_per_rank=weight_bytes / tp_size, kv_bytes_per_token=kv_tok,
-        flops_per_token=(2 * (active - embed) + per_tok_attn) / tp_size,  # embeddings: a lookup, and logits only for the last token
-        attn_flops_per_pair=attn_pair / tp_size,
-        dense_weight_bytes=dense_bytes / tp_size, expert_bytes=expert * weight_b / tp_size,
+        weight_bytes_per_rank=weight_bytes / tp_size + layers * attn * weight_b * attn_extra, kv_bytes_per_token=kv_tok,
+        flops_per_token=(2 * (active - embed) + per_tok_attn) / tp_size  # embeddings: a lookup, and logits only for the last token
+        + (2 * layers * attn + per_tok_attn) * attn_extra,
+        attn_flops_per_pair=attn_pair / attn_tp,
+        dense_weight_bytes=dense_bytes, expert_bytes=expert * expert_b / tp_size,
         n_experts=n_exp, experts_per_token=k, kv_read_bytes_per_token=read_tok, kv_read_bytes_per_request=kv_req,
-        compute_dtype="fp8" if weight_b == 1 else "bf16", catalog=catalog,
+        compute_dtype="fp8" if weight_b == 1 else "bf16", catalog=catalog, fp4_indexer=fp4_indexer and catalog is not None,
+        expert_dtype=experts if n_exp else "none",
     )  # fmt: skip
 
 
@@ -191,7 +228,7 @@ def model_spec(shape: ModelShape, page_size: int):
     from sim.pools import HitPolicy, ModelSpec, Pool, get_model
 
     if shape.catalog is not None:
-        return get_model(shape.catalog, page_size=page_size)
+        return get_model(shape.catalog, page_size=page_size, fp4_indexer=shape.fp4_indexer)
     per_page = round(shape.kv_bytes_per_token * page_size)
     pool = Pool("kv", per_page, "kv", HitPolicy.ALL_PAGES, rank_replicated=shape.family == "mla")
     return ModelSpec(shape.name, page_size, (pool,), layers=shape.layers,

@@ -145,19 +145,20 @@ _V4 = {"bytes_per_slot": 584, "align": 576}
 _V41 = {"bytes_per_slot": 528, "align": 512}
 _V41_FP4 = {"bytes_per_slot": 288, "align": 256}
 _FP8_INDEXER = 132  # 128 B payload + 4 B scale per compressed token (index_head_dim 128)
-_FP4_INDEXER, _FP4_INDEXER_SCALE = 64, 4
+_FP4_INDEXER, _FP4_INDEXER_SCALE = 64, 4  # 128 / 2 B payload + 128 / 32 B scales (--enable-deepseek-v4-fp4-indexer)
 _STATE_ROW_C4 = 2 * 2 * 512 * 4  # fp32 compressor state row, head_dim 512
 _STATE_ROW_C4_INDEXER = 2 * 2 * 128 * 4
 _C4_RING_ROWS = 8  # no speculative decoding (deepseek_v4_memory_pool.py:60-79)
 
 
-def _v4_pools(page: int, layers: int, c4: int, c128: int) -> tuple[Pool, ...]:
+def _v4_pools(page: int, layers: int, c4: int, c128: int, fp4_indexer: bool = False) -> tuple[Pool, ...]:
     kv, trailing = HitPolicy.ALL_PAGES, HitPolicy.TRAILING_PAGES
+    indexer = _FP4_INDEXER + _FP4_INDEXER_SCALE if fp4_indexer else _FP8_INDEXER
     groups = [
         ("kv", "kv", kv, LayerGroup(0)),
         ("swa", "swa", trailing, LayerGroup(layers, **_V4)),
         ("c4", "kv", kv, LayerGroup(c4, compress_ratio=4, **_V4)),
-        ("c4_indexer", "kv", kv, LayerGroup(c4, compress_ratio=4, bytes_per_slot=_FP8_INDEXER)),
+        ("c4_indexer", "kv", kv, LayerGroup(c4, compress_ratio=4, bytes_per_slot=indexer)),
         ("c128", "kv", kv, LayerGroup(c128, compress_ratio=128, **_V4)),
         ("c4_state", "swa", trailing, LayerGroup(c4, ring_rows=_C4_RING_ROWS, row_bytes=_STATE_ROW_C4)),
         (
@@ -201,21 +202,22 @@ def generic_model(bytes_per_token: int, page_size: int = 1, name: str = "generic
 MLA_FP8_BYTES_PER_TOKEN = 61 * 576
 
 
-def _deepseek_v4_flash(page: int) -> ModelSpec:
+def _deepseek_v4_flash(page: int, fp4_indexer: bool = False) -> ModelSpec:
     return ModelSpec(
-        "deepseek-v4-flash", page, _v4_pools(page, layers=43, c4=21, c128=20), 128, 512, 43,
-        notes="43 layers: 21 C4, 20 C128, 2 SWA-only; 9,158,208 B per 256-token page (measured, EIC)",
+        "deepseek-v4-flash", page, _v4_pools(page, layers=43, c4=21, c128=20, fp4_indexer=fp4_indexer), 128, 512, 43,
+        notes="43 layers: 21 C4, 20 C128, 2 SWA-only; 9,158,208 B per 256-token page (measured, EIC)"
+        + ("; fp4 C4 indexer" if fp4_indexer else ""),
     )  # fmt: skip
 
 
-def _deepseek_v4_pro(page: int) -> ModelSpec:
+def _deepseek_v4_pro(page: int, fp4_indexer: bool = False) -> ModelSpec:
     return ModelSpec(
-        "deepseek-v4-pro", page, _v4_pools(page, layers=61, c4=30, c128=31), 128, 1024, 61,
-        notes="estimate from formulas: 61 layers, 30 C4, 31 C128",
+        "deepseek-v4-pro", page, _v4_pools(page, layers=61, c4=30, c128=31, fp4_indexer=fp4_indexer), 128, 1024, 61,
+        notes="estimate from formulas: 61 layers, 30 C4, 31 C128" + ("; fp4 C4 indexer" if fp4_indexer else ""),
     )  # fmt: skip
 
 
-def _deepseek_v41_flash(page: int) -> ModelSpec:
+def _deepseek_v41_flash(page: int, fp4_indexer: bool = False) -> ModelSpec:  # its indexers are fp4 already
     return ModelSpec(
         "deepseek-v4.1-flash", page, _v41_pools(page, layers=40, c2_sources=3, c1_sources=1), 128, 512, 40,
         notes="estimate: 40 layers, KV owned by 3 C2 + 1 C1 source layers, fp4 indexers; no state rings",
@@ -230,14 +232,16 @@ CATALOG = {
 _V4_PAGE = 256  # asserted by SGLang for DSV4 (kv_cache_configurator.py:2068-2070)
 
 
-def get_model(name: str, *, page_size: int | None = None, bytes_per_token: int | None = None) -> ModelSpec:
-    """Look a model up by catalog name; ``generic`` needs ``bytes_per_token`` (default: MLA fp8)."""
+def get_model(name: str, *, page_size: int | None = None, bytes_per_token: int | None = None,
+              fp4_indexer: bool = False) -> ModelSpec:  # fmt: skip
+    """Look a model up by catalog name; ``generic`` needs ``bytes_per_token`` (default: MLA fp8). ``fp4_indexer``:
+    V4's C4 indexer keys as SGLang's fp4 indexer stores them (``deepseek_v4_memory_pool.py:53-57, 577``)."""
     if name == "generic":
         return generic_model(bytes_per_token or MLA_FP8_BYTES_PER_TOKEN, page_size or 1)
     if name not in CATALOG:
         known = ", ".join([*CATALOG, "generic"])
         raise InputError(f"unknown model {name!r} (known: {known})")
-    return CATALOG[name](page_size or _V4_PAGE)
+    return CATALOG[name](page_size or _V4_PAGE, fp4_indexer)
 
 
 def model_from_dict(d: dict[str, Any], source: str | None = None) -> ModelSpec:

@@ -42,6 +42,7 @@ from sim.metrics import (
 from sim.pools import ModelSpec
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
+from sim.speculative import SpecDecode
 from sim.swa import swa_cap_tokens
 from sim.v4hicache import check_v4_setup
 from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
@@ -75,6 +76,8 @@ def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     returned is then what that count is of the Full tokens."""
     hc, page = sc.hicache, sc.hicache.page_size
     kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
+    if sc.speculative.enabled:  # the draft's KV layers share every pool token (sim.speculative)
+        kv_bytes = int(kv_bytes / (1 + sc.speculative.draft_layers / max(1, model.layers)))
     if hc.swa_full_tokens_ratio != "cap" or not model.has_swa:
         ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio  # no window: moot
         return pages_for_bytes(model, kv_bytes, page, ratio), ratio
@@ -118,6 +121,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         prefetch_policy=hc.prefetch_policy, prefetch_timeout_base_s=hc.prefetch_timeout_base_s,
         prefetch_timeout_per_ki_token_s=hc.prefetch_timeout_per_ki_token_s, duration_s=sc.duration_s,
         sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
+        spec=SpecDecode.from_scenario(sc, model.layers),
     )  # fmt: skip
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "Scenario",
     "SchedulerConfig",
     "ServingStep",
+    "SpeculativeConfig",
     "SyntheticWorkload",
     "TraceWorkload",
     "build_model_spec",
@@ -61,6 +62,8 @@ MAX_REQUEST_TOKENS = 1 << 22  # input + output of one request (4x DeepSeek V4's 
 MAX_REQUESTS = 1_000_000  # requests a workload generates
 MAX_WORKLOAD_PAGES = 5_000_000  # page keys a synthetic or multi-turn workload holds (~100 B each)
 MAX_INSTANCES = 1024
+# Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
+FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
 MAX_HISPARSE_IDS = 200_000_000  # top-k ids HiSparse simulates (sample requests x layers x steps x top-k)
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
@@ -205,6 +208,17 @@ class ModelConfig(_Section):
     sliding_window: int = Field(0, ge=0, description="Inline model: SWA window tokens (V4: 128); 0 = none.")
     index_topk: int | None = Field(None, ge=1, description="Inline model: the indexer's top-k (HiSparse).")
     layers: int = Field(1, ge=1, description="Inline model: transformer layers (load-back overlaps per layer).")
+    expert_dtype: Literal["auto", "bf16", "fp8", "fp4"] = Field(
+        "auto",
+        description="Routed-expert weights (with a config): auto = the checkpoint's (fp4 when its quantization_config "
+        "says routed_experts_quant_method mxfp4, configs/model_config.py:722-733), or bf16, fp8, fp4 (MXFP4: "
+        "e2m1 pairs and one scale per 32 weights, layers/quantization/fp8.py:1603-1716).",
+    )
+    fp4_indexer: bool = Field(
+        False,
+        description="SGLang's --enable-deepseek-v4-fp4-indexer: C4 indexer keys stored as fp4 (68 B per compressed "
+        "token instead of 132, mem_cache/deepseek_v4_memory_pool.py:53-57); SM100/SM120 only.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -259,23 +273,24 @@ class ModelConfig(_Section):
                 )
         return self
 
-    def shape(self, tp_size: int = 1) -> Any:
+    def shape(self, tp_size: int = 1, attn_dp_size: int = 1) -> Any:
         """The :class:`sim.modelcfg.ModelShape` of ``config`` at ``tp_size`` (None without a config)."""
         from sim.modelcfg import derive, load_config
 
         if self.config is None:
             return None
         cfg, _ = load_config(self.config)
-        return derive(cfg, tp_size=tp_size, kv_dtype=self.kv_dtype, name=self.name)
+        return derive(cfg, tp_size=tp_size, kv_dtype=self.kv_dtype, name=self.name, expert_dtype=self.expert_dtype,
+                      fp4_indexer=self.fp4_indexer, attn_dp_size=attn_dp_size)  # fmt: skip
 
-    def page_bytes(self, page_size: int, tp_size: int = 1) -> int:
+    def page_bytes(self, page_size: int, tp_size: int = 1, attn_dp_size: int = 1) -> int:
         """Total bytes per page per rank over all pools."""
         from sim import pools
 
         if self.config is not None:
             from sim.modelcfg import model_spec
 
-            return model_spec(self.shape(tp_size), page_size).bytes_per_page
+            return model_spec(self.shape(tp_size, attn_dp_size), page_size).bytes_per_page
         if self.pools is not None:
             return sum(p.page_bytes(page_size) for p in self.pools)
         return pools.get_model(self.name, page_size=page_size, bytes_per_token=self.generic_bytes_per_token).bytes_per_page
@@ -315,6 +330,20 @@ class HardwareConfig(_Section):
     tp_size: int = Field(
         1, ge=1, description="Tensor-parallel ranks per instance; V4 pools are replicated on every rank."
     )
+    dp_size: int = Field(
+        1, ge=1, le=64,
+        description="SGLang --dp-size: with enable_dp_attention, the attention data-parallel ranks inside the TP group "
+        "(one scheduler, KV pool, radix tree and host pool each; attention sharded over tp_size / dp_size GPUs, MoE "
+        "over all tp_size). Without it, independent replicas: use cluster.instances.",
+    )
+    enable_dp_attention: bool = Field(
+        False, description="SGLang --enable-dp-attention (turns dp_size into attention-DP ranks, parallel_hook.py:39-61)."
+    )
+    ep_size: int = Field(
+        1, ge=1,
+        description="SGLang --ep-size (MoE expert parallelism); must divide tp_size. Experts are split tp_size ways "
+        "either way, so per-GPU weight bytes do not change.",
+    )
     cost_table: str | None = Field(
         None,
         description="Cost-table JSON from `calibrate`, relative to the scenario file; null = bundled spec-derived default.",
@@ -326,6 +355,23 @@ class HardwareConfig(_Section):
     @classmethod
     def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
         return _resolve_file(value, info)
+
+    @property
+    def attn_dp_size(self) -> int:
+        """Attention-DP ranks per instance: dp_size with DP attention, else 1."""
+        return self.dp_size if self.enable_dp_attention else 1
+
+    @model_validator(mode="after")
+    def _parallel(self) -> HardwareConfig:
+        if self.dp_size > 1 and not self.enable_dp_attention:
+            raise _field_error("dp_size", "dp_size > 1 without enable_dp_attention is SGLang's replica DP: "
+                               "set cluster.instances instead (or enable_dp_attention: true)")  # fmt: skip
+        if self.tp_size % self.attn_dp_size:
+            raise _field_error("dp_size", f"{self.dp_size} does not divide tp_size {self.tp_size} "
+                               "(SGLang asserts it, parallel_hook.py:326)")  # fmt: skip
+        if self.tp_size % self.ep_size:
+            raise _field_error("ep_size", f"{self.ep_size} does not divide tp_size {self.tp_size}")
+        return self
 
     @model_validator(mode="after")
     def _kv_fits(self) -> HardwareConfig:
@@ -475,6 +521,12 @@ class SchedulerConfig(_Section):
         False,
         description="SGLang's --enable-mixed-chunk: running requests decode inside each prefill pass. Off (SGLang's "
         "default): a pass is a prefill batch whenever one forms, else a decode batch.",
+    )
+    load_balance_method: Literal["round_robin", "total_requests", "total_tokens", "follow_bootstrap_room"] = Field(
+        "round_robin",
+        description="SGLang --load-balance-method: how the DP controller places a request on an attention-DP rank "
+        "(managers/data_parallel_controller.py:105-145, 880-925); round_robin is what auto resolves to outside PD "
+        "prefill (serving_hook.py:217-236). follow_bootstrap_room: bootstrap room modulo ranks (PD prefill).",
     )
     overlap_schedule: bool = Field(
         True,
@@ -854,6 +906,61 @@ class HiSparseConfig(_Section):
     sample_requests: int = Field(2, ge=1, description="Requests whose access streams are simulated.")
 
 
+class SpeculativeConfig(_Section):
+    """Speculative decoding (SGLang's --speculative-* flags): each decode pass drafts, verifies the draft tokens in
+    one target forward and emits the accepted ones (:mod:`sim.speculative`).
+
+    SGLang picks (num_steps, eagle_topk, num_draft_tokens) = (3, 1, 4) for DeepSeek models when none is given
+    (``arg_groups/speculative_hook.py:1160-1175, 1430-1461``); NEXTN is an alias of EAGLE
+    (``speculative/spec_registry.py:183``), and MTP here names the same path (the model's own NEXTN head).
+    """
+
+    algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "MTP"] | None = Field(
+        None, description="--speculative-algorithm; null = no speculative decoding."
+    )
+    num_steps: int = Field(3, ge=1, le=32, description="--speculative-num-steps: draft forwards per pass.")
+    eagle_topk: int = Field(1, ge=1, le=32, description="--speculative-eagle-topk: draft branches per step.")
+    num_draft_tokens: int | None = Field(
+        None, ge=1, le=256,
+        description="--speculative-num-draft-tokens: tokens the target verifies per request per pass; null = "
+        "num_steps + 1 (required with eagle_topk 1, base_spec_worker.py:117-127).",
+    )
+    accept_length: float | None = Field(
+        None, ge=1,
+        description="Mean tokens a request emits per verify pass (accepted drafts + the bonus token), as the "
+        "server reports it (avg spec accept length); required with an algorithm. Published V4 runs: ~2.4-3.5.",
+    )
+    draft_layers: int = Field(
+        1, ge=1, le=8,
+        description="Layers of the draft model (DeepSeek's NEXTN/MTP head: 1); its KV and forwards cost this share "
+        "of the target's layers.",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.algorithm is not None
+
+    @property
+    def draft_tokens(self) -> int:
+        """Tokens verified per request per pass."""
+        return self.num_draft_tokens if self.num_draft_tokens is not None else self.num_steps + 1
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SpeculativeConfig:
+        if self.algorithm is None:
+            return self
+        if self.accept_length is None:
+            raise _field_error("accept_length", "required with an algorithm: the mean tokens emitted per verify "
+                               "pass (SGLang logs it as accept len)")  # fmt: skip
+        if self.eagle_topk == 1 and self.draft_tokens != self.num_steps + 1:
+            raise _field_error("num_draft_tokens", f"with eagle_topk 1 it must be num_steps + 1 = {self.num_steps + 1} "
+                               "(SGLang asserts it, speculative/base_spec_worker.py:125)")  # fmt: skip
+        if self.accept_length > self.num_steps + 1:
+            raise _field_error("accept_length", f"{self.accept_length:g} exceeds num_steps + 1 = {self.num_steps + 1}, "
+                               "the most one verify pass can emit")  # fmt: skip
+        return self
+
+
 class OutputConfig(_Section):
     """What a run records."""
 
@@ -894,6 +1001,9 @@ class Scenario(_Section):
     hisparse: HiSparseConfig = Field(
         default_factory=HiSparseConfig, description="Decode-side sparse offload."
     )
+    speculative: SpeculativeConfig = Field(
+        default_factory=SpeculativeConfig, description="Speculative decoding (EAGLE / NEXTN / MTP)."
+    )
     output: OutputConfig = Field(default_factory=OutputConfig, description="Recording.")
     _derived: tuple[str, ...] = PrivateAttr(default=())
 
@@ -917,6 +1027,8 @@ class Scenario(_Section):
 
         hw = dict(hw or {})
         tp = hw.get("tp_size", 1)
+        dp = hw.get("dp_size", 1) if hw.get("enable_dp_attention") is True else 1
+        tp, dp = (tp, dp) if isinstance(tp, int) and isinstance(dp, int) and dp >= 1 and tp % dp == 0 else (1, 1)
         shape = None
         try:
             if config is not None:
@@ -924,8 +1036,9 @@ class Scenario(_Section):
                 if ref.lower() not in modelcfg.bundled_configs():
                     ref = _resolve_file(ref, info)
                 cfg, name = modelcfg.load_config(ref)
-                shape = modelcfg.derive(cfg, tp_size=tp if isinstance(tp, int) else 1,
-                                        kv_dtype=model.get("kv_dtype", "auto"), name=name)  # fmt: skip
+                shape = modelcfg.derive(cfg, tp_size=tp, kv_dtype=model.get("kv_dtype", "auto"), name=name,
+                                        expert_dtype=model.get("expert_dtype", "auto"),
+                                        fp4_indexer=model.get("fp4_indexer") is True, attn_dp_size=dp)  # fmt: skip
         except (InputError, PydanticCustomError) as exc:
             raise _field_error("model.config", str(exc)) from None
         try:
@@ -965,7 +1078,7 @@ class Scenario(_Section):
                 mfs = hw.get("mem_fraction_static") or hardware.default_mem_fraction_static(
                     gpu, tp_size=tp, chunked_prefill_size=sched.get("chunked_prefill_size"),
                     max_running_requests=sched.get("max_running_requests"), mla=shape.family == "mla",
-                    version=hw.get("sglang_defaults", "0.5.23"))  # fmt: skip
+                    version=hw.get("sglang_defaults", "0.5.23"), attn_dp_size=dp)  # fmt: skip
                 kv = hardware.kv_budget_bytes(gpu, mfs, shape.weight_bytes_per_rank)
                 if kv <= 0:
                     raise _field_error("hardware.kv_mem_gb", f"the weights ({shape.weight_bytes_per_rank / 1e9:,.1f} GB "
@@ -1032,7 +1145,14 @@ class Scenario(_Section):
                 raise _field_error("hisparse.sample_requests", f"{ids:,} top-k ids to simulate (sample_requests x "
                                    "access.layers_simulated x steps x top_k), over the limit of "
                                    f"{MAX_HISPARSE_IDS:,}")  # fmt: skip
-        page_bytes = self.model.page_bytes(hc.page_size, self.hardware.tp_size)
+        if self.model.fp4_indexer:
+            self._check_fp4_indexer()
+        if self.speculative.enabled and self.scheduler.enable_mixed_chunk:
+            raise _field_error("scheduler.enable_mixed_chunk", "not modelled with speculative decoding: SGLang runs "
+                               "a mixed pass's decode rows as plain one-token decodes (speculative_hook.py:1103-1117)")  # fmt: skip
+        if self.speculative.enabled and self.cluster.role == "decode":
+            raise _field_error("speculative.algorithm", "not modelled on a PD decode instance (cluster.role: decode)")
+        page_bytes = self.model.page_bytes(hc.page_size, self.hardware.tp_size, self.hardware.attn_dp_size)
         if page_bytes:
             device_pages = int(self.hardware.kv_mem_gb * 1e9 // page_bytes)
             if device_pages < 1:
@@ -1052,6 +1172,15 @@ class Scenario(_Section):
                     )
         return self
 
+    def _check_fp4_indexer(self) -> None:
+        spec = build_model_spec(self)
+        if "c4_indexer" not in {p.name for p in spec.pools}:
+            raise _field_error("model.fp4_indexer", f"applies to DeepSeek V4's C4 indexer; {spec.name} has none")
+        gpu = self.hardware.gpu
+        if gpu is not None and gpu.upper() not in FP4_INDEXER_GPUS:
+            raise _field_error("model.fp4_indexer", f"SGLang refuses it on {gpu}: it needs SM100, SM120 or gfx95 "
+                               f"({', '.join(FP4_INDEXER_GPUS)}; arg_groups/serving_hook.py:464-470)")  # fmt: skip
+
     @property
     def hisparse_top_k(self) -> int | None:
         """HiSparse top-k in effect: the explicit value, else the model's index_topk."""
@@ -1066,7 +1195,7 @@ def build_model_spec(scenario: Scenario) -> Any:
     if m.config is not None:
         from sim.modelcfg import model_spec
 
-        return model_spec(m.shape(scenario.hardware.tp_size), scenario.hicache.page_size)
+        return model_spec(m.shape(scenario.hardware.tp_size, scenario.hardware.attn_dp_size), scenario.hicache.page_size)
     if m.pools is not None:
         d = m.model_dump(mode="json", exclude_none=True)
         d["page_size"] = scenario.hicache.page_size
@@ -1074,5 +1203,6 @@ def build_model_spec(scenario: Scenario) -> Any:
             p.setdefault("anchor", p["name"])
         return pools.model_from_dict(d)
     return pools.get_model(
-        m.name, page_size=scenario.hicache.page_size, bytes_per_token=m.generic_bytes_per_token
+        m.name, page_size=scenario.hicache.page_size, bytes_per_token=m.generic_bytes_per_token,
+        fp4_indexer=m.fp4_indexer,
     )

@@ -135,6 +135,8 @@ class SWACache:
         self.host_swa_cap = inf if host_swa_pages is None else host_swa_pages * page
         self.chunked_prefill_size = chunked_prefill_size
         self.replay_tail = replay_tail
+        # Speculative decoding: a decode step holds this many slots past the new token (sim.speculative).
+        self.decode_lookahead = 0
         self.hicache = host_full_pages != 0
         if write_policy not in ("write_through", "write_through_selective", "write_back"):
             raise ValueError(f"unknown write policy {write_policy!r}")
@@ -400,7 +402,7 @@ class SWACache:
         if r.decode_steps >= 1 and seqlen - 1 - self.window >= r.evicted + SWA_EVICTION_INTERVAL:
             self._free_window(r, seqlen - 1)
         self._make_free(r, self.page)
-        self._alloc_rows(r, seqlen)
+        self._alloc_rows(r, max(r.allocated, seqlen + self.decode_lookahead))
         r.decode_steps += 1
         r.emitted += 1
         if r.emitted >= r.output_len:
@@ -419,7 +421,8 @@ class SWACache:
             free = min(self.full_free(), self.swa_free())
             spare = r.output_len if free == float("inf") else int(free // p) - 1  # pages the segment may allocate
             first = r.prompt_len + r.emitted  # seqlen at the next step; it allocates row first - 1
-            k = min(n, r.output_len - r.emitted, (-(-r.allocated // p) + spare) * p - first + 1)
+            ahead = self.decode_lookahead
+            k = min(n, r.output_len - r.emitted, (-(-r.allocated // p) + spare) * p - first + 1 - ahead)
             if k <= 0:
                 self.decode(r)
                 n -= 1
@@ -427,7 +430,7 @@ class SWACache:
             end = first + k - 1
             start = first if r.decode_steps >= 1 else first + 1  # the first decode step never frees
             r.evicted = _bulk_window(r.evicted, start, end, r.protected, self.window, p)
-            r.allocated = end
+            r.allocated = max(r.allocated, end + ahead)
             r.decode_steps += k
             r.emitted += k
             n -= k

@@ -117,13 +117,14 @@ class V4HiCache:
 
     def __init__(self, model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str,
                  load_back_threshold: int, page_tokens: int, swa_full_tokens_ratio: float,
-                 chunked_prefill_size: int) -> None:  # fmt: skip
+                 chunked_prefill_size: int, decode_lookahead: int = 0) -> None:  # fmt: skip
         from sim.replay import v4_cache
 
         self.model = model
         self.c = v4_cache(model, l1_pages=l1_pages, l2_pages=l2_pages, policy=policy, page=page_tokens,
                           load_back_threshold=load_back_threshold, swa_ratio=swa_full_tokens_ratio,
                           chunked_prefill_size=chunked_prefill_size)  # fmt: skip
+        self.c.decode_lookahead = decode_lookahead  # speculative decoding's draft slots (sim.speculative)
         self.page_tokens = page_tokens
         self.load_back_threshold = load_back_threshold
         self.window_pages = math.ceil(model.sliding_window / page_tokens)
@@ -219,9 +220,9 @@ class V4HiCache:
     def steps_to_page(self, adm: V4Admission) -> int:
         """Decode steps until ``adm`` next allocates a page (the step included)."""
         r, p = adm.run, self.page_tokens
-        seqlen = r.prompt_len + r.emitted  # the next step allocates row seqlen - 1
+        seqlen = r.prompt_len + r.emitted  # the next step allocates row seqlen - 1 (+ the draft slots)
         row = -(-r.allocated // p) * p  # the first row of the next page
-        return max(1, row - seqlen + 2)
+        return max(1, row - seqlen - self.c.decode_lookahead + 2)
 
     def decode(self, adm: V4Admission, steps: int) -> None:
         """Bring ``adm`` ``steps`` decode steps forward (raises :class:`MemoryError` if a pool runs dry)."""
