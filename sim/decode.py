@@ -27,7 +27,14 @@ import simpy
 from sim.compute import Roofline
 from sim.costs import CostTable
 from sim.errors import InputError
-from sim.hisparse import DecodeModelShape, HbmBudget, HiSparseConfig, HiSparseResult, simulate_hisparse
+from sim.hisparse import (
+    FP4_INDEXER_ROW_BYTES,
+    DecodeModelShape,
+    HbmBudget,
+    HiSparseConfig,
+    HiSparseResult,
+    simulate_hisparse,
+)
 from sim.metrics import Recorder, percentiles
 from sim.topk import ParametricAccess, ParametricAccessParams, TraceAccess, load_topk_trace
 from sim.workload import Request
@@ -37,10 +44,17 @@ __all__ = ["DecodeRun", "decode_shape", "run_decode"]
 _SHAPES = {"deepseek-v4-flash": DecodeModelShape(), "deepseek-v4-pro": DecodeModelShape.v4_pro()}
 
 
-def decode_shape(model_name: str, weight_bytes: float) -> DecodeModelShape:
+def decode_shape(model_name: str, weight_bytes: float, fp4_indexer: bool = False,
+                 fp4_sized: bool = False) -> DecodeModelShape:  # fmt: skip
+    """The decode GPU's shape; with the fp4 indexer its keys are read at 68 B each, and the pools are sized at
+    that only where SGLang sizes them so (``fp4_sized``: ROCm, ``pool_configurator.py:1109-1114``)."""
     if model_name not in _SHAPES:
         raise InputError(f"model: HiSparse decode is modelled for {', '.join(_SHAPES)}, not {model_name!r}")
-    return replace(_SHAPES[model_name], weight_bytes_per_gpu=weight_bytes)
+    shape = replace(_SHAPES[model_name], weight_bytes_per_gpu=weight_bytes)
+    if fp4_indexer:
+        shape = replace(shape, c4_indexer_row_bytes=FP4_INDEXER_ROW_BYTES,
+                        c4_indexer_sizing_bytes=None if fp4_sized else shape.c4_indexer_row_bytes)  # fmt: skip
+    return shape
 
 
 @dataclass
@@ -207,7 +221,7 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
     ``rec`` is the recorder to fill (one with a sink streams per-request records)."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
-    shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
+    shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
                             initial_fill=h.initial_fill, host_to_device_ratio=h.host_to_device_ratio,

@@ -29,6 +29,8 @@ import pandas as pd
 from sim.swa import swa_tokens_per_request
 from sim.topk import C4_RATIO, AccessModel, StreamTrace, TraceAccess, compressed_len
 
+FP4_INDEXER_ROW_BYTES = 128 // 2 + 128 // 32  # fp4 payload + scales (deepseek_v4_memory_pool.py:53-57)
+
 Policy = Literal["lru", "clock", "belady"]
 POLICIES: tuple[Policy, ...] = ("lru", "clock", "belady")
 InitialFill = Literal["direct", "staging"]
@@ -316,7 +318,8 @@ class DecodeModelShape:
     n_c128_layers: int = 20
     index_topk: int = 512
     kv_row_bytes: int = 584  # one C4 row as read and swapped in: 576 data + 8 scale
-    c4_indexer_row_bytes: int = 132  # fp8 128 + 4 scale (deepseek_v4_memory_pool.py:53-57)
+    c4_indexer_row_bytes: int = 132  # fp8 128 + 4 scale (deepseek_v4_memory_pool.py:53-57); fp4: 68
+    c4_indexer_sizing_bytes: int | None = None  # what the pools are sized with, if not the row (fp4 on NVIDIA)
     swa_window: int = 128
     page_size: int = 256  # full/SWA page (kv_cache_configurator.py:2068-2070)
     c4_page_slots: int = 64  # a C4 page: 256 tokens / 4; HiSparse's extra page (hisparse_coordinator.py:644)
@@ -351,7 +354,8 @@ class DecodeModelShape:
         """GPU bytes one full token costs (pool_configurator.py:1390-1446): its share of the SWA pool, C4 KV
         shrunk by HiSparse's ``host_to_device_ratio`` (:1397-1402, the ratio read at :1153), the C4
         indexer (never offloaded), and C128."""
-        c4 = self.c4_token_bytes / (C4_RATIO * host_to_device_ratio) + self.c4_indexer_row_bytes / C4_RATIO
+        indexer = self.c4_indexer_sizing_bytes or self.c4_indexer_row_bytes
+        c4 = self.c4_token_bytes / (C4_RATIO * host_to_device_ratio) + indexer / C4_RATIO
         return (swa_full_tokens_ratio * self.swa_bytes_per_token() + self.n_c4_layers * c4
                 + self.n_c128_layers * self.c128_token_bytes / 128)
 
@@ -651,7 +655,7 @@ def miss_curve(buffer_sizes: list[int], policies: list[Policy], access: AccessMo
 
 
 __all__ = [
-    "INITIAL_FILLS", "POLICIES", "BeladyBuffer", "ClockBuffer", "DecodeCapacity", "DecodeModelShape",
+    "FP4_INDEXER_ROW_BYTES", "INITIAL_FILLS", "POLICIES", "BeladyBuffer", "ClockBuffer", "DecodeCapacity", "DecodeModelShape",
     "DecodePools", "HbmBudget", "HiSparseConfig", "HiSparseResult", "InitialFill", "LruBuffer", "Policy",
     "StreamResult", "SwapInCost", "decode_capacity", "make_buffer", "miss_curve", "run_stream",
     "simulate_hisparse", "size_pools", "step_ids",

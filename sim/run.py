@@ -76,6 +76,8 @@ def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     returned is then what that count is of the Full tokens."""
     hc, page = sc.hicache, sc.hicache.page_size
     kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
+    if sc.model.fp4_indexer and not sc.fp4_indexer_sized:  # sized as if fp8 (Scenario.fp4_indexer_sized)
+        model = build_model_spec(sc.model_copy(update={"model": sc.model.model_copy(update={"fp4_indexer": False})}))
     if sc.speculative.enabled:  # the draft's KV layers share every pool token (sim.speculative)
         kv_bytes = int(kv_bytes / (1 + sc.speculative.draft_layers / max(1, model.layers)))
     if hc.swa_full_tokens_ratio != "cap" or not model.has_swa:

@@ -64,6 +64,7 @@ MAX_WORKLOAD_PAGES = 5_000_000  # page keys a synthetic or multi-turn workload h
 MAX_INSTANCES = 1024
 # Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
 FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
+HIP_GPUS = ("MI300X", "MI355X")  # ROCm: SGLang sizes the fp4 indexer pool at its fp4 bytes (pool_configurator.py:1109-1114)
 MAX_HISPARSE_IDS = 200_000_000  # top-k ids HiSparse simulates (sample requests x layers x steps x top-k)
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
@@ -1180,6 +1181,13 @@ class Scenario(_Section):
         if gpu is not None and gpu.upper() not in FP4_INDEXER_GPUS:
             raise _field_error("model.fp4_indexer", f"SGLang refuses it on {gpu}: it needs SM100, SM120 or gfx95 "
                                f"({', '.join(FP4_INDEXER_GPUS)}; arg_groups/serving_hook.py:464-470)")  # fmt: skip
+
+    @property
+    def fp4_indexer_sized(self) -> bool:
+        """Whether the pools are sized at the fp4 indexer's bytes: SGLang does so on ROCm only; on NVIDIA the FP4
+        path keeps the FP8 estimate for sizing (``model_executor/pool_configurator.py:1109-1114``), so the same
+        token count fits and the indexer buffer is smaller than budgeted."""
+        return self.model.fp4_indexer and (self.hardware.gpu or "").upper() in HIP_GPUS
 
     @property
     def hisparse_top_k(self) -> int | None:
