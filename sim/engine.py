@@ -85,6 +85,7 @@ IN_BATCH_PREFIX_TOKENS = 32
 PREFETCH_RETRY_INTERVAL = 8
 PREFETCH_RETRY_MAX_ATTEMPTS = 8
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS (environ.py:649)
+DP_LOAD_REFRESH_S = 0.02  # the DP controller re-reads the ranks' loads at most every 20 ms (data_parallel_controller.py:346-361)
 
 
 @dataclass(frozen=True)
@@ -186,8 +187,107 @@ class _Link:
         return start, self.free_at
 
 
+class _DPGroup:
+    """The attention-DP ranks of one server, stepping together.
+
+    With DP attention every forward is a collective over the ranks: each rank forms its own batch (prefill or
+    decode), the ranks all-gather their token counts, and a rank with nothing to run joins with an IDLE batch
+    whenever any rank has work (``managers/scheduler_components/dp_attn.py:518-676``), because the MoE layers
+    run over the gathered tokens of all ranks. So a pass starts when every rank that has work has planned it,
+    and lasts as long as the slowest rank's; a rank that wakes mid-pass waits for it to end. ``active`` counts
+    the ranks that are planning a pass (not asleep, not yet joined). The pass starts once the current instant's
+    other events have run, so ranks woken at the same time (a burst dispatched at once) share it.
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.active = 0
+        self.joined = 0
+        self.longest = 0.0
+        self.go = env.event()
+        self.busy_until = 0.0
+        self.passes = 0
+        self.starting = False
+
+    def enter(self):
+        """A rank woke: it plans with the others, after any pass in flight."""
+        self.active += 1
+        if self.busy_until > self.env.now:
+            yield self.env.timeout(self.busy_until - self.env.now)
+
+    def leave(self) -> None:
+        """A rank sleeps (nothing to run): the others do not wait for it."""
+        self.active -= 1
+        self._ready()
+
+    def join(self, seconds: float) -> simpy.Event:
+        """A rank planned a pass of ``seconds`` on its own; the event fires when the group's pass ends."""
+        self.joined += 1
+        self.active -= 1
+        self.longest = max(self.longest, seconds)
+        go = self.go
+        self._ready()
+        return go
+
+    def _ready(self) -> None:
+        if not self.active and self.joined and not self.starting:
+            self.starting = True
+            self.env.timeout(0).callbacks.append(self._start)
+
+    def _start(self, _event) -> None:
+        self.starting = False
+        if self.active or not self.joined:  # a rank woke at this instant and is still planning
+            return
+        go, seconds = self.go, self.longest
+        self.busy_until = self.env.now + seconds
+        self.active, self.joined, self.longest = self.joined, 0, 0.0  # they all plan again when it ends
+        self.go = self.env.event()
+        self.passes += 1
+        self.env.timeout(seconds).callbacks.append(lambda _e: go.succeed())
+
+
+class _DPController:
+    """SGLang's DP controller for one server: places each request on an attention-DP rank
+    (``managers/data_parallel_controller.py:105-145, 880-925``).
+
+    round_robin cycles the ranks; total_requests and total_tokens pick the rank with the fewest running + waiting
+    requests (or tokens, requests breaking ties) and add the request to its count, re-reading the ranks' loads
+    at most every 20 ms, so a burst spreads on the counts; follow_bootstrap_room takes the request's bootstrap
+    room modulo the ranks (PD prefill; the request id stands in for the room). A rank's tokens are its running
+    requests' KV and its queue's prompts (``load_inquirer.py:141-147``).
+    """
+
+    def __init__(self, method: str, ranks: list) -> None:
+        self.method, self.ranks = method, ranks
+        self.counter = 0
+        self.requests = [0] * len(ranks)
+        self.tokens = [0.0] * len(ranks)
+        self.refreshed = -math.inf
+
+    def pick(self, req: Request, now: float):
+        n = len(self.ranks)
+        if self.method == "round_robin":
+            i = self.counter % n
+            self.counter += 1
+        elif self.method == "follow_bootstrap_room":
+            i = req.rid % n
+        else:
+            if now - self.refreshed >= DP_LOAD_REFRESH_S:
+                self.refreshed = now
+                self.requests = [r.load for r in self.ranks]
+                self.tokens = [r.load_tokens for r in self.ranks]
+            if self.method == "total_requests":
+                i = self.requests.index(min(self.requests))
+            else:
+                i = min(range(n), key=lambda k: (self.tokens[k], self.requests[k]))
+                self.tokens[i] += req.input_len
+            self.requests[i] += 1
+        return self.ranks[i]
+
+
 class Instance:
-    """One serving instance: a HiCache, a waiting queue, running requests and its copy links."""
+    """One serving instance (with DP attention: one rank of one): a HiCache, a waiting queue, running requests
+    and its copy links."""
 
     def __init__(self, sim: Simulation, idx: int) -> None:
         self.sim, self.idx, self.env = sim, idx, sim.env
@@ -228,6 +328,7 @@ class Instance:
         # When each tokenizer process frees (a min-heap), and how many requests it still holds.
         self.tokenizers = [0.0] * sim.cfg.tokenizer_workers
         self.tokenizing = 0
+        self.group: _DPGroup | None = None  # set by the Simulation for attention-DP ranks
 
     def _new_cache(self) -> HiCache | V4HiCache:
         """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.swacache`), else HiCache."""
@@ -292,19 +393,32 @@ class Instance:
     def load(self) -> int:
         return self.tokenizing + len(self.waiting) + len(self.prefilling) + len(self.decoding)
 
+    @property
+    def load_tokens(self) -> float:
+        """KV tokens the running requests hold plus the waiting prompts (the DP controller's total_tokens)."""
+        queued = sum(r.req.input_len for r in self.waiting) + sum(r.req.input_len for r in self.prefilling)
+        return self.decode_ctx + queued
+
     # ----- the scheduler ----------------------------------------------------------------------
     def run(self):
         env, sim, cfg = self.env, self.sim, self.sim.cfg
         roofline = sim.roofline
         layers = max(1, cfg.model.layers)
         mixed = cfg.enable_mixed_chunk
+        group = self.group
+        if group is not None:
+            group.active += 1
         while True:
             if not (self.waiting or self.prefilling or self.decoding or self.acked or self.to_flush):
                 self._stream_out()
                 self.idle = True
+                if group is not None:
+                    group.leave()
                 yield self.wake
                 self.wake = env.event()
                 self.idle = False
+                if group is not None:
+                    yield from group.enter()
                 continue
             if self.wake.triggered:
                 self.wake = env.event()
@@ -325,7 +439,11 @@ class Instance:
             if self.prefetch_blocked and not (tokens or self.decoding or self.acked or self.to_flush or blocked):
                 # Only L3 reads hold the queue: sleep until one lands (it wakes us) or a deadline passes.
                 wake = self.prefetch_wake
+                if group is not None:
+                    group.leave()
                 yield (env.timeout(wake - t0) | self.wake) if wake < math.inf else self.wake
+                if group is not None:
+                    yield from group.enter()
                 continue
             # SGLang runs a prefill batch whenever one forms and decodes only when none does; with mixed chunk
             # the decode batch rides along in the prefill's forward (scheduler.py:3992-4005, 4375-4410).
@@ -342,7 +460,7 @@ class Instance:
                 sim.rec.counters["sim_write_back_wait_seconds_total"] += wait
             end = max(t0 + wait + dt, loads_end + dt / layers) if loads_end else t0 + wait + dt
             steps = 1
-            jump = not (self.waiting or self.prefilling or tokens or self.acked or self.to_flush or wait)
+            jump = group is None and not (self.waiting or self.prefilling or tokens or self.acked or self.to_flush or wait)
             if jump and self.decoding:
                 steps = min(MAX_JUMP_STEPS, max(1, self.decoding[0][0] - self.step))
             if steps > 1:
@@ -350,6 +468,8 @@ class Instance:
                 steps = min(steps, max(1, math.ceil((env.now - t0) / dt - 1e-9)))
                 if t0 + steps * dt > env.now:
                     yield env.timeout(t0 + steps * dt - env.now)
+            elif group is not None:  # the ranks' pass lasts as long as the slowest rank's
+                yield group.join(end - t0)
             else:
                 yield env.timeout(end - t0)
             if blocked:
@@ -870,6 +990,14 @@ class Simulation:
         needs_window = cfg.model.has_swa
         self.storage = Storage(cfg.l3_capacity_pages, needs_window) if cfg.l3_enabled else None
         self.instances = [Instance(self, i) for i in range(cfg.instances)]
+        dp = cfg.dp_size
+        self.controllers: list[_DPController] = []
+        if dp > 1:  # ranks [s x dp, (s + 1) x dp) are server s's, stepping together
+            for s in range(0, cfg.instances, dp):
+                group, ranks = _DPGroup(self.env), self.instances[s : s + dp]
+                for inst in ranks:
+                    inst.group = group
+                self.controllers.append(_DPController(cfg.load_balance_method, ranks))
         self._rr = 0
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
@@ -898,6 +1026,10 @@ class Simulation:
             best = max(range(len(insts)), key=lambda i: (insts[i].cache.tree.peek(req.keys, (req.input_len - 1) // pt)[1],
                                                          -insts[i].load, -i))  # fmt: skip
             return insts[best]
+        if self.controllers:  # a server in turn, then its DP controller's pick
+            ctl = self.controllers[self._rr % len(self.controllers)]
+            self._rr += 1
+            return ctl.pick(req, self.env.now)
         inst = insts[self._rr % len(insts)]
         self._rr += 1
         return inst

@@ -83,8 +83,9 @@ def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     if hc.swa_full_tokens_ratio != "cap" or not model.has_swa:
         ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio  # no window: moot
         return pages_for_bytes(model, kv_bytes, page, ratio), ratio
-    swa_tokens = swa_cap_tokens(model.sliding_window, page, sc.scheduler.max_running_requests,
-                                sc.scheduler.chunked_prefill_size)  # fmt: skip
+    spec = SpecDecode.from_scenario(sc, model.layers)
+    swa_tokens = swa_cap_tokens(model.sliding_window, page, rank_max_running(sc), rank_chunk(sc),
+                                spec.draft_tokens if spec else 1, spec.reserve if spec else None)  # fmt: skip
     swa_bytes = swa_tokens * model.group_bytes_per_page("swa") / model.page_size
     l1 = pages_for_bytes(model, kv_bytes - swa_bytes, page, 0.0) if swa_bytes < kv_bytes else 0
     if l1 <= 0:
@@ -94,22 +95,35 @@ def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     return l1, swa_tokens / (l1 * page)
 
 
+def rank_max_running(sc: Scenario) -> int:
+    """Requests one scheduler runs at once: with DP attention, the cap split over the ranks
+    (``mem_cache/kv_cache_configurator.py:3119-3132``; the pools are sized for it, ``pool_configurator.py:956``)."""
+    return max(1, sc.scheduler.max_running_requests // sc.hardware.attn_dp_size)
+
+
+def rank_chunk(sc: Scenario) -> int:
+    """Prefill tokens one scheduler chunks by: with DP attention, the size split over the ranks
+    (``arg_groups/parallel_hook.py:326-335``)."""
+    return max(1, sc.scheduler.chunked_prefill_size // sc.hardware.attn_dp_size)
+
+
 def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     hc, l3 = sc.hicache, sc.l3
     page = hc.page_size
+    dp = sc.hardware.attn_dp_size  # one scheduler, KV pool, tree and host pool per attention-DP rank
     l1, swa_ratio = device_pools(sc, model)
     l2 = 0
     if hc.enabled:
         l2 = hc.host_pages if hc.host_pages is not None else int(l1 * hc.hicache_ratio)
     page_bytes = model.bytes_per_page * page / model.page_size
     return EngineConfig(
-        model=model, instances=sc.cluster.instances, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
+        model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
         write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
         eviction_config=hc.radix_eviction_policy_config,
         load_back_threshold=hc.load_back_threshold, page_tokens=page,
         swa_full_tokens_ratio=swa_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
-        max_running_requests=sc.scheduler.max_running_requests, schedule_policy=sc.scheduler.schedule_policy,
-        chunked_prefill_size=sc.scheduler.chunked_prefill_size, max_prefill_tokens=sc.scheduler.max_prefill_tokens,
+        max_running_requests=rank_max_running(sc), schedule_policy=sc.scheduler.schedule_policy,
+        chunked_prefill_size=rank_chunk(sc), max_prefill_tokens=sc.scheduler.max_prefill_tokens,
         enable_mixed_chunk=sc.scheduler.enable_mixed_chunk, overlap_schedule=sc.scheduler.overlap_schedule,
         tokenizer_tokens_per_s=sc.scheduler.tokenizer_tokens_per_s, tokenizer_workers=sc.scheduler.tokenizer_workers,
         disable_consecutive_prefill_overlap=sc.scheduler.disable_consecutive_prefill_overlap,
@@ -123,7 +137,8 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         prefetch_policy=hc.prefetch_policy, prefetch_timeout_base_s=hc.prefetch_timeout_base_s,
         prefetch_timeout_per_ki_token_s=hc.prefetch_timeout_per_ki_token_s, duration_s=sc.duration_s,
         sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
-        spec=SpecDecode.from_scenario(sc, model.layers),
+        spec=SpecDecode.from_scenario(sc, model.layers), dp_size=dp,
+        load_balance_method=sc.scheduler.load_balance_method,
     )  # fmt: skip
 
 
@@ -353,7 +368,10 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
         "seed": sc.seed,
         "model": cfg.model.name,
         "pools": len(cfg.model.pools),
-        "instances": cfg.instances,
+        "instances": sc.cluster.instances,
+        **({"dp_attention_ranks": cfg.dp_size} if cfg.dp_size > 1 else {}),  # each with its own pools (capacity_pages)
+        **({"speculative": {"algorithm": sc.speculative.algorithm, "accept_length": sc.speculative.accept_length,
+                            "num_draft_tokens": sc.speculative.draft_tokens}} if cfg.spec else {}),  # fmt: skip
         "cost_table": sim.costs.describe(),
         "cost_table_kind": sim.costs.source.kind,
         "compute": _compute_summary(sc, sim),
@@ -469,7 +487,8 @@ def format_summary(result: RunResult) -> str:
     dropped = dropped_by_reason(s["metrics"])
     lines = [
         f"{s['scenario']}: {s['model']} ({s['pools']} pools), {s['instances']} instance(s), "
-        f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
+        + (f"{s['dp_attention_ranks']} DP-attention ranks each (pools per rank), " if "dp_attention_ranks" in s else "")
+        + f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
         f"of {s['capacity_pages']['page_tokens']} tokens"
         + (f"; SWA pool {s['capacity_pages']['l1_swa']:,} pages ({s['capacity_pages']['swa_sizing']})"
            if "l1_swa" in s["capacity_pages"] else ""),

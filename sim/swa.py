@@ -53,20 +53,21 @@ def out_of_window_boundary(evicted: int, pre_len: int, dead_lo: int, window: int
     return new // page * page if page > 1 else new
 
 
-def swa_tokens_per_request(window: int, page: int) -> int:
-    """SWA slots a running request holds at worst: the window, one eviction interval, a page of padding that
-    keeps the eviction point page-aligned, and a page of decode allocation (``pool_configurator.py:924-952``,
-    no speculative decoding)."""
-    return window + SWA_EVICTION_INTERVAL + 2 * page
+def swa_tokens_per_request(window: int, page: int, draft_tokens: int = 1, decode_alloc: int | None = None) -> int:
+    """SWA slots a running request holds at worst: the window, one eviction interval (per draft token), a page
+    of padding that keeps the eviction point page-aligned, and the decode allocation: a page, or with
+    speculative decoding its reserve (``pool_configurator.py:924-952``)."""
+    return window + SWA_EVICTION_INTERVAL * draft_tokens + page + (page if decode_alloc is None else decode_alloc)
 
 
-def swa_cap_tokens(window: int, page: int, max_running_requests: int, chunked_prefill_size: int) -> int:
+def swa_cap_tokens(window: int, page: int, max_running_requests: int, chunked_prefill_size: int,
+                   draft_tokens: int = 1, decode_alloc: int | None = None) -> int:  # fmt: skip
     """DeepSeek V4's SWA pool in SGLang's cap mode: every running request at its worst, the prefill chunks in
     flight, a page, and room for 4 cached prefix tails per request slot, page-aligned
     (``pool_configurator.py:924-968, 1328-1351``). SGLang uses it when ``--max-running-requests`` is given
     and ``--swa-full-tokens-ratio`` is not; the Full pool gets the rest of the memory."""
-    cap = (swa_tokens_per_request(window, page) * max_running_requests + CHUNKS_IN_FLIGHT * chunked_prefill_size
-           + page)  # fmt: skip
+    cap = (swa_tokens_per_request(window, page, draft_tokens, decode_alloc) * max_running_requests
+           + CHUNKS_IN_FLIGHT * chunked_prefill_size + page)  # fmt: skip
     headroom = SWA_PREFIX_TAILS_PER_REQUEST * max_running_requests * (window + page)
     return _ceil_to(cap + headroom, page)
 
