@@ -450,6 +450,8 @@ def _add_scenario(sub) -> None:
     f.add_argument("--sglang-version", default="0.5.23", metavar="V",
                    help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
+    f.add_argument("--accept-length", type=float, default=None, metavar="X",
+                   help="with --speculative-algorithm: the run's mean tokens per verify pass (its accept len)")
     f.add_argument("--out", default=None, metavar="FILE.yaml", help="write here (default: stdout)")
     f.set_defaults(func=_cmd_from_sglang)
 
@@ -462,7 +464,8 @@ def _cmd_from_sglang(args) -> int:
     if args.out is not None:
         check_output_file(args.out, "--out")
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
-                       host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version)  # fmt: skip
+                       host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
+                       accept_length=args.accept_length)  # fmt: skip
     scenario_from_dict(conv.scenario, source="from-sglang")  # the result must load
     text = to_yaml(conv)
     if args.out is None:

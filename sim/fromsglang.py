@@ -310,7 +310,12 @@ def _model_ref(path: str, override: str | None) -> tuple[str, str]:
 # launch_server flags the simulator models: flag -> (scenario field, value converter)
 _LAUNCH = {
     "--tp-size": ("hardware.tp_size", int),
-    "--dp-size": ("cluster.instances", int),
+    "--attn-dp-size": ("hardware.dp_size", int),
+    "--ep-size": ("hardware.ep_size", int),
+    "--expert-parallel-size": ("hardware.ep_size", int),
+    "--speculative-num-steps": ("speculative.num_steps", int),
+    "--speculative-eagle-topk": ("speculative.eagle_topk", int),
+    "--speculative-num-draft-tokens": ("speculative.num_draft_tokens", int),
     "--page-size": ("hicache.page_size", int),
     "--mem-fraction-static": ("hardware.mem_fraction_static", float),
     "--chunked-prefill-size": ("scheduler.chunked_prefill_size", int),
@@ -337,9 +342,16 @@ _SWITCHES = {
     "--enable-hierarchical-cache": ("hicache.enabled", True),
     "--enable-hicache": ("hicache.enabled", True),
     "--enable-hisparse": ("hisparse.enabled", True),
+    "--enable-dp-attention": ("hardware.enable_dp_attention", True),
+    "--enable-deepseek-v4-fp4-indexer": ("model.fp4_indexer", True),
 }
 GROUP_EXEC_WHY = ("a kernel or execution-backend choice (attention, MoE, GEMM, CUDA graphs, compile): it changes pass "
                   "time only, which the compute model or its calibration prices")  # fmt: skip
+# Speculative algorithms modelled (sim.speculative); NEXTN is SGLang's alias of EAGLE (spec_registry.py:183).
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+# --quantization values that set the routed experts' storage (model.expert_dtype); the other weights keep the
+# checkpoint's dtype in the model.
+QUANT_EXPERTS = {"mxfp4": "fp4", "modelopt_fp4": "fp4", "w4afp8": "fp4", "fp8": "fp8"}
 _WHY = {
     "--host": "network endpoint", "--port": "network endpoint", "--trust-remote-code": "loading only",
     "--enable-metrics": "reporting only: the simulator always reports its metrics",
@@ -369,7 +381,9 @@ _WHY = {
     "--reasoning-parser": "parses the output text into reasoning and answer: no effect on passes or cache",
     "--tool-call-parser": "parses tool calls out of the output text: no effect on passes or cache",
     "--kv-canary-real-data": "a KV-cache debugging check: not modelled",
-    "--enable-dp-attention": "data-parallel attention (a KV pool, tree and scheduler per DP rank): not modelled",
+    "--moe-a2a-backend": "MoE all-to-all kernel (e.g. deepep): its time is the step-time backend's; its buffer "
+    "reserve (memory_hook.py reserve_for_deepep_a2a_mb) is not in the KV sizing",
+    "--moe-runner-backend": "MoE kernel choice: its speed is the step-time backend's",
 }  # fmt: skip
 for _flag in ("--prefill-delayer-max-delay-passes", "--prefill-delayer-token-usage-low-watermark",
               "--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets",
@@ -401,7 +415,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
     aliases = known["launch_server_aliases"]
     flags = [(aliases.get(f, f), v, t) for f, v, t in flags]  # --tensor-parallel-size is --tp-size
     tp = next((v for f, v, _ in flags if f == "--tp-size"), "1")
-    hicache_size = None
+    hicache_size = dp_size = None
     for flag, value, text in flags:
         if flag == "--config":
             raise InputError(f"launch_server {text}: the flags in that file are not on the command line; "
@@ -419,6 +433,23 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
             _put(sc, "model.name", name)
             _put(sc, "model.config", ref)
             conv.mapped.append(f"{text} -> model.config: {ref}")
+        elif flag == "--dp-size":
+            dp_size = (_number(int, flag, value), text)  # replicas or DP-attention ranks: resolved below
+        elif flag == "--load-balance-method":
+            if value != "auto":
+                _put(sc, "scheduler.load_balance_method", value)
+            conv.mapped.append(f"{text} -> scheduler.load_balance_method: " + (value if value != "auto" else
+                               "what auto resolves to (round_robin; follow_bootstrap_room on PD prefill)"))  # fmt: skip
+        elif flag == "--speculative-algorithm":
+            if value.upper() not in SPEC_ALGORITHMS:
+                raise InputError(f"--speculative-algorithm {value}: not modelled (the simulator has "
+                                 f"{', '.join(SPEC_ALGORITHMS)})")  # fmt: skip
+            _put(sc, "speculative.algorithm", value.upper())
+            conv.mapped.append(f"{text} -> speculative.algorithm: {value.upper()}")
+        elif flag == "--quantization" and value in QUANT_EXPERTS:
+            _put(sc, "model.expert_dtype", QUANT_EXPERTS[value])
+            conv.mapped.append(f"{text} -> model.expert_dtype: {QUANT_EXPERTS[value]} (the routed experts; other "
+                               "weights as the checkpoint stores them)")  # fmt: skip
         elif flag in _LAUNCH:
             path, kind = _LAUNCH[flag]
             converted = _number(kind, flag, value) if kind in (int, float) else kind(value)
@@ -460,12 +491,55 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
             conv.ignored.append(f"{text}: {_WHY.get(flag) or GROUP_WHY.get(group, 'a launch option, not modelled')}")
     if "model" not in sc:
         raise InputError("launch_server: --model-path is required")
+    _resolve_dp(conv, dp_size)
     if hicache_size:
         from sim.schema import Scenario
 
         probe = Scenario.model_validate({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}})
         page_bytes = probe.model.page_bytes(probe.hicache.page_size, probe.hardware.tp_size)
         _put(sc, "hicache.host_pages", int(hicache_size * 1e9 // page_bytes))
+
+
+def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
+    """``--dp-size N``: with ``--enable-dp-attention``, N attention-DP ranks (``parallel_hook.py:39-61``); alone,
+    N replicas of the model behind SGLang's DP controller, here N instances. With DP attention and no
+    ``--load-balance-method``, SGLang's auto: follow_bootstrap_room on a PD prefill server, else round robin
+    (``arg_groups/serving_hook.py:217-236``)."""
+    sc = conv.scenario
+    hw = sc.get("hardware", {})
+    if dp_size is not None:
+        n, text = dp_size
+        if hw.get("enable_dp_attention") and "dp_size" not in hw:
+            _put(sc, "hardware.dp_size", n)
+            conv.mapped.append(f"{text} -> hardware.dp_size: {n} (attention-DP ranks)")
+        else:
+            _put(sc, "cluster.instances", n)
+            conv.mapped.append(f"{text} -> cluster.instances: {n} (replicas)")
+    if hw.get("dp_size", 1) > 1 and not hw.get("enable_dp_attention"):  # --attn-dp-size N
+        _put(sc, "hardware.enable_dp_attention", True)
+    if hw.get("enable_dp_attention") and hw.get("dp_size", 1) == 1:
+        raise InputError("--enable-dp-attention needs --dp-size N (or --attn-dp-size N) above 1")
+
+
+def _resolve_spec(conv: Conversion, accept_length: float | None) -> None:
+    """Speculative decoding needs the run's mean accept length, which no flag states; and SGLang caps the
+    running requests at 48 when none is given (``arg_groups/speculative_hook.py:1086-1094``)."""
+    sc = conv.scenario
+    spec = sc.get("speculative")
+    if spec is None:
+        if accept_length is not None:
+            raise InputError("--accept-length: the launch command runs no speculative decoding")
+        return
+    if accept_length is None:
+        raise InputError("--speculative-algorithm: give the run's mean accept length per verify pass with "
+                         "--accept-length (SGLang logs it as accept len; published V4 runs: ~2.4-3.5)")  # fmt: skip
+    spec["accept_length"] = accept_length
+    conv.mapped.append(f"--accept-length {accept_length:g} -> speculative.accept_length")
+    sched = sc.setdefault("scheduler", {})
+    if "max_running_requests" not in sched:
+        sched["max_running_requests"] = 48
+        conv.mapped.append("speculative decoding without --max-running-requests -> scheduler.max_running_requests: "
+                           "48 (SGLang's reset, speculative_hook.py:1086-1094)")  # fmt: skip
 
 
 def _bench_serving(conv: Conversion, argv: list[str], index: int) -> None:
@@ -568,9 +642,10 @@ def _bench_multiturn(conv: Conversion, argv: list[str], sglang_version: str) -> 
 
 def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | None = None,
                 model_config: str | None = None, host_mem_gb: float | None = None,
-                sglang_version: str = "0.5.23") -> Conversion:  # fmt: skip
+                sglang_version: str = "0.5.23", accept_length: float | None = None) -> Conversion:  # fmt: skip
     """Convert a launch_server command (and bench client commands, in order) into a scenario.
-    ``sglang_version``: the server's, whose default rules fill the memory fraction and chunk size it left out."""
+    ``sglang_version``: the server's, whose default rules fill the memory fraction and chunk size it left out.
+    ``accept_length``: the run's mean accept length, with speculative decoding."""
     from sim.hardware import SGLANG_DEFAULTS
 
     if sglang_version not in SGLANG_DEFAULTS:
@@ -578,6 +653,7 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     conv = Conversion({"name": name} if name else {}, commands=[launch, *benches])
     _, argv = _command(conv, launch, ("sglang.launch_server", "launch_server"))
     _launch(conv, argv, model_config)
+    _resolve_spec(conv, accept_length)
     hw = conv.scenario.setdefault("hardware", {})
     hw["gpu"] = gpu
     if sglang_version != "0.5.23":
@@ -589,7 +665,8 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     model = conv.scenario["model"]
     from sim.modelcfg import derive, load_config
 
-    shape = derive(load_config(model["config"])[0], tp_size=hw.get("tp_size", 1), kv_dtype=model.get("kv_dtype", "auto"))
+    shape = derive(load_config(model["config"])[0], tp_size=hw.get("tp_size", 1), kv_dtype=model.get("kv_dtype", "auto"),
+                   expert_dtype=model.get("expert_dtype", "auto"))  # fmt: skip
     hc = conv.scenario.setdefault("hicache", {})
     if shape.catalog is not None:
         hc.setdefault("page_size", 256)  # asserted by SGLang for DeepSeek V4
@@ -613,7 +690,7 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
                            "(measured, bench/tokenizer.py; tokenizer_manager.py:1058-1066)")  # fmt: skip
     conv.scenario["name"] = conv.scenario["name"].replace("/", "_")
     order = ["name", "description", "seed", "model", "hardware", "hicache", "l3", "scheduler", "cluster", "hisparse",
-             "workload"]  # fmt: skip
+             "speculative", "workload"]  # fmt: skip
     conv.scenario = {k: conv.scenario[k] for k in order if k in conv.scenario}
     return conv
 
