@@ -132,6 +132,7 @@ class EngineConfig:
     record_requests: bool = True
     spec: SpecDecode | None = None  # speculative decoding (sim.speculative); None: one token per decode pass
     dp_size: int = 1  # attention-DP ranks per instance (DP attention): one scheduler and cache each
+    dp_mlp_share: float = 0.0  # the MLP/MoE share of a rank's per-token FLOPs, run over every rank's tokens
     load_balance_method: str = "round_robin"  # how the DP controller picks a rank
 
 
@@ -194,16 +195,18 @@ class _DPGroup:
     decode), the ranks all-gather their token counts, and a rank with nothing to run joins with an IDLE batch
     whenever any rank has work (``managers/scheduler_components/dp_attn.py:518-676``), because the MoE layers
     run over the gathered tokens of all ranks. So a pass starts when every rank that has work has planned it,
-    and lasts as long as the slowest rank's; a rank that wakes mid-pass waits for it to end. ``active`` counts
+    and lasts as long as the slowest rank's, where each rank's time is its own pass plus the MLP/MoE work of the
+    other ranks' tokens (``mlp_share`` of their linear-layer cost, priced by the step-time backend as prefill
+    tokens); a rank that wakes mid-pass waits for it to end. ``active`` counts
     the ranks that are planning a pass (not asleep, not yet joined). The pass starts once the current instant's
     other events have run, so ranks woken at the same time (a burst dispatched at once) share it.
     """
 
-    def __init__(self, env: simpy.Environment) -> None:
-        self.env = env
+    def __init__(self, env: simpy.Environment, backend, mlp_share: float) -> None:
+        self.env, self.backend, self.mlp_share = env, backend, mlp_share
         self.active = 0
         self.joined = 0
-        self.longest = 0.0
+        self.plans: list[tuple[float, int]] = []  # (seconds on its own, tokens through the MLP) per joined rank
         self.go = env.event()
         self.busy_until = 0.0
         self.passes = 0
@@ -220,11 +223,12 @@ class _DPGroup:
         self.active -= 1
         self._ready()
 
-    def join(self, seconds: float) -> simpy.Event:
-        """A rank planned a pass of ``seconds`` on its own; the event fires when the group's pass ends."""
+    def join(self, seconds: float, tokens: int) -> simpy.Event:
+        """A rank planned a pass of ``seconds`` on its own over ``tokens`` tokens; the event fires when the
+        group's pass ends."""
         self.joined += 1
         self.active -= 1
-        self.longest = max(self.longest, seconds)
+        self.plans.append((seconds, tokens))
         go = self.go
         self._ready()
         return go
@@ -238,12 +242,22 @@ class _DPGroup:
         self.starting = False
         if self.active or not self.joined:  # a rank woke at this instant and is still planning
             return
-        go, seconds = self.go, self.longest
+        go, seconds = self.go, self._seconds()
         self.busy_until = self.env.now + seconds
-        self.active, self.joined, self.longest = self.joined, 0, 0.0  # they all plan again when it ends
+        self.active, self.joined, self.plans = self.joined, 0, []  # they all plan again when it ends
         self.go = self.env.event()
         self.passes += 1
         self.env.timeout(seconds).callbacks.append(lambda _e: go.succeed())
+
+
+    def _seconds(self) -> float:
+        plans = self.plans
+        if not self.mlp_share or len(plans) == 1:
+            return max(s for s, _ in plans)
+        total, backend = sum(t for _, t in plans), self.backend
+        overhead = getattr(backend, "overhead_s", 0.0)
+        return max(s + self.mlp_share * (backend.step_seconds(total - t, 0.0, 0, 0.0) - overhead) if total > t else s
+                   for s, t in plans)  # fmt: skip
 
 
 class _DPController:
@@ -469,7 +483,8 @@ class Instance:
                 if t0 + steps * dt > env.now:
                     yield env.timeout(t0 + steps * dt - env.now)
             elif group is not None:  # the ranks' pass lasts as long as the slowest rank's
-                yield group.join(end - t0)
+                spec_rows = self.spec.draft_tokens if self.spec is not None and not tokens else 1
+                yield group.join(end - t0, tokens + n_decode * spec_rows)
             else:
                 yield env.timeout(end - t0)
             if blocked:
@@ -994,7 +1009,7 @@ class Simulation:
         self.controllers: list[_DPController] = []
         if dp > 1:  # ranks [s x dp, (s + 1) x dp) are server s's, stepping together
             for s in range(0, cfg.instances, dp):
-                group, ranks = _DPGroup(self.env), self.instances[s : s + dp]
+                group, ranks = _DPGroup(self.env, roofline, cfg.dp_mlp_share), self.instances[s : s + dp]
                 for inst in ranks:
                     inst.group = group
                 self.controllers.append(_DPController(cfg.load_balance_method, ranks))

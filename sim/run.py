@@ -107,6 +107,25 @@ def rank_chunk(sc: Scenario) -> int:
     return max(1, sc.scheduler.chunked_prefill_size // sc.hardware.attn_dp_size)
 
 
+def dp_mlp_share(sc: Scenario) -> float:
+    """With DP attention, the MLP/MoE share of a rank's per-token FLOPs: the MoE layers run over the tokens
+    all ranks gathered (``managers/scheduler_components/dp_attn.py:518-676``), so every rank's pass carries
+    that share of the others' tokens. From the model's config; a catalog V4 model without one takes the bundled
+    V4-Flash config's share (an estimate for V4-Pro); 0 for other models without a config."""
+    hw = sc.hardware
+    if hw.attn_dp_size == 1:
+        return 0.0
+    if sc.model.config is not None:
+        shape = sc.model.shape(hw.tp_size, hw.attn_dp_size)
+    elif sc.model.pools is None and sc.model.name.startswith("deepseek-v4"):
+        from sim.modelcfg import derive, load_config
+
+        shape = derive(load_config("deepseek-v4-flash")[0], tp_size=hw.tp_size, attn_dp_size=hw.attn_dp_size)
+    else:
+        return 0.0
+    return shape.mlp_flops_per_token / shape.flops_per_token
+
+
 def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     hc, l3 = sc.hicache, sc.l3
     page = hc.page_size
@@ -137,7 +156,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         prefetch_policy=hc.prefetch_policy, prefetch_timeout_base_s=hc.prefetch_timeout_base_s,
         prefetch_timeout_per_ki_token_s=hc.prefetch_timeout_per_ki_token_s, duration_s=sc.duration_s,
         sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
-        spec=SpecDecode.from_scenario(sc, model.layers), dp_size=dp,
+        spec=SpecDecode.from_scenario(sc, model.layers), dp_size=dp, dp_mlp_share=dp_mlp_share(sc),
         load_balance_method=sc.scheduler.load_balance_method,
     )  # fmt: skip
 
@@ -195,7 +214,7 @@ def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline:
     one at a time (no batching, no cache hits: prefill, then each output token as a decode step of its own),
     which batching usually beats by far.
     """
-    asked, instances = sc.output.timeseries_interval_s, sc.cluster.instances
+    asked, instances = sc.output.timeseries_interval_s, sc.cluster.instances * sc.hardware.attn_dp_size  # one row a rank
     if len(requests) >= LONG_RUN_REQUESTS and notify is not None:
         notify(f"{len(requests):,} requests on {instances} instance(s): expect a minute or more "
                f"(~5,000 simulated requests per wall second)")  # fmt: skip

@@ -1151,6 +1151,9 @@ class Scenario(_Section):
         if self.speculative.enabled and self.scheduler.enable_mixed_chunk:
             raise _field_error("scheduler.enable_mixed_chunk", "not modelled with speculative decoding: SGLang runs "
                                "a mixed pass's decode rows as plain one-token decodes (speculative_hook.py:1103-1117)")  # fmt: skip
+        if self.hardware.attn_dp_size > 1 and self.cluster.role == "decode":
+            raise _field_error("hardware.enable_dp_attention", "DP attention is modelled on serving instances, not "
+                               "on a PD decode instance (cluster.role: decode)")  # fmt: skip
         if self.speculative.enabled and self.cluster.role == "decode":
             raise _field_error("speculative.algorithm", "not modelled on a PD decode instance (cluster.role: decode)")
         page_bytes = self.model.page_bytes(hc.page_size, self.hardware.tp_size, self.hardware.attn_dp_size)

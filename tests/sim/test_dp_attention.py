@@ -14,7 +14,7 @@ import pytest
 from sim import hardware
 from sim.errors import InputError
 from sim.modelcfg import derive, load_config
-from sim.run import build, device_pools, run_scenario
+from sim.run import build, device_pools, dp_mlp_share, run_scenario
 from sim.scenario import build_model_spec, scenario_from_dict
 
 
@@ -115,6 +115,19 @@ class TestLockstep:
         assert dp.loc[1, "ttft_s"] > 5 * alone.loc[1, "ttft_s"]
         # and its one decode pass beside the long prompt's second chunk: both end when that chunk does
         assert dp.loc[1, "finish_s"] == pytest.approx(dp.loc[0, "first_token_s"])
+
+    def test_the_moe_runs_over_every_ranks_tokens(self, tmp_path):
+        # two equal prompts on two ranks: each pass carries the other's tokens through the MoE layers
+        def ttft(n: int) -> float:
+            trace = tmp_path / f"eq{n}.jsonl"
+            trace.write_text("".join(json.dumps({"timestamp": 0, "input_length": 2048, "output_length": 2,
+                                                 "hash_ids": [10 * i, 10 * i + 1, 10 * i + 2, 10 * i + 3]}) + "\n"
+                                     for i in range(n)))  # fmt: skip
+            sc = dp_scenario(2, workload={"kind": "trace", "path": str(trace)}, kv_mem_gb=2.0)
+            return run_scenario(sc).requests["ttft_s"].max()
+
+        assert dp_mlp_share(dp_scenario(2)) > 0
+        assert ttft(2) > ttft(1) * 1.05
 
     def test_independent_instances_do_not_wait_for_each_other(self, tmp_path):
         alone = self.run(tmp_path, 1)
