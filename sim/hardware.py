@@ -103,7 +103,7 @@ def default_mem_fraction_static(gpu: GPU, *, tp_size: int = 1, pp_size: int = 1,
     attention, DeepEP or XPU terms. Reserved MiB = 512 + 1.5 x max(chunk, 2048) + TP x PP / 8 x 1024 + 2 x
     decode graph max bs + the prefill graphs (8 per bucket; 1.5 GiB with an MLA backend), at least 10 GiB
     above 60 GiB of memory. DP attention adds 3 x decode graph max bs x attention-DP ranks, and 1.5 x more
-    above a max bs of 300 (memory_hook.py:372-379). 0.5.2 (``server_args.py:452-496``): a reserve by memory tier, no speculative
+    above a max bs of 300 (memory_hook.py:370-378). 0.5.2 (``server_args.py:452-496``): a reserve by memory tier, no speculative
     decoding or DP attention.
     """
     mem = gpu.memory_mib

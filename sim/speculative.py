@@ -19,7 +19,7 @@ apart). A prefill pass adds the draft's extend over the same tokens at that shar
 KV: each decode step holds a request's committed length plus ``2 x max(num_steps x topk, num_draft_tokens)``
 slots, page-aligned (``mem_cache/allocation_sizing.py:29-93``, ``speculative/eagle_utils.py:857-870``;
 the 2 is the overlap scheduler's double buffer), and the pools are sized with the draft's own KV layers
-added to the target's (``model_executor/pool_configurator.py:1262-1270`` for DeepSeek V4, :256-314
+added to the target's (``model_executor/pool_configurator.py:1250-1257`` for DeepSeek V4, :256-314
 otherwise), so each token costs ``(layers + draft_layers) / layers`` of its bytes.
 """
 

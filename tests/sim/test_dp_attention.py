@@ -3,7 +3,7 @@ controller places requests.
 
 SGLang 0.5.23: arg_groups/parallel_hook.py:39-61 (--dp-size N --enable-dp-attention is N attention-DP ranks),
 :326-335 (chunked prefill split over the ranks), mem_cache/kv_cache_configurator.py:3119-3132 (running cap per
-rank), arg_groups/memory_hook.py:372-379 (the DP reserve), managers/scheduler_components/dp_attn.py:518-676
+rank), arg_groups/memory_hook.py:370-378 (the DP reserve), managers/scheduler_components/dp_attn.py:518-676
 (the ranks all-gather and idle ranks join every pass), managers/data_parallel_controller.py (dispatch).
 """
 

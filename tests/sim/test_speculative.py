@@ -1,7 +1,7 @@
 """Speculative decoding: a verify pass emits accept_length tokens, costs a draft + verify, and holds draft KV.
 
 SGLang 0.5.23: speculative/eagle_worker_v2.py (draft, verify, draft extend), mem_cache/allocation_sizing.py
-(per-step KV reserve), model_executor/pool_configurator.py:1262-1270 (the draft's KV share of the pools).
+(per-step KV reserve), model_executor/pool_configurator.py:1250-1257 (the draft's KV share of the pools).
 """
 
 import pytest
