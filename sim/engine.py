@@ -46,6 +46,11 @@ time, as on SGLang's prefetch thread, and a read starts when its lookup ends. Ad
 whose lookup or read still runs, until the prefetch policy lets it go (DESIGN.md 1.5); a lookup that missed
 holds it too, except under ``best_effort``.
 
+With speculative decoding (:mod:`sim.speculative`) a decode pass is one draft-verify iteration: ``step`` still
+counts passes, and a request's tokens after ``p`` of them are ``floor(p x accept_length)``. With DP attention
+each rank is an ``Instance`` with its own cache; the ranks of a server step together (:class:`_DPGroup`) and
+its DP controller places requests on them (:class:`_DPController`).
+
 Same-time ordering: SimPy breaks ties FIFO by scheduling order; the arrival process is started before the
 scheduler processes, so an arrival at a step boundary is seen by that boundary's admission.
 """
