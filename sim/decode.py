@@ -3,7 +3,8 @@
 Requests arrive already prefilled. The GPU's KV memory is cut into SGLang's pools (full tokens, SWA, and
 with HiSparse a C4 pool of full / (4 x host_to_device_ratio) slots: :func:`sim.hisparse.size_pools`); a
 request is admitted while the pools hold its final length in full tokens, its SWA tail and, with HiSparse,
-its hot buffer plus one page. A step costs the roofline's weights-plus-KV read and, with HiSparse, one
+its hot buffer plus one page. A step costs the roofline's weights-plus-KV read (with a model config, the routed
+experts the batch touches at their stored dtype too) and, with HiSparse, one
 swap-in kernel per C4 layer for the batch's misses, priced by the cost table. The scheduler's own time
 (``compute.step_overhead_ms``) overlaps the previous step's GPU work, as SGLang's overlap event loop for
 decode instances does (disaggregation/decode.py:3165-3260), so a step lasts the longer of the two.
@@ -122,7 +123,8 @@ class _Decoder:
                 continue
             n = len(self.running)
             read = n * self.read0 + self.read_slope * (self.seq_sum - n * self.s0)
-            gpu = (self.shape.weight_bytes_per_gpu + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
+            weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
+            gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
             if self.enabled:
                 swap = self._swap_in_seconds()
                 self.swap_s += swap

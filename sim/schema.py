@@ -245,6 +245,9 @@ class ModelConfig(_Section):
             if self.kv_dtype not in KV_DTYPE_BYTES:
                 raise _field_error("kv_dtype", f"expected one of {', '.join(KV_DTYPE_BYTES)}, got {self.kv_dtype!r}")
             return self
+        if self.expert_dtype != "auto":
+            raise _field_error("expert_dtype", "needs model.config: the weights (and so the KV memory they leave) "
+                               "come from a config.json")  # fmt: skip
         if self.pools is None:
             if self.name not in CATALOG_MODELS:
                 close = difflib.get_close_matches(self.name, CATALOG_MODELS, n=1)

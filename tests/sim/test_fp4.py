@@ -11,7 +11,7 @@ from sim.decode import decode_shape
 from sim.errors import InputError
 from sim.hisparse import HbmBudget, decode_capacity
 from sim.modelcfg import derive, expert_dtype_of, load_config
-from sim.run import device_pools
+from sim.run import device_pools, run_scenario
 from sim.scenario import build_model_spec, scenario_from_dict
 
 
@@ -82,3 +82,26 @@ class TestFp4Indexer:
         assert nvidia.step_seconds_baseline < fp8.step_seconds_baseline  # ... but fewer bytes read a step
         assert rocm.max_batch_hisparse > fp8.max_batch_hisparse
         assert rocm.batch_gain > fp8.batch_gain
+
+
+def test_a_hisparse_decode_step_reads_the_touched_experts_at_their_dtype():
+    def busy(expert_dtype: str) -> float:
+        sc = scenario_from_dict({
+            "name": "d", "model": {"name": "deepseek-v4-flash", "config": "deepseek-v4-flash",
+                                   "expert_dtype": expert_dtype},
+            "hardware": {"kv_mem_gb": 8, "tp_size": 8}, "hicache": {"swa_full_tokens_ratio": 0.02},
+            "cluster": {"role": "decode"}, "scheduler": {"max_running_requests": 16},
+            "hisparse": {"enabled": True, "device_buffer_size": 2048, "host_to_device_ratio": 8, "step_windows": 1,
+                         "window_steps": 64},
+            "workload": {"kind": "synthetic", "rate": 100.0, "num_requests": 16, "input_length": 16384,
+                         "output_length": 128},
+        }, source="test")  # fmt: skip
+        s = run_scenario(sc).summary
+        return s["engine"]["busy_s"] / s["engine"]["steps"]
+
+    assert busy("fp4") < busy("fp8")
+
+
+def test_an_expert_dtype_without_a_config_is_refused():
+    with pytest.raises(InputError, match="model.expert_dtype: needs model.config"):
+        scenario_from_dict({"name": "x", "model": {"name": "deepseek-v4-flash", "expert_dtype": "fp4"}}, source="t")
