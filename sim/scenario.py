@@ -345,7 +345,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
 
         check_startable(s)
     hc, hw, wl = s.hicache, s.hardware, s.workload
-    page_bytes = s.model.page_bytes(hc.page_size, hw.tp_size)
+    page_bytes = s.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
     lines = [
         f"{path}: ok ({s.name})",
         f"  model     {s.model.name}, page {hc.page_size} tokens"
@@ -353,7 +353,13 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
     ]
     lines.append(
         f"  L1        {hw.kv_mem_gb:g} GB KV on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
+        + (f", DP attention {hw.attn_dp_size} (a pool per rank, {s.scheduler.load_balance_method})"
+           if hw.attn_dp_size > 1 else "")
     )
+    if s.speculative.enabled:
+        sp = s.speculative
+        lines.append(f"  spec      {sp.algorithm}, {sp.num_steps} steps, topk {sp.eagle_topk}, {sp.draft_tokens} draft "
+                     f"tokens, accept length {sp.accept_length:g}")  # fmt: skip
     if hc.enabled:
         size = f"{hc.host_pages} pages" if hc.host_pages is not None else f"ratio {hc.hicache_ratio:g}"
         lines.append(
