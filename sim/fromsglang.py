@@ -436,10 +436,8 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
         elif flag == "--dp-size":
             dp_size = (_number(int, flag, value), text)  # replicas or DP-attention ranks: resolved below
         elif flag == "--load-balance-method":
-            if value != "auto":
-                _put(sc, "scheduler.load_balance_method", value)
-            conv.mapped.append(f"{text} -> scheduler.load_balance_method: " + (value if value != "auto" else
-                               "what auto resolves to (round_robin; follow_bootstrap_room on PD prefill)"))  # fmt: skip
+            _put(sc, "scheduler.load_balance_method", value)
+            conv.mapped.append(f"{text} -> scheduler.load_balance_method: {value}")
         elif flag == "--speculative-algorithm":
             if value.upper() not in SPEC_ALGORITHMS:
                 raise InputError(f"--speculative-algorithm {value}: not modelled (the simulator has "

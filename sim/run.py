@@ -157,7 +157,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         prefetch_timeout_per_ki_token_s=hc.prefetch_timeout_per_ki_token_s, duration_s=sc.duration_s,
         sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
         spec=SpecDecode.from_scenario(sc, model.layers), dp_size=dp, dp_mlp_share=dp_mlp_share(sc),
-        load_balance_method=sc.scheduler.load_balance_method,
+        load_balance_method="round_robin" if sc.scheduler.load_balance_method == "auto" else sc.scheduler.load_balance_method,
     )  # fmt: skip
 
 

@@ -526,10 +526,10 @@ class SchedulerConfig(_Section):
         description="SGLang's --enable-mixed-chunk: running requests decode inside each prefill pass. Off (SGLang's "
         "default): a pass is a prefill batch whenever one forms, else a decode batch.",
     )
-    load_balance_method: Literal["round_robin", "total_requests", "total_tokens", "follow_bootstrap_room"] = Field(
-        "round_robin",
+    load_balance_method: Literal["auto", "round_robin", "total_requests", "total_tokens", "follow_bootstrap_room"] = Field(
+        "auto",
         description="SGLang --load-balance-method: how the DP controller places a request on an attention-DP rank "
-        "(managers/data_parallel_controller.py:105-145, 880-925); round_robin is what auto resolves to outside PD "
+        "(managers/data_parallel_controller.py:105-145, 880-925); auto (SGLang's default) is round_robin outside PD "
         "prefill (serving_hook.py:217-236). follow_bootstrap_room: bootstrap room modulo ranks (PD prefill).",
     )
     overlap_schedule: bool = Field(
