@@ -92,3 +92,22 @@ class TestScenario:
     def test_topk_1_needs_num_steps_plus_one_draft_tokens(self):
         with pytest.raises(InputError, match="speculative.num_draft_tokens"):
             one_request(algorithm="EAGLE", num_steps=3, num_draft_tokens=6, accept_length=2)
+
+
+def test_the_v4_cache_holds_the_draft_slots_past_the_new_token():
+    # a 250-token prompt: its first decode step writes row 250; with 8 draft slots reserved it holds rows up to
+    # 258, so it takes its second page now rather than six steps later (eagle_utils.py:857-870)
+    from sim.pools import get_model
+    from sim.v4hicache import V4HiCache
+
+    def pages_after_one_step(lookahead: int) -> int:
+        cache = V4HiCache(get_model("deepseek-v4-flash"), l1_pages=64, l2_pages=0, policy="write_through",
+                          load_back_threshold=10, page_tokens=256, swa_full_tokens_ratio=0.5,
+                          chunked_prefill_size=8192, decode_lookahead=lookahead)  # fmt: skip
+        adm = cache.admit_request([("p", 0), ("p", 1)], 250, 20)
+        cache.extend(adm, 250)
+        cache.decode(adm, 1)
+        return -(-adm.run.allocated // 256)
+
+    assert pages_after_one_step(0) == 1
+    assert pages_after_one_step(SpecDecode(3, 1, 4, 3.0, 0.0).reserve) == 2
