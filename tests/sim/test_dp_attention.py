@@ -77,6 +77,11 @@ class TestDispatch:
     def test_round_robin_cycles_the_ranks(self):
         assert placements(dp_scenario(4)) == [0, 1, 2, 3] * 3
 
+    def test_servers_take_turns_and_each_controller_picks_among_its_own_ranks(self):
+        sc = scenario_from_dict({**dp_scenario(2).model_dump(mode="json"), "cluster": {"instances": 2}}, source="t")
+        # ranks 0-1 are server 0's, 2-3 server 1's
+        assert placements(sc)[:4] == [0, 2, 1, 3]
+
     def test_follow_bootstrap_room_takes_the_room_modulo_the_ranks(self):
         assert placements(dp_scenario(4, "follow_bootstrap_room")) == [rid % 4 for rid in range(12)]
 
