@@ -202,9 +202,9 @@ class _DPGroup:
     run over the gathered tokens of all ranks. So a pass starts when every rank that has work has planned it,
     and lasts as long as the slowest rank's, where each rank's time is its own pass plus the MLP/MoE work of the
     other ranks' tokens (``mlp_share`` of their linear-layer cost, priced by the step-time backend as prefill
-    tokens); a rank that wakes mid-pass waits for it to end. ``active`` counts
-    the ranks that are planning a pass (not asleep, not yet joined). The pass starts once the current instant's
-    other events have run, so ranks woken at the same time (a burst dispatched at once) share it.
+    tokens); a rank that wakes mid-pass waits for it to end. ``active`` counts the ranks that are planning a
+    pass (not asleep, not yet joined). The pass starts once the current instant's other events have run, so
+    ranks woken at the same time (a burst dispatched at once) share it.
     """
 
     def __init__(self, env: simpy.Environment, backend, mlp_share: float) -> None:
@@ -214,7 +214,6 @@ class _DPGroup:
         self.plans: list[tuple[float, int]] = []  # (seconds on its own, tokens through the MLP) per joined rank
         self.go = env.event()
         self.busy_until = 0.0
-        self.passes = 0
         self.starting = False
 
     def enter(self):
@@ -251,9 +250,7 @@ class _DPGroup:
         self.busy_until = self.env.now + seconds
         self.active, self.joined, self.plans = self.joined, 0, []  # they all plan again when it ends
         self.go = self.env.event()
-        self.passes += 1
         self.env.timeout(seconds).callbacks.append(lambda _e: go.succeed())
-
 
     def _seconds(self) -> float:
         plans = self.plans
