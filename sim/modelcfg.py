@@ -56,7 +56,6 @@ class ModelShape:
     catalog: str | None = None  # DeepSeek V4: the catalog entry holding the pools
     fp4_indexer: bool = False  # DeepSeek V4: C4 indexer keys in fp4 (--enable-deepseek-v4-fp4-indexer)
     mlp_flops_per_token: float = 0.0  # per GPU: the MLP/MoE share of flops_per_token (DP attention gathers it)
-    expert_dtype: str = "fp8"  # the routed experts' storage, resolved from "auto"
 
 
 def bundled_configs() -> list[str]:
@@ -220,7 +219,7 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         dense_weight_bytes=dense_bytes, expert_bytes=expert * expert_b / tp_size,
         n_experts=n_exp, experts_per_token=k, kv_read_bytes_per_token=read_tok, kv_read_bytes_per_request=kv_req,
         compute_dtype="fp8" if weight_b == 1 else "bf16", catalog=catalog, fp4_indexer=fp4_indexer and catalog is not None,
-        expert_dtype=experts if n_exp else "none", mlp_flops_per_token=2 * mlp_active / tp_size,
+        mlp_flops_per_token=2 * mlp_active / tp_size,
     )  # fmt: skip
 
 
