@@ -72,7 +72,7 @@ from sim.hicache import Admission, BackupOp, HiCache
 from sim.metrics import Recorder
 from sim.pools import ModelSpec
 from sim.radix import Node, RadixTree
-from sim.speculative import SpecDecode
+from sim.speculative import SpecDecode, backend_prices
 from sim.storage import Storage
 from sim.swacache import Backup
 from sim.v4hicache import V4Admission, V4HiCache, check_v4_setup, request_keys
@@ -1011,7 +1011,8 @@ class Simulation:
         self.controllers: list[_DPController] = []
         if dp > 1:  # ranks [s x dp, (s + 1) x dp) are server s's, stepping together
             for s in range(0, cfg.instances, dp):
-                group, ranks = _DPGroup(self.env, roofline, cfg.dp_mlp_share), self.instances[s : s + dp]
+                share = 0.0 if backend_prices(roofline, "dp_attention") else cfg.dp_mlp_share
+                group, ranks = _DPGroup(self.env, roofline, share), self.instances[s : s + dp]
                 for inst in ranks:
                     inst.group = group
                 self.controllers.append(_DPController(cfg.load_balance_method, ranks))

@@ -28,9 +28,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["SpecDecode"]
+__all__ = ["SpecDecode", "backend_prices"]
 
 _EPS = 1e-9  # keeps floor/ceil of p x accept_length exact where the product is an integer in exact arithmetic
+
+
+def backend_prices(backend, what: str) -> bool:
+    """Whether the step-time backend prices ``what`` ("speculative", "dp_attention") in its own decode and
+    prefill shapes, so the engine must not add it again: a backend says so with ``prices_speculative`` /
+    ``prices_dp_attention``; aiconfigurator-core's estimator (``compute.backend: aiconfigurator``) does both,
+    its ``nextn`` pricing the draft and verify of a decode step and its attention-DP size the MoE over every
+    rank's batch. The roofline prices neither."""
+    return bool(getattr(backend, f"prices_{what}", getattr(backend, "name", "") == "aiconfigurator"))
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,8 @@ class SpecDecode:
     # ----- time --------------------------------------------------------------------------------
     def decode_seconds(self, backend, n: int, context: float) -> float:
         """One draft-verify pass over ``n`` requests holding ``context`` tokens in all."""
+        if backend_prices(backend, "speculative"):
+            return backend.step_seconds(0, 0.0, n, context)
         extra = n * (self.draft_tokens - 1)
         pairs = extra * (context / n + self.draft_tokens / 2) if n else 0.0
         verify = backend.step_seconds(extra, pairs, n, context)
@@ -96,4 +107,6 @@ class SpecDecode:
     def prefill_seconds(self, backend, tokens: int, pairs: float) -> float:
         """A prefill pass: the target's forward, then the draft's extend over the same tokens."""
         target = backend.step_seconds(tokens, pairs, 0, 0.0)
+        if backend_prices(backend, "speculative"):
+            return target
         return target + self.draft_share * (target - getattr(backend, "overhead_s", 0.0))

@@ -57,6 +57,23 @@ class TestPassCost:
         no_draft = SpecDecode(3, 1, 4, 3.0, draft_share=0.0).decode_seconds(self.roofline, 64, 64 * 4096)
         assert self.spec.decode_seconds(self.roofline, 64, 64 * 4096) > no_draft
 
+    def test_a_backend_that_prices_speculation_itself_gets_the_plain_decode_shape(self):
+        # aiconfigurator-core's estimator prices the draft and verify of a step (its nextn) itself
+        class Backend:
+            prices_speculative = True
+            overhead_s = 0.0
+
+            def __init__(self):
+                self.calls = []
+
+            def step_seconds(self, *shape):
+                self.calls.append(shape)
+                return 1.0
+
+        backend = Backend()
+        assert self.spec.decode_seconds(backend, 8, 8 * 4096) == 1.0
+        assert backend.calls == [(0, 0.0, 8, 8 * 4096)]
+
     def test_a_spec_run_decodes_faster_when_tokens_per_pass_beat_the_pass_cost(self):
         plain = run_scenario(one_request(output_length=301)).summary["e2e_s"]["mean"]
         spec = run_scenario(one_request(output_length=301, algorithm="EAGLE", accept_length=3)).summary["e2e_s"]["mean"]
