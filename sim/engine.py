@@ -90,6 +90,7 @@ IN_BATCH_PREFIX_TOKENS = 32
 PREFETCH_RETRY_INTERVAL = 8
 PREFETCH_RETRY_MAX_ATTEMPTS = 8
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS (environ.py:649)
+DP_CONSERVATIVENESS = 0.3  # DP attention scales --schedule-conservativeness by 0.3 (arg_groups/parallel_hook.py:314-319)
 DP_LOAD_REFRESH_S = 0.02  # the DP controller re-reads the ranks' loads at most every 20 ms (data_parallel_controller.py:346-361)
 
 
@@ -356,7 +357,8 @@ class Instance:
                              load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
                              swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
                              chunked_prefill_size=cfg.chunked_prefill_size,
-                             decode_lookahead=cfg.spec.reserve if cfg.spec else 0)  # fmt: skip
+                             decode_lookahead=cfg.spec.reserve if cfg.spec else 0,
+                             conservativeness=DP_CONSERVATIVENESS if cfg.dp_size > 1 else 1.0)  # fmt: skip
         return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
                        load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
                        swa_full_tokens_ratio=cfg.swa_full_tokens_ratio, eviction_policy=cfg.eviction_policy,

@@ -32,7 +32,8 @@ from sim.unified import UNode
 __all__ = ["V4HiCache", "check_v4_setup", "request_keys", "v4_metrics"]
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py: the output share a request is budgeted for is capped here
-NEW_TOKEN_RATIO = (0.7, 0.7 * 0.14, 600)  # init, min, decay steps
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
+NEW_TOKEN_RATIO = (0.7, 0.7 * MIN_NEW_TOKEN_RATIO_FACTOR, 600)  # init, min, decay steps
 
 
 def check_v4_setup(model: ModelSpec, *, page_tokens: int, write_policy: str, eviction_policy: str) -> None:
@@ -117,7 +118,8 @@ class V4HiCache:
 
     def __init__(self, model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str,
                  load_back_threshold: int, page_tokens: int, swa_full_tokens_ratio: float,
-                 chunked_prefill_size: int, decode_lookahead: int = 0) -> None:  # fmt: skip
+                 chunked_prefill_size: int, decode_lookahead: int = 0,
+                 conservativeness: float = 1.0) -> None:  # fmt: skip
         from sim.replay import v4_cache
 
         self.model = model
@@ -131,7 +133,10 @@ class V4HiCache:
         self.page_bytes = {p.name: p.bytes_per_page for p in model.pools}
         self.l1, self.l2 = _Tier(self.c, host=False), _Tier(self.c, host=True)
         self.tree = _TreeView(self.c)
-        self.new_token_ratio = NEW_TOKEN_RATIO[0]
+        # --schedule-conservativeness scales the ratio's start and floor (new_token_ratio_tracker.py:20-32)
+        init = min(1.0, NEW_TOKEN_RATIO[0] * conservativeness)
+        self.ratio_init, self.ratio_min = init, min(1.0, init * MIN_NEW_TOKEN_RATIO_FACTOR)
+        self.new_token_ratio = init
         self.prefilling: dict[int, V4Admission] = {}
         self.decoding: dict[int, V4Admission] = {}
         self._decode_left: int | None = None  # the decoding requests' clipped remaining outputs, while unchanged
@@ -229,8 +234,8 @@ class V4HiCache:
         r = adm.run
         self._decode_left = None
         self.c.decode_many(r, steps)
-        lo = NEW_TOKEN_RATIO[1]
-        self.new_token_ratio = max(lo, self.new_token_ratio - steps * (NEW_TOKEN_RATIO[0] - lo) / NEW_TOKEN_RATIO[2])
+        lo = self.ratio_min
+        self.new_token_ratio = max(lo, self.new_token_ratio - steps * (self.ratio_init - lo) / NEW_TOKEN_RATIO[2])
         if r.finished:
             self.decoding.pop(id(r), None)
 
