@@ -384,6 +384,15 @@ _WHY = {
     "--moe-a2a-backend": "MoE all-to-all kernel (e.g. deepep): its time is the step-time backend's; its buffer "
     "reserve (memory_hook.py reserve_for_deepep_a2a_mb) is not in the KV sizing",
     "--moe-runner-backend": "MoE kernel choice: its speed is the step-time backend's",
+    "--deepep-mode": "DeepEP dispatch mode (normal / low_latency): kernel choice, the step-time backend's",
+    "--enable-dp-lm-head": "the LM head vocab-parallel inside each attention TP group: a small share of the weights, "
+    "not moved between the attention and MoE groups in the memory model",
+    "--enable-dp-attention-local-control-broadcast": "how control messages reach the DP ranks: no effect on passes",
+    "--speculative-draft-model-path": "the draft's weights: DeepSeek's NEXTN head is in the target checkpoint "
+    "(speculative_hook.py:1120-1155); the draft is speculative.draft_layers of the target's layers",
+    "--speculative-moe-runner-backend": "the draft's MoE kernel: its speed is the step-time backend's",
+    "--speculative-moe-a2a-backend": "the draft's MoE all-to-all kernel: its speed is the step-time backend's",
+    "--speculative-attention-mode": "which attention path the draft runs: its speed is the step-time backend's",
 }  # fmt: skip
 for _flag in ("--prefill-delayer-max-delay-passes", "--prefill-delayer-token-usage-low-watermark",
               "--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets",
