@@ -1015,8 +1015,8 @@ class Simulation:
             for s in range(0, cfg.instances, dp):
                 share = 0.0 if backend_prices(roofline, "dp_attention") else cfg.dp_mlp_share
                 group, ranks = _DPGroup(self.env, roofline, share), self.instances[s : s + dp]
-                for inst in ranks:
-                    inst.group = group
+                for inst in ranks:  # one tokenizer manager per server, ahead of its DP controller
+                    inst.group, inst.tokenizers = group, ranks[0].tokenizers
                 self.controllers.append(_DPController(cfg.load_balance_method, ranks))
         self._rr = 0
         self.arrived = 0

@@ -524,8 +524,8 @@ def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
             conv.mapped.append(f"{text} -> cluster.instances: {n} (replicas)")
     if hw.get("dp_size", 1) > 1 and not hw.get("enable_dp_attention"):  # --attn-dp-size N
         _put(sc, "hardware.enable_dp_attention", True)
-    if hw.get("enable_dp_attention") and hw.get("dp_size", 1) == 1:
-        raise InputError("--enable-dp-attention needs --dp-size N (or --attn-dp-size N) above 1")
+    if hw.get("enable_dp_attention") and hw.get("dp_size", 1) == 1:  # one attention-DP rank: plain TP
+        conv.mapped.append("--enable-dp-attention with a DP size of 1: one rank, the same as TP alone")
 
 
 def _resolve_spec(conv: Conversion, accept_length: float | None) -> None:

@@ -154,3 +154,9 @@ class TestScenario:
     def test_dp_size_must_divide_tp_size(self):
         with pytest.raises(InputError, match="hardware.dp_size: 3 does not divide tp_size 4"):
             dp_scenario(3)
+
+
+def test_the_ranks_of_a_server_share_its_tokenizer_workers():
+    # SGLang's tokenizer manager encodes a prompt before the DP controller places it (one per server)
+    sim, _, _ = build(dp_scenario(4))
+    assert len({id(i.tokenizers) for i in sim.instances}) == 1
