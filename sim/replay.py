@@ -18,7 +18,7 @@ from pathlib import Path
 from sim.clairvoyant import Bound, clairvoyant
 from sim.errors import InputError
 from sim.hicache import HiCache
-from sim.metrics import dropped_by_reason
+from sim.metrics import dropped_by_reason, plural
 from sim.pools import ModelSpec
 from sim.swacache import SWACache
 from sim.workload import Request
@@ -218,7 +218,7 @@ def format_table(result: ReplayResult) -> str:
     m = d["metrics"]
     cap = lambda p: "unbounded" if p is None else f"{p:,} pages ({p * d['kv_bytes_per_page'] / 1e9:,.1f} GB kv-anchored)"  # noqa: E731
     lines = [
-        f"{Path(d['trace']).name}: {d['model']} ({d['pools']} pools), {d['page_tokens']}-token pages, "
+        f"{Path(d['trace']).name}: {d['model']} ({plural(d['pools'], 'pool')}), {d['page_tokens']}-token pages, "
         f"{d['policy']}, {d.get('eviction_policy', 'lru')} eviction, load-back threshold {d['load_back_threshold']}",
         f"L1 {cap(d['l1_pages'])}; L2 {'off' if not d['l2_pages'] and d['l2_pages'] is not None else cap(d['l2_pages'])}",
         "",
