@@ -959,6 +959,8 @@ class Simulation:
                     row[f"l1_bytes_{name}"] = nbytes
                 for name, nbytes in c.pool_bytes(c.l2.kv_used, c.l2.swa_used).items():
                     row[f"l2_bytes_{name}"] = nbytes
+                if self.storage is not None:  # shared by the instances: the same count on each row
+                    row["l3_pages"] = len(self.storage)
                 self.rec.samples.append(row)
 
     def run(self, arrivals, progress=None) -> None:

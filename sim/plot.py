@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sim.errors import InputError
@@ -144,16 +145,12 @@ def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] |
         raise InputError(
             f"--y {' '.join(unknown)}: not a metric column (have: {', '.join(have)})", source=source
         )
-    from matplotlib.ticker import FuncFormatter
-
     groups = [c for c in varying if c not in (x, "seed")]
     data = df.groupby([x, *groups], dropna=False)[metrics].mean().reset_index().sort_values(x)
     fig, axes = _figure(len(metrics), f"{', '.join(_label(m) for m in metrics)} vs {x}", width=4.6)
     line_sets = data.groupby(groups, dropna=False) if groups else [((), data)]
-    for i, (key, part) in enumerate(line_sets):
-        key = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{g.rsplit('.', 1)[-1]}={v}" for g, v in zip(groups, key)) or None
-        # Lines that coincide (a parameter with no effect) stay visible: each gets its own dash and marker.
+    for i, (label, part) in enumerate(_merge_identical(line_sets, groups, x, metrics)):
+        # Lines that still cross or touch stay visible: each gets its own dash and marker.
         style = {"marker": MARKERS[i % len(MARKERS)], "linestyle": DASHES[i % len(DASHES)],
                  "markersize": max(9 - 1.5 * i, 3)}  # fmt: skip
         for ax, m in zip(axes, metrics):
@@ -162,8 +159,7 @@ def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] |
         ax.set_xlabel(f"{x} (tokens)" if x.endswith("_threshold") else x)
         ax.set_ylabel(METRIC_LABELS.get(m, m))
         ax.set_title(_label(m))
-        if m.startswith("hit_") or m.startswith("util_"):
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.3g}%"))
+        _value_axis(ax, m)
         if (
             pd.api.types.is_numeric_dtype(data[x])
             and data[x].min() > 0
@@ -175,9 +171,43 @@ def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] |
     fig.tight_layout()
     if groups:  # below the panels, so no line is hidden behind it
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4),
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 3),
                    fontsize="small", frameon=False)  # fmt: skip
     return fig
+
+
+def _merge_identical(line_sets, groups: list[str], x: str, metrics: list[str]) -> list[tuple[str | None, pd.DataFrame]]:
+    """One line per distinct series: lines whose every point is equal (a parameter with no effect) would be
+    drawn on top of each other, so they are drawn once and the legend names them all as identical."""
+    merged: dict[bytes, tuple[list[tuple], pd.DataFrame]] = {}
+    for key, part in line_sets:
+        key = key if isinstance(key, tuple) else (key,)
+        sig = part[[x, *metrics]].round(12).to_numpy().tobytes()
+        merged.setdefault(sig, ([], part))[0].append(key)
+    short = [g.rsplit(".", 1)[-1] for g in groups]
+    out: list[tuple[str | None, pd.DataFrame]] = []
+    for keys, part in merged.values():
+        if not groups:
+            out.append((None, part))
+            continue
+        if len(groups) == 1:
+            label = f"{short[0]}=" + ", ".join(str(k[0]) for k in keys)
+        else:
+            label = " | ".join(", ".join(f"{g}={v}" for g, v in zip(short, k)) for k in keys)
+        out.append((label + (" (identical lines)" if len(keys) > 1 else ""), part))
+    return out
+
+
+def _value_axis(ax, metric: str) -> None:
+    """Read from zero, as a ratio is read; shares in percent, as the tables print them; counts with separators."""
+    from matplotlib.ticker import FuncFormatter, PercentFormatter
+
+    top = max((float(np.nanmax(line.get_ydata())) for line in ax.get_lines() if len(line.get_ydata())), default=0)
+    ax.set_ylim(0, top * 1.1 if top > 0 else 1)
+    if metric.startswith(("hit_", "util_")):
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    else:
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}"))
 
 
 def _label(metric: str) -> str:
@@ -196,11 +226,18 @@ def plot_misses(df: pd.DataFrame):
     configs = sorted(df.groupby(["policy", "device_buffer_size"]).groups, key=lambda k: (str(k[0]), k[1]))
     fig, (line_ax, box_ax) = _figure(2, "HiSparse hot-buffer misses", width=6.0)
     dists, labels, colours = [], [], []
+    gaps: set[tuple[int, int]] = set()
     for i, (policy, size) in enumerate(configs):
         part = df[(df["policy"] == policy) & (df["device_buffer_size"] == size)]
         label, colour = f"{policy}, {size:,} slots", f"C{i % 10}"
         mean = part.groupby("step")["misses"].mean()
-        line_ax.plot(mean.index, mean.to_numpy(), label=label, color=colour, linewidth=1.2)
+        steps = mean.index.to_numpy()
+        # Only windows of consecutive steps are simulated: a line within each, none across the gaps between.
+        cuts = np.flatnonzero(np.diff(steps) > 1) + 1
+        for j, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(steps)])):
+            line_ax.plot(steps[lo:hi], mean.to_numpy()[lo:hi], label=label if j == 0 else None, color=colour,
+                         linewidth=1.2, marker="o" if hi - lo == 1 else None, markersize=4)  # fmt: skip
+        gaps.update((int(steps[c - 1]), int(steps[c])) for c in cuts)
         dists.append(part["misses"].to_numpy())
         labels.append(label)
         colours.append(colour)
@@ -209,6 +246,8 @@ def plot_misses(df: pd.DataFrame):
         xlabel="decode step", ylabel="misses per step (C4 tokens)", title=f"Mean misses per step{over}"
     )
     line_ax.set_ylim(bottom=0)
+    for k, (a, b) in enumerate(sorted(gaps)):
+        line_ax.axvspan(a, b, color="grey", alpha=0.12, linewidth=0, label="steps not simulated" if k == 0 else None)
     line_ax.legend(fontsize="small")
     line_ax.grid(alpha=0.3)
     boxes = box_ax.boxplot(dists, showfliers=False, patch_artist=True)
@@ -244,26 +283,41 @@ def _capacity(summary: Path) -> dict | None:
 
 
 def plot_occupancy(df: pd.DataFrame):
-    """L1 and L2 pages used (kv and swa) and queue lengths over time, one colour per instance."""
-    fig, axes = _figure(3, "Cache occupancy and queues", width=5.0)
+    """L1 and L2 pages used (kv and swa), L3 pages held when a run has L3, and queue lengths over time, one
+    colour per instance; each pool's capacity drawn where the summary gives it (the SWA pool is often the
+    limit that binds)."""
+    from matplotlib.ticker import MaxNLocator
+
+    l3 = "l3_pages" in df.columns
+    fig, axes = _figure(4 if l3 else 3, "Cache occupancy and queues", width=5.0)
     capacity = df.attrs.get("capacity") or {}
     instances = sorted(df["instance"].unique())
     colours = [f"C{i % 10}" for i in range(len(instances))]
     panels = [
-        (axes[0], "L1 (GPU) pages used", [("l1_kv_pages", "kv", "-"), ("l1_swa_pages", "swa", "--")], "l1"),
-        (axes[1], "L2 (host) pages used", [("l2_kv_pages", "kv", "-"), ("l2_swa_pages", "swa", "--")], "l2"),
-        (axes[2], "Scheduler queues", [("running", "running", "-"), ("waiting", "waiting", "--")], None),
+        (axes[0], "L1 (GPU) pages used", [("l1_kv_pages", "kv", "-"), ("l1_swa_pages", "swa", "--")],
+         [("l1", "kv capacity", ":"), ("l1_swa", "swa capacity", "-.")]),
+        (axes[1], "L2 (host) pages used", [("l2_kv_pages", "kv", "-"), ("l2_swa_pages", "swa", "--")],
+         [("l2", "kv capacity", ":"), ("l2_swa", "swa capacity", "-.")]),
     ]
-    for ax, title, series, level in panels:
-        for inst, colour in zip(instances, colours):
+    if l3:
+        panels.append((axes[2], "L3 (shared storage) pages held", [("l3_pages", "pages", "-")],
+                       [("l3", "capacity", ":")]))
+    panels.append((axes[-1], "Scheduler queues", [("running", "running", "-"), ("waiting", "waiting", "--")], None))
+    for ax, title, series, limits in panels:
+        shared = series[0][0] == "l3_pages"  # one store for every instance
+        for inst, colour in zip(instances[:1] if shared else instances, colours):
             part = df[df["instance"] == inst].sort_values("time_s")
             for col, name, style in series:
-                label = f"{name}, instance {inst}" if len(instances) > 1 else name
+                label = f"{name}, instance {inst}" if len(instances) > 1 and not shared else name
                 ax.plot(part["time_s"], part[col], linestyle=style, color=colour, label=label, linewidth=1.2)
-        if level and capacity.get(level):
-            ax.axhline(capacity[level], color="grey", linestyle=":", label=f"{level.upper()} kv capacity")
-        ax.set(xlabel="simulated time (s)", ylabel="requests" if level is None else "pages", title=title)
+        for key, name, style in limits or []:
+            if capacity.get(key):
+                ax.axhline(capacity[key], color="grey", linestyle=style, label=f"{name} ({capacity[key]:,})")
+            elif key in capacity and capacity[key] is None:
+                ax.plot([], [], " ", label=f"{name}: unbounded")
+        ax.set(xlabel="simulated time (s)", ylabel="requests" if limits is None else "pages", title=title)
         ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     fig.tight_layout()

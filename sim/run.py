@@ -359,7 +359,8 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
         "cost_table_kind": sim.costs.source.kind,
         "compute": _compute_summary(sc, sim),
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
-                           **_swa_pages(sc, sim)},
+                           **_swa_pages(sc, sim),
+                           **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
         "simulated_s": horizon,
         "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": unfinished},  # fmt: skip
@@ -456,7 +457,8 @@ def _swa_pages(sc: Scenario, sim: Simulation) -> dict:
     if not sim.cfg.model.has_swa:
         return {}
     ratio = sc.hicache.swa_full_tokens_ratio
-    return {"l1_swa": int(cache.c.swa_cap // cache.page_tokens),
+    host = {"l2_swa": int(cache.c.host_swa_cap // cache.page_tokens)} if 0 < cache.c.host_swa_cap < math.inf else {}
+    return {"l1_swa": int(cache.c.swa_cap // cache.page_tokens), **host,
             "swa_sizing": "cap mode" if ratio == "cap" else f"ratio {ratio:g}"}
 
 
