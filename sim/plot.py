@@ -328,17 +328,35 @@ def plot_occupancy(df: pd.DataFrame):
 
 
 def read_rounds(path: Path) -> pd.DataFrame:
-    return _read(path, ROUNDS_COLUMNS)
+    """The records, with the client that grouped them (from the run's ``summary.json``): rounds of
+    bench_multiturn or steps of bench_serving. A run without either has nothing to plot by round."""
+    import json
+
+    df = _read(path, ROUNDS_COLUMNS)
+    try:
+        client = (json.loads((path.parent / "summary.json").read_text()).get("client") or {}).get("client", "")
+    except (OSError, ValueError):
+        client = None  # a bare requests.parquet: rounds if it has more than one
+    if client == "" or (client is None and df["round"].nunique() < 2):
+        raise InputError("no rounds to plot: this run's workload has no bench_multiturn rounds or bench_serving "
+                         "steps (plot occupancy shows a run over time)", source=str(path))  # fmt: skip
+    df.attrs["client"] = client or "bench_multiturn"
+    return df
 
 
 def plot_rounds(df: pd.DataFrame):
-    """bench_multiturn's view by round: TTFT (mean and p90) and the cache hit rate by source."""
+    """The client's view by round (bench_multiturn) or step (bench_serving): TTFT, mean and the tail its own
+    report prints (p90 for bench_multiturn, p99 for bench_serving), and the cache hit rate by source."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    serving = df.attrs.get("client") == "bench_serving"
+    unit, tail = ("step", 0.99) if serving else ("round", 0.9)
     g = df.groupby("round", sort=True)
     rounds = list(g.groups)
-    fig, (ax_t, ax_h) = _figure(2, "Per round (bench_multiturn rounds; bench_serving steps)")
+    fig, (ax_t, ax_h) = _figure(2, f"Per {unit} ({'bench_serving steps' if serving else 'bench_multiturn rounds'})")
     ax_t.plot(rounds, g["ttft_s"].mean(), marker="o", label="mean")
-    ax_t.plot(rounds, g["ttft_s"].quantile(0.9), marker="s", linestyle="--", label="p90")
-    ax_t.set(xlabel="round", ylabel="TTFT (s)", title="Time to first token")
+    ax_t.plot(rounds, g["ttft_s"].quantile(tail), marker="s", linestyle="--", label=f"p{tail * 100:.0f}")
+    ax_t.set(xlabel=unit, ylabel="TTFT (s)", title="Time to first token")
     inputs = g["input_tokens"].sum()
     bottom = pd.Series(0.0, index=inputs.index)
     for col, name in (("device_hit_tokens", "device (L1)"), ("host_hit_tokens", "host (L2)"),
@@ -346,8 +364,13 @@ def plot_rounds(df: pd.DataFrame):
         share = g[col].sum() / inputs
         ax_h.bar(rounds, share, bottom=bottom, label=name)
         bottom += share
-    ax_h.set(xlabel="round", ylabel="share of input tokens", title="Cache hit rate", ylim=(0, 1))
+    ax_h.set(xlabel=unit, ylabel="share of input tokens (first admission)", title="Cache hit rate", ylim=(0, 1))
+    ax_h.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    if not bottom.any():
+        ax_h.text(0.5, 0.5, f"no cache hits in any {unit}", transform=ax_h.transAxes, ha="center", va="center",
+                  color="dimgrey")  # fmt: skip
     for ax in (ax_t, ax_h):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     ax_t.set_ylim(bottom=0)
@@ -369,26 +392,45 @@ KINDS: dict[str, tuple[Callable[[Path], pd.DataFrame], str, Callable]] = {
 def plot_compare(df: pd.DataFrame, out: str | Path) -> Path:
     """Hit rate vs L1 capacity, one line per policy, one panel per L2 setting (``hicache-sim compare``).
 
-    The y axis is the L1+L2 hit rate by whole input pages (the L1 hit rate where L2 is off).
+    The y axis is the L1+L2 hit rate by whole input pages (the L1 hit rate where L2 is off), in percent as the
+    table prints it, from zero and on one scale for every panel so the panels compare. Policies whose lines
+    coincide in a panel are drawn once and named together.
     """
+    from matplotlib.ticker import NullLocator, PercentFormatter
+
     out = Path(out)
     fmt = out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise InputError(f"--plot must end in .png or .svg, got {out.name!r}")
     settings = list(dict.fromkeys(df["l2"]))
-    fig, axes = _figure(len(settings), "hit rate vs L1 capacity")
+    fig, axes = _figure(len(settings), "hit rate vs L1 capacity (a panel per L2 setting, a line per policy)")
+    top = float(df["l1l2_hit_pages"].max()) * 1.1 or 1.0
+    policies = list(dict.fromkeys(df["policy"]))
     for ax, setting in zip(axes, settings):
         part = df[df["l2"] == setting]
-        for i, (policy, rows) in enumerate(part.groupby("policy", sort=False)):
-            rows = rows.sort_values("l1_pages")
-            dash = ":" if policy == "clairvoyant" else DASHES[i % len(DASHES)]
-            ax.plot(rows["l1_pages"], rows["l1l2_hit_pages"], dash, marker=MARKERS[i % len(MARKERS)], label=policy)
+        lines: dict[bytes, tuple[list[str], pd.DataFrame]] = {}
+        for policy in policies:
+            rows = part[part["policy"] == policy].sort_values("l1_pages")
+            sig = rows[["l1_pages", "l1l2_hit_pages"]].round(12).to_numpy().tobytes()
+            lines.setdefault(sig, ([], rows))[0].append(policy)
+        for names, rows in lines.values():
+            i = policies.index(names[0])
+            dash = ":" if names[0] == "clairvoyant" else DASHES[i % len(DASHES)]
+            label = names[0] if len(names) == 1 else f"{' = '.join(names)} (identical)"
+            ax.plot(rows["l1_pages"], rows["l1l2_hit_pages"], dash, marker=MARKERS[i % len(MARKERS)],
+                    color=f"C{i % 10}", label=label)  # fmt: skip
         ax.set_xscale("log")
+        ticks = sorted(df["l1_pages"].unique())
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())  # only the capacities simulated: no colliding log labels
+        ax.set_ylim(0, top)
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
         ax.set_xlabel("L1 capacity (pages)")
-        ax.set_ylabel("L1+L2 hit rate (share of input pages)" if setting != "0" else "L1 hit rate (share of input pages)")
+        ax.set_ylabel("L1+L2 hit rate (input pages)" if setting != "0" else "L1 hit rate (input pages)")
         ax.set_title("L2 off" if setting == "0" else f"L2 = {setting} pages" if not setting.endswith("x") else f"L2 = {setting} L1")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
+    fig.tight_layout()
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
     return out
