@@ -16,7 +16,7 @@ import pandas as pd
 from sim.errors import InputError
 from sim.fileio import atomic_path, check_output_file
 
-__all__ = ["KINDS", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
+__all__ = ["KINDS", "compare_figure", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
 
 FORMATS = ("png", "svg")
 SWEEP_DEFAULT_Y = ("hit_total", "ttft_p90_s", "input_tokens_per_s")
@@ -396,12 +396,20 @@ def plot_compare(df: pd.DataFrame, out: str | Path) -> Path:
     table prints it, from zero and on one scale for every panel so the panels compare. Policies whose lines
     coincide in a panel are drawn once and named together.
     """
-    from matplotlib.ticker import NullLocator, PercentFormatter
-
     out = Path(out)
     fmt = out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise InputError(f"--plot must end in .png or .svg, got {out.name!r}")
+    fig = compare_figure(df)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
+    return out
+
+
+def compare_figure(df: pd.DataFrame):
+    """The figure :func:`plot_compare` writes."""
+    from matplotlib.ticker import NullLocator, PercentFormatter
+
     settings = list(dict.fromkeys(df["l2"]))
     fig, axes = _figure(len(settings), "hit rate vs L1 capacity (a panel per L2 setting, a line per policy)")
     top = float(df["l1l2_hit_pages"].max()) * 1.1 or 1.0
@@ -431,6 +439,4 @@ def plot_compare(df: pd.DataFrame, out: str | Path) -> Path:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
-    return out
+    return fig
