@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Recorder", "RequestWriter", "SampleBuffer",
-           "busy_fraction", "dropped_by_reason", "plural"]
+           "busy_fraction", "dropped_by_reason"]
 
 LINKS = ("h2d", "d2h", "l3_read", "l3_write")
 REQUEST_COLUMNS = (
@@ -226,8 +226,3 @@ def dropped_by_reason(metrics: dict) -> dict[str, int]:
     if metrics.get("sim_device_full_tokens_total"):
         out["device_full"] = metrics["sim_device_full_tokens_total"]
     return out
-
-
-def plural(n: int, word: str) -> str:
-    """``1 pool``, ``7 pools``, ``1,024 pages``: the count with its noun as English says it."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

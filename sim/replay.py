@@ -18,9 +18,10 @@ from pathlib import Path
 from sim.clairvoyant import Bound, clairvoyant
 from sim.errors import InputError
 from sim.hicache import HiCache
-from sim.metrics import dropped_by_reason, plural
+from sim.metrics import dropped_by_reason
 from sim.pools import ModelSpec
 from sim.swacache import SWACache
+from sim.text import plural
 from sim.workload import Request
 
 __all__ = ["ReplayResult", "bound_capacities", "duplicate_pages", "format_table", "pages_for_bytes", "parse_size",

@@ -38,13 +38,13 @@ from sim.metrics import (
     SampleBuffer,
     dropped_by_reason,
     percentiles,
-    plural,
 )
 from sim.pools import ModelSpec
 from sim.progress import progress_bar
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
 from sim.swa import swa_cap_tokens
+from sim.text import plural
 from sim.v4hicache import check_v4_setup
 from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
 
