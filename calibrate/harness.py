@@ -323,7 +323,7 @@ def _run_suite(suite: Suite, device: str, seed: int, show_progress: bool) -> Cal
                 )
             )
             bar.update(1)
-        mechanisms["swap_in"] = "triton"
+        mechanisms["swap_in"] = "triton" if device == "cuda" else "triton interpreter"
     bar.close()
     notes.append("batched backend mechanism: " + mechanisms.get("batched", "n/a"))
     source = environment(device, suite, notes)
