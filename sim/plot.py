@@ -234,9 +234,13 @@ def plot_misses(df: pd.DataFrame):
         steps = mean.index.to_numpy()
         # Only windows of consecutive steps are simulated: a line within each, none across the gaps between.
         cuts = np.flatnonzero(np.diff(steps) > 1) + 1
+        values = mean.to_numpy()
         for j, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(steps)])):
-            line_ax.plot(steps[lo:hi], mean.to_numpy()[lo:hi], label=label if j == 0 else None, color=colour,
-                         linewidth=1.2, marker="o" if hi - lo == 1 else None, markersize=4)  # fmt: skip
+            line_ax.plot(steps[lo:hi], values[lo:hi], label=label if j == 0 else None, color=colour, linewidth=1.2)
+            if len(cuts):  # a marker per window, its mean: a window can be too narrow to see at full scale
+                line_ax.plot([(steps[lo] + steps[hi - 1]) / 2], [values[lo:hi].mean()], marker="o", color=colour,
+                             markersize=5, markeredgecolor="k", markeredgewidth=0.5, linestyle="none",
+                             label="window mean" if i == 0 and j == 0 else None)  # fmt: skip
         gaps.update((int(steps[c - 1]), int(steps[c])) for c in cuts)
         dists.append(part["misses"].to_numpy())
         labels.append(label)
