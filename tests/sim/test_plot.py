@@ -168,8 +168,10 @@ class TestHonestAxes:
         steps = np.r_[np.arange(0, 8), np.arange(1000, 1008)]
         df = pd.DataFrame({"step": steps, "misses": 5.0, "policy": "lru", "device_buffer_size": 1024})
         ax = plot_misses(df).get_axes()[0]
-        lines = [line for line in ax.get_lines() if len(line.get_xdata())]
+        lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 1]
         assert len(lines) == 2 and all(np.ptp(line.get_xdata()) == 7 for line in lines)
+        dots = [line.get_xdata()[0] for line in ax.get_lines() if len(line.get_xdata()) == 1]
+        assert dots == [3.5, 1003.5]  # one marker per window
         assert "steps not simulated" in [t.get_text() for t in ax.get_legend().get_texts()]
 
     def test_occupancy_draws_the_swa_pool_capacity_that_binds(self, run_dir):
