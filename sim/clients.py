@@ -183,8 +183,9 @@ def format_client_report(report: dict | None) -> str:
         return ""
     if report["client"] == "bench_multiturn":
         s = report["summary"]
-        lines = ["bench_multiturn summary, as the client computes it (P90 and median: the values at rank 0.9 n and "
-                 "n / 2, not interpolated; throughput: requests / (last finish - first send)):",
+        lines = ["bench_multiturn summary, as the client computes it",
+                 "  (P90 and median: the values at rank 0.9 n and n / 2, not interpolated; "
+                 "throughput: requests / (last finish - first send)):",
                  f"  Total requests: {s['total_requests']}",
                  f"  Average TTFT: {s['average_ttft']:.2f} s   P90 TTFT: {s['p90_ttft']:.2f} s   "
                  f"Median TTFT: {s['median_ttft']:.2f} s",
@@ -196,8 +197,7 @@ def format_client_report(report: dict | None) -> str:
                   f"{r['hit_rate']:>9.1%}" for r in report["rounds"]]  # fmt: skip
         return "\n".join(lines)
     width = max(4, *(len(r["label"]) for r in report["steps"])) + 1
-    lines = ["bench_serving steps, as the client computes them (duration: first send to last finish; throughputs "
-             "over it):",
+    lines = ["bench_serving steps, as the client computes them (duration: first send to last finish):",
              f"  {'step':<{width}}{'conc':>5}{'done':>6}{'dur s':>8}{'in tok/s':>10}{'total tok/s':>12}"
              f"{'TTFT mean/p99 ms':>20}{'TPOT ms':>9}{'hit':>7}"]  # fmt: skip
     for r in report["steps"]:

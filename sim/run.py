@@ -487,12 +487,12 @@ def format_summary(result: RunResult) -> str:
         f"{'output throughput':<28}{t['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TTFT mean / p50 / p90 / p99':<28}{ttft['mean']:>14.3f} / {ttft['p50']:.3f} / {ttft['p90']:.3f} / "
         f"{ttft['p99']:.3f} s   (percentiles interpolated)",
-        f"{'hit rate device / host / L3':<28}{hr['device']:>13.1%} / {hr['host']:.1%} / {hr['storage']:.1%}"
-        f"   (total {hr['total']:.1%} of input tokens, at first admission)",
+        _hit_line(hr, tiers=["device", *(["host"] if cap["l2"] else []), *(["storage"] if "l3" in cap else [])]),
         *_retraction_lines(s),
-        f"{'dropped tokens':<28}{sum(dropped.values()):>14,}" + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())),
-        f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
-        + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else ""),
+        *([f"{'dropped tokens':<28}{sum(dropped.values()):>14,}" + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())),
+           f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
+           + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else "")]
+          if cap["l2"] or dropped or any(lu.values()) else []),  # HiCache off: no host tier to drop to or copy over
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
         *_l3_and_write_back_lines(m),
         "",
@@ -500,6 +500,17 @@ def format_summary(result: RunResult) -> str:
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
     return "\n".join(lines)
+
+
+def _hit_line(hr: dict, tiers: list[str]) -> str:
+    """Hit rates of the tiers the run has (no host column without HiCache, no L3 column without L3)."""
+    names = {"device": "device", "host": "host", "storage": "L3"}
+    head = f"hit rate {' / '.join(names[t] for t in tiers)}"
+    first, *rest = (f"{hr[t]:.1%}" for t in tiers)
+    if not rest:
+        return f"{head:<28}{first:>14}   (of input tokens, at first admission)"
+    return (f"{head:<28}{first:>13} / {' / '.join(rest)}   (total {hr['total']:.1%} of input tokens, "
+            "at first admission)")
 
 
 def _retraction_lines(s: dict) -> list[str]:
