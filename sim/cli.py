@@ -273,13 +273,13 @@ def _cmd_replay(args) -> int:
                              f"residency model, not yet to the V4 cache of {model.name} (try --model generic)")
         cache = v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
                          load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
-        result = replay_v4(cache, model, requests, args.trace, progress=sys.stderr.isatty())
+        result = replay_v4(cache, model, requests, args.trace, progress=True)
     else:
         cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
                         load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
                         eviction_policy=args.eviction_policy,
                         eviction_config=_json_object(args.eviction_config, "--eviction-config"))  # fmt: skip
-        result = replay(cache, requests, args.trace, progress=sys.stderr.isatty(), bound=not args.no_bound)
+        result = replay(cache, requests, args.trace, progress=True, bound=not args.no_bound)
     print(format_table(result))
     if args.json:
         write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str, allow_nan=False) + "\n")
@@ -330,7 +330,7 @@ def _cmd_compare(args) -> int:
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
-                 load_back_threshold=args.load_back_threshold, progress=sys.stderr.isatty())  # fmt: skip
+                 load_back_threshold=args.load_back_threshold, progress=True)  # fmt: skip
     print(format_compare(df))
     if args.csv:
         write_text_atomic(args.csv, df.to_csv(index=False))

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TextIO
 
-__all__ = ["PLAIN_EVERY_S", "PlainProgress", "progress_bar"]
+__all__ = ["PLAIN_EVERY_S", "PlainProgress", "progress_bar", "track"]
 
 PLAIN_EVERY_S = 30.0
 
@@ -24,6 +24,17 @@ def progress_bar(total: int | None, *, desc: str, unit: str, enabled: bool = Tru
     if stream.isatty():
         return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream, mininterval=0.5)
     return PlainProgress(total, desc=desc, unit=unit, initial=initial, stream=stream, every_s=every_s)
+
+
+def track(items, *, desc: str, unit: str, enabled: bool = True):
+    """Iterate over ``items`` (a sized collection) with a :func:`progress_bar` counting them."""
+    bar = progress_bar(len(items), desc=desc, unit=unit, enabled=enabled)
+    try:
+        for item in items:
+            yield item
+            bar.update(1)
+    finally:
+        bar.close()
 
 
 class PlainProgress:

@@ -133,14 +133,13 @@ def replay_v4(cache: SWACache, model: ModelSpec, requests: list[Request], trace:
     """Serve ``requests`` in order through the V4 cache: admission (with load-back), prefill chunk by chunk,
     decode, release; backups are acknowledged at the end of each request. Output pages that a trace does not
     give are keyed uniquely to their request."""
-    from tqdm import tqdm
-
+    from sim.progress import track
     from sim.v4hicache import request_keys
 
     start = time.perf_counter()
     page = cache.page
     with _cycle_gc_paused():
-        for req in tqdm(requests, desc="replay", unit="req", disable=not progress, mininterval=0.5):
+        for req in track(requests, desc="replay", unit="requests", enabled=progress):
             r = cache.admit(request_keys(req, page), req.input_len, max(1, req.output_len))
             cache.finish(r)
             cache.ack_all()
@@ -192,12 +191,12 @@ def replay(cache: HiCache, requests: list[Request], trace: str = "", progress: b
 
     ``bound``: also run the clairvoyant bound (:mod:`sim.clairvoyant`) at the cache's capacities.
     """
-    from tqdm import tqdm
+    from sim.progress import track
 
     start = time.perf_counter()
     serve = cache.serve
     with _cycle_gc_paused():
-        for req in tqdm(requests, desc="replay", unit="req", disable=not progress, mininterval=0.5):
+        for req in track(requests, desc="replay", unit="requests", enabled=progress):
             serve(req.keys, req.input_len)
     wall = time.perf_counter() - start
     bounds = clairvoyant(requests, bound_capacities(cache), cache.page_tokens) if bound else []

@@ -32,3 +32,9 @@ def test_a_resumed_count_starts_where_it_was_and_the_estimate_counts_only_new_wo
     bar = PlainProgress(10, desc="sweep", unit="points", initial=8, stream=out, every_s=0.0)
     bar.update(1)
     assert out.getvalue().startswith("sweep: 9/10 points (90%)")
+
+
+def test_track_yields_every_item_and_counts_them():
+    from sim.progress import track
+
+    assert list(track([1, 2, 3], desc="replay", unit="requests")) == [1, 2, 3]
