@@ -95,7 +95,8 @@ def _compute(args: argparse.Namespace) -> int:
     base = resolve_cost_table(args.table)
     source = {"kind": "measured-fit", "device": sc.hardware.gpu_name, "model": sc.model.name,
               "tp_size": sc.hardware.tp_size, "scenario": args.scenario, "measured": list(args.measured),
-              "points": len(points), "rms_error": round(result.rms_error, 4), "fixed": sorted(fixed),
+              "points": len(points), "free_parameters": result.free, "rms_error": round(result.rms_error, 4),
+              "fixed": sorted(fixed),
               "date": datetime.date.today().isoformat()}  # fmt: skip
     table = dataclasses.replace(base, compute={**result.params, "source": source}, path=args.out)
     write_cost_table(table, args.out)
@@ -105,14 +106,20 @@ def _compute(args: argparse.Namespace) -> int:
 
 
 def format_run(table, mechanisms: dict[str, str]) -> str:
-    """The printed summary: one line per entry with bandwidth as a fraction of its direction's ceiling."""
+    """The printed summary: one line per entry with bandwidth as a fraction of its direction's ceiling.
+
+    On a CPU there is no link: the "ceiling" is one large host memcpy, which small copies that stay in cache
+    outrun, so no fraction of it is printed there."""
+    gpu = table.source.device != "cpu"
     lines = [
         table.describe(),
-        "ceilings (GB/s): " + ", ".join(f"{k} {v:.2f}" for k, v in table.ceilings.items()),
+        ("ceilings (GB/s): " if gpu else "one large host memcpy (GB/s; no GPU, so no link ceiling): ")
+        + ", ".join(f"{k} {v:.2f}" for k, v in table.ceilings.items()),
     ]
     lines.append("mechanisms: " + ", ".join(f"{k}={v}" for k, v in mechanisms.items()))
     lines.append(
-        f"{'op':<8}{'backend':<12}{'item B':>10}{'items':>12}{'median us':>12}{'p10':>10}{'p90':>10}{'GB/s':>9}{'ceil':>7}"
+        f"{'op':<8}{'backend':<12}{'item B':>10}{'items':>12}{'median us':>12}{'p10':>10}{'p90':>10}{'GB/s':>9}"
+        + (f"{'ceil':>7}" if gpu else "")
     )
     for e in table.entries:
         bw = e.n_items * e.item_bytes / e.median_s / 1e9 if e.median_s > 0 else 0.0
@@ -120,7 +127,7 @@ def format_run(table, mechanisms: dict[str, str]) -> str:
         shape = f"{e.n_items}" if e.op != "swap_in" else f"{e.n_requests}x{e.top_k}@{e.hit_ratio:g}"
         lines.append(
             f"{e.op:<8}{e.backend:<12}{e.item_bytes:>10}{shape:>12}{e.median_s * 1e6:>12.2f}"
-            f"{e.p10_s * 1e6:>10.2f}{e.p90_s * 1e6:>10.2f}{bw:>9.2f}{bw / ceiling:>7.0%}"
+            f"{e.p10_s * 1e6:>10.2f}{e.p90_s * 1e6:>10.2f}{bw:>9.2f}" + (f"{bw / ceiling:>7.0%}" if gpu else "")
         )
     lines.append("fits: t = latency + n * per_item + bytes / bandwidth")
     for (op, be), f in sorted(table.fits.items()):

@@ -52,6 +52,7 @@ class FitResult:
     params: dict[str, float]
     points: list[Point]
     predicted: list[float]
+    free: int = 0  # parameters the points determined (the others pinned by --fix or by missing kinds of points)
 
     @property
     def errors(self) -> list[float]:
@@ -195,14 +196,25 @@ def fit_compute(points: list[Point], base: Roofline, chunk: int, *, fixed: dict[
     params = {k: float(params[k]) for k in PARAMS}
     coef = np.array([params["step_overhead_ms"] / 1e3, 1 / params["mfu"], params["attn_flops_scale"] / params["mfu"],
                      1 / params["mbu"]])  # fmt: skip
-    return FitResult(params, points, [float(c) for c in np.array([_columns(base, p, chunk) for p in points]) @ coef])
+    predicted = [float(c) for c in np.array([_columns(base, p, chunk) for p in points]) @ coef]
+    return FitResult(params, points, predicted, free=len(free))
+
+
+def fit_quality(result: FitResult) -> str:
+    """The rms error, or why it says nothing: a fit with no more points than free parameters passes through
+    every point (or could), so its error is 0 by construction and tests nothing."""
+    n, k = len(result.points), result.free
+    if n > k:
+        return f"rms error {result.rms_error:.1%} over {n} points ({k} free parameters)"
+    how = "exactly determined" if n == k else "under-determined"
+    return (f"{how}: {n} points for {k} free parameters, so the error at the points ({result.rms_error:.1%}) "
+            "is no test of the fit; add points to check it")
 
 
 def format_fit(result: FitResult) -> str:
     p = result.params
     lines = [f"fitted: mfu {p['mfu']:.3f}, mbu {p['mbu']:.3f}, step overhead {p['step_overhead_ms']:.2f} ms, "
-             f"attention FLOPs x{p['attn_flops_scale']:.3f}; rms error {result.rms_error:.1%} over "
-             f"{len(result.points)} points",
+             f"attention FLOPs x{p['attn_flops_scale']:.3f}; {fit_quality(result)}",
              f"  {'kind':<8}{'tokens':>8}{'context':>10}{'batch':>6}{'measured ms':>13}{'fitted ms':>11}{'error':>8}  label"]  # fmt: skip
     for pt, pred, err in zip(result.points, result.predicted, result.errors):
         lines.append(f"  {pt.kind:<8}{pt.tokens:>8}{pt.context:>10}{pt.batch:>6}{pt.seconds * 1e3:>13.2f}"

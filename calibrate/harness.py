@@ -275,7 +275,7 @@ def run_suite(suite: Suite, device: str, *, seed: int = 0, show_progress: bool =
 
 
 def _run_suite(suite: Suite, device: str, seed: int, show_progress: bool) -> CalibrationRun:
-    from tqdm import tqdm
+    from sim.progress import progress_bar
 
     transfer_mod, hisparse, kernel_ok = _import_kernels(device)
     rng = np.random.default_rng(seed)
@@ -295,9 +295,7 @@ def _run_suite(suite: Suite, device: str, seed: int, show_progress: bool) -> Cal
     total = 2 * sum(len(suite.transfer_shapes(b)) for b in backends) + (
         len(suite.swap_in) if kernel_ok else 0
     )
-    bar = tqdm(
-        total=total, desc=f"calibrate {suite.name} ({device})", unit="shape", disable=not show_progress
-    )
+    bar = progress_bar(total, desc=f"calibrate {suite.name} ({device})", unit="shapes", enabled=show_progress)
     ceilings = measure_ceilings(device, suite.ceiling_bytes, timer)
     entries: list[CostEntry] = []
     mechanisms: dict[str, str] = {}
@@ -325,7 +323,7 @@ def _run_suite(suite: Suite, device: str, seed: int, show_progress: bool) -> Cal
                 )
             )
             bar.update(1)
-        mechanisms["swap_in"] = "triton"
+        mechanisms["swap_in"] = "triton" if device == "cuda" else "triton interpreter"
     bar.close()
     notes.append("batched backend mechanism: " + mechanisms.get("batched", "n/a"))
     source = environment(device, suite, notes)

@@ -328,7 +328,9 @@ def plan_transfer(
         raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
     s, d = _as_index(src_indices), _as_index(dst_indices)
     _check(src, dst, s, d)
-    mechanism = {"copy_engine": "cudaMemcpyAsync per run", "kernel": "triton"}.get(backend, "")
+    on_gpu = "cuda" in (src.data.device.type, dst.data.device.type)
+    mechanism = ({"copy_engine": "cudaMemcpyAsync per run", "kernel": "triton"} if on_gpu else  # no GPU: host copies
+                 {"copy_engine": "CPU memcpy per run", "kernel": "triton interpreter"}).get(backend, "")  # fmt: skip
     if s.numel() == 0:
         run: Callable[[], None] = lambda: None  # noqa: E731
     elif backend == "copy_engine":

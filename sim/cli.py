@@ -59,7 +59,8 @@ def _add_run(sub) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a field, e.g. --set hicache.load_back_threshold=64 (repeatable)")  # fmt: skip
     p.add_argument("--seed", type=_nonneg_int, default=None, help="shorthand for --set seed=N")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
     p.set_defaults(func=_cmd_run)
 
 
@@ -72,7 +73,7 @@ def _cmd_run(args) -> int:
     scenario = load_scenario(args.scenario, overrides)
     out = args.out or new_run_dir("runs", scenario.name)
     with staged_dir(out, overwrite=args.overwrite) as tmp:  # checked and created before the run starts
-        result = run_scenario(scenario, progress=not args.no_progress and sys.stderr.isatty(),
+        result = run_scenario(scenario, progress=not args.no_progress,
                               requests_out=tmp / "requests.parquet", notify=_note)  # fmt: skip
         names = write_files(result, tmp)
     print(format_summary(result))
@@ -272,13 +273,13 @@ def _cmd_replay(args) -> int:
                              f"residency model, not yet to the V4 cache of {model.name} (try --model generic)")
         cache = v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
                          load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
-        result = replay_v4(cache, model, requests, args.trace, progress=sys.stderr.isatty())
+        result = replay_v4(cache, model, requests, args.trace, progress=True)
     else:
         cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
                         load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
                         eviction_policy=args.eviction_policy,
                         eviction_config=_json_object(args.eviction_config, "--eviction-config"))  # fmt: skip
-        result = replay(cache, requests, args.trace, progress=sys.stderr.isatty(), bound=not args.no_bound)
+        result = replay(cache, requests, args.trace, progress=True, bound=not args.no_bound)
     print(format_table(result))
     if args.json:
         write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str, allow_nan=False) + "\n")
@@ -329,7 +330,7 @@ def _cmd_compare(args) -> int:
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
-                 load_back_threshold=args.load_back_threshold, progress=sys.stderr.isatty())  # fmt: skip
+                 load_back_threshold=args.load_back_threshold, progress=True)  # fmt: skip
     print(format_compare(df))
     if args.csv:
         write_text_atomic(args.csv, df.to_csv(index=False))
@@ -367,7 +368,8 @@ def _add_sweep(sub) -> None:
                    help="local processes (default) or Ray tasks")  # fmt: skip
     p.add_argument("--workers", type=_positive_int, default=None, help="parallel points (default: CPU count)")
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="join this Ray cluster (default: local)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
     p.set_defaults(func=_cmd_sweep)
 
 
@@ -376,7 +378,7 @@ def _cmd_sweep(args) -> int:
 
     plan = plan_sweep(args.scenario, args.grid, args.overrides)  # validates every point; writes nothing
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
-                   progress=not args.no_progress and sys.stderr.isatty(), overwrite=args.overwrite)  # fmt: skip
+                   progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
     print(format_rows(df, [a.key for a in plan.axes]))
     print(f"wrote {args.out}/sweep.parquet ({len(df)} of {len(plan.points)} points), sweep.yaml, points/")
     failed = df[df["status"] == "failed"] if "status" in df else df.iloc[:0]

@@ -183,22 +183,26 @@ def format_client_report(report: dict | None) -> str:
         return ""
     if report["client"] == "bench_multiturn":
         s = report["summary"]
-        lines = ["bench_multiturn summary:",
+        lines = ["bench_multiturn summary, as the client computes it",
+                 "  (P90 and median: the values at rank 0.9 n and n / 2, not interpolated; "
+                 "throughput: requests / (last finish - first send)):",
                  f"  Total requests: {s['total_requests']}",
-                 f"  Average TTFT: {s['average_ttft']:.2f}   P90 TTFT: {s['p90_ttft']:.2f}   Median TTFT: {s['median_ttft']:.2f}",
-                 f"  Average latency: {s['average_latency']:.2f}   P90 latency: {s['p90_latency']:.2f}   "
-                 f"Median latency: {s['median_latency']:.2f}",
+                 f"  Average TTFT: {s['average_ttft']:.2f} s   P90 TTFT: {s['p90_ttft']:.2f} s   "
+                 f"Median TTFT: {s['median_ttft']:.2f} s",
+                 f"  Average latency: {s['average_latency']:.2f} s   P90 latency: {s['p90_latency']:.2f} s   "
+                 f"Median latency: {s['median_latency']:.2f} s",
                  f"  Throughput: {s['throughput']:.2f} requests per second",
                  f"  {'round':>5} {'requests':>9} {'TTFT mean s':>12} {'TTFT p90 s':>11} {'hit rate':>9}"]  # fmt: skip
         lines += [f"  {r['round']:>5} {r['requests']:>9} {r['ttft_mean_s']:>12.3f} {r['ttft_p90_s']:>11.3f} "
                   f"{r['hit_rate']:>9.1%}" for r in report["rounds"]]  # fmt: skip
         return "\n".join(lines)
-    lines = ["bench_serving steps:",
-             f"  {'step':<14}{'conc':>5}{'done':>6}{'dur s':>8}{'in tok/s':>10}{'total tok/s':>12}"
+    width = max(4, *(len(r["label"]) for r in report["steps"])) + 1
+    lines = ["bench_serving steps, as the client computes them (duration: first send to last finish):",
+             f"  {'step':<{width}}{'conc':>5}{'done':>6}{'dur s':>8}{'in tok/s':>10}{'total tok/s':>12}"
              f"{'TTFT mean/p99 ms':>20}{'TPOT ms':>9}{'hit':>7}"]  # fmt: skip
     for r in report["steps"]:
         t = r["ttft_ms"]
-        lines.append(f"  {r['label'][:13]:<14}{r['max_concurrency'] or '-':>5}{r['completed']:>6}{r['duration_s']:>8.1f}"
+        lines.append(f"  {r['label']:<{width}}{r['max_concurrency'] or '-':>5}{r['completed']:>6}{r['duration_s']:>8.1f}"
                      f"{r['input_throughput']:>10,.0f}{r['total_throughput']:>12,.0f}"
                      f"{t['mean']:>11,.0f} / {t['p99']:>6,.0f}{r['tpot_ms']['mean']:>9.1f}{r['cache_hit_rate']:>7.1%}")  # fmt: skip
     return "\n".join(lines)

@@ -80,13 +80,13 @@ def compare(requests: list[Request], model: ModelSpec, policies: Sequence[Policy
             l2: Sequence[tuple[str, float]], *, page_tokens: int, load_back_threshold: int = 10,
             progress: bool = False) -> pd.DataFrame:  # fmt: skip
     """One row per (policy, L1, L2): hit rates by pages and tokens, duplicates, failed host allocations."""
-    from tqdm import tqdm
+    from sim.progress import track
 
     points = [(p, a, int(v * a) if kind == "x" else int(v), f"{v:g}x" if kind == "x" else None)
               for a in l1_pages for kind, v in l2 for p in policies]  # fmt: skip
     trace = PageTrace(requests, page_tokens) if any(p.clairvoyant for p in policies) else None
     rows = []
-    for policy, l1, l2_pages, l2_label in tqdm(points, desc="compare", unit="run", disable=not progress):
+    for policy, l1, l2_pages, l2_label in track(points, desc="compare", unit="runs", enabled=progress):
         row = {"policy": policy.label, "l1_pages": l1, "l2_pages": l2_pages, "l2": l2_label or str(l2_pages)}
         if policy.clairvoyant:
             b1 = trace.bound(l1)

@@ -294,8 +294,11 @@ class CostTable:
         """One line naming the table and where its numbers came from (spec-derived tables always say so)."""
         name = self.path or SPEC_TABLE
         s = self.source
+        fit = self.compute.get("source") if self.compute_params else None
+        fitted = (f"; step times fitted to {fit.get('device')} measurements ({fit.get('points')} points, "
+                  f"calibrate compute)" if isinstance(fit, dict) else "")  # fmt: skip
         if s.kind == "spec-derived":
-            return f"{name} (spec-derived, {s.device}, not measured)"
+            return f"{name} ({'copy costs ' if fitted else ''}spec-derived, {s.device}, not measured{fitted})"
         parts = [f"measured on {s.device}"]
         parts += [
             f"{label} {v}" for label, v in (("driver", s.driver), ("CUDA", s.cuda), ("torch", s.torch)) if v
@@ -304,7 +307,7 @@ class CostTable:
             parts.append(f"triton {s.triton}")
         if s.date:
             parts.append(s.date)
-        return f"{name} ({', '.join(parts)})"
+        return f"{name} ({', '.join(parts)}{fitted})"
 
     def to_json(self) -> dict[str, Any]:
         s = self.source

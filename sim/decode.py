@@ -185,7 +185,7 @@ class _Decoder:
         self.rec.request((
             req.rid, 0, req.session, req.round, req.arrival_s, admitted, first, now,
             req.input_len, req.output_len, 0, 0, 0, 0, 0.0, admitted - req.arrival_s,
-            first - req.arrival_s, now - req.arrival_s,
+            first - req.arrival_s, now - req.arrival_s, 0, 0, 0,
         ))  # fmt: skip
         self._check_done()
 
@@ -310,9 +310,9 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
                       "bytes_per_full_token": dec.pools.bytes_per_full_token,
                       "fixed_bytes": dec.pools.fixed_bytes},  # fmt: skip
             "peak_batch": dec.max_batch_seen,
-            "misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
-            "miss_rate": hs.miss_rate,
-            "swap_in_share": dec.swap_s / dec.busy_s if dec.busy_s else 0.0,
-            "d2h_backup_bytes_sampled": hs.d2h_backup_bytes,
+            **({"misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
+                "miss_rate": hs.miss_rate,
+                "swap_in_share": dec.swap_s / dec.busy_s if dec.busy_s else 0.0,
+                "d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if sc.hisparse.enabled else {}),  # off: no hot buffer
         },
     }

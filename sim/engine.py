@@ -161,6 +161,12 @@ class _Running:
     synced_step: int = 0  # V4: the step a decoding request's cache state is current at
     decode_start: int = 0  # the step its decoding began at
     resumed: int = 0  # output tokens it had made before a retraction: they are prefilled again with the prompt
+    # What the record reports (see Simulation.record): the first admission's cache hits (device, host, storage);
+    # after a retraction, the re-prefills' computed and cached tokens, kept apart as SGLang's "reprocessed" counts.
+    hits: tuple[int, int, int] | None = None
+    retractions: int = 0
+    reprocessed_computed: int = 0
+    reprocessed_cached: int = 0
     lookup_done_s: float = 0.0  # a missed L3 lookup holds the request until it drains (see _lookup_released)
     lookup_deadline: float | None = None  # under the timeout policy: the first poll + the base timeout
 
@@ -582,7 +588,7 @@ class Instance:
             taken.add(id(run))
             self.retries.pop(req.rid, None)  # admitted: no more L3 lookups (scheduler.py:4310-4313)
             run.adm = adm
-            run.admitted_s = self.env.now
+            self._account_admission(run, adm)
             run.prefill_left = adm.computed_tokens
             run.prefill_pos = adm.device_tokens + adm.host_tokens
             if adm.load_kv_pages or adm.load_swa_pages:
@@ -590,13 +596,31 @@ class Instance:
                 start, end = self.links["h2d"].submit(self.env.now, seconds)
                 sim.rec.transfer(self.idx, "h2d", start, end,
                                  sum(cache.pool_bytes(adm.load_kv_pages, adm.load_swa_pages).values()))  # fmt: skip
-                run.load_done_s, run.load_s = end, end - self.env.now
+                run.load_done_s = end
+                run.load_s += end - self.env.now  # every admission's load-back, a re-prefill's too
             self.prefilling.append(run)
             budget -= adm.computed_tokens
             running += 1
         if taken:
             self.waiting = deque(r for r in self.waiting if id(r) not in taken)
         return stalled
+
+    def _account_admission(self, run: _Running, adm: Admission | V4Admission) -> None:
+        """A request's cache hits are its first admission's (SGLang computes ``cached_tokens`` once; a retracted
+        request is marked ``retracted_stain`` and its re-prefill's prefix, its own prompt, is no hit:
+        ``managers/schedule_batch.py:2965-2990``). A re-prefill's tokens are counted apart, as SGLang's
+        ``reprocessed_log_input_tokens`` / ``reprocessed_log_hit_tokens`` (``schedule_policy.py:945-952``),
+        which its first-attempt hit rate leaves out (``scheduler_components/metrics_reporter.py:825-846``)."""
+        if run.retractions:
+            run.reprocessed_computed += adm.computed_tokens
+            run.reprocessed_cached += adm.device_tokens + adm.host_tokens
+            return
+        req = run.req
+        run.admitted_s = self.env.now
+        device = min(adm.device_tokens, req.input_len)
+        host = min(adm.host_tokens, req.input_len - device)
+        storage = min(run.prefetched_pages * self.sim.cfg.page_tokens, host)
+        run.hits = (device, host - storage, storage)
 
     def _lpm_order(self) -> deque[_Running]:
         """The waiting queue in SGLang's lpm order (``schedule_policy.py:346-395, 441-450``): most device +
@@ -741,7 +765,14 @@ class Instance:
         self.decode_ctx -= run.req.input_len + run.resumed + (self.step - run.decode_start) * self.accept
         if requeue:
             made = min(self._outputs(run), run.req.output_len - 1)
-            self.submit(_Running(run.req, run.inst, first_token_s=run.first_token_s, resumed=made))
+            counters = self.sim.rec.counters  # SGLang's retraction counters (scheduler.py:4502-4512)
+            counters["num_retracted_requests_total"] += 1
+            counters["num_retracted_input_tokens_total"] += run.req.input_len
+            counters["num_retracted_output_tokens_total"] += made
+            self.submit(_Running(run.req, run.inst, admitted_s=run.admitted_s, load_s=run.load_s,
+                                 first_token_s=run.first_token_s, resumed=made, hits=run.hits,
+                                 retractions=run.retractions + 1, reprocessed_computed=run.reprocessed_computed,
+                                 reprocessed_cached=run.reprocessed_cached))  # fmt: skip
 
     def _finish(self, run: _Running) -> None:
         if run.req.final_keys and not self.v4:
@@ -1021,6 +1052,7 @@ class Simulation:
         self._rr = 0
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
+        self.progress = None
         self.end_s = 0.0
         # Pools that hold bytes, with their anchor: a copy moves kv-anchored pages and window pages.
         self._pool_items = [(p.name, p.anchor) for p in cfg.model.pools if p.bytes_per_page]
@@ -1067,25 +1099,27 @@ class Simulation:
             self.dispatch(req)
 
     def record(self, run: _Running, now: float) -> None:
-        req, adm = run.req, run.adm
-        device = min(adm.device_tokens, req.input_len)  # a resumed request's match may run into its outputs
-        host = min(adm.host_tokens, req.input_len - device)
-        storage_t = min(run.prefetched_pages * self.cfg.page_tokens, host)
+        """A finished request's record (``sim.metrics.REQUEST_COLUMNS``): admitted and hit at its first
+        admission, first token as the client saw it, retractions and their re-prefills apart."""
+        req = run.req
+        device, host, storage = run.hits
         self.rec.request((
             req.rid, run.inst, req.session, req.round, req.arrival_s, run.admitted_s, run.first_token_s, now,
-            req.input_len, req.output_len, device, host - storage_t, storage_t,
-            req.input_len - device - host, run.load_s, run.admitted_s - req.arrival_s, run.first_token_s - req.arrival_s,
-            now - req.arrival_s,
+            req.input_len, req.output_len, device, host, storage, req.input_len - device - host - storage,
+            run.load_s, run.admitted_s - req.arrival_s, run.first_token_s - req.arrival_s, now - req.arrival_s,
+            run.retractions, run.reprocessed_computed, run.reprocessed_cached,
         ))  # fmt: skip
         self.finished_one(req)
 
     def finished_one(self, req: Request) -> None:
         """A request left the system (finished or dropped): the closed loop may send the next round."""
         self.end_s = max(self.end_s, self.env.now)
+        if self.progress is not None:
+            self.progress.update(1)
         if self.on_finish is not None:
             self.on_finish(req)
 
-    def sampler(self, progress=None):
+    def sampler(self):
         env, interval = self.env, self.cfg.sample_interval_s
         while True:
             yield env.timeout(interval)
@@ -1102,17 +1136,18 @@ class Simulation:
                     row[f"l1_bytes_{name}"] = nbytes
                 for name, nbytes in c.pool_bytes(c.l2.kv_used, c.l2.swa_used).items():
                     row[f"l2_bytes_{name}"] = nbytes
+                if self.storage is not None:  # shared by the instances: the same count on each row
+                    row["l3_pages"] = len(self.storage)
                 self.rec.samples.append(row)
-            if progress is not None:
-                progress.update(interval)
 
     def run(self, arrivals, progress=None) -> None:
-        """Play the arrival process out; stop at ``duration_s`` if set, else when all work is done."""
-        env = self.env
+        """Play the arrival process out; stop at ``duration_s`` if set, else when all work is done. ``progress``
+        (a bar's ``update``) counts the requests that leave the system."""
+        env, self.progress = self.env, progress
         done = env.process(arrivals)
         for inst in self.instances:
             env.process(inst.run())
-        env.process(self.sampler(progress))
+        env.process(self.sampler())
         if self.cfg.duration_s is not None:
             env.run(until=self.cfg.duration_s)
             return

@@ -27,9 +27,13 @@ REQUEST_COLUMNS = (
     "rid", "instance", "session", "round", "arrival_s", "admitted_s", "first_token_s", "finish_s",
     "input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
     "computed_tokens", "load_back_s", "queue_wait_s", "ttft_s", "e2e_s",
+    "retractions", "reprocessed_computed_tokens", "reprocessed_cached_tokens",
 )  # fmt: skip
+# A record's invariants (tests/sim/test_records.py): arrival <= admitted <= first token <= finish; the hits
+# and ``computed_tokens`` are the first admission's and add up to ``input_tokens``; a retracted request's
+# re-prefills (its prompt and the outputs it had made, again) are in the ``reprocessed_*`` columns only.
 SUMMED = ("input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
-          "computed_tokens")  # fmt: skip
+          "computed_tokens", "retractions", "reprocessed_computed_tokens", "reprocessed_cached_tokens")  # fmt: skip
 _INT_COLUMNS = {"rid", "instance", "session", "round", *SUMMED}
 REQUEST_DTYPES = {c: "int64" if c in _INT_COLUMNS else "float64" for c in REQUEST_COLUMNS}
 _SUMMED_AT = tuple(REQUEST_COLUMNS.index(c) for c in SUMMED)
@@ -67,6 +71,7 @@ ENGINE_COUNTERS = (
     "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
     "sim_prefetches_total", "sim_prefetch_requested_tokens_total", "sim_prefetch_retries_total",
     "sim_prefetch_rate_limited_total", "sim_write_back_wait_seconds_total",
+    "num_retracted_requests_total", "num_retracted_input_tokens_total", "num_retracted_output_tokens_total",
 )  # fmt: skip
 UNFULFILLED_REASONS = ("below_threshold", "host_capacity", "storage_transfer", "deadline")
 
@@ -128,7 +133,8 @@ class Recorder:
             self.requests = []
 
     def token_totals(self) -> dict[str, int]:
-        return {c: int(v) for c, v in zip(SUMMED, self.totals)}
+        """The finished requests' token columns summed (``retractions`` is a count, not tokens: left out)."""
+        return {c: int(v) for c, v in zip(SUMMED, self.totals) if c != "retractions"}
 
     def requests_frame(self) -> pd.DataFrame:
         """The records held in memory (all of them when there is no sink)."""

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sim.errors import InputError
 from sim.fileio import atomic_path, check_output_file
 
-__all__ = ["KINDS", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
+__all__ = ["KINDS", "compare_figure", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
 
 FORMATS = ("png", "svg")
 SWEEP_DEFAULT_Y = ("hit_total", "ttft_p90_s", "input_tokens_per_s")
@@ -144,16 +145,12 @@ def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] |
         raise InputError(
             f"--y {' '.join(unknown)}: not a metric column (have: {', '.join(have)})", source=source
         )
-    from matplotlib.ticker import FuncFormatter
-
     groups = [c for c in varying if c not in (x, "seed")]
     data = df.groupby([x, *groups], dropna=False)[metrics].mean().reset_index().sort_values(x)
     fig, axes = _figure(len(metrics), f"{', '.join(_label(m) for m in metrics)} vs {x}", width=4.6)
     line_sets = data.groupby(groups, dropna=False) if groups else [((), data)]
-    for i, (key, part) in enumerate(line_sets):
-        key = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{g.rsplit('.', 1)[-1]}={v}" for g, v in zip(groups, key)) or None
-        # Lines that coincide (a parameter with no effect) stay visible: each gets its own dash and marker.
+    for i, (label, part) in enumerate(_merge_identical(line_sets, groups, x, metrics)):
+        # Lines that still cross or touch stay visible: each gets its own dash and marker.
         style = {"marker": MARKERS[i % len(MARKERS)], "linestyle": DASHES[i % len(DASHES)],
                  "markersize": max(9 - 1.5 * i, 3)}  # fmt: skip
         for ax, m in zip(axes, metrics):
@@ -162,8 +159,7 @@ def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] |
         ax.set_xlabel(f"{x} (tokens)" if x.endswith("_threshold") else x)
         ax.set_ylabel(METRIC_LABELS.get(m, m))
         ax.set_title(_label(m))
-        if m.startswith("hit_") or m.startswith("util_"):
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:.3g}%"))
+        _value_axis(ax, m)
         if (
             pd.api.types.is_numeric_dtype(data[x])
             and data[x].min() > 0
@@ -175,9 +171,43 @@ def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] |
     fig.tight_layout()
     if groups:  # below the panels, so no line is hidden behind it
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4),
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 3),
                    fontsize="small", frameon=False)  # fmt: skip
     return fig
+
+
+def _merge_identical(line_sets, groups: list[str], x: str, metrics: list[str]) -> list[tuple[str | None, pd.DataFrame]]:
+    """One line per distinct series: lines whose every point is equal (a parameter with no effect) would be
+    drawn on top of each other, so they are drawn once and the legend names them all as identical."""
+    merged: dict[bytes, tuple[list[tuple], pd.DataFrame]] = {}
+    for key, part in line_sets:
+        key = key if isinstance(key, tuple) else (key,)
+        sig = part[[x, *metrics]].round(12).to_numpy().tobytes()
+        merged.setdefault(sig, ([], part))[0].append(key)
+    short = [g.rsplit(".", 1)[-1] for g in groups]
+    out: list[tuple[str | None, pd.DataFrame]] = []
+    for keys, part in merged.values():
+        if not groups:
+            out.append((None, part))
+            continue
+        if len(groups) == 1:
+            label = f"{short[0]}=" + ", ".join(str(k[0]) for k in keys)
+        else:
+            label = " | ".join(", ".join(f"{g}={v}" for g, v in zip(short, k)) for k in keys)
+        out.append((label + (" (identical lines)" if len(keys) > 1 else ""), part))
+    return out
+
+
+def _value_axis(ax, metric: str) -> None:
+    """Read from zero, as a ratio is read; shares in percent, as the tables print them; counts with separators."""
+    from matplotlib.ticker import FuncFormatter, PercentFormatter
+
+    top = max((float(np.nanmax(line.get_ydata())) for line in ax.get_lines() if len(line.get_ydata())), default=0)
+    ax.set_ylim(0, top * 1.1 if top > 0 else 1)
+    if metric.startswith(("hit_", "util_")):
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    else:
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}"))
 
 
 def _label(metric: str) -> str:
@@ -196,11 +226,22 @@ def plot_misses(df: pd.DataFrame):
     configs = sorted(df.groupby(["policy", "device_buffer_size"]).groups, key=lambda k: (str(k[0]), k[1]))
     fig, (line_ax, box_ax) = _figure(2, "HiSparse hot-buffer misses", width=6.0)
     dists, labels, colours = [], [], []
+    gaps: set[tuple[int, int]] = set()
     for i, (policy, size) in enumerate(configs):
         part = df[(df["policy"] == policy) & (df["device_buffer_size"] == size)]
         label, colour = f"{policy}, {size:,} slots", f"C{i % 10}"
         mean = part.groupby("step")["misses"].mean()
-        line_ax.plot(mean.index, mean.to_numpy(), label=label, color=colour, linewidth=1.2)
+        steps = mean.index.to_numpy()
+        # Only windows of consecutive steps are simulated: a line within each, none across the gaps between.
+        cuts = np.flatnonzero(np.diff(steps) > 1) + 1
+        values = mean.to_numpy()
+        for j, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(steps)])):
+            line_ax.plot(steps[lo:hi], values[lo:hi], label=label if j == 0 else None, color=colour, linewidth=1.2)
+            if len(cuts):  # a marker per window, its mean: a window can be too narrow to see at full scale
+                line_ax.plot([(steps[lo] + steps[hi - 1]) / 2], [values[lo:hi].mean()], marker="o", color=colour,
+                             markersize=5, markeredgecolor="k", markeredgewidth=0.5, linestyle="none",
+                             label="window mean" if i == 0 and j == 0 else None)  # fmt: skip
+        gaps.update((int(steps[c - 1]), int(steps[c])) for c in cuts)
         dists.append(part["misses"].to_numpy())
         labels.append(label)
         colours.append(colour)
@@ -209,6 +250,8 @@ def plot_misses(df: pd.DataFrame):
         xlabel="decode step", ylabel="misses per step (C4 tokens)", title=f"Mean misses per step{over}"
     )
     line_ax.set_ylim(bottom=0)
+    for k, (a, b) in enumerate(sorted(gaps)):
+        line_ax.axvspan(a, b, color="grey", alpha=0.12, linewidth=0, label="steps not simulated" if k == 0 else None)
     line_ax.legend(fontsize="small")
     line_ax.grid(alpha=0.3)
     boxes = box_ax.boxplot(dists, showfliers=False, patch_artist=True)
@@ -244,26 +287,41 @@ def _capacity(summary: Path) -> dict | None:
 
 
 def plot_occupancy(df: pd.DataFrame):
-    """L1 and L2 pages used (kv and swa) and queue lengths over time, one colour per instance."""
-    fig, axes = _figure(3, "Cache occupancy and queues", width=5.0)
+    """L1 and L2 pages used (kv and swa), L3 pages held when a run has L3, and queue lengths over time, one
+    colour per instance; each pool's capacity drawn where the summary gives it (the SWA pool is often the
+    limit that binds)."""
+    from matplotlib.ticker import MaxNLocator
+
+    l3 = "l3_pages" in df.columns
+    fig, axes = _figure(4 if l3 else 3, "Cache occupancy and queues", width=5.0)
     capacity = df.attrs.get("capacity") or {}
     instances = sorted(df["instance"].unique())
     colours = [f"C{i % 10}" for i in range(len(instances))]
     panels = [
-        (axes[0], "L1 (GPU) pages used", [("l1_kv_pages", "kv", "-"), ("l1_swa_pages", "swa", "--")], "l1"),
-        (axes[1], "L2 (host) pages used", [("l2_kv_pages", "kv", "-"), ("l2_swa_pages", "swa", "--")], "l2"),
-        (axes[2], "Scheduler queues", [("running", "running", "-"), ("waiting", "waiting", "--")], None),
+        (axes[0], "L1 (GPU) pages used", [("l1_kv_pages", "kv", "-"), ("l1_swa_pages", "swa", "--")],
+         [("l1", "kv capacity", ":"), ("l1_swa", "swa capacity", "-.")]),
+        (axes[1], "L2 (host) pages used", [("l2_kv_pages", "kv", "-"), ("l2_swa_pages", "swa", "--")],
+         [("l2", "kv capacity", ":"), ("l2_swa", "swa capacity", "-.")]),
     ]
-    for ax, title, series, level in panels:
-        for inst, colour in zip(instances, colours):
+    if l3:
+        panels.append((axes[2], "L3 (shared storage) pages held", [("l3_pages", "pages", "-")],
+                       [("l3", "capacity", ":")]))
+    panels.append((axes[-1], "Scheduler queues", [("running", "running", "-"), ("waiting", "waiting", "--")], None))
+    for ax, title, series, limits in panels:
+        shared = series[0][0] == "l3_pages"  # one store for every instance
+        for inst, colour in zip(instances[:1] if shared else instances, colours):
             part = df[df["instance"] == inst].sort_values("time_s")
             for col, name, style in series:
-                label = f"{name}, instance {inst}" if len(instances) > 1 else name
+                label = f"{name}, instance {inst}" if len(instances) > 1 and not shared else name
                 ax.plot(part["time_s"], part[col], linestyle=style, color=colour, label=label, linewidth=1.2)
-        if level and capacity.get(level):
-            ax.axhline(capacity[level], color="grey", linestyle=":", label=f"{level.upper()} kv capacity")
-        ax.set(xlabel="simulated time (s)", ylabel="requests" if level is None else "pages", title=title)
+        for key, name, style in limits or []:
+            if capacity.get(key):
+                ax.axhline(capacity[key], color="grey", linestyle=style, label=f"{name} ({capacity[key]:,})")
+            elif key in capacity and capacity[key] is None:
+                ax.plot([], [], " ", label=f"{name}: unbounded")
+        ax.set(xlabel="simulated time (s)", ylabel="requests" if limits is None else "pages", title=title)
         ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     fig.tight_layout()
@@ -274,17 +332,35 @@ def plot_occupancy(df: pd.DataFrame):
 
 
 def read_rounds(path: Path) -> pd.DataFrame:
-    return _read(path, ROUNDS_COLUMNS)
+    """The records, with the client that grouped them (from the run's ``summary.json``): rounds of
+    bench_multiturn or steps of bench_serving. A run without either has nothing to plot by round."""
+    import json
+
+    df = _read(path, ROUNDS_COLUMNS)
+    try:
+        client = (json.loads((path.parent / "summary.json").read_text()).get("client") or {}).get("client", "")
+    except (OSError, ValueError):
+        client = None  # a bare requests.parquet: rounds if it has more than one
+    if client == "" or (client is None and df["round"].nunique() < 2):
+        raise InputError("no rounds to plot: this run's workload has no bench_multiturn rounds or bench_serving "
+                         "steps (plot occupancy shows a run over time)", source=str(path))  # fmt: skip
+    df.attrs["client"] = client or "bench_multiturn"
+    return df
 
 
 def plot_rounds(df: pd.DataFrame):
-    """bench_multiturn's view by round: TTFT (mean and p90) and the cache hit rate by source."""
+    """The client's view by round (bench_multiturn) or step (bench_serving): TTFT, mean and the tail its own
+    report prints (p90 for bench_multiturn, p99 for bench_serving), and the cache hit rate by source."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    serving = df.attrs.get("client") == "bench_serving"
+    unit, tail = ("step", 0.99) if serving else ("round", 0.9)
     g = df.groupby("round", sort=True)
     rounds = list(g.groups)
-    fig, (ax_t, ax_h) = _figure(2, "Per round (bench_multiturn rounds; bench_serving steps)")
+    fig, (ax_t, ax_h) = _figure(2, f"Per {unit} ({'bench_serving steps' if serving else 'bench_multiturn rounds'})")
     ax_t.plot(rounds, g["ttft_s"].mean(), marker="o", label="mean")
-    ax_t.plot(rounds, g["ttft_s"].quantile(0.9), marker="s", linestyle="--", label="p90")
-    ax_t.set(xlabel="round", ylabel="TTFT (s)", title="Time to first token")
+    ax_t.plot(rounds, g["ttft_s"].quantile(tail), marker="s", linestyle="--", label=f"p{tail * 100:.0f}")
+    ax_t.set(xlabel=unit, ylabel="TTFT (s)", title="Time to first token")
     inputs = g["input_tokens"].sum()
     bottom = pd.Series(0.0, index=inputs.index)
     for col, name in (("device_hit_tokens", "device (L1)"), ("host_hit_tokens", "host (L2)"),
@@ -292,8 +368,13 @@ def plot_rounds(df: pd.DataFrame):
         share = g[col].sum() / inputs
         ax_h.bar(rounds, share, bottom=bottom, label=name)
         bottom += share
-    ax_h.set(xlabel="round", ylabel="share of input tokens", title="Cache hit rate", ylim=(0, 1))
+    ax_h.set(xlabel=unit, ylabel="share of input tokens (first admission)", title="Cache hit rate", ylim=(0, 1))
+    ax_h.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    if not bottom.any():
+        ax_h.text(0.5, 0.5, f"no cache hits in any {unit}", transform=ax_h.transAxes, ha="center", va="center",
+                  color="dimgrey")  # fmt: skip
     for ax in (ax_t, ax_h):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     ax_t.set_ylim(bottom=0)
@@ -315,26 +396,51 @@ KINDS: dict[str, tuple[Callable[[Path], pd.DataFrame], str, Callable]] = {
 def plot_compare(df: pd.DataFrame, out: str | Path) -> Path:
     """Hit rate vs L1 capacity, one line per policy, one panel per L2 setting (``hicache-sim compare``).
 
-    The y axis is the L1+L2 hit rate by whole input pages (the L1 hit rate where L2 is off).
+    The y axis is the L1+L2 hit rate by whole input pages (the L1 hit rate where L2 is off), in percent as the
+    table prints it, from zero and on one scale for every panel so the panels compare. Policies whose lines
+    coincide in a panel are drawn once and named together.
     """
     out = Path(out)
     fmt = out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise InputError(f"--plot must end in .png or .svg, got {out.name!r}")
-    settings = list(dict.fromkeys(df["l2"]))
-    fig, axes = _figure(len(settings), "hit rate vs L1 capacity")
-    for ax, setting in zip(axes, settings):
-        part = df[df["l2"] == setting]
-        for i, (policy, rows) in enumerate(part.groupby("policy", sort=False)):
-            rows = rows.sort_values("l1_pages")
-            dash = ":" if policy == "clairvoyant" else DASHES[i % len(DASHES)]
-            ax.plot(rows["l1_pages"], rows["l1l2_hit_pages"], dash, marker=MARKERS[i % len(MARKERS)], label=policy)
-        ax.set_xscale("log")
-        ax.set_xlabel("L1 capacity (pages)")
-        ax.set_ylabel("L1+L2 hit rate (share of input pages)" if setting != "0" else "L1 hit rate (share of input pages)")
-        ax.set_title("L2 off" if setting == "0" else f"L2 = {setting} pages" if not setting.endswith("x") else f"L2 = {setting} L1")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+    fig = compare_figure(df)
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
     return out
+
+
+def compare_figure(df: pd.DataFrame):
+    """The figure :func:`plot_compare` writes."""
+    from matplotlib.ticker import NullLocator, PercentFormatter
+
+    settings = list(dict.fromkeys(df["l2"]))
+    fig, axes = _figure(len(settings), "hit rate vs L1 capacity (a panel per L2 setting, a line per policy)")
+    top = float(df["l1l2_hit_pages"].max()) * 1.1 or 1.0
+    policies = list(dict.fromkeys(df["policy"]))
+    for ax, setting in zip(axes, settings):
+        part = df[df["l2"] == setting]
+        lines: dict[bytes, tuple[list[str], pd.DataFrame]] = {}
+        for policy in policies:
+            rows = part[part["policy"] == policy].sort_values("l1_pages")
+            sig = rows[["l1_pages", "l1l2_hit_pages"]].round(12).to_numpy().tobytes()
+            lines.setdefault(sig, ([], rows))[0].append(policy)
+        for names, rows in lines.values():
+            i = policies.index(names[0])
+            dash = ":" if names[0] == "clairvoyant" else DASHES[i % len(DASHES)]
+            label = names[0] if len(names) == 1 else f"{' = '.join(names)} (identical)"
+            ax.plot(rows["l1_pages"], rows["l1l2_hit_pages"], dash, marker=MARKERS[i % len(MARKERS)],
+                    color=f"C{i % 10}", label=label)  # fmt: skip
+        ax.set_xscale("log")
+        ticks = sorted(df["l1_pages"].unique())
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())  # only the capacities simulated: no colliding log labels
+        ax.set_ylim(0, top)
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        ax.set_xlabel("L1 capacity (pages)")
+        ax.set_ylabel("L1+L2 hit rate (input pages)" if setting != "0" else "L1 hit rate (input pages)")
+        ax.set_title("L2 off" if setting == "0" else f"L2 = {setting} pages" if not setting.endswith("x") else f"L2 = {setting} L1")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from sim.errors import InputError
+from sim.text import plural
 
 __all__ = [
     "CATALOG",
@@ -300,7 +301,7 @@ def pool_table(model: ModelSpec) -> str:
     ]
     lines.insert(1, "-" * len(lines[0]))
     lines.insert(len(lines) - 1, "-" * len(lines[0]))
-    head = f"{model.name}: {len(model.pools)} pools, page_size {model.page_size}"
+    head = f"{model.name}: {plural(len(model.pools), 'pool')}, page_size {model.page_size}"
     if model.sliding_window:
         head += f", sliding window {model.sliding_window}"
     kv_tok = model.group_bytes_per_page("kv") / model.page_size

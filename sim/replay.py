@@ -21,6 +21,7 @@ from sim.hicache import HiCache
 from sim.metrics import dropped_by_reason
 from sim.pools import ModelSpec
 from sim.swacache import SWACache
+from sim.text import plural
 from sim.workload import Request
 
 __all__ = ["ReplayResult", "bound_capacities", "duplicate_pages", "format_table", "pages_for_bytes", "parse_size",
@@ -132,14 +133,13 @@ def replay_v4(cache: SWACache, model: ModelSpec, requests: list[Request], trace:
     """Serve ``requests`` in order through the V4 cache: admission (with load-back), prefill chunk by chunk,
     decode, release; backups are acknowledged at the end of each request. Output pages that a trace does not
     give are keyed uniquely to their request."""
-    from tqdm import tqdm
-
+    from sim.progress import track
     from sim.v4hicache import request_keys
 
     start = time.perf_counter()
     page = cache.page
     with _cycle_gc_paused():
-        for req in tqdm(requests, desc="replay", unit="req", disable=not progress, mininterval=0.5):
+        for req in track(requests, desc="replay", unit="requests", enabled=progress):
             r = cache.admit(request_keys(req, page), req.input_len, max(1, req.output_len))
             cache.finish(r)
             cache.ack_all()
@@ -191,12 +191,12 @@ def replay(cache: HiCache, requests: list[Request], trace: str = "", progress: b
 
     ``bound``: also run the clairvoyant bound (:mod:`sim.clairvoyant`) at the cache's capacities.
     """
-    from tqdm import tqdm
+    from sim.progress import track
 
     start = time.perf_counter()
     serve = cache.serve
     with _cycle_gc_paused():
-        for req in tqdm(requests, desc="replay", unit="req", disable=not progress, mininterval=0.5):
+        for req in track(requests, desc="replay", unit="requests", enabled=progress):
             serve(req.keys, req.input_len)
     wall = time.perf_counter() - start
     bounds = clairvoyant(requests, bound_capacities(cache), cache.page_tokens) if bound else []
@@ -218,7 +218,7 @@ def format_table(result: ReplayResult) -> str:
     m = d["metrics"]
     cap = lambda p: "unbounded" if p is None else f"{p:,} pages ({p * d['kv_bytes_per_page'] / 1e9:,.1f} GB kv-anchored)"  # noqa: E731
     lines = [
-        f"{Path(d['trace']).name}: {d['model']} ({d['pools']} pools), {d['page_tokens']}-token pages, "
+        f"{Path(d['trace']).name}: {d['model']} ({plural(d['pools'], 'pool')}), {d['page_tokens']}-token pages, "
         f"{d['policy']}, {d.get('eviction_policy', 'lru')} eviction, load-back threshold {d['load_back_threshold']}",
         f"L1 {cap(d['l1_pages'])}; L2 {'off' if not d['l2_pages'] and d['l2_pages'] is not None else cap(d['l2_pages'])}",
         "",

@@ -40,10 +40,12 @@ from sim.metrics import (
     percentiles,
 )
 from sim.pools import ModelSpec
+from sim.progress import progress_bar
 from sim.replay import pages_for_bytes
 from sim.scenario import Scenario, build_model_spec, dump_resolved
 from sim.speculative import SpecDecode
 from sim.swa import swa_cap_tokens
+from sim.text import plural
 from sim.v4hicache import check_v4_setup
 from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
 
@@ -162,8 +164,8 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
 
 
 def build(sc: Scenario, costs: CostTable | None = None,
-          notify: Notify | None = None) -> tuple[Simulation, object, float | None]:  # fmt: skip
-    """(simulation, arrival process, expected simulated horizon or None)."""
+          notify: Notify | None = None) -> tuple[Simulation, object, int]:  # fmt: skip
+    """(simulation, arrival process, requests it will send)."""
     model = build_model_spec(sc)
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
@@ -178,7 +180,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
         flat = [r for rounds in sessions for r in rounds]
         span = len(flat) / w.request_rate if w.request_rate else 0.0
         sim = _simulation(sc, cfg, costs, roofline, rng, flat, span, notify)
-        return sim, clients.bench_multiturn(sim, sessions, w), sc.duration_s
+        return sim, clients.bench_multiturn(sim, sessions, w), len(flat)
     if w.kind == "bench_serving":
         steps, rid = [], 0
         for i, st in enumerate(w.steps):
@@ -189,11 +191,10 @@ def build(sc: Scenario, costs: CostTable | None = None,
         flat = [r for _, reqs in steps for r in reqs]
         span = sum(st.num_prompts / st.request_rate for st in w.steps if st.request_rate)
         sim = _simulation(sc, cfg, costs, roofline, rng, flat, span, notify)
-        return sim, clients.bench_serving(sim, steps), sc.duration_s
+        return sim, clients.bench_serving(sim, steps), len(flat)
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
     sim = _simulation(sc, cfg, costs, roofline, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
-    horizon = sc.duration_s or (reqs[-1].arrival_s if reqs else None)
-    return sim, sim.trace_arrivals(reqs), horizon
+    return sim, sim.trace_arrivals(reqs), len(reqs)
 
 
 def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, roofline: Roofline, rng: np.random.Generator,
@@ -312,8 +313,6 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
     ``requests`` is then None); ``keep_requests=False`` keeps none (a sweep point needs only the summary).
     ``notify`` receives one-line notes for the user (a widened time series, a long run ahead).
     """
-    from tqdm import tqdm
-
     start = time.perf_counter()
     writer = RequestWriter(requests_out) if requests_out is not None else None
     rec = Recorder(record_requests=sc.output.record_requests and (keep_requests or writer is not None),
@@ -323,11 +322,10 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
             result = _run_decode(sc, costs, start, rec, notify)
             rec.flush()
         else:
-            sim, arrivals, horizon = build(sc, costs, notify)
+            sim, arrivals, n_requests = build(sc, costs, notify)
             rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
             sim.rec = rec
-            bar = tqdm(total=horizon, unit="sim s", desc=sc.name, disable=not progress, mininterval=0.5,
-                       bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} sim s [{elapsed}<{remaining}]" if horizon else None)  # fmt: skip
+            bar = progress_bar(n_requests, desc=sc.name, unit="requests", enabled=progress)  # finished or dropped
             try:
                 sim.run(arrivals, bar)
             finally:
@@ -363,7 +361,8 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind
     return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
-                     pd.DataFrame.from_records(rec.samples), tables={"misses": run.misses})  # fmt: skip
+                     pd.DataFrame.from_records(rec.samples),
+                     tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
 
 
 def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None) -> dict:
@@ -377,8 +376,16 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
     metrics: dict = {}
     for inst in sim.instances:
         _merge(metrics, inst.cache.metrics())
-    metrics["cached_tokens_total"]["storage"] = totals["storage_hit_tokens"]
-    metrics["cached_tokens_total"]["host"] = totals["host_hit_tokens"]
+    # Token figures come from the records, once: SGLang counts a request's cached tokens at its finish, from
+    # its first admission (metrics_collector.py:2114-2130); every prefill pass's tokens, a retracted request's
+    # re-prefills included, go to realtime_tokens_total (metrics_reporter.py:809-815). The cache's own count of
+    # what it computed, re-prefills and unfinished requests included, would say a third thing: left out.
+    metrics.pop("sim_computed_tokens_total", None)
+    metrics["cached_tokens_total"] = {t: totals[f"{t}_hit_tokens"] for t in ("device", "host", "storage")}
+    hits = sum(metrics["cached_tokens_total"].values())
+    metrics["realtime_tokens_total"] = {
+        "prefill_compute": totals["computed_tokens"] + totals["reprocessed_computed_tokens"],
+        "prefill_cache": hits + totals["reprocessed_cached_tokens"]}  # fmt: skip
     metrics.update(rec.engine_metrics())
     dropped = dict(rec.dropped)
     unfinished = sim.arrived - rec.n_finished - sum(dropped.values())
@@ -395,7 +402,8 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
         "cost_table_kind": sim.costs.source.kind,
         "compute": _compute_summary(sc, sim),
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
-                           **_swa_pages(sc, sim)},
+                           **_swa_pages(sc, sim),
+                           **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
         "simulated_s": horizon,
         "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": unfinished},  # fmt: skip
@@ -492,7 +500,8 @@ def _swa_pages(sc: Scenario, sim: Simulation) -> dict:
     if not sim.cfg.model.has_swa:
         return {}
     ratio = sc.hicache.swa_full_tokens_ratio
-    return {"l1_swa": int(cache.c.swa_cap // cache.page_tokens),
+    host = {"l2_swa": int(cache.c.host_swa_cap // cache.page_tokens)} if 0 < cache.c.host_swa_cap < math.inf else {}
+    return {"l1_swa": int(cache.c.swa_cap // cache.page_tokens), **host,
             "swa_sizing": "cap mode" if ratio == "cap" else f"ratio {ratio:g}"}
 
 
@@ -504,13 +513,12 @@ def format_summary(result: RunResult) -> str:
     t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
     req = s["requests"]
     dropped = dropped_by_reason(s["metrics"])
+    cap, m = s["capacity_pages"], s["metrics"]
     lines = [
-        f"{s['scenario']}: {s['model']} ({s['pools']} pools), {s['instances']} instance(s), "
+        f"{s['scenario']}: {s['model']} ({plural(s['pools'], 'pool')}), {plural(s['instances'], 'instance')}, "
         + (f"{s['dp_attention_ranks']} DP-attention ranks each (pools per rank), " if "dp_attention_ranks" in s else "")
-        + f"L1 {s['capacity_pages']['l1']:,} pages, L2 {s['capacity_pages']['l2']:,} pages "
-        f"of {s['capacity_pages']['page_tokens']} tokens"
-        + (f"; SWA pool {s['capacity_pages']['l1_swa']:,} pages ({s['capacity_pages']['swa_sizing']})"
-           if "l1_swa" in s["capacity_pages"] else ""),
+        + f"L1 {plural(cap['l1'], 'page')}, L2 {plural(cap['l2'], 'page')} of {cap['page_tokens']} tokens"
+        + (f"; SWA pool {plural(cap['l1_swa'], 'page')} ({cap['swa_sizing']})" if "l1_swa" in cap else ""),
         f"cost table: {s['cost_table']}",
         "compute: " + ", ".join(f"{k} {v:.3g} ({s['compute']['origin'][k]})" for k, v in s["compute"].items()
                                 if k in s["compute"]["origin"]),
@@ -518,23 +526,46 @@ def format_summary(result: RunResult) -> str:
         f"{'simulated time':<28}{s['simulated_s']:>14,.1f} s",
         f"{'requests':<28}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
         f"{req['unfinished']} unfinished",
-        f"{'throughput':<28}{t['requests_per_s']:>14,.2f} req/s",
+        f"{'throughput':<28}{t['requests_per_s']:>14,.2f} req/s   (finished / simulated time)",
         f"{'input throughput':<28}{t['input_tokens_per_s']:>14,.0f} tok/s",
         f"{'output throughput':<28}{t['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TTFT mean / p50 / p90 / p99':<28}{ttft['mean']:>14.3f} / {ttft['p50']:.3f} / {ttft['p90']:.3f} / "
-        f"{ttft['p99']:.3f} s",
-        f"{'hit rate device / host / L3':<28}{hr['device']:>13.1%} / {hr['host']:.1%} / {hr['storage']:.1%}"
-        f"   (total {hr['total']:.1%})",
-        f"{'dropped tokens':<28}{sum(dropped.values()):>14,}" + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())),
-        f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
-        + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else ""),
+        f"{ttft['p99']:.3f} s   (percentiles interpolated)",
+        _hit_line(hr, tiers=["device", *(["host"] if cap["l2"] else []), *(["storage"] if "l3" in cap else [])]),
+        *_retraction_lines(s),
+        *([f"{'dropped tokens':<28}{sum(dropped.values()):>14,}" + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())),
+           f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
+           + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else "")]
+          if cap["l2"] or dropped or any(lu.values()) else []),  # HiCache off: no host tier to drop to or copy over
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
-        *_l3_and_write_back_lines(s["metrics"]),
+        *_l3_and_write_back_lines(m),
         "",
         *([clients.format_client_report(s["client"]), ""] if s.get("client") else []),
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
     return "\n".join(lines)
+
+
+def _hit_line(hr: dict, tiers: list[str]) -> str:
+    """Hit rates of the tiers the run has (no host column without HiCache, no L3 column without L3)."""
+    names = {"device": "device", "host": "host", "storage": "L3"}
+    head = f"hit rate {' / '.join(names[t] for t in tiers)}"
+    first, *rest = (f"{hr[t]:.1%}" for t in tiers)
+    if not rest:
+        return f"{head:<28}{first:>14}   (of input tokens, at first admission)"
+    return (f"{head:<28}{first:>13} / {' / '.join(rest)}   (total {hr['total']:.1%} of input tokens, "
+            "at first admission)")
+
+
+def _retraction_lines(s: dict) -> list[str]:
+    """Retracted requests (SGLang's ``num_retracted_requests_total``) and what their re-prefills ran again."""
+    m, tok = s["metrics"], s["tokens"]
+    n = m.get("num_retracted_requests_total", 0)
+    if not n:
+        return [f"{'retractions':<28}{0:>14}"]
+    again = tok["reprocessed_computed_tokens"] + tok["reprocessed_cached_tokens"]
+    return [f"{'retractions':<28}{n:>14,}   ({again:,} tokens re-prefilled: {tok['reprocessed_computed_tokens']:,} "
+            f"computed, {tok['reprocessed_cached_tokens']:,} cached; no hits)"]
 
 
 def _l3_and_write_back_lines(m: dict) -> list[str]:
@@ -568,8 +599,8 @@ def _format_decode(result: RunResult) -> str:
         f"{'peak batch reached':<30}{h['peak_batch']:>14,}",
         f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",
-        f"{'misses per step (req, layer)':<30}{h['misses_per_step']:>14.1f}   miss rate {h['miss_rate']:.1%}"
-        + (f", swap-in {h['swap_in_share']:.1%} of step time" if h["enabled"] else ""),
+        *([f"{'misses per step (req, layer)':<30}{h['misses_per_step']:>14.1f}   miss rate {h['miss_rate']:.1%}, "
+           f"swap-in {h['swap_in_share']:.1%} of step time"] if h["enabled"] else []),
         "",
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip

@@ -267,7 +267,7 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "loc
     first only with ``overwrite``. ``max_points`` stops after that many new points (how tests stand in for an
     interrupted sweep). Raises InputError before writing anything when the folder or executor is unusable.
     """
-    from tqdm import tqdm
+    from sim.progress import progress_bar
 
     out = Path(out_dir)
     points_dir = out / "points"
@@ -288,8 +288,8 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "loc
         todo = [p for p in plan.points if done.get(p.point_id, {}).get("status") != "ok"]
         if max_points is not None:
             todo = todo[:max_points]
-        bar = tqdm(total=len(plan.points), initial=len(plan.points) - len(todo), unit="point", desc="sweep",
-                   disable=not progress, file=sys.stderr)  # fmt: skip
+        bar = progress_bar(len(plan.points), initial=len(plan.points) - len(todo), unit="points", desc="sweep",
+                           enabled=progress)  # fmt: skip
         _write_table(plan, done, out)
         run = _run_ray if executor == "ray" else _run_local
         try:

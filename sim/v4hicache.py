@@ -326,7 +326,6 @@ def v4_metrics(c: SWACache, model: ModelSpec) -> dict:
         "hicache_host_total_tokens": None if c.host_full_cap == math.inf else int(c.host_full_cap),
         "sim_computed_tokens_total": s["input_tokens"] - s["device_hit_tokens"] - s["host_hit_tokens"],
         "sim_swa_evicted_tokens_total": s["swa_evicted_tokens"],
-        "sim_retractions_total": s["retractions"],
         "sim_hicache_backup_bytes_by_pool": backup,
         "sim_load_back_bytes_by_pool": load,
     }  # fmt: skip

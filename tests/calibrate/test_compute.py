@@ -101,3 +101,16 @@ def test_cli_writes_the_fit_into_a_cost_table_with_its_source(tmp_path, capsys):
     assert np.isclose(summary["compute"]["mbu"], table.compute_params["mbu"])
     plain = run_scenario(scenario_from_dict({**BASE, "workload": wl})).summary
     assert plain["compute"]["origin"]["mfu"] == "spec-derived estimate"
+
+
+def test_a_fit_with_as_many_points_as_free_parameters_says_it_is_exactly_determined():
+    from calibrate.compute import fit_quality, format_fit
+
+    sc = scenario_from_dict(BASE)
+    base = Roofline.from_scenario(sc)
+    points = [Point("prefill", 16000, 0, 1, 1.1), Point("decode", 0, 4000, 1, 0.0064),
+              Point("decode", 0, 32000, 8, 0.008)]  # mfu, mbu and the overhead: three unknowns  # fmt: skip
+    exact = fit_compute(points, base, 8192)
+    assert exact.free == 3 and "exactly determined: 3 points for 3 free parameters" in format_fit(exact)
+    more = fit_compute([*points, Point("decode", 0, 64000, 16, 0.0101)], base, 8192)
+    assert fit_quality(more).startswith("rms error") and "4 points (3 free parameters)" in fit_quality(more)

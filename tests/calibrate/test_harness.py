@@ -62,15 +62,37 @@ class TestCalibrateOnCpu:
     def test_it_saves_the_bandwidth_plot(self, quick_table):
         assert quick_table.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
-    def test_its_printout_gives_each_entry_as_a_fraction_of_the_ceiling(self, quick_table):
+    def test_on_a_cpu_its_printout_claims_no_link_ceiling_nor_a_gpu_mechanism(self, quick_table):
+        """A CPU "ceiling" is one large memcpy, which cached small copies outrun: no fraction of it is shown."""
         from calibrate.cli import format_run
 
         table = load_cost_table(quick_table)
         lines = format_run(table, {"batched": "staging"}).splitlines()
         header = next(i for i, line in enumerate(lines) if line.startswith("op "))
-        assert lines[header].split()[-2:] == ["GB/s", "ceil"]
+        assert lines[header].split()[-1] == "GB/s" and "ceil" not in lines[header]
         rows = lines[header + 1 : header + 1 + len(table.entries)]
-        assert all(row.rstrip().endswith("%") for row in rows)
+        assert not any(row.rstrip().endswith("%") for row in rows)
+        assert "no GPU, so no link ceiling" in lines[1]
+
+    def test_on_a_gpu_each_entry_is_a_fraction_of_the_ceiling(self, quick_table):
+        import dataclasses
+
+        from calibrate.cli import format_run
+
+        table = load_cost_table(quick_table)
+        table = dataclasses.replace(table, source=dataclasses.replace(table.source, device="NVIDIA H200"))
+        lines = format_run(table, {}).splitlines()
+        header = next(i for i, line in enumerate(lines) if line.startswith("op "))
+        assert lines[header].split()[-2:] == ["GB/s", "ceil"]
+        assert all(row.rstrip().endswith("%") for row in lines[header + 1 : header + 1 + len(table.entries)])
+
+    def test_a_cpu_copy_is_not_called_cudamemcpyasync(self):
+        import torch
+
+        from kernels.transfer import KVPool, plan_transfer
+
+        a, b = (KVPool.allocate(1, 4, 8, dtype=torch.int64) for _ in range(2))
+        assert plan_transfer(a, b, [0, 1], [2, 3], "copy_engine").mechanism.startswith("CPU memcpy")
 
     def test_out_is_required(self, capsys):
         assert main(["calibrate", "--suite", "quick"]) == 2

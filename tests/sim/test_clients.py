@@ -128,6 +128,10 @@ class TestBenchServing:
         assert row["tpot_ms"]["mean"] > 0 and row["ttft_ms"]["p99"] >= row["ttft_ms"]["mean"]
         assert "total tok/s" in format_client_report(rep)
 
+    def test_a_long_step_label_is_printed_whole(self):
+        rep = serving({**self.STEP, "max_concurrency": 16, "label": "step 2 conc 16 (warm cache)"}).summary["client"]
+        assert "step 2 conc 16 (warm cache)" in format_client_report(rep)
+
 
 def test_other_workloads_have_no_client_report():
     sc = scenario_from_dict({"name": "t", "workload": {"kind": "synthetic", "num_requests": 3}})

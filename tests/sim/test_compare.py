@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from sim.cli import main
@@ -89,3 +90,17 @@ def test_the_v4_cache_refuses_what_it_does_not_model_yet(capsys):
     assert main(["compare", str(TRACE), "--model", "deepseek-v4-flash", "--policies", "lru", "--l1-pages", "9"]) == 2
     err = capsys.readouterr().err
     assert "not yet to the V4 cache" in err and "single-pool residency model" in err
+
+
+def test_the_plot_shares_one_percent_scale_from_zero_and_names_coinciding_policies():
+    from sim.plot import compare_figure
+
+    rows = [{"policy": p, "l1_pages": l1, "l2": l2, "l1l2_hit_pages": h}
+            for l2 in ("0", "1x") for l1, base in ((300, 0.1), (600, 0.2))
+            for p, h in (("write_through", base), ("boundary", base if l2 == "0" else base + 0.05),
+                         ("clairvoyant", 0.4))]  # fmt: skip
+    axes = compare_figure(pd.DataFrame(rows)).get_axes()
+    assert {ax.get_ylim() for ax in axes} == {axes[0].get_ylim()} and axes[0].get_ylim()[0] == 0
+    assert axes[0].yaxis.get_major_formatter()(0.2, 0) == "20%"
+    assert "write_through = boundary (identical)" in [line.get_label() for line in axes[0].get_lines()]
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["300", "600"]

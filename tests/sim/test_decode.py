@@ -37,7 +37,7 @@ def test_hisparse_keeps_less_per_request_on_the_gpu_and_runs_a_larger_batch(runs
 
 def test_swap_in_costs_step_time_only_with_hisparse(runs):
     off, on = runs
-    assert off.summary["hisparse"]["swap_in_share"] == 0.0
+    assert "swap_in_share" not in off.summary["hisparse"] and "misses" not in off.tables  # off: no hot buffer
     assert 0.0 < on.summary["hisparse"]["swap_in_share"] < 1.0
     assert on.summary["tpot_s"]["mean"] > 0
 

@@ -66,7 +66,9 @@ class TestConservation:
                   "hicache_backup_tokens_total", "hicache_backup_bytes_total", "load_back_tokens_total",
                   "load_back_bytes_total", "hicache_host_used_tokens", "hicache_host_total_tokens",
                   "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
-                  "storage_prefetch_unfulfilled_tokens_total"}  # fmt: skip
+                  "storage_prefetch_unfulfilled_tokens_total", "realtime_tokens_total",
+                  "num_retracted_requests_total", "num_retracted_input_tokens_total",
+                  "num_retracted_output_tokens_total"}  # fmt: skip
         m = quick_run.summary["metrics"]
         assert sglang <= set(m) and all(name.startswith("sim_") for name in set(m) - sglang)
         assert set(m["cached_tokens_total"]) == {"device", "host", "storage"}
@@ -449,7 +451,7 @@ class TestRetraction:
     def test_the_request_with_the_fewest_outputs_goes_and_resumes_with_what_it_made(self, monkeypatch):
         seen = []
         s = self.run(0.1, monkeypatch, seen)
-        assert s["metrics"]["sim_retractions_total"] == len(seen) > 0
+        assert s["metrics"]["num_retracted_requests_total"] == len(seen) > 0
         assert all(outputs == fewest for outputs, fewest, _ in seen)
         assert any(resumed for *_, resumed in seen)  # a resumed request kept its earlier outputs
         assert s["requests"]["finished"] == 24 and s["tokens"]["output_tokens"] == 24 * 1500

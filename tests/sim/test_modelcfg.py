@@ -114,4 +114,4 @@ def test_a_scenario_whose_model_is_a_config_json_path_runs(tmp_path, capsys):
     )
     assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "llama (1 pools)" in out and "8 finished" in out and "bench_multiturn summary" in out
+    assert "llama (1 pool)" in out and "8 finished" in out and "bench_multiturn summary" in out

@@ -147,3 +147,66 @@ def test_rounds_plot_from_a_multiturn_run(tmp_path):
     with pytest.raises(InputError, match="missing column"):
         pd.DataFrame({"round": [0]}).to_parquet(tmp_path / "bad.parquet")
         plot("rounds", tmp_path / "bad.parquet", tmp_path / "x.png")
+
+
+class TestHonestAxes:
+    def test_threshold_panels_read_from_zero_and_identical_lines_are_drawn_once_and_named(self, sweep_dir):
+        from sim.plot import plot_threshold, read_sweep
+
+        df = read_sweep(sweep_dir / "sweep.parquet")
+        df["hit_total"] = 0.4  # a metric no parameter moves
+        df["input_tokens_per_s"] = 1e4 - 5 * df["hicache.prefetch_threshold"]
+        df["ttft_p90_s"] = 0.5
+        axes = plot_threshold(df).get_axes()
+        assert all(ax.get_ylim()[0] == 0 for ax in axes)
+        assert [line.get_label() for line in axes[0].get_lines()] == ["load_back_threshold=1, 64 (identical lines)"]
+        assert axes[0].yaxis.get_major_formatter()(0.4, 0) == "40%"
+
+    def test_misses_draw_no_line_across_steps_that_were_not_simulated(self, tmp_path):
+        from sim.plot import plot_misses
+
+        steps = np.r_[np.arange(0, 8), np.arange(1000, 1008)]
+        df = pd.DataFrame({"step": steps, "misses": 5.0, "policy": "lru", "device_buffer_size": 1024})
+        ax = plot_misses(df).get_axes()[0]
+        lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 1]
+        assert len(lines) == 2 and all(np.ptp(line.get_xdata()) == 7 for line in lines)
+        dots = [line.get_xdata()[0] for line in ax.get_lines() if len(line.get_xdata()) == 1]
+        assert dots == [3.5, 1003.5]  # one marker per window
+        assert "steps not simulated" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+    def test_occupancy_draws_the_swa_pool_capacity_that_binds(self, run_dir):
+        from sim.plot import plot_occupancy, read_timeseries
+
+        l1 = plot_occupancy(read_timeseries(run_dir / "timeseries.parquet")).get_axes()[0]
+        labels = [t.get_text() for t in l1.get_legend().get_texts()]
+        assert any(lb.startswith("swa capacity (") for lb in labels)
+        assert any(lb.startswith("kv capacity (") for lb in labels)
+
+    def test_an_l3_run_gets_an_l3_panel(self, tmp_path):
+        from sim.plot import plot_occupancy
+
+        df = pd.DataFrame({"time_s": [1.0, 2.0], "instance": 0, "waiting": 0, "running": 1, "l1_kv_pages": 1,
+                           "l1_swa_pages": 1, "l2_kv_pages": 0, "l2_swa_pages": 0, "l3_pages": [3, 5]})  # fmt: skip
+        df.attrs["capacity"] = {"l1": 10, "l3": None}
+        titles = [ax.get_title() for ax in plot_occupancy(df).get_axes()]
+        assert "L3 (shared storage) pages held" in titles
+
+    def test_rounds_refuses_a_run_without_rounds_in_one_line(self, tmp_path, capsys):
+        from sim.run import run_scenario, write_outputs
+        from sim.scenario import scenario_from_dict
+
+        sc = scenario_from_dict({"name": "open", "workload": {"kind": "synthetic", "num_requests": 20, "rate": 10.0,
+                                                              "input_length": 256, "output_length": 4}})  # fmt: skip
+        write_outputs(run_scenario(sc), tmp_path / "run")
+        assert main(["plot", "rounds", str(tmp_path / "run"), "--out", str(tmp_path / "r.png")]) == 2
+        err = capsys.readouterr().err
+        assert "no rounds to plot" in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "r.png").exists()
+
+    def test_rounds_of_a_multiturn_run_have_integer_ticks_and_percent(self, run_dir):
+        from sim.plot import plot_rounds, read_rounds
+
+        ax_t, ax_h = plot_rounds(read_rounds(run_dir / "requests.parquet")).get_axes()
+        assert ax_t.get_xlabel() == "round" and all(float(t).is_integer() for t in ax_t.get_xticks())
+        assert [line.get_label() for line in ax_t.get_lines()] == ["mean", "p90"]
+        assert ax_h.yaxis.get_major_formatter()(0.25, 0) == "25%"

@@ -113,7 +113,7 @@ class TestPoolsCommand:
             "model:\n  name: tiny\n  page_size: 16\n  pools:\n    - {name: kv, bytes_per_page: 1600}\n"
         )
         status, out, _ = run(["pools", str(path)], capsys)
-        assert status == 0 and out.startswith("tiny: 1 pools, page_size 16") and "1,600" in out
+        assert status == 0 and out.startswith("tiny: 1 pool, page_size 16") and "1,600" in out
 
     def test_a_model_yaml_missing_a_field_names_the_file(self, tmp_path, capsys):
         path = tmp_path / "m.yaml"

@@ -42,7 +42,7 @@ class TestStreamedRecords:
         batches = []
         rec = sim.metrics.Recorder(sink=lambda rows: batches.append(len(rows)))
         for i in range(10):
-            rec.request((i, 0, -1, 0, 0.0, 0.0, 0.5, 1.0, 100, 4, 0, 0, 0, 100, 0.0, 0.0, 0.5, 1.0))
+            rec.request((i, 0, -1, 0, 0.0, 0.0, 0.5, 1.0, 100, 4, 0, 0, 0, 100, 0.0, 0.0, 0.5, 1.0, 0, 0, 0))
             assert len(rec.requests) < 3
         rec.flush()
         assert batches == [3, 3, 3, 1] and rec.n_finished == 10
