@@ -35,7 +35,7 @@ from sim.boundary import BoundaryWriter
 from sim.errors import InputError
 from sim.eviction import eviction_order
 from sim.pools import HitPolicy, ModelSpec
-from sim.radix import Node, RadixTree
+from sim.radix import InsertResult, Node, RadixTree
 
 __all__ = [
     "Admission",
@@ -238,6 +238,17 @@ class HiCache:
         # and acks them at once (unified_radix_cache.py:1028-1036, 3478-3489); the timed engine charges
         # the copy and starts the L3 write after it, a replay drops them.
         self.write_back_copies: list[list[BackupOp]] = []
+        # The host-tier decisions in order, as SGLang's recorded answers list them (``hicache-sim tree``);
+        # None (the default) records nothing.
+        self.events: list[dict] | None = None
+        # write_back: nodes whose KV is on both tiers, in the order they became so; host eviction reclaims
+        # these copies first (unified_tree_core.py:1604-1610, 1975-2006)
+        self._duplicates: dict[int, Node] | None = {} if self.policy is WritePolicy.WRITE_BACK else None
+
+    def _ref(self, node: Node) -> list[int]:
+        from sim.hostcalls import node_ref
+
+        return node_ref(node, self.page_tokens)
 
     # ----- pages and bytes --------------------------------------------------------------------
     def pool_bytes(self, kv_pages: int, swa_pages: int = 0) -> dict[str, int]:
@@ -268,24 +279,35 @@ class HiCache:
             self._boundary.evict_device(node)
             return
         write_back = self.policy is WritePolicy.WRITE_BACK and self.l2_enabled
-        if write_back and not node.host and not self._backup_chain(node, lock=False):
+        # write_back backs up the victim alone, not its unbacked ancestors (unified_tree_core.py:2622-2644)
+        if write_back and not node.host and not self._backup_node(node):
             self._drop_subtree(node, HOST_PRESSURE)
             return
+        events = self.events
         self.l1.free(len(node.key))
         if node.host:
             self.stats.demotions += 1
+            if events is not None:
+                events.append({"demote": self._ref(node)})
             self.tree.demote(node)
         else:
             # Counted only under write_through in cache mode (unified_radix_cache.py:1060-1065, 909-930);
             # without L2, deleting is plain eviction, not a drop.
             if self.l2_enabled and self.policy is WritePolicy.WRITE_THROUGH:
                 self.stats.dropped_tokens[UNBACKED] += tokens
+                if events is not None:
+                    events.append({"drop": UNBACKED, "tokens": tokens})
+            if events is not None:
+                events.append({"delete": self._ref(node)})
             self.tree.delete_leaf(node)
 
-    def _drop_subtree(self, node: Node, reason: str) -> None:
+    def _drop_subtree(self, node: Node, reason: str, top: bool = True) -> None:
         """Delete ``node`` and every host-only descendant, children first."""
+        if top and self.events is not None:
+            self.events.append({"drop": reason, "tokens": self._subtree_tokens(node)})
+            self.events.append({"delete": self._ref(node), "subtree": True})
         for child in list(node.children.values()):
-            self._drop_subtree(child, reason)
+            self._drop_subtree(child, reason, top=False)
         self.stats.dropped_tokens[reason] += len(node.key) * self.page_tokens
         if node.device:
             self.l1.free(len(node.key))
@@ -293,18 +315,61 @@ class HiCache:
             self.l2.free(len(node.key))
         self.tree.delete_leaf(node)
 
+    def _subtree_tokens(self, node: Node) -> int:
+        return sum(len(x.key) for x in _subtree(node)) * self.page_tokens
+
     # ----- host tier --------------------------------------------------------------------------
     def _alloc_host(self, pages: int) -> bool:
-        """Allocate a node's host pages in every pool at once, evicting host LRU leaves on demand."""
+        """Allocate a node's host pages in every pool at once: when the host is short, ask host eviction for
+        the difference once, then give up if it could not free that much (``unified_radix_cache.py:1737-1762``)."""
         if self._boundary is not None:
             return self._boundary.alloc_host(pages)
         if self.l2.alloc(pages):
             return True
-        for victim in self.tree.host_victims():
-            self._evict_host(victim)
-            if self.l2.alloc(pages):
-                return True
-        return False
+        self.evict_host((pages - (self.l2.kv_cap - self.l2.kv_used)) * self.page_tokens)
+        return self.l2.alloc(pages)
+
+    def evict_host(self, tokens: int) -> int:
+        """Free at least ``tokens`` host tokens, whole host leaves least recently used first (under write_back,
+        host copies of device-resident nodes first, ``unified_tree_core.py:1931-2030``); returns pages freed."""
+        want = -(-tokens // self.page_tokens)
+        freed, nodes = 0, []
+        if self._duplicates is not None:
+            freed = self._reclaim_duplicates(want, nodes)
+        if freed < want:
+            for victim in self.tree.host_victims():
+                if self.events is not None:
+                    nodes.append(self._ref(victim))
+                freed += len(victim.key)
+                self._evict_host(victim)
+                if freed >= want:
+                    break
+        if self.events is not None:
+            self.events.append({"host_evict": tokens, "got": freed * self.page_tokens, "nodes": sorted(nodes)})
+        return freed
+
+    def _reclaim_duplicates(self, want: int, nodes: list) -> int:
+        """write_back: give up host copies of nodes also on the device, sparing evictable device leaves in a
+        first pass (``unified_tree_core.py:1975-2006``)."""
+        freed = 0
+        for spare in (True, False):
+            for node in list(self._duplicates.values()):
+                if freed >= want:
+                    return freed
+                if not (node.device and node.host) or node.parent is None:
+                    del self._duplicates[node.id]
+                    continue
+                if node.pending is not None or node.loading or node.host_lock_ref:
+                    continue
+                if spare and node.lock_ref == 0 and node.dev_children == 0:
+                    continue
+                if self.events is not None:
+                    nodes.append(self._ref(node))
+                freed += len(node.key)
+                self.l2.free(len(node.key))
+                self.tree.clear_host(node)
+                del self._duplicates[node.id]
+        return freed
 
     def _evict_host(self, node: Node) -> None:
         self.stats.host_evictions += 1
@@ -312,30 +377,44 @@ class HiCache:
         self.l2.free(len(node.key))
         self.tree.delete_leaf(node)
 
-    def _backup_chain(self, node: Node, *, lock: bool) -> bool:
-        """Back up ``node`` and its unbacked ancestors, parent first; False if the host is full."""
+    def _backup_node(self, node: Node) -> bool:
+        """write_back: back up one device victim and wait for its copy; False if the host is full."""
+        pages = len(node.key)
+        if not self._alloc_host(pages):
+            self._backup_failed(node, pages)
+            return False
+        op = self._start_backup(node, pages, lock=False)
+        if self.events is not None:
+            self.events.append({"ack": self._ref(node), "wait": True})
+        self.write_back_copies.append([op])
+        return True
+
+    def _backup_failed(self, node: Node, pages: int) -> None:
+        self.stats.backup_failed_tokens += pages * self.page_tokens
+        self.stats.host_alloc_failures += 1
+        if self.events is not None:
+            self.events.append({"backup": self._ref(node), "tokens": pages * self.page_tokens, "failed": True})
+
+    def _backup_chain(self, node: Node) -> None:
+        """Write-through: back up ``node`` and its unbacked ancestors, parent first, stopping at the first the
+        host has no room for (``unified_tree_core.py:2622-2644``, ``unified_radix_cache.py:1687-1720``)."""
         chain = []
         while node is not self.tree.root and not node.host:
             chain.append(node)
             node = node.parent
-        copy: list[BackupOp] = []
         for n in reversed(chain):
             pages = len(n.key)
             if not self._alloc_host(pages):
-                self.stats.backup_failed_tokens += pages * self.page_tokens
-                self.stats.host_alloc_failures += 1
-                break
-            op = self._start_backup(n, pages, lock=lock)
-            if not lock:  # write_back: one merged copy per chain, acked before the eviction goes on
-                copy.append(op)
-        if copy:  # parents committed before a failure are copied all the same
-            self.write_back_copies.append(copy)
-        return not chain or chain[0].host
+                self._backup_failed(n, pages)
+                return
+            self._start_backup(n, pages, lock=True)
 
     def _start_backup(self, n: Node, pages: int, *, lock: bool) -> BackupOp:
         """Commit a host copy of ``n`` in pages already allocated, and its D2H copy."""
         self.tree.set_host(n, self.all_pages_mask)
         op = BackupOp(next(self._op_ids), n if lock else None, [n], pages)
+        if self.events is not None:
+            self.events.append({"backup": self._ref(n), "tokens": pages * self.page_tokens})
         if lock:  # the write-through window: pending and device-locked until the copy is acked
             n.pending = op
             self.tree.lock(n)
@@ -352,7 +431,11 @@ class HiCache:
         del self.pending[op.id]
         for n in op.nodes:
             n.pending = None
+            if n.device and self._duplicates is not None:
+                self._duplicates.setdefault(n.id, n)
         if op.locked is not None:
+            if self.events is not None:
+                self.events.append({"ack": self._ref(op.locked)})
             self.tree.unlock(op.locked)
         for n in op.nodes:
             self.tree.refile(n)
@@ -439,6 +522,86 @@ class HiCache:
         self._count(lk, adm.device_tokens, adm.host_tokens)
         return adm
 
+    def load_back(self, lk: Lookup) -> int:
+        """Start loading ``lk``'s host hit back to the device, as SGLang's ``init_load_back`` does at admission
+        (``unified_radix_cache.py:1857-1920``): nothing below ``load_back_threshold`` tokens; device room made by
+        evicting device leaves, or nothing if that fails; the loaded nodes join the device tree at once and stay
+        locked until :meth:`load_done`. Returns the pages loaded."""
+        if not lk.host_pages or not lk.load:
+            if lk.host_pages:
+                self.stats.load_back_skipped_tokens += lk.host_pages * self.page_tokens
+            return 0
+        revive = []
+        node = lk.best_node
+        while node is not self.tree.root and not node.device:
+            revive.append(node)
+            node = node.parent
+        pages = sum(len(n.key) for n in revive)
+        self.tree.lock(lk.device_node)
+        ok = self.ensure_device(pages)
+        self.tree.unlock(lk.device_node)
+        if not ok:
+            return 0
+        for n in reversed(revive):
+            self.tree.revive(n)
+            self.l1.alloc(len(n.key))
+            n.dev_mask = self.all_pages_mask
+            n.loading = True
+        self.tree.lock(lk.best_node)
+        self.tree.host_lock(lk.best_node)
+        self.stats.load_kv_pages += pages
+        if self.events is not None:
+            self.events.append({"load": self._ref(lk.best_node), "tokens": pages * self.page_tokens})
+        return pages
+
+    def load_done(self, node: Node) -> None:
+        """A load-back's ack: the nodes unlock on both tiers; their host copies stay as duplicates
+        (``unified_radix_cache.py:3530-3584``)."""
+        if self.events is not None:
+            self.events.append({"load_done": self._ref(node)})
+        self.tree.unlock(node)
+        x = node
+        while x is not self.tree.root and x.loading:
+            x.loading = False
+            if self._duplicates is not None:
+                self._duplicates.setdefault(x.id, x)
+            x = x.parent
+        self.tree.host_unlock(node)
+
+    def insert_request(self, keys: Sequence, inserted_pages: int, held_from: int) -> InsertResult:
+        """Insert a request's first ``len(keys)`` pages, whose rows it holds from page ``held_from``: hit counts
+        once per request (``inserted_pages``), its rows for pages the tree already had freed
+        (``unified_tree_core.py:1332-1366``), write-through backups queued."""
+        res = self.tree.insert(keys)
+        adm = Admission(None, inserted_pages=inserted_pages)  # type: ignore[arg-type]
+        self._count_once(adm, res.path)
+        revived = sum(len(n.key) for n in res.revived)
+        for n in res.revived:
+            n.dev_mask = self.all_pages_mask
+            if self._duplicates is not None:
+                self._duplicates.setdefault(n.id, n)
+        if res.inserted_pages:
+            res.path[-1].dev_mask = self.all_pages_mask
+        dup = res.prefix_pages - held_from - revived
+        if dup > 0:
+            self.l1.free(dup)
+        threshold = self.threshold
+        if self.l2_enabled and threshold is not None:
+            for node in res.path:
+                if not node.host and node.hit_count >= threshold:
+                    self._backup_chain(node)
+        return res
+
+    def evict_tokens(self, tokens: int) -> int:
+        """Evict device leaves until at least ``tokens`` tree tokens are freed (``evict(EvictParams)``)."""
+        freed = 0
+        for node in self.tree.device_victims():
+            freed += len(node.key) * self.page_tokens
+            self._evict_device(node)
+            if freed >= tokens:
+                break
+        return freed
+
     def _count(self, lk: Lookup, device_tokens: int, host_tokens: int) -> None:
         s = self.stats
         s.requests += 1
@@ -484,7 +647,7 @@ class HiCache:
         if self.l2_enabled and threshold is not None:
             for node in res.path:
                 if not node.host and node.hit_count >= threshold:
-                    self._backup_chain(node, lock=True)
+                    self._backup_chain(node)
         if self._boundary is not None:
             self._boundary.touch(res.path)
         return list(self.pending.values())[before:] if len(self.pending) > before else []
@@ -566,3 +729,11 @@ class HiCache:
             "sim_load_back_bytes_by_pool": load,
         }  # fmt: skip
 
+
+
+def _subtree(node: Node):
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(x.children.values())

@@ -40,7 +40,7 @@ class Node:
     __slots__ = (
         "key", "parent", "children", "id", "last_access", "hit_count",
         "device", "host", "lock_ref", "host_lock_ref", "dev_children",
-        "dev_mask", "host_mask", "pending",
+        "dev_mask", "host_mask", "pending", "loading",
     )  # fmt: skip
     # Sliding-window state on host: only V4's tree has any (sim.unified); the engine's L3 write asks it of
     # every node a backup copied, whichever cache made the backup.
@@ -62,6 +62,7 @@ class Node:
         self.dev_mask = 0  # which pools hold this node on device / host (set by sim.hicache)
         self.host_mask = 0
         self.pending = None  # the in-flight write-through backup covering this node, if any
+        self.loading = False  # a load-back into this node not yet acknowledged
 
     @property
     def pages(self) -> int:
@@ -252,6 +253,7 @@ class RadixTree:
         new.device, new.host = child.device, child.host
         new.dev_mask, new.host_mask = child.dev_mask, child.host_mask
         new.lock_ref, new.host_lock_ref = child.lock_ref, child.host_lock_ref
+        new.loading = child.loading
         new.dev_children = 1 if child.device else 0
         if child.pending is not None:
             new.pending = child.pending

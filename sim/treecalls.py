@@ -196,6 +196,10 @@ class RadixDriver:
 def driver_for(header: dict | None, first_call: dict | None):
     """The driver a call file needs: V4 (``window`` in its header, or V4 ops) or ``RadixCache``."""
     v4_ops = {"config", "request", "admit", "extend", "decode", "finish"}
+    if (header and "model" in header) or (first_call and "hicache_ratio" in first_call):
+        from sim.hostcalls import HostDriver
+
+        return HostDriver()
     if (header and "window" in header) or (first_call and first_call.get("op") in v4_ops):
         return TreeDriver()
     return RadixDriver(page_size=(header or {}).get("page_size", 1))
