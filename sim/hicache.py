@@ -434,8 +434,10 @@ class HiCache:
             if n.device and self._duplicates is not None:
                 self._duplicates.setdefault(n.id, n)
         if op.locked is not None:
-            if self.events is not None:
-                self.events.append({"ack": self._ref(op.locked)})
+            if self.events is not None:  # the span of every node the copy covered (split halves included)
+                refs = [self._ref(n) for n in op.nodes if n.parent is not None]
+                last = max(refs, key=lambda r: r[1])
+                self.events.append({"ack": [min(r[0] for r in refs), last[1], last[2]]})
             self.tree.unlock(op.locked)
         for n in op.nodes:
             self.tree.refile(n)
@@ -585,12 +587,21 @@ class HiCache:
         dup = res.prefix_pages - held_from - revived
         if dup > 0:
             self.l1.free(dup)
-        threshold = self.threshold
-        if self.l2_enabled and threshold is not None:
-            for node in res.path:
-                if not node.host and node.hit_count >= threshold:
-                    self._backup_chain(node)
+        self._back_up_hits(res.path, inserted_pages)
         return res
+
+    def _back_up_hits(self, path: list[Node], inserted_pages: int) -> None:
+        """Back up the nodes whose hit count this insert raised to the threshold: only those ending past what
+        the request inserted before (``unified_tree_core.py:1368-1374, 1431-1439``), each with its unbacked
+        ancestors, after the walk."""
+        threshold = self.threshold
+        if not self.l2_enabled or threshold is None:
+            return
+        end = 0
+        for node in path:
+            end += len(node.key)
+            if end > inserted_pages and not node.host and node.hit_count >= threshold:
+                self._backup_chain(node)
 
     def evict_tokens(self, tokens: int) -> int:
         """Evict device leaves until at least ``tokens`` tree tokens are freed (``evict(EvictParams)``)."""
@@ -635,6 +646,7 @@ class HiCache:
             return []
         before = len(self.pending)
         res = self.tree.insert(keys)
+        inserted = adm.inserted_pages
         self._count_once(adm, res.path)
         last = res.path[-1]
         self.tree.lock(last)
@@ -643,11 +655,7 @@ class HiCache:
             self._take(adm, node)
         if res.inserted_pages:
             self._take(adm, last)
-        threshold = self.threshold
-        if self.l2_enabled and threshold is not None:
-            for node in res.path:
-                if not node.host and node.hit_count >= threshold:
-                    self._backup_chain(node)
+        self._back_up_hits(res.path, inserted)
         if self._boundary is not None:
             self._boundary.touch(res.path)
         return list(self.pending.values())[before:] if len(self.pending) > before else []

@@ -477,7 +477,7 @@ class PlainHostDriver:
         paths = []
 
         def walk(node: Node, toks: list, nodes: list, pos: int) -> None:
-            if not node.children:
+            if not node.children and node is not tree.root:
                 paths.append((toks, {"len": pos, "tokens": _runs(toks), "nodes": nodes}))
                 return
             for child in node.children.values():

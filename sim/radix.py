@@ -286,16 +286,16 @@ class RadixTree:
             node = node.parent
 
     def host_lock(self, node: Node) -> None:
-        while node is not self.root:
+        """Keep ``node``'s host copy: only the node itself is pinned, its ancestors are no host leaves while it
+        is there (``unified_cache/components/full.py:290-301``)."""
+        if node is not self.root:
             node.host_lock_ref += 1
-            node = node.parent
 
     def host_unlock(self, node: Node) -> None:
-        while node is not self.root:
+        if node is not self.root:
             node.host_lock_ref -= 1
             if node.host_lock_ref == 0:
                 self._push_host_if_leaf(node)
-            node = node.parent
 
     # ----- residency transitions (called by the controller) -------------------------------------
     def revive(self, node: Node) -> None:
