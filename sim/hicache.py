@@ -243,7 +243,15 @@ class HiCache:
         self.events: list[dict] | None = None
         # write_back: nodes whose KV is on both tiers, in the order they became so; host eviction reclaims
         # these copies first (unified_tree_core.py:1604-1610, 1975-2006)
-        self._duplicates: dict[int, Node] | None = {} if self.policy is WritePolicy.WRITE_BACK else None
+        self._duplicates: dict[int, Node] | None = None
+        if self.policy is WritePolicy.WRITE_BACK:
+            self._duplicates = {}
+            self.tree.on_split = self._split_duplicate
+
+    def _split_duplicate(self, node: Node) -> None:
+        """A split's new parent is a duplicate if its KV is on both tiers and settled (``:1529``)."""
+        if node.device and node.host and not node.loading and node.pending is None:
+            self._duplicates.setdefault(node.id, node)
 
     def _ref(self, node: Node) -> list[int]:
         from sim.hostcalls import node_ref

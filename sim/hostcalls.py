@@ -475,6 +475,7 @@ class PlainHostDriver:
     def _op_state(self, call: dict) -> dict:
         tree, p = self.c.tree, self.page
         paths = []
+        anchors = {id(ld.node) for loads, _ in self.load_copies for ld in loads} | {id(ld.node) for ld in self.queued_loads}
 
         def walk(node: Node, toks: list, nodes: list, pos: int) -> None:
             if not node.children and node is not tree.root:
@@ -485,7 +486,7 @@ class PlainHostDriver:
                 flag = ("B" if child.host else "D") if child.device else ("H" if child.host else "-")
                 if child.pending is not None:
                     flag += "w"
-                if child.loading:
+                if id(child) in anchors:
                     flag += "l"
                 end = pos + len(t)
                 walk(child, toks + t, nodes + [[pos, end, flag]], end)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -120,6 +120,7 @@ class RadixTree:
         self._dev_heap: list[tuple[int, int, Node]] = []
         self._host_heap: list[tuple[int, int, Node]] = []
         self._dev_order: PriorityOrder | None = None  # None: LRU on the heap above
+        self.on_split: Callable[[Node], None] | None = None  # told of each new parent a split makes
         self.num_nodes = 1
 
     # ----- keys -------------------------------------------------------------------------------
@@ -258,6 +259,8 @@ class RadixTree:
         if child.pending is not None:
             new.pending = child.pending
             child.pending.nodes.append(new)
+        if self.on_split is not None:
+            self.on_split(new)
         return new
 
     # ----- locks ------------------------------------------------------------------------------
