@@ -116,6 +116,13 @@ class PlainHostDriver:
         if cfg.get("write_through_threshold") is not None:
             self.c.threshold = cfg["write_through_threshold"]
         self.c.events = self.events = []
+        self._reset()
+        out = dict(cfg)
+        out["write_through_threshold"] = self.c.threshold if self.c.threshold is not None else 2
+        out["host_pool_tokens"] = self.host_tokens
+        return {"config": out}
+
+    def _reset(self) -> None:
         self.reqs: dict[str, _Req] = {}
         self.running: list[_Req] = []  # admitted, not finished
         self.batch: list[_Req] | None = None  # the open batch's admissions
@@ -125,11 +132,29 @@ class PlainHostDriver:
         self.write_copies: deque[list] = deque()  # [ops, done]
         self.queued_loads: list[_Load] = []
         self.load_copies: deque[list] = deque()  # [loads, done]
-        self.batch_copy: list | None = None
-        out = dict(cfg)
-        out["write_through_threshold"] = self.c.threshold if self.c.threshold is not None else 2
-        out["host_pool_tokens"] = self.host_tokens
-        return {"config": out}
+        self.chunk_left = self.cfg["chunked_prefill_size"]
+        self.swa_offset = 0
+
+    # ----- the cache's side (V4's driver answers these from its cache) -----------------------------------
+    def _evicted(self) -> tuple[int, int]:
+        return self.c.stats.evicted_tokens, 0
+
+    def _usage(self) -> dict:
+        c = self.c
+        return {"full_used": c.l1.kv_used * self.page, "full_evictable": c.tree.evictable_tokens,
+                "full_protected": c.tree.protected_tokens, "host_used": c.l2.kv_used * self.page}  # fmt: skip
+
+    def _ack_op(self, op) -> None:
+        self.c.ack(op)
+
+    def _load_done(self, load) -> None:
+        self.c.load_done(load.node)
+
+    def _new_backups(self) -> list:
+        return []
+
+    def _pending_writes(self) -> int:
+        return len(self.c.pending)
 
     # ----- the call loop --------------------------------------------------------------------------
     def __call__(self, call: dict) -> dict:
@@ -141,20 +166,22 @@ class PlainHostDriver:
             raise InputError("op: a host-tier stream starts with a config call")
         if self.c is not None:
             self.events.clear()
-            ev0 = self.c.stats.evicted_tokens
+            self.c.write_back_copies.clear()  # no clock: a write_back copy is waited for at once
+            ev0 = self._evicted()
         if op not in ("admit", "match", "state", "evict", "evict_host", "config") and not (
                 op == "extend" and call.get("rid") in self.forward):
             self._close_batch()
         out = {"op": op, **({"id": call["id"]} if "id" in call else {}), **({"rid": call["rid"]} if "rid" in call else {})}
         res = handler(call)
         if op in ("request", "admit", "extend", "decode", "finish", "evict") and "evicted_full" not in res:
-            res["evicted_full"] = self.c.stats.evicted_tokens - ev0
+            ev1 = self._evicted()
+            res["evicted_full"] = ev1[0] - ev0[0]
+            if self.cfg.get("model") == "v4":
+                res["evicted_swa"] = ev1[1] - ev0[1]
         out.update(res)
         out["events"] = list(self.events)
-        c = self.c
-        out.update(full_used=c.l1.kv_used * self.page, full_evictable=c.tree.evictable_tokens,
-                   full_protected=c.tree.protected_tokens, host_used=c.l2.kv_used * self.page,
-                   pending_writes=len(c.pending), write_acks=len(self.write_copies),
+        out.update(self._usage())
+        out.update(pending_writes=self._pending_writes(), write_acks=len(self.write_copies),
                    pending_loads=sum(len(x[0]) for x in self.load_copies) + len(self.queued_loads),
                    load_acks=len(self.load_copies), running=len(self.running))  # fmt: skip
         return out
@@ -166,13 +193,14 @@ class PlainHostDriver:
         while self.write_copies and self.write_copies[0][1]:
             ops, _ = self.write_copies.popleft()
             for op in ops:
-                self.c.ack(op)
+                self._ack_op(op)
         while self.load_copies and self.load_copies[0][1]:
             loads, _ = self.load_copies.popleft()
             for ld in loads:
-                self.c.load_done(ld.node)
+                self._load_done(ld)
 
     def _flush_writes(self) -> None:
+        self.queued_writes.extend(self._new_backups())
         if self.queued_writes:
             self.write_copies.append([self.queued_writes, False])
             self.queued_writes = []
@@ -421,7 +449,7 @@ class PlainHostDriver:
             if r.finished:
                 break
             self._decode_step(r)
-        out = {"steps": r.decode_steps, "finished": r.finished}
+        out = {"steps": r.run.decode_steps if hasattr(r, "run") else r.decode_steps, "finished": r.finished}
         return {**out, **self._finished_fields(r)} if r.finished else out
 
     def _op_finish(self, call: dict) -> dict:

@@ -157,6 +157,9 @@ class SWACache:
         self.stats: Counter = self.tree.counts  # one set of counters: the tree's and the controller's
         self.dropped: Counter = Counter()  # tokens by reason, as hicache_dropped_tokens_total
         self.running: set[int] = set()
+        # A clocked caller holds each load-back's locks until its ack (load_done); otherwise they drop at once.
+        self.hold_loads = False
+        self.loads: list[tuple] = []
         self._req_full = 0  # pages held by running requests
         self._req_swa = 0
 
@@ -210,7 +213,13 @@ class SWACache:
             self.stats["host_evicted_tokens"] += self.tree.evict_host(int(short))
             if full > self.host_full_free() or swa > self.host_swa_free():
                 self.stats["backup_failed_tokens"] += full
+                if self.tree.events is not None:
+                    self.tree.events.append({"backup": self.tree.ref(node), "tokens": full,
+                                             **({"swa": swa} if swa else {}), "failed": True})  # fmt: skip
                 return False
+        events = self.tree.events
+        if events is not None:
+            events.append({"backup": self.tree.ref(node), "tokens": full, **({"swa": swa} if swa else {})})
         self.tree.set_host(node, swa_nodes)
         op = Backup(node, [node, *swa_nodes], full, swa, self.page)
         if lock:  # the write-through window: pending and device-locked until the ack
@@ -221,6 +230,8 @@ class SWACache:
             self._new_backups.append(op)
         else:
             self._count_backup(op)
+            if events is not None:
+                events.append({"ack": self.tree.ref(node), "wait": True})
             self.write_back_copies.append([op])
         return True
 
@@ -236,6 +247,12 @@ class SWACache:
     def ack(self, op: Backup) -> None:
         """The copy of ``op`` landed: clear the pending marks and release the window's lock."""
         del self.pending[id(op)]
+        events = self.tree.events
+        if events is not None:
+            refs = [self.tree.ref(x) for x in op.nodes if x.parent is not None and x.pending is op]
+            if refs:
+                last = max(refs, key=lambda r: r[1])
+                events.append({"ack": [min(r[0] for r in refs), last[1], last[2]]})
         for x in op.nodes:
             if x.pending is op:
                 x.pending = None
@@ -264,6 +281,12 @@ class SWACache:
         else:
             reason = "write_through_unbacked_eviction"
         self.dropped[reason] += node.tokens
+        if self.tree.events is not None:
+            if reason == "write_through_unbacked_eviction" and self.write_policy != "write_through":
+                pass  # write_through_selective records nothing (unified_radix_cache.py:1060-1065)
+            else:
+                self.tree.events.append({"drop": reason, "tokens": node.tokens})
+            self.tree.events.append({"delete": self.tree.ref(node)})
         self.tree.delete_leaf(node, tracker)
 
     def _load_back(self, r: Running) -> None:
@@ -298,8 +321,13 @@ class SWACache:
                 tree.load(x)
             for x in swa_nodes:
                 tree.swa.publish(x)
-        tree.unlock(best, uuid)
-        tree.host_unlock_path(best)
+            if tree.events is not None:
+                tree.events.append({"load": tree.ref(best), "tokens": kv, **({"swa": swa} if swa else {})})
+        if ok and self.hold_loads:  # locked on both tiers until the load's ack (load_done)
+            self.loads.append((best, uuid, kv))
+        else:
+            tree.unlock(best, uuid)
+            tree.host_unlock_path(best)
         if not ok:
             return
         tree.unlock(r.lock_node, r.lock_uuid)
@@ -309,6 +337,14 @@ class SWACache:
         r.load_full, r.load_swa = kv, swa
         self.stats["load_full_tokens"] += kv
         self.stats["load_swa_tokens"] += swa
+
+    def load_done(self, load: tuple) -> None:
+        """A load-back's ack: its node unlocks on both tiers (``unified_radix_cache.py:3530-3584``)."""
+        node, uuid, _ = load
+        if self.tree.events is not None:
+            self.tree.events.append({"load_done": self.tree.ref(node)})
+        self.tree.unlock(node, uuid)
+        self.tree.host_unlock_path(node)
 
     def _account(self, r: Running) -> None:
         """Re-derive the pages ``r`` holds from its record."""
@@ -354,9 +390,10 @@ class SWACache:
         limit = max(0, prompt_len - 1 - self.replay_tail) // self.page
         return self.tree.match(keys[:limit])
 
-    def admit(self, keys: Sequence, prompt_len: int, output_len: int = 0) -> Running:
-        """Match and lock a request whose prompt + output pages are ``keys``."""
-        m = self.lookup(keys, prompt_len)
+    def admit(self, keys: Sequence, prompt_len: int, output_len: int = 0, match: Match | None = None) -> Running:
+        """Match (unless the caller's admission check already did: ``match``) and lock a request whose
+        prompt + output pages are ``keys``."""
+        m = self.lookup(keys, prompt_len) if match is None else match
         uuid = self.tree.lock(m.node)
         r = Running(keys, prompt_len, output_len, m, m.node, uuid, m.device, m.branching)
         r.prefilled = r.allocated = m.device

@@ -115,6 +115,7 @@ class UnifiedTree:
         self.host_tokens = 0
         self.host_swa_tokens = 0
         self.counts: Counter = Counter()  # evicted_leaves, demotions, host_evictions
+        self.events: list[dict] | None = None  # host-tier decisions in order (hicache-sim tree); None: off
         self.num_nodes = 0
 
     def sentinel(self) -> UNode:
@@ -545,6 +546,8 @@ class UnifiedTree:
     def demote(self, node: UNode, tracker: list[int]) -> None:
         """Free a backed-up leaf's device copy; it stays in the tree, host-only (``:2090-2123``)."""
         self.counts["demotions"] += 1
+        if self.events is not None:
+            self.events.append({"demote": self.ref(node)})
         tracker[0] += node.tokens
         self.full_evictable -= node.tokens
         node.full = False
@@ -563,20 +566,33 @@ class UnifiedTree:
                 x.host_swa = True
                 self.host_swa_tokens += x.tokens
 
+    def ref(self, node: UNode) -> list[int]:
+        """``[start, end, last]``: the node's token span on its root path and its last token id."""
+        start, x = 0, node.parent
+        while x is not None and x is not self.root:
+            start += x.tokens
+            x = x.parent
+        return [start, start + node.tokens, node.key[-1][-1]]
+
     def evict_host(self, tokens: int) -> int:
         """Delete least recently used host leaves until ``tokens`` host tokens are freed (``:1931-1960``)."""
         freed = 0
         tracker = [0, 0]
+        nodes = []
         while freed < tokens:
             node = self._pop(self._host_heap, self.host_leaves)
             if node is None:
                 break
+            if self.events is not None:
+                nodes.append(self.ref(node))
             freed += node.tokens
             self.counts["host_evictions"] += 1
             parent = node.parent
             self._remove(node, tracker)
             if parent is not self.root:
                 self.update_leaf(parent)
+        if self.events is not None:
+            self.events.append({"host_evict": tokens, "got": freed, "nodes": sorted(nodes)})
         return freed
 
     def evict_leaf(self, node: UNode, tracker: list[int]) -> None:
