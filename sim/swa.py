@@ -130,6 +130,51 @@ class SWALRU:
             x = x.swa_next
 
 
+class HostLRU:
+    """The SWA host LRU (``unified_tree_core.py:213-390``, the host list of the SWA component): nodes whose
+    window state is on host only, oldest first. A node enters at the MRU end when its device SWA is freed with a
+    host copy kept (``swa.py:719-736``); a split places the new parent just behind its child (``:665-681``)."""
+
+    __slots__ = ("prev", "next", "head")
+
+    def __init__(self) -> None:
+        self.head = object()  # sentinel: next[head] is the LRU end, prev[head] the MRU end
+        self.prev: dict = {self.head: self.head}
+        self.next: dict = {self.head: self.head}
+
+    def __contains__(self, node) -> bool:
+        return node in self.prev
+
+    def _link(self, before, node) -> None:
+        """Link ``node`` just before ``before`` in LRU-first order."""
+        p = self.prev[before]
+        self.prev[node], self.next[node] = p, before
+        self.next[p] = node
+        self.prev[before] = node
+
+    def push_mru(self, node) -> None:
+        if node not in self.prev:
+            self._link(self.head, node)
+
+    def insert_behind(self, child, node) -> None:
+        """``node`` just older than ``child``."""
+        if node not in self.prev:
+            self._link(child, node)
+
+    def remove(self, node) -> None:
+        if node in self.prev:
+            p, n = self.prev.pop(node), self.next.pop(node)
+            self.next[p] = n
+            self.prev[n] = p
+
+    def oldest_first(self) -> Iterator:
+        x = self.next[self.head]
+        while x is not self.head:
+            nxt = self.next[x]
+            yield x
+            x = nxt if nxt in self.prev else self.next[self.head]
+
+
 class SWAComponent:
     """SWA bookkeeping of one tree: the LRU, lock segments, and the evictable/protected ledgers (tokens)."""
 
@@ -137,6 +182,7 @@ class SWAComponent:
         self.tree = tree
         self.window = window
         self.lru = SWALRU(tree.sentinel)
+        self.host_lru = HostLRU()
         self.evictable = 0
         self.protected = 0
         self._uuids = itertools.count(1)
@@ -176,6 +222,7 @@ class SWAComponent:
     def publish(self, node) -> None:
         """Give ``node`` live SWA at the MRU end (``SWARebuild``, ``unified_tree_core.py:2958-2978``)."""
         node.swa = True
+        self.host_lru.remove(node)
         self.lru.push_mru(node)
         if node.swa_lock:
             self.protected += node.tokens
@@ -188,6 +235,8 @@ class SWAComponent:
             return 0
         node.swa = False
         self.lru.remove(node)
+        if node.host_swa:
+            self.host_lru.push_mru(node)
         if node.swa_lock:
             self.protected -= node.tokens
         else:
@@ -199,6 +248,11 @@ class SWAComponent:
         new.swa_lock = child.swa_lock
         new.swa = child.swa
         new.swa_uuid, child.swa_uuid = child.swa_uuid, None
+        if new.host_swa and not new.swa:
+            if child in self.host_lru:
+                self.host_lru.insert_behind(child, new)
+            else:
+                self.host_lru.push_mru(new)
 
     # ----- locks ------------------------------------------------------------------------------
     def lock(self, node) -> int | None:

@@ -208,15 +208,22 @@ class SWACache:
         swa = sum(x.tokens for x in swa_nodes)
         if not full and not swa:
             return True
-        short = max(full - self.host_full_free(), swa - self.host_swa_free())
-        if short > 0:
-            self.stats["host_evicted_tokens"] += self.tree.evict_host(int(short))
-            if full > self.host_full_free() or swa > self.host_swa_free():
-                self.stats["backup_failed_tokens"] += full
-                if self.tree.events is not None:
-                    self.tree.events.append({"backup": self.tree.ref(node), "tokens": full,
-                                             **({"swa": swa} if swa else {}), "failed": True})  # fmt: skip
-                return False
+        # The KV host pool first, asking host eviction for its shortfall (unified_radix_cache.py:1737-1762); then
+        # the SWA host pool, reclaiming the whole request once if short (pool_host/group.py:176-245).
+        failed = None
+        if full > self.host_full_free():
+            self.stats["host_evicted_tokens"] += self.tree.evict_host(int(full - self.host_full_free()))
+            if full > self.host_full_free():
+                failed = {}
+        if failed is None and swa > self.host_swa_free():
+            self.tree.evict_host_swa(swa)
+            if swa > self.host_swa_free():
+                failed = {"swa": swa}
+        if failed is not None:
+            self.stats["backup_failed_tokens"] += full
+            if self.tree.events is not None:
+                self.tree.events.append({"backup": self.tree.ref(node), "tokens": full, **failed, "failed": True})
+            return False
         events = self.tree.events
         if events is not None:
             events.append({"backup": self.tree.ref(node), "tokens": full, **({"swa": swa} if swa else {})})

@@ -529,6 +529,7 @@ class UnifiedTree:
         if node.host_swa:
             self.host_swa_tokens -= node.tokens
             node.host_swa = False
+            self.swa.host_lru.remove(node)
 
     def delete_leaf(self, node: UNode, tracker: list[int]) -> None:
         """Delete a device leaf and then every childless ancestor left with neither a device nor a host
@@ -565,6 +566,8 @@ class UnifiedTree:
             if not x.host_swa:
                 x.host_swa = True
                 self.host_swa_tokens += x.tokens
+                if not x.swa:
+                    self.swa.host_lru.push_mru(x)
 
     def ref(self, node: UNode) -> list[int]:
         """``[start, end, last]``: the node's token span on its root path and its last token id."""
@@ -593,6 +596,32 @@ class UnifiedTree:
                 self.update_leaf(parent)
         if self.events is not None:
             self.events.append({"host_evict": tokens, "got": freed, "nodes": sorted(nodes)})
+        return freed
+
+    def evict_host_swa(self, tokens: int) -> int:
+        """Free at least ``tokens`` of the SWA host pool, oldest host-only window first: a host leaf goes whole,
+        any other node loses only its host window state (``components/swa.py:1495-1549``)."""
+        freed = 0
+        tracker = [0, 0]
+        for x in self.swa.host_lru.oldest_first():
+            if freed >= tokens:
+                break
+            if x.host_lock or x.parent is None:
+                continue
+            freed += x.tokens
+            if x in self.host_leaves:
+                self.counts["host_evictions"] += 1
+                parent = x.parent
+                self._remove(x, tracker)
+                if parent is not self.root:
+                    self.update_leaf(parent)
+            else:
+                self.host_swa_tokens -= x.tokens
+                x.host_swa = False
+                self.swa.host_lru.remove(x)
+                self.update_leaf(x)
+        if self.events is not None:
+            self.events.append({"host_evict": tokens, "got": freed, "pool": "swa"})
         return freed
 
     def evict_leaf(self, node: UNode, tracker: list[int]) -> None:
