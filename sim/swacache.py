@@ -423,15 +423,18 @@ class SWACache:
             return start, (start + c // self.page * self.page) // self.page * self.page
         return start, start + min(n - start, c)
 
-    def extend(self, r: Running, tokens: int | None = None) -> tuple[int, int]:
-        """Run one prefill chunk, SGLang's next one or the next ``tokens``; returns its token range."""
+    def extend(self, r: Running, tokens: int | None = None, *, defer: bool = False) -> tuple[int, int]:
+        """Run one prefill chunk, SGLang's next one or the next ``tokens``; returns its token range. A middle
+        chunk is checkpointed at once, or with ``defer`` by the caller at the start of the next scheduler
+        iteration, as SGLang does (``managers/scheduler.py:3916-3919``)."""
         start, end = self.next_chunk(r) if tokens is None else (r.prefilled, r.prefilled + tokens)
         self._make_free(r, end - start + self.page)
         self._alloc_rows(r, end)
         r.prefilled = end
         r.chunks.append((start, end))
         if end < r.prompt_len:
-            self.checkpoint(r, end)
+            if not defer:
+                self.checkpoint(r, end)
             return start, end
         r.emitted = 1 if r.output_len else 0
         if r.output_len <= 1:

@@ -147,7 +147,8 @@ class V4HostDriver(PlainHostDriver):
     def _run_chunk(self, x):
         r = x.run
         start = r.prefilled
-        self.c.extend(r, x.extend_end - start)
+        self.c.extend(r, x.extend_end - start, defer=True)
+        x.pending_checkpoint = x.extend_end < r.prompt_len
         self.forward.discard(x.rid)
         self._after(x)
         return start, x.extend_end
@@ -179,6 +180,10 @@ class V4HostDriver(PlainHostDriver):
 
     def _start_iteration(self) -> None:
         self._poll()
+        for x in self.running:
+            if x.pending_checkpoint:
+                x.pending_checkpoint = False
+                self.c.checkpoint(x.run, x.run.prefilled)
 
     # ----- answers -----------------------------------------------------------------------------------
     def _match_fields(self, x) -> dict:
@@ -254,6 +259,7 @@ class _V4Req:
         self.prompt_len, self.output_len = prompt_len, output_len
         self.admitted, self.refused = True, None
         self.prefix_at_admit = self.extend_end = 0
+        self.pending_checkpoint = False
 
     @property
     def finished(self) -> bool:
