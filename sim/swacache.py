@@ -149,6 +149,7 @@ class SWACache:
             self.tree.evict_unbacked = self._evict_unbacked
             if write_policy == "write_back":
                 self.tree.back_up_window = lambda node: self.back_up(node, lock=False)
+                self.tree.duplicates = {}
         self.pending: dict[int, Backup] = {}  # write-through copies not yet acknowledged
         self.write_back_copies: list[list[Backup]] = []  # copies made at eviction, for a clocked caller
         self._new_backups: list[Backup] = []
@@ -239,6 +240,7 @@ class SWACache:
             self._count_backup(op)
             if events is not None:
                 events.append({"ack": self.tree.ref(node), "wait": True})
+            self.tree.settle(node)
             self.write_back_copies.append([op])
         return True
 
@@ -268,6 +270,7 @@ class SWACache:
         for x in op.nodes:
             if x.parent is not None:
                 self.tree.update_leaf(x)
+                self.tree.settle(x)
         self._count_backup(op)
 
     def ack_all(self) -> list[Backup]:
@@ -325,6 +328,7 @@ class SWACache:
         ok = kv <= self.full_free() and swa <= self.swa_free()
         if ok:
             for x in reversed(full_nodes):
+                x.loading = self.hold_loads
                 tree.load(x)
             for x in swa_nodes:
                 tree.swa.publish(x)
@@ -348,10 +352,14 @@ class SWACache:
     def load_done(self, load: tuple) -> None:
         """A load-back's ack: its node unlocks on both tiers (``unified_radix_cache.py:3530-3584``)."""
         node, uuid, _ = load
-        if self.tree.events is not None:
-            self.tree.events.append({"load_done": self.tree.ref(node)})
-        self.tree.unlock(node, uuid)
-        self.tree.host_unlock_path(node)
+        tree = self.tree
+        if tree.events is not None:
+            tree.events.append({"load_done": tree.ref(node)})
+        tree.unlock(node, uuid)
+        tree.host_unlock_path(node)
+        for x in tree.path_up(node):
+            x.loading = False
+            tree.settle(x)
 
     def _account(self, r: Running) -> None:
         """Re-derive the pages ``r`` holds from its record."""

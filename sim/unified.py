@@ -31,7 +31,7 @@ class UNode:
 
     __slots__ = (
         "key", "parent", "children", "id", "last_access", "hit_count", "tokens",
-        "full", "full_kids", "host", "host_swa", "lock", "host_lock", "pending",
+        "full", "full_kids", "host", "host_swa", "lock", "host_lock", "pending", "loading",
         "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next",
     )  # fmt: skip
 
@@ -50,6 +50,7 @@ class UNode:
         self.lock = 0
         self.host_lock = 0
         self.pending: object | None = None  # the write-through backup in flight over this node
+        self.loading = False  # its Full KV is being loaded back (write_back pins it against reclaim)
         self.swa = False
         self.swa_lock = 0
         self.swa_uuid: int | None = None
@@ -116,6 +117,9 @@ class UnifiedTree:
         self.host_swa_tokens = 0
         self.counts: Counter = Counter()  # evicted_leaves, demotions, host_evictions
         self.events: list[dict] | None = None  # host-tier decisions in order (hicache-sim tree); None: off
+        # write_back only: nodes with Full KV on both tiers, in the order they became so; host eviction reclaims
+        # their host copies first (unified_tree_core.py:1604-1610, 1975-2030)
+        self.duplicates: dict[UNode, None] | None = None
         self.num_nodes = 0
 
     def sentinel(self) -> UNode:
@@ -315,6 +319,8 @@ class UnifiedTree:
 
     def _unevict(self, node: UNode) -> None:
         node.full = True
+        if self.duplicates is not None and not node.loading:
+            self.settle(node)
         node.parent.full_kids += 1
         if node.lock:
             self.full_protected += node.tokens
@@ -379,7 +385,10 @@ class UnifiedTree:
         if child.pending is not None:  # both halves wait for the same copy
             new.pending = child.pending
             child.pending.nodes.append(new)
+        new.loading = child.loading
         self.swa.on_split(new, child)
+        if self.duplicates is not None:
+            self.settle(new)
         if new.swa:
             self.swa.lru.insert_after(child, new)
         child.last_access = self._tick()
@@ -577,11 +586,39 @@ class UnifiedTree:
             x = x.parent
         return [start, start + node.tokens, node.key[-1][-1]]
 
+    def settle(self, node: UNode) -> None:
+        """Track ``node`` as a duplicate if its Full KV is on both tiers with no copy in flight (write_back)."""
+        if self.duplicates is not None and node.full and node.host and node.pending is None and not node.loading:
+            self.duplicates.setdefault(node)
+
+    def _reclaim(self, tokens: int, nodes: list) -> int:
+        """Give up host copies of Full KV also on the device, sparing evictable device leaves in a first pass;
+        only the Full host layer goes, window state stays (``unified_tree_core.py:1975-2040``)."""
+        freed = 0
+        for spare in (True, False):
+            for x in list(self.duplicates):
+                if freed >= tokens:
+                    return freed
+                if x.parent is None or not (x.full and x.host):
+                    del self.duplicates[x]
+                    continue
+                if x.pending is not None or x.loading or x.host_lock or (spare and x in self.leaves):
+                    continue
+                if self.events is not None:
+                    nodes.append(self.ref(x))
+                freed += x.tokens
+                x.host = False
+                self.host_tokens -= x.tokens
+                del self.duplicates[x]
+        return freed
+
     def evict_host(self, tokens: int) -> int:
         """Delete least recently used host leaves until ``tokens`` host tokens are freed (``:1931-1960``)."""
         freed = 0
         tracker = [0, 0]
         nodes = []
+        if self.duplicates is not None:
+            freed = self._reclaim(tokens, nodes)
         while freed < tokens:
             node = self._pop(self._host_heap, self.host_leaves)
             if node is None:

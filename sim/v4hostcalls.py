@@ -189,7 +189,7 @@ class V4HostDriver(PlainHostDriver):
     def _match_fields(self, x) -> dict:
         m = x.match
         host = m.best_len - m.device
-        return {"matched": m.device, "full_hit": m.full_hit, "swa_branching": m.branching, "host_hit": host,
+        return {"matched": m.device, "full_hit": m.full_hit, "swa_branching": m.branching, "host_hit": m.host,
                 "swa_host_hit": m.swa_host,
                 "best_match": self.c.tree.ref(m.best) if (host or m.swa_host) else None}  # fmt: skip
 
