@@ -255,6 +255,21 @@ def compare(answer: dict, expect: dict) -> list[str]:
             want = {k: v for k, v in want.items() if k in got}
         else:
             got = answer.get(key)
+        if key == "events" and isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+            got = [_unnamed_last(g, w) for g, w in zip(got, want)]
         if got != want:
             out.append(f"{key}: got {got!r}, expected {want!r}")
+    return out
+
+
+def _unnamed_last(got: dict, want: dict) -> dict:
+    """A few recorded events name a node whose last token id the recorder could not read (``[start, end,
+    null]``); such a reference compares by its position only."""
+    if not isinstance(got, dict) or not isinstance(want, dict):
+        return got
+    out = dict(got)
+    for k, w in want.items():
+        g = got.get(k)
+        if isinstance(w, list) and len(w) == 3 and w[2] is None and isinstance(g, list) and len(g) == 3:
+            out[k] = [g[0], g[1], None]
     return out
