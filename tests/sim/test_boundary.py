@@ -102,7 +102,9 @@ class TestDeviceEviction:
 def check_invariants(c: HiCache) -> None:
     """Capacity, page accounting, and host copies reachable: every node is on a tier, a host-only
     node's parent is the root or has a host copy (strictly prefix-closed host copies for the
-    write-through policies and write_back, which back up ancestors first)."""
+    write-through policies, which back up ancestors first). write_back backs up each device victim
+    alone and reclaims host copies of device-resident nodes (unified_tree_core.py:1975-2030, 2622-2644),
+    so there a host node's parent is on the host or on the device."""
     root = c.tree.root
     dev = host = 0
     for n in c.tree.nodes():
@@ -112,7 +114,9 @@ def check_invariants(c: HiCache) -> None:
             assert n.parent is root or n.parent.device
         if n.host:
             host += len(n.key)
-            if not n.device or c.policy is not WritePolicy.BOUNDARY:
+            if c.policy is WritePolicy.WRITE_BACK:
+                assert n.parent is root or n.parent.host or n.parent.device, n
+            elif not n.device or c.policy is not WritePolicy.BOUNDARY:
                 assert n.parent is root or n.parent.host, n
     assert dev == c.l1.kv_used <= c.l1.kv_cap
     assert host == c.l2.kv_used <= c.l2.kv_cap

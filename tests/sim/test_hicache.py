@@ -155,16 +155,16 @@ class TestWriteBack:
         serve(c, range(100, 105))
         assert c.metrics()["hicache_dropped_tokens_total"] == {"host_pressure": {"kv": 5}}
 
-    def test_an_evicted_chain_is_one_copy_for_the_caller_to_time(self):
+    def test_each_evicted_node_is_backed_up_alone_and_waited_for(self):
         c = cache(l1=6, l2=100, policy="write_back")
         adm = c.admit(c.lookup(list(range(3)), 4), extra_pages=3)
         c.commit(adm)
         c.commit(adm, list(range(6)))  # two nodes: the prompt and the output
         c.release(adm)
         assert c.ensure_device(6)  # evicts the leaf, then the prompt
-        # The leaf's backup covers its unbacked parent first, in one merged copy; the parent then goes
-        # to host with no copy of its own.
-        assert [[op.kv_pages for op in copy] for copy in c.write_back_copies] == [[3, 3]]
+        # SGLang backs up a write_back victim alone, not its unbacked parent (unified_tree_core.py:2622-2644;
+        # hicache vectors p1.4): the leaf's copy, then the parent's once it is the next victim.
+        assert [[op.kv_pages for op in copy] for copy in c.write_back_copies] == [[3], [3]]
         assert not c.pending  # acked at once: nothing is left in the write-through window
         assert all(n.host and not n.device for n in c.tree.nodes())
 
