@@ -233,6 +233,9 @@ def _add_replay(sub) -> None:
                    help='its parameters, as SGLang\'s --radix-eviction-policy-config, e.g. \'{"protected_threshold": 4}\'')
     p.add_argument("--no-bound", action="store_true",
                    help="skip the clairvoyant bound (a second pass over the trace, about as long as the replay)")  # fmt: skip
+    p.add_argument("--granularity", choices=["node", "page"], default="node",
+                   help="node: SGLang's trees (runs of pages split on demand, evicted whole); page: one node per page, "
+                        "as SGLang's policy simulator keeps them (single-pool models; default: %(default)s)")  # fmt: skip
     _add_trace_args(p)
     p.add_argument("--swa-ratio", type=_ratio, default=0.1, help="SWA pool size as a share of full pages, in (0, 1]")
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
@@ -268,9 +271,10 @@ def _cmd_replay(args) -> int:
         if pages is not None and pages < 1:
             raise InputError(f"{option}: smaller than one {page}-token page of {model.name}")
     if v4:
-        if args.policy == "boundary" or args.eviction_policy != "lru" or args.eviction_config:
-            raise InputError(f"--policy boundary and --eviction-policy/--eviction-config apply to the single-pool "
-                             f"residency model, not yet to the V4 cache of {model.name} (try --model generic)")
+        if args.policy == "boundary" or args.eviction_policy != "lru" or args.eviction_config or \
+                args.granularity != "node":
+            raise InputError(f"--policy boundary, --granularity and --eviction-policy/--eviction-config apply to the "
+                             f"single-pool residency model, not yet to the V4 cache of {model.name} (try --model generic)")
         cache = v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
                          load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
         result = replay_v4(cache, model, requests, args.trace, progress=True)
@@ -278,7 +282,8 @@ def _cmd_replay(args) -> int:
         cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
                         load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
                         eviction_policy=args.eviction_policy,
-                        eviction_config=_json_object(args.eviction_config, "--eviction-config"))  # fmt: skip
+                        eviction_config=_json_object(args.eviction_config, "--eviction-config"),
+                        one_page_nodes=args.granularity == "page")  # fmt: skip
         result = replay(cache, requests, args.trace, progress=True, bound=not args.no_bound)
     print(format_table(result))
     if args.json:

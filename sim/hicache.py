@@ -201,6 +201,7 @@ class HiCache:
         swa_full_tokens_ratio: float = 0.1,
         eviction_policy: str = "lru",
         eviction_config: dict | None = None,
+        one_page_nodes: bool = False,
     ) -> None:
         for name, value in (("l1_pages", l1_pages), ("l2_pages", l2_pages)):
             if value is not None and value < 0:
@@ -218,7 +219,7 @@ class HiCache:
         self.load_back_threshold = load_back_threshold
         self.page_tokens = page_tokens or model.page_size
         self.l2_enabled = l2_pages != 0
-        self.tree = RadixTree(self.page_tokens)
+        self.tree = RadixTree(self.page_tokens, one_page_nodes=one_page_nodes)
         self.eviction_policy = eviction_policy
         self.tree.use_eviction_order(eviction_order(eviction_policy, eviction_config))
         boundary = self.policy is WritePolicy.BOUNDARY and self.l2_enabled
@@ -477,15 +478,18 @@ class HiCache:
         res = self.tree.insert(keys[:n_pages], device=False)
         if not res.inserted_pages:
             return 0
-        leaf = res.path[-1]
+        new = res.path[len(res.path) - self._new_nodes(res) :]
+        leaf = new[-1]
         self.tree.host_lock(leaf)  # not evicted while making room for itself
-        ok = self._alloc_host(len(leaf.key))
+        ok = self._alloc_host(res.inserted_pages)
         self.tree.host_unlock(leaf)
         if not ok:
-            self.tree.delete_leaf(leaf)
+            for node in reversed(new):
+                self.tree.delete_leaf(node)
             return 0
-        self.tree.set_host(leaf, self.all_pages_mask)
-        self.tree.refile(leaf)
+        for node in new:
+            self.tree.set_host(node, self.all_pages_mask)
+            self.tree.refile(node)
         return res.inserted_pages
 
     # ----- request phases ---------------------------------------------------------------------
@@ -590,8 +594,8 @@ class HiCache:
             n.dev_mask = self.all_pages_mask
             if self._duplicates is not None:
                 self._duplicates.setdefault(n.id, n)
-        if res.inserted_pages:
-            res.path[-1].dev_mask = self.all_pages_mask
+        for node in res.path[len(res.path) - self._new_nodes(res) :] if res.inserted_pages else ():
+            node.dev_mask = self.all_pages_mask
         dup = res.prefix_pages - held_from - revived
         if dup > 0:
             self.l1.free(dup)
@@ -662,11 +666,16 @@ class HiCache:
         for node in res.revived:
             self._take(adm, node)
         if res.inserted_pages:
-            self._take(adm, last)
+            for node in res.path[len(res.path) - self._new_nodes(res) :]:
+                self._take(adm, node)
         self._back_up_hits(res.path, inserted)
         if self._boundary is not None:
             self._boundary.touch(res.path)
         return list(self.pending.values())[before:] if len(self.pending) > before else []
+
+    def _new_nodes(self, res: InsertResult) -> int:
+        """How many nodes at the end of ``res.path`` the insert created (one, or one per page)."""
+        return res.inserted_pages if self.tree.one_page_nodes else 1
 
     def _count_once(self, adm: Admission, path: list[Node]) -> None:
         """A request counts a hit on each node once: SGLang raises a node's hit count only where the node

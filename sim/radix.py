@@ -101,13 +101,16 @@ class RadixTree:
     """The tree, usable on its own (``insert``/``match``/``evict`` as SGLang's ``RadixCache``) or driven
     by :class:`sim.hicache.HiCache` with a host tier.
 
-    *page_size*: tokens per page key.
+    *page_size*: tokens per page key. *one_page_nodes*: every node holds exactly one page, as in SGLang's
+    policy simulator (``benchmark/hicache/hicache_policy_simulator.py``), so eviction takes single pages; SGLang's
+    server trees (the default) keep runs of pages and evict whole nodes.
     """
 
-    def __init__(self, page_size: int = 1) -> None:
+    def __init__(self, page_size: int = 1, *, one_page_nodes: bool = False) -> None:
         if page_size <= 0:
             raise ValueError("page_size must be > 0")
         self.page_size = page_size
+        self.one_page_nodes = one_page_nodes
         self._ids = itertools.count()
         self._clock = 0
         self.root = Node([], None, next(self._ids), self._tick())
@@ -231,8 +234,9 @@ class RadixTree:
             node = child
             pos += matched
         prefix = pos
-        if pos < n:
-            leaf = self._new_node(list(keys[pos:]), node)
+        runs = [keys[i : i + 1] for i in range(pos, n)] if self.one_page_nodes else [keys[pos:]] if pos < n else []
+        for run in runs:
+            leaf = self._new_node(list(run), node)
             node.children[leaf.key[0]] = leaf
             if device:
                 leaf.hit_count = 1
@@ -240,6 +244,7 @@ class RadixTree:
             else:
                 leaf.device = False  # host-only: the caller records its host copy with set_host
             path.append(leaf)
+            node = leaf
         return InsertResult(prefix, n - prefix, path, revived)
 
     def _split(self, child: Node, pages: int) -> Node:

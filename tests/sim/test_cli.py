@@ -202,3 +202,14 @@ def test_a_full_disk_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypa
     err = capsys.readouterr().err
     assert "No space left on device" in err and len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_replay_takes_the_policy_simulators_page_granularity(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"timestamp": {i}, "input_length": 2048, "output_length": 8, '
+                             f'"hash_ids": [1, 2, {10 + i}, {20 + i}]}}\n' for i in range(6)))  # fmt: skip
+    args = ["replay", str(trace), "--model", "generic", "--l1-pages", "4", "--l2-pages", "4", "--no-bound"]
+    assert main(args + ["--granularity", "page"]) == 0
+    assert "L1+L2 hit" in capsys.readouterr().out
+    assert main(["replay", str(trace), "--model", "deepseek-v4-flash", "--granularity", "page"]) == 2
+    assert "--granularity" in capsys.readouterr().err

@@ -257,3 +257,11 @@ def test_random_operations_keep_the_counters_and_never_evict_a_locked_node(ops):
         check_invariants(tree)
     for node in held:
         assert node.device
+
+
+def test_one_page_nodes_keep_each_page_a_node_of_its_own():
+    tree = RadixTree(page_size=1, one_page_nodes=True)
+    res = tree.insert([1, 2, 3])
+    assert [n.key for n in res.path] == [[1], [2], [3]] and tree.num_nodes == 4
+    assert tree.evict(1) == (1, 1)  # the LRU leaf is one page, not the whole run
+    assert tree.match([1, 2, 3]).device_pages == 2
