@@ -234,8 +234,9 @@ def _add_replay(sub) -> None:
     p.add_argument("--no-bound", action="store_true",
                    help="skip the clairvoyant bound (a second pass over the trace, about as long as the replay)")  # fmt: skip
     p.add_argument("--granularity", choices=["node", "page"], default="node",
-                   help="node: SGLang's trees (runs of pages split on demand, evicted whole); page: one node per page, "
-                        "as SGLang's policy simulator keeps them (single-pool models; default: %(default)s)")  # fmt: skip
+                   help="node: SGLang's trees (runs of pages split on demand, evicted whole; a partial last block is "
+                        "never cached); page: SGLang's policy simulator's unit, one node per page and every hash id "
+                        "a page, the partial last block too (single-pool models; default: %(default)s)")  # fmt: skip
     _add_trace_args(p)
     p.add_argument("--swa-ratio", type=_ratio, default=0.1, help="SWA pool size as a share of full pages, in (0, 1]")
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
@@ -259,8 +260,9 @@ def _cmd_replay(args) -> int:
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
     v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/swacache.py)
     page = args.page_size or (args.block_size if fmt == "mooncake" and not v4 else model.page_size)
+    # The policy simulator's unit: one node per hash id, the partial last block a page of its own.
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
-                          max_requests=args.max_requests)  # fmt: skip
+                          max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
     l1 = args.l1_pages
     if args.l1_bytes:
         l1 = pages_for_bytes(model, parse_size(args.l1_bytes, "--l1-bytes"), page, args.swa_ratio)

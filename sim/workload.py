@@ -62,9 +62,12 @@ def _block_keys(hash_ids: list[int], block: int, page: int, n_tokens: int) -> li
 
 
 def read_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | None = None,
-                  time_scale: float = 1.0, max_requests: int | None = None) -> list[Request]:  # fmt: skip
+                  time_scale: float = 1.0, max_requests: int | None = None,
+                  whole_blocks: bool = False) -> list[Request]:  # fmt: skip
     """Read a Mooncake FAST'25 trace: one JSON object per line with ``timestamp`` (ms),
-    ``input_length``, ``output_length`` and ``hash_ids`` (one id per ``block_size`` tokens)."""
+    ``input_length``, ``output_length`` and ``hash_ids`` (one id per ``block_size`` tokens).
+    ``whole_blocks``: the partial last block counts as a whole one (the prompt is rounded up to blocks), as
+    SGLang's policy simulator counts every hash id a page; SGLang's server never caches a partial page."""
     page = page_size or block_size
     if block_size <= 0 or page <= 0:
         raise InputError("block and page sizes must be > 0", source=str(path))
@@ -83,6 +86,8 @@ def read_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | N
             raise InputError(f"hash_ids: need {math.ceil(n_in / block_size)} integer ids for {n_in} tokens"
                              f" at block size {block_size}, got {len(ids)}", source=str(path), line=lineno)  # fmt: skip
         _check_order(out, ts / 1000.0 * time_scale, path, lineno)
+        if whole_blocks:
+            n_in = math.ceil(n_in / block_size) * block_size
         out.append(Request(len(out), ts / 1000.0 * time_scale, n_in, n_out, _block_keys(ids, block_size, page, n_in)))
     _check_nonempty(out, path)
     return out
@@ -122,13 +127,15 @@ def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.
 
 
 def read_trace(path: str | Path, *, fmt: str = "auto", block_size: int = 512, page_size: int | None = None,
-               time_scale: float = 1.0, max_requests: int | None = None) -> list[Request]:  # fmt: skip
-    """Read a trace of either format; ``auto`` looks at the first record's fields."""
+               time_scale: float = 1.0, max_requests: int | None = None,
+               whole_blocks: bool = False) -> list[Request]:  # fmt: skip
+    """Read a trace of either format; ``auto`` looks at the first record's fields (``whole_blocks``: see
+    :func:`read_mooncake`)."""
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "mooncake":
         return read_mooncake(path, block_size=block_size, page_size=page_size, time_scale=time_scale,
-                             max_requests=max_requests)  # fmt: skip
+                             max_requests=max_requests, whole_blocks=whole_blocks)  # fmt: skip
     if fmt == "tokens":
         return read_token_trace(path, page_size=page_size or 1, time_scale=time_scale, max_requests=max_requests)
     raise InputError(f"unknown trace format {fmt!r} (known: auto, mooncake, tokens)")

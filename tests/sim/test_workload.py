@@ -286,3 +286,12 @@ class TestRandomIds:
         assert [r.keys for r in a] == [r.keys for r in b] and b[0].rid == 4 and b[0].round == 1
         assert a[0].keys[0] != a[1].keys[0]
         assert len(a[0].final_keys) == (512 + 8) // 64
+
+
+def test_whole_blocks_make_the_partial_last_block_a_page_as_the_policy_simulator_counts(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 1100, "output_length": 4, "hash_ids": [7, 8, 9]}\n')
+    (plain,) = read_mooncake(path)
+    (whole,) = read_mooncake(path, whole_blocks=True)
+    assert (plain.keys, plain.input_len) == ([7, 8], 1100)  # SGLang never caches a partial page
+    assert (whole.keys, whole.input_len) == ([7, 8, 9], 1536)
