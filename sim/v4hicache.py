@@ -195,7 +195,7 @@ class V4HiCache:
             return None
         if min(c.chunked_prefill_size, input_len - m.best_len) + p > c.swa_free() + c.tree.swa.evictable:
             return None
-        r = c.admit(keys, input_len, output_len)
+        r = c.admit(keys, input_len, output_len, match=m)  # SGLang matches once: the budget check reads it
         adm = V4Admission(r, r.match.device, r.host_hit, input_len - r.prefilled, r.load_full // p,
                           r.load_swa // p)  # fmt: skip
         self.prefilling[id(r)] = adm
