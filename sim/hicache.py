@@ -250,7 +250,7 @@ class HiCache:
             self.tree.on_split = self._split_duplicate
 
     def _split_duplicate(self, node: Node) -> None:
-        """A split's new parent is a duplicate if its KV is on both tiers and settled (``:1529``)."""
+        """A split's new parent is a duplicate if its KV is on both tiers and settled (``unified_tree_core.py:1529``)."""
         if node.device and node.host and not node.loading and node.pending is None:
             self._duplicates.setdefault(node.id, node)
 
