@@ -77,6 +77,7 @@ class _Req:
     admitted: bool = True
     refused: str | None = None
     pending_checkpoint: bool = False  # a middle chunk inserted at the start of the next iteration
+    prefix_at_admit: int = 0
     evicted: int = 0
 
     @property
@@ -262,7 +263,7 @@ class PlainHostDriver:
         if not total < remaining:
             c.abandon(lk)
             r.admitted, r.refused = False, "no_token"
-            self.batch_verdict_stop = False
+            self.batch_verdict_stop = True  # NO_TOKEN: the adder takes no more requests this round
             return r
         if host_hit:
             loaded = c.load_back(lk)
@@ -275,10 +276,8 @@ class PlainHostDriver:
         r.prefix_at_admit = prefix
         ext = len(prompt) - prefix
         limit = min(rem_chunk, int(remaining))
-        if -(-ext // p) * p > limit:
-            end = (prefix + limit // p * p) // p * p
-        else:
-            end = len(prompt)
+        # a prompt longer than the chunk budget is chunked at a page (schedule_policy.py:1660-1672)
+        end = (prefix + limit // p * p) // p * p if -(-ext // p) * p > limit else len(prompt)
         r.extend_end = end
         # the request's lock: its last node (the lookup's lock on the device prefix becomes it)
         c.tree.lock(r.lock)
@@ -287,8 +286,8 @@ class PlainHostDriver:
         self.running.append(r)
         self.batch.append(r)
         self.forward.add(rid)
-        rem_after = remaining - (-(-(end - prefix) // p) * p + p + (0 if end < len(prompt) else min(len(output), CLIP_MAX_NEW_TOKENS)))
-        self.batch_verdict_stop = self.chunk_left <= 0 or rem_after <= 0
+        taken = -(-(end - prefix) // p) * p + p + (0 if end < len(prompt) else min(len(output), CLIP_MAX_NEW_TOKENS))
+        self.batch_verdict_stop = self.chunk_left <= 0 or remaining - taken <= 0  # the adder's budget_state()
         return r
 
     def _open_batch(self) -> None:
@@ -305,9 +304,8 @@ class PlainHostDriver:
         c, p = self.c, self.page
         c.ensure_device(-(-demand // p))
         new = -(-end // p) - -(-r.allocated // p)
-        if new > 0:
-            if not c.l1.alloc(new):
-                raise InputError("out of memory")
+        if new > 0 and not c.l1.alloc(new):
+            raise InputError(f"request {r.rid}: no device room for {new} pages even after eviction (SGLang raises)")
         r.allocated = end
 
     def _run_chunk(self, r: _Req) -> tuple[int, int]:

@@ -12,7 +12,6 @@ FULL + SWA tree with its two host pools (paths relative to ``sglang/srt/``):
 
 from __future__ import annotations
 
-from sim.errors import InputError
 from sim.hostcalls import CLIP_MAX_NEW_TOKENS, PlainHostDriver, _runs
 from sim.swacache import Running, SWACache
 from sim.treecalls import expand_tokens
@@ -101,6 +100,7 @@ class V4HostDriver(PlainHostDriver):
             rec = _V4Req(rid, None, m, len(prompt), len(output))
             rec.admitted, rec.refused = False, "no_token"
             self.reqs[rid] = rec
+            self.batch_verdict_stop = True  # NO_TOKEN: the adder takes no more requests this round
             return rec
         loads_before = len(c.loads)
         r = c.admit(keys, len(prompt), len(output), match=m)
@@ -272,8 +272,3 @@ class _V4Req:
     @property
     def chunks(self) -> list:
         return self.run.chunks if self.run is not None else []
-
-
-def _check(x) -> None:
-    if x is None:
-        raise InputError("rid: no such request")

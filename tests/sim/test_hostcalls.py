@@ -29,7 +29,7 @@ KNOWN_V4 = {
 @pytest.mark.parametrize("path", VECTORS, ids=[p.stem for p in VECTORS])
 def test_every_answer_matches_sglangs(path):
     wrong, checked = set(), 0
-    for lineno, answer, expect in run_calls(path):
+    for _, answer, expect in run_calls(path):
         assert expect is not None
         if compare(answer, expect):
             wrong.add(expect["id"])
