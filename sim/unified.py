@@ -380,7 +380,7 @@ class UnifiedTree:
         new.tokens = len(new.key) * self.page
         child.tokens -= new.tokens
         new.lock = child.lock
-        new.full, new.host, new.host_swa, new.host_lock = child.full, child.host, child.host_swa, child.host_lock
+        new.full, new.host, new.host_swa = child.full, child.host, child.host_swa  # a host lock stays on its anchor
         new.full_kids = 1 if child.full else 0
         if child.pending is not None:  # both halves wait for the same copy
             new.pending = child.pending
@@ -438,14 +438,23 @@ class UnifiedTree:
         self.update_leaf(new)
         return uuid
 
+    def _host_run(self, node: UNode):
+        """``node`` and the ancestors that cover the window behind it: what a host lock pins (the Full component
+        pins its anchor alone, ``components/full.py:290-301``; the SWA component the window run, ``swa.py:849-895``)."""
+        covered = 0
+        while node is not self.root and covered < self.window:
+            yield node
+            covered += node.tokens
+            node = node.parent
+
     def host_lock_path(self, node: UNode) -> None:
-        """Keep ``node``'s host copies from host eviction while a load-back reads them."""
-        for x in self.path_up(node, self.root):
+        """Keep ``node``'s host copies from host eviction while a load-back or an L3 read uses them."""
+        for x in self._host_run(node):
             x.host_lock += 1
             self.host_leaves.discard(x)
 
     def host_unlock_path(self, node: UNode) -> None:
-        for x in self.path_up(node, self.root):
+        for x in self._host_run(node):
             x.host_lock -= 1
             if not x.host_lock:
                 self.update_leaf(x)
