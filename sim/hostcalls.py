@@ -173,7 +173,11 @@ class PlainHostDriver:
                 op == "extend" and call.get("rid") in self.forward):
             self._close_batch()
         out = {"op": op, **({"id": call["id"]} if "id" in call else {}), **({"rid": call["rid"]} if "rid" in call else {})}
-        res = handler(call)
+        try:
+            res = handler(call)
+        except MemoryError as e:  # the request cannot go on: released uncached, as the answers' error/aborted
+            res = {"error": str(e), "aborted": True}
+            self._abort(call.get("rid") or call.get("id", "?"))
         if op in ("request", "admit", "extend", "decode", "finish", "evict") and "evicted_full" not in res:
             ev1 = self._evicted()
             res["evicted_full"] = ev1[0] - ev0[0]
@@ -305,7 +309,7 @@ class PlainHostDriver:
         c.ensure_device(-(-demand // p))
         new = -(-end // p) - -(-r.allocated // p)
         if new > 0 and not c.l1.alloc(new):
-            raise InputError(f"request {r.rid}: no device room for {new} pages even after eviction (SGLang raises)")
+            raise MemoryError(f"no device room for {new} pages even after eviction")
         r.allocated = end
 
     def _run_chunk(self, r: _Req) -> tuple[int, int]:
@@ -365,6 +369,19 @@ class PlainHostDriver:
         c.tree.lock(r.lock)
         r.protected = pages * p
         self.queued_writes.extend(list(c.pending.values())[before:])
+
+    def _abort(self, rid: str) -> None:
+        """Release a request that cannot go on without caching what it computed."""
+        r = self.reqs.get(rid)
+        if r is None or r.finished or r not in self.running:
+            return
+        c, p = self.c, self.page
+        r.finished = True
+        c.tree.unlock(r.lock)
+        c.l1.kv_used -= -(-r.allocated // p) - r.protected // p
+        r.allocated = r.protected
+        self.running.remove(r)
+        self.forward.discard(rid)
 
     def _release(self, r: _Req) -> None:
         c, p = self.c, self.page

@@ -153,6 +153,15 @@ class V4HostDriver(PlainHostDriver):
         self._after(x)
         return start, x.extend_end
 
+    def _abort(self, rid: str) -> None:
+        x = self.reqs.get(rid)
+        if x is None or x.run is None or x.run.finished or x not in self.running:
+            return
+        self.c.abort(x.run)
+        x.run.finished = True
+        self.running.remove(x)
+        self.forward.discard(rid)
+
     def _after(self, x) -> None:
         if x.run.finished and x in self.running:
             self.running.remove(x)
