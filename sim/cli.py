@@ -87,8 +87,11 @@ def _note(message: str) -> None:
 
 TREE_HELP = """Answer a stream of prefix-cache calls the way SGLang's own trees record them, and check the answers.
 
-Two formats (see shared/vectors): SGLang's RadixCache calls (insert / match / evict / state) and the DeepSeek-V4
-UnifiedRadixCache calls (config / request / admit / extend / decode / finish / match / state). Each line is a
+Three formats (see shared/vectors): SGLang's RadixCache calls (insert / match / evict / state), the DeepSeek-V4
+UnifiedRadixCache calls (config / request / admit / extend / decode / finish / match / state), and the host-tier
+calls of SGLang's caches with HiCache on (vectors/hicache: those plus ack / complete_loads / step / evict_host /
+evict, for plain models and V4; answers add host hits, loads, host usage, the write-through window and the
+host-tier events in order). Each line is a
 call, or {"call": ..., "expect": ...}. Prints one JSON answer per call with SGLang's field names; where expects
 are present it prints the agreement on stderr and exits 1 on any mismatch. Record your own SGLang version's
 answers in this format to check the model against it.

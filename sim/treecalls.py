@@ -4,7 +4,9 @@ checks this model in one command (``hicache-sim tree CALLS.jsonl``).
 
 Token fields hold integers and ``[first, count]`` runs. The ops: ``config``, ``request`` (admit to release),
 ``admit``, ``extend`` (one chunk), ``decode`` (``n`` steps), ``finish``, ``match`` (a bare admission match),
-``state`` (the tree's paths). See ``shared/vectors/v4/README.md`` for the full format.
+``state`` (the tree's paths). See ``shared/vectors/v4/README.md`` for the full format. Host-tier streams
+(``shared/vectors/hicache``: a header naming the ``model``, or a config call with ``hicache_ratio``) go to
+:mod:`sim.hostcalls`.
 """
 
 from __future__ import annotations
