@@ -181,6 +181,10 @@ def format_client_report(report: dict | None) -> str:
     """The client's own view: bench_multiturn's summary and a per-round table, or bench_serving per step."""
     if not report:
         return ""
+    if report["client"] == "aiperf_agentic":
+        from sim.lanes import format_agentx_report
+
+        return format_agentx_report(report)
     if report["client"] == "bench_multiturn":
         s = report["summary"]
         lines = ["bench_multiturn summary, as the client computes it",

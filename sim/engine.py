@@ -1053,6 +1053,7 @@ class Simulation:
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
         self.progress = None
+        self.client = None  # a client with a report of its own (sim.lanes.LanePlayer)
         self.end_s = 0.0
         # Pools that hold bytes, with their anchor: a copy moves kv-anchored pages and window pages.
         self._pool_items = [(p.name, p.anchor) for p in cfg.model.pools if p.bytes_per_page]

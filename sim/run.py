@@ -46,6 +46,7 @@ from sim.scenario import Scenario, build_model_spec, dump_resolved
 from sim.speculative import SpecDecode
 from sim.swa import swa_cap_tokens
 from sim.text import plural
+from sim.trajectory import read_weka, weka_trajectory
 from sim.v4hicache import check_v4_setup
 from sim.workload import arrival_times, multi_turn_sessions, random_ids_requests, read_trace, shared_prefix
 
@@ -164,8 +165,8 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
 
 
 def build(sc: Scenario, costs: CostTable | None = None,
-          notify: Notify | None = None) -> tuple[Simulation, object, int]:  # fmt: skip
-    """(simulation, arrival process, requests it will send)."""
+          notify: Notify | None = None) -> tuple[Simulation, object, int | None]:  # fmt: skip
+    """(simulation, arrival process, requests it will send: None when the run decides, as lanes do)."""
     model = build_model_spec(sc)
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
@@ -192,6 +193,14 @@ def build(sc: Scenario, costs: CostTable | None = None,
         span = sum(st.num_prompts / st.request_rate for st in w.steps if st.request_rate)
         sim = _simulation(sc, cfg, costs, roofline, rng, flat, span, notify)
         return sim, clients.bench_serving(sim, steps), len(flat)
+    if w.kind in ("lanes", "agentic"):
+        from sim.lanes import LanePlayer
+
+        trajs = lane_trajectories(w, cfg.page_tokens, rng)
+        span = w.benchmark_duration_s
+        sim = _simulation(sc, cfg, costs, roofline, rng, [c for t in trajs for c in t.calls()], span, notify)
+        sim.client = LanePlayer(sim, trajs, w)
+        return sim, sim.client.run(), None  # the calls sent depend on the run
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
     sim = _simulation(sc, cfg, costs, roofline, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
     return sim, sim.trace_arrivals(reqs), len(reqs)
@@ -279,6 +288,15 @@ def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> lis
     raise InputError(f"workload.kind: {w.kind} is not an open-loop workload")
 
 
+def lane_trajectories(w, page: int, rng: np.random.Generator) -> list:
+    """The trajectories a lane replay draws from: read from a Weka file, or generated (``kind: agentic``)."""
+    if w.kind == "lanes":
+        return read_weka(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
+    from sim.agentic import generate_sessions
+
+    return [weka_trajectory(rec, page, "workload", None) for rec in generate_sessions(w, rng, w.sessions)]
+
+
 def check_startable(sc: Scenario) -> None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
     a trace workload's records, a top-k trace, a decode instance's model. Runs nothing."""
@@ -293,6 +311,8 @@ def check_startable(sc: Scenario) -> None:
     if w.kind == "trace":
         read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=sc.hicache.page_size,
                    max_requests=w.max_requests)  # fmt: skip
+    if w.kind == "lanes":
+        read_weka(w.path, page_size=sc.hicache.page_size, max_trajectories=w.num_dataset_entries)
     if sc.cluster.role == "decode":
         from sim.decode import decode_shape, decode_swa_ratio
 
@@ -332,7 +352,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
                 bar.close()
             rec.flush()
             records = None
-            if writer is not None and sc.workload.kind in ("multi_turn", "bench_serving"):
+            if writer is not None and sc.workload.kind in ("multi_turn", "bench_serving", "lanes"):
                 writer.close()  # the client report groups every record by round or step: read them back
                 records = pd.read_parquet(requests_out, columns=list(clients.REPORT_COLUMNS))
             interval = _kept_interval(sim.cfg.sample_interval_s, rec.samples, notify)
@@ -431,8 +451,18 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
             "backup_flushes": rec.counters["backup_flushes"],
         },
         "metrics": metrics,
-        **({"client": report} if (report := clients.client_report(sc.workload, df)) else {}),
+        **({"client": report} if (report := _client_report(sc, sim, df)) else {}),
     }
+
+
+def _client_report(sc: Scenario, sim: Simulation, df: pd.DataFrame) -> dict | None:
+    """The benchmark client's own report: bench_multiturn's, bench_serving's, or aiperf agentic's (AgentX)."""
+    if sim.client is None:
+        return clients.client_report(sc.workload, df)
+    from sim.lanes import agentx_report
+
+    return agentx_report(df, sim.client, list(sim.rec.samples), gpus=sc.hardware.tp_size * sim.cfg.instances,
+                         l1_pages=sim.cfg.l1_pages, page_tokens=sim.cfg.page_tokens)  # fmt: skip
 
 
 def _compute_summary(sc: Scenario, sim: Simulation) -> dict:

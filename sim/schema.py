@@ -33,6 +33,7 @@ from sim.hardware import SGLANG_DEFAULTS
 
 __all__ = [
     "CATALOG_MODELS",
+    "AgenticWorkload",
     "BenchServingWorkload",
     "ClusterConfig",
     "ComputeConfig",
@@ -40,6 +41,7 @@ __all__ = [
     "HiCacheConfig",
     "HiSparseAccessConfig",
     "HiSparseConfig",
+    "LanesWorkload",
     "L3Config",
     "ModelConfig",
     "MultiTurnWorkload",
@@ -791,15 +793,20 @@ class SyntheticWorkload(_Section):
 
 
 class TraceWorkload(_Section):
-    """Replay of a recorded trace in time: Mooncake JSONL (hash_ids per block) or real token ids."""
+    """Replay of a recorded trace in time, open loop: Mooncake or Qwen-Bailian JSONL (hash_ids per block),
+    Weka/AgentX trajectories (every call at its recorded ``t``, all trajectories from time 0; ``kind: lanes``
+    plays them as aiperf does), or real token ids."""
 
     kind: Literal["trace"] = Field("trace", description="Workload type.")
     path: str = Field(description="Trace file, relative to the scenario file (or the current directory).")
-    format: Literal["mooncake", "tokens"] = Field(
+    format: Literal["mooncake", "tokens", "bailian", "weka"] = Field(
         "mooncake",
-        description="mooncake: timestamp ms, input_length, output_length, hash_ids; tokens: token-id records.",
+        description="mooncake: timestamp ms, input_length, output_length, hash_ids; tokens: token-id records; "
+        "bailian: Qwen-Bailian chat_id/parent_chat_id records; weka: AgentX trajectories (sim.trajectory).",
     )
-    block_size: int = Field(512, ge=1, description="Tokens per hash_id block (Mooncake: 512).")
+    block_size: int | None = Field(
+        None, ge=1, description="Tokens per hash_id block; null = the format's (Mooncake 512, Bailian 16; Weka files say)."
+    )
     time_scale: float = Field(1.0, gt=0, description="Multiplies inter-arrival times; > 1 slows arrivals.")
     max_requests: int | None = Field(
         None, ge=1, le=MAX_REQUESTS, description="Replay only the first N requests; null = all."
@@ -809,6 +816,95 @@ class TraceWorkload(_Section):
     @classmethod
     def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
         return _resolve_file(value, info)
+
+
+class _LaneReplay(_Section):
+    """aiperf's agentic replay options (``aiperf profile`` flags in brackets; see :mod:`sim.lanes`)."""
+
+    lanes: int = Field(8, ge=1, le=100_000, description="Lanes: trajectory trees in flight at once (--concurrency).")
+    trajectory_start_min_ratio: float = Field(
+        0.25, ge=0, le=1, description="A lane's first trajectory starts at least this far into its span (--trajectory-start-min-ratio)."
+    )
+    trajectory_start_max_ratio: float = Field(
+        0.75, ge=0, le=1, description="... and at most this far (--trajectory-start-max-ratio)."
+    )
+    warmup_requests_per_lane: int = Field(
+        1, ge=0, le=1000, description="Parent calls before the start point sent first to warm the cache, not measured (--warmup-requests-per-lane)."
+    )
+    idle_gap_cap_s: float | None = Field(
+        300.0, gt=0, description="Cap on each end-to-start idle gap, s; null = none (--trace-idle-gap-cap-seconds; AgentX runs use 300)."
+    )
+    benchmark_duration_s: float = Field(
+        600.0, gt=0, description="Measured phase, s: no call is sent after it; calls in flight finish (--benchmark-duration)."
+    )
+
+    @model_validator(mode="after")
+    def _ratios(self) -> _LaneReplay:
+        if self.trajectory_start_min_ratio > self.trajectory_start_max_ratio:
+            raise _field_error("trajectory_start_min_ratio", "must be <= trajectory_start_max_ratio")
+        return self
+
+
+class LanesWorkload(_LaneReplay):
+    """Weka/AgentX trajectories replayed in closed-loop lanes, as aiperf plays InferenceX's AgentX."""
+
+    kind: Literal["lanes"] = Field("lanes", description="Workload type.")
+    path: str = Field(description="Weka trajectories: JSON lines, a .json file or a folder of them.")
+    format: Literal["weka"] = Field("weka", description="Trajectory format.")
+    num_dataset_entries: int | None = Field(
+        None, ge=1, le=MAX_REQUESTS, description="Use only the first N trajectories (--num-dataset-entries); null = all."
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _resolve_file(value, info)
+
+
+class AgenticWorkload(_LaneReplay):
+    """Generated agentic sessions (:mod:`sim.agentic`) replayed in lanes like a Weka trace. Defaults follow the
+    published statistics of the SemiAnalysis AgentX corpus where there are some (aiperf's AgentX FAQ); the
+    distribution shapes are assumptions."""
+
+    kind: Literal["agentic"] = Field("agentic", description="Workload type.")
+    sessions: int = Field(64, ge=1, le=100_000, description="Trajectories generated (the dataset lanes draw from, in order).")
+    turns_per_session: float = Field(
+        145.0, ge=1, description="Mean parent calls per session, geometric (FAQ: ~57K parent calls over 393 trajectories)."
+    )
+    system_tokens: int = Field(
+        4160, ge=0, le=MAX_REQUEST_TOKENS, description="System + tools prefix, shared by a session and its subagents (FAQ example: 1,856 + 2,304)."
+    )
+    first_turn_tokens: int = Field(4032, ge=1, le=MAX_REQUEST_TOKENS, description="New tokens of the first call (FAQ example: 8,192 in all).")
+    context_growth_tokens: float = Field(
+        2000.0, gt=0, description="Mean new tokens a later call adds besides the previous output (AgentX: a few thousand a turn)."
+    )
+    growth_sigma: float = Field(1.0, ge=0, description="Lognormal sigma of the growth (assumption).")
+    output_tokens: float = Field(500.0, gt=0, description="Mean output tokens (FAQ example: 312-822).")
+    output_sigma: float = Field(0.8, ge=0, description="Lognormal sigma of the output (assumption).")
+    think_time_s: float = Field(5.0, ge=0, description="Mean idle gap before a call, s (FAQ example: 5.6 s).")
+    think_sigma: float = Field(1.5, ge=0, description="Lognormal sigma of the gap: a heavy tail, so the idle cap matters (assumption).")
+    api_s_per_output_token: float = Field(
+        0.012, ge=0, description="Recorded api_time per output token, s (FAQ example: 312 tokens in 4.1 s); only the recorded timeline uses it."
+    )
+    subagent_probability: float = Field(
+        0.05, ge=0, le=1, description="Chance a parent call spawns a subagent group (with the two below: ~0.75 subagent calls per parent call, as the FAQ's 42K/57K)."
+    )
+    max_fanout: int = Field(4, ge=1, le=64, description="Subagents a spawn starts, uniform in 1..max_fanout (assumption).")
+    subagent_turns: float = Field(6.0, ge=1, description="Mean calls of a subagent, geometric (assumption).")
+    subagent_first_tokens: int = Field(8000, ge=1, le=MAX_REQUEST_TOKENS, description="A subagent's first new tokens (assumption).")
+    spawn_gap_s: float = Field(1.0, ge=0, description="Mean gap between a parent call's end and its spawn, s (assumption).")
+    max_context: int = Field(
+        200_000, ge=1, le=MAX_REQUEST_TOKENS, description="A session ends before its input would pass this (AgentX contexts: 100K-200K)."
+    )
+
+    @model_validator(mode="after")
+    def _fits(self) -> AgenticWorkload:
+        for name in ("first_turn_tokens", "subagent_first_tokens"):
+            if self.system_tokens + getattr(self, name) > self.max_context:
+                raise _field_error(name, f"system_tokens + {name} passes max_context ({self.max_context:,})")
+        if self.sessions * self.turns_per_session > MAX_REQUESTS:
+            raise _field_error("sessions", f"sessions x turns_per_session over the limit of {MAX_REQUESTS:,} requests")
+        return self
 
 
 def _workload_tag(value: Any) -> str | None:
@@ -822,11 +918,14 @@ Workload = Annotated[
         Annotated[SyntheticWorkload, Tag("synthetic")],
         Annotated[TraceWorkload, Tag("trace")],
         Annotated[BenchServingWorkload, Tag("bench_serving")],
+        Annotated[LanesWorkload, Tag("lanes")],
+        Annotated[AgenticWorkload, Tag("agentic")],
     ],
     Discriminator(_workload_tag),
 ]
-_WORKLOAD_CLASSES = (MultiTurnWorkload, SyntheticWorkload, TraceWorkload, BenchServingWorkload)
-_WORKLOAD_KINDS = ("multi_turn", "synthetic", "trace", "bench_serving")
+_WORKLOAD_CLASSES = (MultiTurnWorkload, SyntheticWorkload, TraceWorkload, BenchServingWorkload, LanesWorkload,
+                     AgenticWorkload)
+_WORKLOAD_KINDS = ("multi_turn", "synthetic", "trace", "bench_serving", "lanes", "agentic")
 
 
 # -------------------------------------------------------------------------------------- cluster, hisparse

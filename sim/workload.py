@@ -126,27 +126,43 @@ def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.
     return out
 
 
-def read_trace(path: str | Path, *, fmt: str = "auto", block_size: int = 512, page_size: int | None = None,
+def read_trace(path: str | Path, *, fmt: str = "auto", block_size: int | None = None, page_size: int | None = None,
                time_scale: float = 1.0, max_requests: int | None = None,
                whole_blocks: bool = False) -> list[Request]:  # fmt: skip
-    """Read a trace of either format; ``auto`` looks at the first record's fields (``whole_blocks``: see
-    :func:`read_mooncake`)."""
+    """Read a trace of any format; ``auto`` looks at the first record's fields. ``block_size`` None: the
+    format's own (Mooncake 512, Bailian 16; Weka files carry theirs); ``whole_blocks``: see
+    :func:`read_mooncake`."""
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "mooncake":
-        return read_mooncake(path, block_size=block_size, page_size=page_size, time_scale=time_scale,
+        return read_mooncake(path, block_size=block_size or 512, page_size=page_size, time_scale=time_scale,
                              max_requests=max_requests, whole_blocks=whole_blocks)  # fmt: skip
     if fmt == "tokens":
         return read_token_trace(path, page_size=page_size or 1, time_scale=time_scale, max_requests=max_requests)
-    raise InputError(f"unknown trace format {fmt!r} (known: auto, mooncake, tokens)")
+    if fmt in ("bailian", "weka"):
+        from sim import trajectory  # imports this module
+
+        page = page_size or block_size or 256
+        if fmt == "bailian":
+            return trajectory.read_bailian(path, page_size=page, block_size=block_size or 16, time_scale=time_scale,
+                                           max_requests=max_requests)  # fmt: skip
+        reqs = trajectory.trajectory_requests(trajectory.read_weka(path, page_size=page))[:max_requests]
+        for r in reqs:
+            r.arrival_s *= time_scale
+        return reqs
+    raise InputError(f"unknown trace format {fmt!r} (known: auto, mooncake, tokens, bailian, weka)")
 
 
 def detect_format(path: str | Path) -> str:
-    """``mooncake`` if the first record carries ``hash_ids``, else ``tokens``."""
+    """``weka`` for a folder or ``.json`` file or a record with ``requests``; ``bailian`` for one with
+    ``chat_id``; ``mooncake`` for one with ``hash_ids``; else ``tokens``."""
+    if Path(path).is_dir() or Path(path).suffix == ".json":
+        return "weka"
     first = next(_json_lines(path), None)
     if first is None:
         raise InputError("the trace holds no requests", source=str(path))
-    return "mooncake" if "hash_ids" in first[1] else "tokens"
+    rec = first[1]
+    return "weka" if "requests" in rec else "bailian" if "chat_id" in rec else "mooncake" if "hash_ids" in rec else "tokens"
 
 
 def token_page_keys(ids: list[int], page: int) -> list[int]:
