@@ -212,14 +212,16 @@ def _add_trace_args(p) -> None:
                    help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
     p.add_argument("--page-size", type=_positive_int, default=None,
                    help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
-    p.add_argument("--block-size", type=_positive_int, default=512, help="tokens per hash id (default: 512)")
-    p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens"], help="trace format")
+    p.add_argument("--block-size", type=_positive_int, default=None,
+                   help="tokens per hash id (default: the format's: Mooncake 512, Bailian 16; Weka files say)")  # fmt: skip
+    p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens", "bailian", "weka"],
+                   help="trace format (auto: from the first record)")  # fmt: skip
 
 
 def _add_replay(sub) -> None:
     p = sub.add_parser("replay", help="replay a trace in request order and report hit rates",
                        description=REPLAY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("trace", metavar="TRACE", help="Mooncake JSONL (hash_ids) or token-id JSONL trace")
+    p.add_argument("trace", metavar="TRACE", help="Mooncake, Qwen-Bailian or Weka/AgentX JSONL (hash_ids), or token-id JSONL")
     p.add_argument("--model", default="deepseek-v4-flash", help="catalog name or model YAML (default: %(default)s)")
     l1 = p.add_mutually_exclusive_group()
     l1.add_argument("--l1-pages", type=_positive_int, help="device (L1) capacity in pages (default: unbounded)")
@@ -262,7 +264,7 @@ def _cmd_replay(args) -> int:
         raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
     v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/swacache.py)
-    page = args.page_size or (args.block_size if fmt == "mooncake" and not v4 else model.page_size)
+    page = args.page_size or ((args.block_size or 512) if fmt == "mooncake" and not v4 else model.page_size)
     # The policy simulator's unit: one node per hash id, the partial last block a page of its own.
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
@@ -309,7 +311,7 @@ that could not be met; dedup: host copies of device pages given up for L2 room (
 def _add_compare(sub) -> None:
     p = sub.add_parser("compare", help="replay a trace under several policies and capacities, one table",
                        description=COMPARE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("trace", metavar="TRACE", help="Mooncake JSONL (hash_ids) or token-id JSONL trace")
+    p.add_argument("trace", metavar="TRACE", help="Mooncake, Qwen-Bailian or Weka/AgentX JSONL (hash_ids), or token-id JSONL")
     p.add_argument("--policies", required=True, metavar="P1,P2,...",
                    help="e.g. write_through,boundary,write_through+lfu,clairvoyant")  # fmt: skip
     p.add_argument("--l1-pages", required=True, metavar="N1,N2,...", type=_int_list, help="L1 capacities in pages")
@@ -336,7 +338,7 @@ def _cmd_compare(args) -> int:
         raise InputError(f"--model {args.model}: compare runs the single-pool residency model; the V4 cache of "
                          f"models with sliding-window pools has no boundary policy or eviction orders yet")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
-    page = args.page_size or (args.block_size if fmt == "mooncake" else model.page_size)
+    page = args.page_size or ((args.block_size or 512) if fmt == "mooncake" else model.page_size)
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,

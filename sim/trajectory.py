@@ -227,8 +227,7 @@ def _weka_call(r: dict, block: int, page: int, interner: PageInterner, where: _W
     api = r.get("api_time")
     if api is not None and (isinstance(api, bool) or not isinstance(api, (int, float)) or api < 0):
         where.fail(f"{at}.api_time", f"expected seconds >= 0 or null, got {api!r}")
-    if t < 0 or n_in <= 0 or n_out < 0:
-        where.fail(at, "t and out must be >= 0, in > 0")
+    where.at_least((f"{at}.t", t, 0), (f"{at}.in", n_in, 1), (f"{at}.out", n_out, 0))
     _check_ids(ids, n_in, block, where, f"{at}.hash_ids")
     if n_in + n_out > MAX_REQUEST_TOKENS:
         where.fail(at, f"in + out of {n_in + n_out:,} tokens, over the limit of {MAX_REQUEST_TOKENS:,} per request")
@@ -263,6 +262,11 @@ class _Where:
             self.fail(path, f"{value:.3g} is out of range")
         return value
 
+    def at_least(self, *checks: tuple[str, float, float]) -> None:
+        for name, value, low in checks:
+            if value < low:
+                self.fail(name, f"must be >= {low}, got {value}")
+
     def number(self, rec: dict, name: str, at: str = "") -> float:
         return float(self.get(rec, name, (int, float), at))
 
@@ -286,8 +290,7 @@ def read_bailian(path: str | Path, *, page_size: int, block_size: int = 16, time
         n_out = where.get(rec, "output_length", int)
         turn = where.get(rec, "turn", int)
         ids = where.get(rec, "hash_ids", list)
-        if ts < 0 or n_in <= 0 or n_out < 0 or turn < 0:
-            where.fail("input_length", "timestamp, output_length and turn must be >= 0, input_length > 0")
+        where.at_least(("timestamp", ts, 0), ("input_length", n_in, 1), ("output_length", n_out, 0), ("turn", turn, 0))
         if parent != -1 and parent not in root_of:
             where.fail("parent_chat_id", f"{parent} names no earlier request")
         if chat in root_of:
