@@ -335,7 +335,8 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
     """
     start = time.perf_counter()
     writer = RequestWriter(requests_out) if requests_out is not None else None
-    rec = Recorder(record_requests=sc.output.record_requests and (keep_requests or writer is not None),
+    agentx = sc.workload.kind in ("lanes", "agentic")  # its report reads every measured call's record
+    rec = Recorder(record_requests=sc.output.record_requests and (keep_requests or writer is not None or agentx),
                    sink=writer)  # fmt: skip
     try:
         if sc.cluster.role == "decode":

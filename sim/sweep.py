@@ -227,6 +227,14 @@ def flat_metrics(summary: dict) -> dict[str, Any]:
         "finished_requests": summary["requests"]["finished"],
         "simulated_s": summary["simulated_s"],
     }
+    agentx = summary.get("client", {})
+    if agentx.get("client") == "aiperf_agentic" and "duration_s" in agentx:  # a lane replay: AgentX's figures
+        row.update({"agentx_tok_per_s_per_gpu": agentx["tok_per_s_per_gpu"],
+                    "agentx_ttft_mean_s": agentx["ttft_s"]["mean"], "agentx_ttft_p50_s": agentx["ttft_s"]["p50"],
+                    "agentx_itl_p90_s": agentx["itl_s"]["p90"], "agentx_prefix_hit": agentx["prefix_hit"],
+                    "agentx_gpu_hit": agentx["gpu_hit"], "agentx_cpu_hit": agentx["cpu_hit"],
+                    **{f"agentx_{k}_{q}": agentx[k][q] for k in ("queue_req", "running_req") for q in ("p50", "p90")},
+                    "agentx_full_token_usage": agentx["full_token_usage"]["mean"]})  # fmt: skip
     for key, value in summary.get("hisparse", {}).items():
         if isinstance(value, (int, float, bool, str)) or value is None:
             row[f"hisparse_{key}"] = value
