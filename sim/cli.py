@@ -440,7 +440,9 @@ on stdout); a flag SGLang 0.5.23 does not accept is an error (0.5.2's spellings,
 are accepted). Paste commands as typed: ENV=value assignments (mapped when they change what is modelled, else
 listed), numactl/taskset/env/nohup prefixes, python3 -m sglang.launch_server or sglang serve MODEL. Each --bench
 bench_serving command becomes one step (run in order); a bench_multiturn.py command becomes the multi-turn
-workload. The GPU is not on the command line: name it with --gpu (the KV memory then follows as SGLang sizes it).
+workload; an `aiperf profile` command replaying Weka trajectories (InferenceX's AgentX) becomes a lane
+replay: give the local corpus with --input-file (--public-dataset only names it), unknown aiperf options are
+an error, unmodelled ones listed. The GPU is not on the command line: name it with --gpu (the KV memory then follows as SGLang sizes it).
 
   hicache-sim scenario from-sglang --gpu A10 --out m2.yaml \\
     --launch "numactl --cpunodebind=0 python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2" \\
@@ -455,7 +457,7 @@ def _add_scenario(sub) -> None:
                          description=FROM_SGLANG_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     f.add_argument("--launch", required=True, metavar="CMD", help="the sglang.launch_server command line (quoted)")
     f.add_argument("--bench", action="append", default=[], metavar="CMD",
-                   help="a bench_serving or bench_multiturn.py command line (repeatable: one step each)")  # fmt: skip
+                   help="a bench_serving, bench_multiturn.py or aiperf profile command line (repeatable: one step each)")  # fmt: skip
     f.add_argument("--gpu", required=True, help="catalog GPU the server ran on (H20, H100, H200, A10, ...)")
     f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
     f.add_argument("--model-config", default=None, metavar="CONFIG.json",

@@ -4,7 +4,8 @@ Every flag is accounted for. A flag the simulator models is mapped to its scenar
 SGLang 0.5.23 accepts is listed as ignored, with why; a flag SGLang does not know is an error. The list
 of SGLang's flags (``sim/data/sglang_flags.json``) is extracted from its source by
 ``tools/extract_sglang_flags.py``. Like argparse, a unique prefix of a flag names it (``--tp`` is
-``--tp-size``). Clients: ``bench_serving`` (each command one step) and ``bench_multiturn.py``.
+``--tp-size``). Clients: ``bench_serving`` (each command one step), ``bench_multiturn.py``, and ``aiperf
+profile`` replaying Weka/AgentX trajectories in lanes (``workload.kind: lanes``, as InferenceX's AgentX runs it).
 
 Commands are taken as users type them: ``ENV=value`` assignments, ``env``, ``numactl``/``taskset``/``nohup``
 prefixes, ``python3 -u -m sglang.launch_server`` or ``sglang serve MODEL``. An environment variable that changes
@@ -148,6 +149,46 @@ ENV_WHY = {
     "tokens are modelled from HiCache and the overlap scheduler)",
     "SGLANG_RETRACT_DECODE_STEPS": "retraction's decode-step reserve: the simulator keeps 0.5.23's default (20)",
 }
+
+
+# aiperf profile's options in InferenceX's AgentX commands: flag -> (takes a value, what it becomes). A mapped
+# flag names its workload field (or "seed"); anything else says why it is not modelled.
+AIPERF_FLAGS = {
+    "--concurrency": (True, "workload.lanes"),
+    "--benchmark-duration": (True, "workload.benchmark_duration_s"),
+    "--trajectory-start-min-ratio": (True, "workload.trajectory_start_min_ratio"),
+    "--trajectory-start-max-ratio": (True, "workload.trajectory_start_max_ratio"),
+    "--warmup-requests-per-lane": (True, "workload.warmup_requests_per_lane"),
+    "--trace-idle-gap-cap-seconds": (True, "workload.idle_gap_cap_s"),
+    "--num-dataset-entries": (True, "workload.num_dataset_entries"),
+    "--input-file": (True, "workload.path"),
+    "--random-seed": (True, "seed"),
+    "--custom-dataset-type": (True, "the trajectory format: weka_trace is workload.format: weka"),
+    "--public-dataset": (True, "the corpus name: the simulator reads the local copy --input-file names"),
+    "--use-end-to-start-delays": (False, "always: a call waits its end-to-start gap"),
+    "--cache-bust": (True, "always first_turn_prefix: each replayed session has cache keys of its own"),
+    "--use-server-token-count": (False, "always: the simulator's token counts are the server's"),
+    "--streaming": (False, "always: TTFT and ITL are measured per token"),
+    "--extra-inputs": (True, "request options (ignore_eos: outputs are the recorded lengths anyway)"),
+    "--system-idle-gap-cap-seconds": (True, "not modelled: it only shortens time when every lane is idle"),
+    "--warmup-grace-period": (True, "not modelled: warm-up calls always finish"),
+    "--agentic-warmup-grace-period": (True, "not modelled: warm-up calls always finish"),
+    "--benchmark-grace-period": (True, "not modelled: calls in flight always finish"),
+    "--max-context-length": (True, "not modelled: no trajectory is filtered by its peak context"),
+    "--allow-dataset-wrap": (False, "always: lanes replay the dataset again and again"),
+    "--failed-request-threshold": (True, "not modelled: simulated requests do not fail"),
+    "--scenario": (True, "the named aiperf scenario: its locks are these flags"),
+    "--unsafe-override": (False, "aiperf's scenario lock only"),
+    **dict.fromkeys(("--url", "--endpoint", "--endpoint-type", "--model", "--tokenizer", "--server-metrics"),
+                    (True, "endpoint and naming only")),
+    **dict.fromkeys(("--stats-interval", "--slice-duration", "--output-artifact-dir", "--artifact-dir", "--ui"),
+                    (True, "reporting only")),
+    **dict.fromkeys(("--tokenizer-trust-remote-code", "--apply-chat-template", "--no-gpu-telemetry"),
+                    (False, "tokenizing and reporting only")),
+}  # fmt: skip
+AIPERF_NUMBERS = {"workload.lanes": int, "workload.benchmark_duration_s": float, "workload.warmup_requests_per_lane": int,
+                  "workload.trajectory_start_min_ratio": float, "workload.trajectory_start_max_ratio": float,
+                  "workload.idle_gap_cap_s": float, "workload.num_dataset_entries": int, "seed": int}  # fmt: skip
 
 
 @cache
@@ -647,6 +688,42 @@ def _bench_multiturn(conv: Conversion, argv: list[str], sglang_version: str) -> 
     sc["workload"] = wl
 
 
+def _aiperf(conv: Conversion, argv: list[str]) -> None:
+    """``aiperf profile`` replaying Weka trajectories: ``workload.kind: lanes``."""
+    sc = conv.scenario
+    if "workload" in sc:
+        raise InputError("aiperf: one client command per scenario")
+    if not argv or argv[0] != "profile":
+        raise InputError("aiperf: expected `aiperf profile ...`")
+    wl: dict[str, Any] = {"kind": "lanes", "format": "weka"}
+    corpus = None
+    for flag, value, text in _parse(argv[1:], {k: takes for k, (takes, _) in AIPERF_FLAGS.items()}, "aiperf"):
+        target = AIPERF_FLAGS[flag][1]
+        if target in AIPERF_NUMBERS:
+            number = _number(AIPERF_NUMBERS[target], flag, value)
+            if target == "seed":
+                sc["seed"] = number
+            else:
+                wl[target.split(".", 1)[1]] = number
+            conv.mapped.append(f"{text} -> {target}: {number}")
+        elif target == "workload.path":
+            wl["path"] = str(Path(value).expanduser())
+            conv.mapped.append(f"{text} -> workload.path")
+        elif flag == "--custom-dataset-type" and value != "weka_trace":
+            raise InputError(f"aiperf --custom-dataset-type {value}: only weka_trace is modelled (workload.kind: lanes)")
+        elif flag == "--cache-bust" and value != "first_turn_prefix":
+            raise InputError(f"aiperf --cache-bust {value}: only first_turn_prefix is modelled (sessions share nothing)")
+        elif target.startswith(("always", "the trajectory format")):
+            conv.mapped.append(f"{text} -> {target}")
+        else:
+            corpus = value if flag == "--public-dataset" else corpus
+            conv.ignored.append(f"{text}: {target}")
+    if "path" not in wl:
+        where = f" (download {corpus} and pass its local copy)" if corpus else ""
+        raise InputError(f"aiperf: --input-file PATH is required: the Weka trajectories to replay{where}")
+    sc["workload"] = wl
+
+
 def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | None = None,
                 model_config: str | None = None, host_mem_gb: float | None = None,
                 sglang_version: str = "0.5.23", accept_length: float | None = None) -> Conversion:  # fmt: skip
@@ -685,8 +762,10 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
         hc.setdefault("page_size", 1)  # SGLang's default --page-size
     hc.setdefault("enabled", False)  # no --enable-hierarchical-cache: GPU only
     for i, bench in enumerate(benches):
-        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn"))
-        if "bench_multiturn" in prog:
+        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf"))
+        if Path(prog).name == "aiperf":
+            _aiperf(conv, argv)
+        elif "bench_multiturn" in prog:
             _bench_multiturn(conv, argv, sglang_version)
         else:
             _bench_serving(conv, argv, i)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -10,6 +12,7 @@ from sim.errors import InputError
 from sim.fromsglang import from_sglang, to_yaml
 from sim.scenario import load_scenario, scenario_from_dict
 
+ROOT = Path(__file__).resolve().parents[2]
 M2_LAUNCH = ("python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2 --page-size 64 "
              "--enable-hierarchical-cache --hicache-write-policy write_through --hicache-ratio 2 --hicache-size 0")  # fmt: skip
 M2_BENCH = ("python3 bench_multiturn.py --disable-random-sample --output-length 16 --request-length 2048 "
@@ -271,3 +274,41 @@ class TestBenchMultiturnOptions:
         assert set(BENCH_MULTITURN_FLAGS) <= named
         with pytest.raises(InputError, match="long-run mode"):
             from_sglang(M2_LAUNCH, [M2_BENCH + " --duration 600"], gpu="A10")
+
+
+AGENTX = ("aiperf profile --scenario inferencex-agentx-mvp --url http://localhost:8000 --endpoint /v1/chat/completions "
+          "--endpoint-type chat --streaming --model M --tokenizer M --tokenizer-trust-remote-code --concurrency 16 "
+          "--benchmark-duration 3600 --stats-interval 30 --random-seed 42 --failed-request-threshold 0.10 "
+          "--trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 --warmup-requests-per-lane 10 "
+          "--warmup-grace-period 1800 --trace-idle-gap-cap-seconds 300 --use-server-token-count --no-gpu-telemetry "
+          "--num-dataset-entries 393 --slice-duration 1.0 --public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
+V4_LAUNCH = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --enable-hierarchical-cache "
+             "--hicache-ratio 1")  # fmt: skip
+
+
+def test_an_aiperf_agentx_command_becomes_a_lane_replay():
+    weka = str(ROOT / "data" / "agentic" / "weka_synthetic.jsonl")
+    conv = from_sglang(V4_LAUNCH, [f"{AGENTX} --input-file {weka} --custom-dataset-type weka_trace"], gpu="h200")
+    wl = conv.scenario["workload"]
+    assert wl == {"kind": "lanes", "format": "weka", "lanes": 16, "benchmark_duration_s": 3600.0,
+                  "trajectory_start_min_ratio": 0.25, "trajectory_start_max_ratio": 0.75,
+                  "warmup_requests_per_lane": 10, "idle_gap_cap_s": 300.0, "num_dataset_entries": 393,
+                  "path": weka}  # fmt: skip
+    assert conv.scenario["seed"] == 42
+    ignored = " ".join(conv.ignored)
+    assert "--warmup-grace-period 1800: not modelled" in ignored and "--url" in ignored
+    assert any(m.startswith("--use-server-token-count -> always") for m in conv.mapped)
+    scenario_from_dict(conv.scenario, source="test")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("", "aiperf: --input-file PATH is required: the Weka trajectories to replay (download "
+         "semianalysis_cc_traces_weka_062126 and pass its local copy)"),
+    ("--input-file x.json --request-rate 5", "aiperf: unknown flag --request-rate"),
+    ("--input-file x.json --custom-dataset-type mooncake_trace", "aiperf --custom-dataset-type mooncake_trace: only"),
+    ("--input-file x.json --concurrency lots", "--concurrency: expected a number, got 'lots'"),
+])  # fmt: skip
+def test_aiperf_options_it_cannot_model_are_one_line_errors(extra, message):
+    with pytest.raises(InputError) as exc:
+        from_sglang(V4_LAUNCH, [f"{AGENTX} {extra}"], gpu="h200")
+    assert str(exc.value).startswith(message)
