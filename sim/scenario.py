@@ -381,6 +381,11 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
         desc = f"synthetic, {wl.num_requests} requests at {wl.rate:g} req/s ({wl.arrival}), {wl.input_length}+{wl.output_length} tokens"
     elif isinstance(wl, TraceWorkload):
         desc = f"trace ({wl.format}) {wl.path}, time_scale {wl.time_scale:g}"
+    elif wl.kind in ("lanes", "agentic"):
+        what = f"{wl.format} {wl.path}" if wl.kind == "lanes" else f"{wl.sessions} generated sessions"
+        cap = "none" if wl.idle_gap_cap_s is None else f"{wl.idle_gap_cap_s:g} s"
+        desc = (f"{wl.kind}, {wl.lanes} lanes over {what}, {wl.benchmark_duration_s:g} s measured, idle cap {cap}, "
+                f"start {wl.trajectory_start_min_ratio:g}-{wl.trajectory_start_max_ratio:g}")  # fmt: skip
     else:
         desc = f"bench_serving {wl.dataset_name}, {len(wl.steps)} step(s), {sum(st.num_prompts for st in wl.steps)} prompts"
     lines.append(f"  workload  {desc}")
