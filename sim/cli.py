@@ -218,6 +218,11 @@ def _add_trace_args(p) -> None:
                    help="trace format (auto: from the first record)")  # fmt: skip
 
 
+def _trace_block(args, fmt: str) -> int | None:
+    """The block size of a block-hashed trace (the default tree page for a model without a fixed page)."""
+    return args.block_size or {"mooncake": 512, "bailian": 16, "weka": 64}.get(fmt)
+
+
 def _add_replay(sub) -> None:
     p = sub.add_parser("replay", help="replay a trace in request order and report hit rates",
                        description=REPLAY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -264,7 +269,7 @@ def _cmd_replay(args) -> int:
         raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
     v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/swacache.py)
-    page = args.page_size or ((args.block_size or 512) if fmt == "mooncake" and not v4 else model.page_size)
+    page = args.page_size or (_trace_block(args, fmt) if not v4 else None) or model.page_size
     # The policy simulator's unit: one node per hash id, the partial last block a page of its own.
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
@@ -338,7 +343,7 @@ def _cmd_compare(args) -> int:
         raise InputError(f"--model {args.model}: compare runs the single-pool residency model; the V4 cache of "
                          f"models with sliding-window pools has no boundary policy or eviction orders yet")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
-    page = args.page_size or ((args.block_size or 512) if fmt == "mooncake" else model.page_size)
+    page = args.page_size or _trace_block(args, fmt) or model.page_size
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
