@@ -1089,6 +1089,12 @@ class Simulation:
 
     def dispatch(self, req: Request) -> None:
         self.arrived += 1
+        if req.input_len >= self.cfg.l1_pages * self.cfg.page_tokens - 6:
+            # SGLang refuses a prompt the KV pool cannot hold before queueing it: max_req_input_len is
+            # min(context_len, pool tokens) - 6 (managers/tp_worker.py:568-572, managers/utils.py:259-290).
+            self.rec.dropped["exceeds_kv_capacity"] += 1
+            self.finished_one(req)
+            return
         inst = self.route(req)
         inst.tokenize(_Running(req, inst.idx))
 

@@ -353,7 +353,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
                 bar.close()
             rec.flush()
             records = None
-            if writer is not None and sc.workload.kind in ("multi_turn", "bench_serving", "lanes"):
+            if writer is not None and (sc.workload.kind in ("multi_turn", "bench_serving") or sim.client is not None):
                 writer.close()  # the client report groups every record by round or step: read them back
                 records = pd.read_parquet(requests_out, columns=list(clients.REPORT_COLUMNS))
             interval = _kept_interval(sim.cfg.sample_interval_s, rec.samples, notify)

@@ -82,3 +82,15 @@ def test_the_bundled_fixtures_are_what_the_tool_generates(tmp_path, monkeypatch)
         assert (tmp_path / "data" / "agentic" / name).read_bytes() == (ROOT / "data" / "agentic" / name).read_bytes()
     first = json.loads((ROOT / "data" / "agentic" / "bailian_synthetic.jsonl").read_text().splitlines()[0])
     assert first["parent_chat_id"] == -1 and len(first["hash_ids"]) == -(-first["input_length"] // 16)
+
+
+def test_the_cli_reports_an_agentic_run_whose_records_were_streamed(tmp_path, capsys):
+    from sim.cli import main
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\nmodel: {name: generic, generic_bytes_per_token: 1000}\nhardware: {kv_mem_gb: 0.1}\n"
+                        "workload: {kind: agentic, sessions: 4, turns_per_session: 6, max_context: 30000, lanes: 2, "
+                        "benchmark_duration_s: 60}\n")  # fmt: skip
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert "aiperf agentic, 2 lanes:" in capsys.readouterr().out
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["client"]["requests"] > 0

@@ -178,3 +178,12 @@ def test_a_bad_trajectory_stops_the_run_before_it_starts_with_one_line(tmp_path,
     assert main(["run", str(scenario), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"hicache-sim: error: {bad}:1: requests[0].out: missing" and not (tmp_path / "out").exists()
+
+
+def test_a_prompt_the_kv_pool_cannot_hold_is_refused_and_the_lane_goes_on(tmp_path):
+    """SGLang refuses a prompt of pool tokens - 6 or more before queueing it (tp_worker.py:568-572)."""
+    big = call(2, 14 * 256 - 6, list(range(56)))  # L1 = 14 pages
+    result, df = run_lanes(tmp_path, [[call(0, 256, [1]), big, call(4, 512, [1, 2, 3, 4, 5, 6, 7, 8])]], l1_pages=14,
+                           benchmark_duration_s=3.0)  # fmt: skip
+    assert result.summary["requests"]["dropped"] == {"exceeds_kv_capacity": 1}
+    assert list(df["input_tokens"][:2]) == [256, 512]
