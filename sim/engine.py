@@ -1159,6 +1159,9 @@ class Simulation:
             env.run(until=self.cfg.duration_s)
             return
         env.run(until=done)
-        while any(i.load or i.cache.pending or i.acked or i.to_flush for i in self.instances):
-            env.run(until=env.now + self.cfg.sample_interval_s)
+        cutoff = self.client.cutoff_s if self.client is not None else math.inf  # a client may stop waiting
+        while env.now < cutoff and any(i.load or i.cache.pending or i.acked or i.to_flush for i in self.instances):
+            env.run(until=min(env.now + self.cfg.sample_interval_s, cutoff))
         self.end_s = max(self.end_s, max((lk.free_at for i in self.instances for lk in i.links.values()), default=0))
+        if env.now >= cutoff:  # the client stopped waiting: the run lasted until then
+            self.end_s = env.now

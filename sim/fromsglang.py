@@ -17,6 +17,7 @@ of flags that 0.5.23 renamed (``--cuda-graph-max-bs``) are accepted as their 0.5
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ AIPERF_FLAGS = {
     "--system-idle-gap-cap-seconds": (True, "not modelled: it only shortens time when every lane is idle"),
     "--warmup-grace-period": (True, "not modelled: warm-up calls always finish"),
     "--agentic-warmup-grace-period": (True, "not modelled: warm-up calls always finish"),
-    "--benchmark-grace-period": (True, "not modelled: calls in flight always finish"),
+    "--benchmark-grace-period": (True, "workload.benchmark_grace_period_s"),
     "--max-context-length": (True, "not modelled: no trajectory is filtered by its peak context"),
     "--allow-dataset-wrap": (False, "always: lanes replay the dataset again and again"),
     "--failed-request-threshold": (True, "not modelled: simulated requests do not fail"),
@@ -188,7 +189,8 @@ AIPERF_FLAGS = {
 }  # fmt: skip
 AIPERF_NUMBERS = {"workload.lanes": int, "workload.benchmark_duration_s": float, "workload.warmup_requests_per_lane": int,
                   "workload.trajectory_start_min_ratio": float, "workload.trajectory_start_max_ratio": float,
-                  "workload.idle_gap_cap_s": float, "workload.num_dataset_entries": int, "seed": int}  # fmt: skip
+                  "workload.idle_gap_cap_s": float, "workload.num_dataset_entries": int, "seed": int,
+                  "workload.benchmark_grace_period_s": float}  # fmt: skip
 
 
 @cache
@@ -701,6 +703,8 @@ def _aiperf(conv: Conversion, argv: list[str]) -> None:
         target = AIPERF_FLAGS[flag][1]
         if target in AIPERF_NUMBERS:
             number = _number(AIPERF_NUMBERS[target], flag, value)
+            if number == math.inf:  # --benchmark-grace-period inf: wait for every response
+                number = None
             if target == "seed":
                 sc["seed"] = number
             else:

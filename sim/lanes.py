@@ -17,7 +17,9 @@ aiperf's agentic replay (``docs/benchmark-modes/semianalysis-agentx-faq.md`` §2
   ``warmup_requests_per_lane`` parent calls just before t* are sent first, back to back, to warm the cache
   (they are not measured); when every lane has warmed, the measured phase starts and each lane goes on from
   t*. Later trajectories start from their first call.
-- After ``benchmark_duration_s`` of the measured phase no new call is sent; calls in flight finish.
+- After ``benchmark_duration_s`` of the measured phase no new call is sent; calls in flight have
+  ``benchmark_grace_period_s`` more to finish (aiperf's ``--benchmark-grace-period``, 30 s by default; null
+  waits for all), and the run ends then: a call still running is left unfinished and out of the report.
 
 The report follows InferenceX's ``utils/process_agentic_result.py``: throughput is (sum of input + output
 tokens) / (last finish - first start) of the measured calls, divided by the GPUs; ITL is each call's
@@ -47,7 +49,9 @@ class LanePlayer:
         self._cursor = w.lanes  # lane l starts with trajectory l; then the dataset in order
         self.boundary_s = 0.0  # the measured phase starts here
         self.stop_s = float("inf")
+        self.cutoff_s = float("inf")  # the run ends here (sim.engine.Simulation.run)
         self.sessions_started = 0
+        self._measured = sim.env.event()
 
     # ----- sending -----------------------------------------------------------------------------------
     def _finished(self, req: Request) -> None:
@@ -151,17 +155,22 @@ class LanePlayer:
     def _begin(self) -> None:
         self.boundary_s = self.env.now
         self.stop_s = self.env.now + self.w.benchmark_duration_s
+        if self.w.benchmark_grace_period_s is not None:
+            self.cutoff_s = self.stop_s + self.w.benchmark_grace_period_s
         self._measured.succeed()
 
     def run(self):
         """The arrival process: every lane, until the duration ends and their trees drain."""
         env, rng = self.env, self.sim.rng
         self.sim.on_finish = self._finished
-        self._measured = env.event()
         plans = [self._start_point(self.trajs[lane % len(self.trajs)], rng) for lane in range(self.w.lanes)]
         warmed: list[int] = []
-        lanes = [env.process(self._lane(lane, plans[lane], warmed)) for lane in range(self.w.lanes)]
-        yield env.all_of(lanes)
+        lanes = env.all_of([env.process(self._lane(lane, plans[lane], warmed)) for lane in range(self.w.lanes)])
+        yield self._measured
+        if self.cutoff_s < float("inf"):
+            yield lanes | env.timeout(self.cutoff_s - env.now)
+        else:
+            yield lanes
 
 
 # ----- AgentX's report -----------------------------------------------------------------------------------

@@ -835,7 +835,11 @@ class _LaneReplay(_Section):
         300.0, gt=0, description="Cap on each end-to-start idle gap, s; null = none (--trace-idle-gap-cap-seconds; AgentX runs use 300)."
     )
     benchmark_duration_s: float = Field(
-        600.0, gt=0, description="Measured phase, s: no call is sent after it; calls in flight finish (--benchmark-duration)."
+        600.0, gt=0, description="Measured phase, s: no call is sent after it (--benchmark-duration)."
+    )
+    benchmark_grace_period_s: float | None = Field(
+        30.0, ge=0, description="Calls in flight after the measured phase get this long to finish, then the run ends "
+        "and the rest are unfinished; null = wait for all (--benchmark-grace-period, aiperf's default 30)."
     )
 
     @model_validator(mode="after")

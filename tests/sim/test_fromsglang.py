@@ -288,12 +288,13 @@ V4_LAUNCH = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V
 
 def test_an_aiperf_agentx_command_becomes_a_lane_replay():
     weka = str(ROOT / "data" / "agentic" / "weka_synthetic.jsonl")
-    conv = from_sglang(V4_LAUNCH, [f"{AGENTX} --input-file {weka} --custom-dataset-type weka_trace"], gpu="h200")
+    conv = from_sglang(V4_LAUNCH, [f"{AGENTX} --input-file {weka} --custom-dataset-type weka_trace "
+                                   "--benchmark-grace-period inf"], gpu="h200")  # fmt: skip
     wl = conv.scenario["workload"]
     assert wl == {"kind": "lanes", "format": "weka", "lanes": 16, "benchmark_duration_s": 3600.0,
                   "trajectory_start_min_ratio": 0.25, "trajectory_start_max_ratio": 0.75,
                   "warmup_requests_per_lane": 10, "idle_gap_cap_s": 300.0, "num_dataset_entries": 393,
-                  "path": weka}  # fmt: skip
+                  "path": weka, "benchmark_grace_period_s": None}  # fmt: skip
     assert conv.scenario["seed"] == 42
     ignored = " ".join(conv.ignored)
     assert "--warmup-grace-period 1800: not modelled" in ignored and "--url" in ignored

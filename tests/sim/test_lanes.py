@@ -187,3 +187,13 @@ def test_a_prompt_the_kv_pool_cannot_hold_is_refused_and_the_lane_goes_on(tmp_pa
                            benchmark_duration_s=3.0)  # fmt: skip
     assert result.summary["requests"]["dropped"] == {"exceeds_kv_capacity": 1}
     assert list(df["input_tokens"][:2]) == [256, 512]
+
+
+def test_calls_in_flight_get_the_grace_period_and_the_run_ends_after_it(tmp_path):
+    long = [call(0, 256, [1]), call(3, 256, [1], out=5000)]  # 5,000 decode passes: longer than the grace
+    result, df = run_lanes(tmp_path, [long], benchmark_duration_s=5.0, benchmark_grace_period_s=1.0)
+    s = result.summary
+    assert s["requests"]["unfinished"] == 1 and s["client"]["requests"] == len(df) == 1
+    assert s["simulated_s"] == pytest.approx(6.0, abs=1e-6)
+    waited = run_lanes(tmp_path, [long], benchmark_duration_s=5.0, benchmark_grace_period_s=None)[0].summary
+    assert waited["requests"]["unfinished"] == 0 and waited["client"]["requests"] == 2
