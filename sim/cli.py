@@ -116,13 +116,14 @@ def _cmd_tree(args) -> int:
     if not path.is_file():
         raise InputError("no such file", source=args.calls)
     checked = agreed = 0
+    unnamed: set = set()
     for lineno, answer, expect in run_calls(path):
         if not args.quiet:
             print(json.dumps(answer, separators=(",", ":")))
         if expect is None:
             continue
         checked += 1
-        wrong = compare(answer, expect)
+        wrong = compare(answer, expect, unnamed)
         if wrong:
             print(f"{path}:{lineno}: call {answer.get('id', '?')}: {'; '.join(wrong)}", file=sys.stderr)
         else:

@@ -55,3 +55,15 @@ def test_cli_rejects_a_bad_line_in_one_line(tmp_path, capsys):
     calls.write_text('{"op": "request", "tokens": [[1, 600]]}\nnot json\n')
     assert main(["tree", str(calls), "--quiet"]) == 2
     assert f"{calls}:2: not JSON" in capsys.readouterr().err
+
+
+def test_a_node_the_recorder_could_not_name_may_be_left_out_of_a_later_host_eviction():
+    unnamed: set = set()
+    demote = {"events": [{"demote": [0, 256, 5723]}]}
+    assert compare(demote, {"events": [{"demote": [0, 256, None]}]}, unnamed) == []
+    freed = {"events": [{"host_evict": 256, "got": 256, "nodes": [[0, 256, 5723]]}]}
+    assert compare(freed, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) == []
+    other = {"events": [{"host_evict": 256, "got": 256, "nodes": [[256, 512, 6000]]}]}
+    assert compare(other, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) != []
+    assert compare({"op": "config", "events": []}, {"events": []}, unnamed) == [] and not unnamed
+    assert compare(freed, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) != []
