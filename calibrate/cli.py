@@ -32,7 +32,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", metavar="PATH", help="bandwidth plot (default: OUT with .png)")
     p.add_argument("--seed", type=int, default=0, help="seed for the random page indices")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=_calibrate)
+    p.set_defaults(func=_calibrate, outputs=(("out", "file"), ("plot", "image")))
     inner = p.add_subparsers(dest="calibrate_command", metavar="{check,compute}")
     c = inner.add_parser(
         "check",
@@ -60,7 +60,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--table", default=None, metavar="BASE.json", help="base cost table (default: bundled spec)")
     m.add_argument("--fix", action="append", default=[], metavar="PARAM=VALUE",
                    help="pin a parameter (step_overhead_ms, mfu, attn_flops_scale, mbu), e.g. --fix attn_flops_scale=1")  # fmt: skip
-    m.set_defaults(func=_compute)
+    m.set_defaults(func=_compute, outputs=(("out", "file"),))
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -73,25 +73,34 @@ def _compute(args: argparse.Namespace) -> int:
     import dataclasses
     import datetime
 
-    from calibrate.compute import fit_compute, format_fit, read_points
+    from calibrate.compute import PARAMS, fit_compute, format_fit, read_points
     from sim.compute import Roofline
     from sim.costs import resolve_cost_table, write_cost_table
     from sim.fileio import check_output_file
-    from sim.scenario import load_scenario
+    from sim.scenario import ComputeConfig, field_problem, load_scenario
 
     check_output_file(args.out, "--out")
     fixed = {}
     for item in args.fix:
         key, sep, value = item.partition("=")
+        key = key.strip()
         try:
-            fixed[key.strip()] = float(value)
+            fixed[key] = float(value)
         except ValueError:
             raise InputError(f"--fix {item}: expected PARAM=NUMBER") from None
         if not sep:
             raise InputError(f"--fix {item}: expected PARAM=NUMBER")
+        if key not in PARAMS:
+            raise InputError(f"--fix {item}: unknown parameter {key!r} (known: {', '.join(PARAMS)})")
+        problem = field_problem(ComputeConfig, key, fixed[key])  # the bounds of the scenario's compute.KEY
+        if problem is not None:
+            raise InputError(f"--fix {item}: {problem} (as compute.{key} in a scenario)")
     sc = load_scenario(args.scenario)
     points = read_points(args.measured)
-    result = fit_compute(points, Roofline.from_scenario(sc), sc.scheduler.chunked_prefill_size, fixed=fixed)
+    try:
+        result = fit_compute(points, Roofline.from_scenario(sc), sc.scheduler.chunked_prefill_size, fixed=fixed)
+    except InputError as exc:  # what the points cannot fit: named by the files they came from
+        raise InputError(str(exc), source=", ".join(args.measured)) from None
     base = resolve_cost_table(args.table)
     source = {"kind": "measured-fit", "device": sc.hardware.gpu_name, "model": sc.model.name,
               "tp_size": sc.hardware.tp_size, "scenario": args.scenario, "measured": list(args.measured),

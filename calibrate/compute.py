@@ -21,8 +21,8 @@ feasible kept), reports each point's error, and writes the parameters into a cos
 from __future__ import annotations
 
 import csv
+import io
 import itertools
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ import numpy as np
 
 from sim.compute import Roofline, attention_pairs
 from sim.errors import InputError
+from sim.inputs import number_problem, parse_json, read_text
 
 __all__ = ["FitResult", "Point", "fit_compute", "format_fit", "read_points"]
 
@@ -65,44 +66,90 @@ class FitResult:
 
 def _csv_points(path: Path) -> list[Point]:
     out = []
-    with path.open(newline="") as fh:
-        for lineno, row in enumerate(csv.DictReader(fh), 2):
-            try:
-                kind = row["kind"].strip()
-                if kind not in ("prefill", "decode"):
-                    raise ValueError(f"kind must be prefill or decode, got {kind!r}")
-                p = Point(kind, int(row.get("tokens") or 0), int(row.get("context") or 0), int(row.get("batch") or 1),
-                          float(row["seconds"]), (row.get("label") or "").strip())  # fmt: skip
-            except KeyError as exc:
-                raise InputError(f"missing column {exc.args[0]!r}", source=str(path), line=lineno) from None
-            except (TypeError, ValueError) as exc:
-                raise InputError(str(exc), source=str(path), line=lineno) from None
-            if p.seconds <= 0 or p.batch <= 0 or p.tokens < 0 or p.context < 0 or (kind == "prefill" and not p.tokens):
-                raise InputError("seconds and batch must be > 0, a prefill needs tokens", source=str(path), line=lineno)
-            out.append(p)
+    text = read_text(path, "CSV of measured points")
+    for lineno, row in enumerate(csv.DictReader(io.StringIO(text)), 2):
+        try:
+            kind = (row["kind"] or "").strip()
+            if kind not in ("prefill", "decode"):
+                raise ValueError(f"kind must be prefill or decode, got {kind!r}")
+            p = Point(kind, _count(row.get("tokens") or 0, "tokens"), _count(row.get("context") or 0, "context"),
+                      _count(row.get("batch") or 1, "batch"), _seconds(row["seconds"], "seconds"),
+                      (row.get("label") or "").strip())  # fmt: skip
+        except KeyError as exc:
+            raise InputError(f"missing column {exc.args[0]!r}", source=str(path), line=lineno) from None
+        except (TypeError, ValueError) as exc:
+            raise InputError(str(exc), source=str(path), line=lineno) from None
+        if p.seconds <= 0 or p.batch <= 0 or p.tokens < 0 or p.context < 0 or (kind == "prefill" and not p.tokens):
+            raise InputError("seconds and batch must be > 0, a prefill needs tokens", source=str(path), line=lineno)
+        out.append(p)
     return out
+
+
+def _count(value, name: str) -> int:
+    """A token or request count: a non-negative integer within the bounds of any input."""
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValueError(f"{name}: expected an integer, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
+    if (problem := number_problem(value)) is not None:
+        raise ValueError(f"{name}: {problem}")
+    return value
+
+
+def _seconds(value, name: str) -> float:
+    """A measured time: a finite, non-negative number of seconds (below a microsecond is allowed)."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"{name}: expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"{name}: expected a non-negative number, got {value!r}")
+    if (problem := number_problem(value, floor=False)) is not None:
+        raise ValueError(f"{name}: {problem}")
+    return float(value)
+
+
+def _list(run: dict, name: str, item, n: int | None = None) -> list:
+    value = run[name]
+    if not isinstance(value, list) or (n is not None and len(value) != n):
+        raise ValueError(f"{name}: expected a list{f' of {n} values (one per request)' if n is not None else ''}")
+    return [item(v, name) for v in value]
+
+
+def _itl(value, name: str) -> list[float]:
+    if not isinstance(value, list):
+        raise ValueError(f"{name}: expected one list of inter-token latencies per request")
+    return [_seconds(v, name) for v in value]
 
 
 def _bench_points(path: Path) -> list[Point]:
     out = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+    for lineno, line in enumerate(read_text(path, "bench_serving result file").splitlines(), 1):
         if not line.strip():
             continue
+        run = parse_json(line, str(path), line=lineno, what="JSON")
+        if not isinstance(run, dict):
+            raise InputError("expected a JSON object (one bench_serving run)", source=str(path), line=lineno)
         try:
-            run = json.loads(line)
-            ins, outs, ttfts, itls = run["input_lens"], run["output_lens"], run["ttfts"], run["itls"]
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON: {exc.msg}", source=str(path), line=lineno) from None
-        except (KeyError, TypeError) as exc:
+            ins = _list(run, "input_lens", _count)
+            outs, ttfts = _list(run, "output_lens", _count, len(ins)), _list(run, "ttfts", _seconds, len(ins))
+            itls = _list(run, "itls", _itl, len(ins))
+            cached = _list(run, "cached_tokens", _count, len(ins)) if run.get("cached_tokens") else [0] * len(ins)
+            conc = _count(run.get("max_concurrency") or 1, "max_concurrency")
+        except KeyError as exc:
             raise InputError(f"missing {exc} (write results with --output-details)", source=str(path), line=lineno) from None
-        cached = run.get("cached_tokens") or [0] * len(ins)
-        conc = int(run.get("max_concurrency") or 1)
+        except ValueError as exc:
+            raise InputError(str(exc), source=str(path), line=lineno) from None
         for i, (n, m, ttft, itl) in enumerate(zip(ins, outs, ttfts, itls)):
             label = f"line {lineno} #{i}"
-            if conc == 1 and ttft and ttft > 0 and n > cached[i]:
+            if conc == 1 and ttft > 0 and n > cached[i]:
                 out.append(Point("prefill", int(n - cached[i]), int(cached[i]), 1, float(ttft), label))
-            if itl:
-                batch = min(conc, len(ins))
+            if itl and np.mean(itl) > 0:
+                batch = max(1, min(conc, len(ins)))
                 out.append(Point("decode", 0, int(batch * (n + m / 2)), batch, float(np.mean(itl)), label))
     return out
 
@@ -194,6 +241,12 @@ def fit_compute(points: list[Point], base: Roofline, chunk: int, *, fixed: dict[
     for k in ("mfu", "mbu"):
         params[k] = min(params[k], 1.0)
     params = {k: float(params[k]) for k in PARAMS}
+    from sim.scenario import ComputeConfig, field_problem
+
+    for k, v in params.items():  # a fit is held to the bounds a scenario's compute.K has
+        if k not in fixed and (problem := field_problem(ComputeConfig, k, v)) is not None:
+            raise InputError(f"the measured points fit {k} = {v:.3g}, which compute.{k} refuses ({problem}); "
+                             f"give points that vary what {k} scales, or pin it with --fix {k}=VALUE")  # fmt: skip
     coef = np.array([params["step_overhead_ms"] / 1e3, 1 / params["mfu"], params["attn_flops_scale"] / params["mfu"],
                      1 / params["mbu"]])  # fmt: skip
     predicted = [float(c) for c in np.array([_columns(base, p, chunk) for p in points]) @ coef]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import math
+import os
 import signal
 import sys
 import threading
@@ -61,20 +62,22 @@ def _add_run(sub) -> None:
     p.add_argument("--seed", type=_nonneg_int, default=None, help="shorthand for --set seed=N")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
-    p.set_defaults(func=_cmd_run)
+    p.set_defaults(func=_cmd_run, outputs=(("out", "folder"),))
 
 
 def _cmd_run(args) -> int:
-    from sim.fileio import new_run_dir, staged_dir
+    from sim.fileio import run_folder
     from sim.run import format_summary, run_scenario, write_files
     from sim.scenario import load_scenario
 
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
-    out = args.out or new_run_dir("runs", scenario.name)
-    with staged_dir(out, overwrite=args.overwrite) as tmp:  # checked and created before the run starts
-        result = run_scenario(scenario, progress=not args.no_progress,
-                              requests_out=tmp / "requests.parquet", notify=_note)  # fmt: skip
+    with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):  # before the run
+        try:
+            result = run_scenario(scenario, progress=not args.no_progress,
+                                  requests_out=tmp / "requests.parquet", notify=_note)  # fmt: skip
+        except InputError as exc:  # found while the run starts (pools, cost table): the scenario's fields
+            raise InputError(str(exc), source=args.scenario) from None
         names = write_files(result, tmp)
     print(format_summary(result))
     print(f"wrote {out}/: {', '.join(names)}")
@@ -151,21 +154,13 @@ def _cmd_validate(args) -> int:
 
 def _load_model(name: str, page_size: int | None = None):
     """A catalog name, or a YAML file holding a model description (see ``sim.pools.model_from_dict``)."""
-    from pathlib import Path
 
     from sim.pools import get_model, model_from_dict
 
     if name.endswith((".yaml", ".yml")):
-        import yaml
+        from sim.inputs import parse_yaml, read_text
 
-        try:
-            data = yaml.safe_load(Path(name).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError(f"cannot read model file: {exc.strerror}", source=name) from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not a UTF-8 text file (byte {exc.start})", source=name) from None
-        except yaml.YAMLError as exc:
-            raise InputError(f"malformed YAML: {exc}", source=name) from None
+        data = parse_yaml(read_text(name, "model file"), name)
         if isinstance(data, dict) and isinstance(data.get("model"), dict):
             data = data["model"]
         if not isinstance(data, dict):
@@ -252,7 +247,7 @@ def _add_replay(sub) -> None:
     p.add_argument("--swa-ratio", type=_ratio, default=0.1, help="SWA pool size as a share of full pages, in (0, 1]")
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
     p.add_argument("--json", metavar="OUT", help="also write the summary and metrics as JSON")
-    p.set_defaults(func=_cmd_replay)
+    p.set_defaults(func=_cmd_replay, outputs=(("json", "file"),))
 
 
 def _cmd_replay(args) -> int:
@@ -329,7 +324,7 @@ def _add_compare(sub) -> None:
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
     p.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also plot hit rate vs L1 capacity per policy")
-    p.set_defaults(func=_cmd_compare)
+    p.set_defaults(func=_cmd_compare, outputs=(("csv", "file"), ("plot", "image")))
 
 
 def _cmd_compare(args) -> int:
@@ -388,7 +383,7 @@ def _add_sweep(sub) -> None:
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="join this Ray cluster (default: local)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
-    p.set_defaults(func=_cmd_sweep)
+    p.set_defaults(func=_cmd_sweep, outputs=(("out", "folder"),))
 
 
 def _cmd_sweep(args) -> int:
@@ -419,7 +414,7 @@ def _add_plot(sub) -> None:
     p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="image to write")
     p.add_argument("--x", default=None, metavar="PARAM", help="threshold: grid column on the x axis")
     p.add_argument("--y", nargs="+", default=None, metavar="METRIC", help="threshold: metric columns, one panel each")
-    p.set_defaults(func=_cmd_plot)
+    p.set_defaults(func=_cmd_plot, outputs=(("out", "image"),))
 
 
 def _cmd_plot(args) -> int:
@@ -436,6 +431,16 @@ def _ratio(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not (math.isfinite(value) and 0 < value <= 1):
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return _bounded(value)
+
+
+def _bounded(value: int | float) -> int | float:
+    """A command-line number holds to the bounds every input has (sim.inputs), as a scenario's do."""
+    from sim.inputs import number_problem
+
+    problem = number_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return value
 
 
@@ -468,14 +473,14 @@ def _add_scenario(sub) -> None:
     f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
     f.add_argument("--model-config", default=None, metavar="CONFIG.json",
                    help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
-    f.add_argument("--host-mem-gb", type=float, default=None, help="host DRAM for the L2 pools (all ranks), GB")
+    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM for the L2 pools (all ranks), GB")
     f.add_argument("--sglang-version", default="0.5.23", metavar="V",
                    help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
-    f.add_argument("--accept-length", type=float, default=None, metavar="X",
+    f.add_argument("--accept-length", type=_positive_float, default=None, metavar="X",
                    help="with --speculative-algorithm: the run's mean tokens per verify pass (its accept len)")
     f.add_argument("--out", default=None, metavar="FILE.yaml", help="write here (default: stdout)")
-    f.set_defaults(func=_cmd_from_sglang)
+    f.set_defaults(func=_cmd_from_sglang, outputs=(("out", "file"),))
 
 
 def _cmd_from_sglang(args) -> int:
@@ -507,18 +512,28 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
+    return _bounded(value)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return _bounded(value)
 
 
 def _json_object(text: str | None, option: str) -> dict | None:
-    import json
 
     if text is None:
         return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{option}: not JSON ({exc.msg}): {text!r}") from None
+    from sim.inputs import numbers_problem, parse_json
+
+    value = parse_json(text, option)
+    if (found := numbers_problem(value)) is not None:
+        raise InputError(f"{option}: {found[0]}: {found[1]}")
     if not isinstance(value, dict):
         raise InputError(f"{option}: expected a JSON object, got {text!r}")
     return value
@@ -535,7 +550,7 @@ def _nonneg_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+    return _bounded(value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -548,7 +563,14 @@ def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # `kill`, `timeout`
     try:
-        return int(args.func(args) or 0)
+        check_outputs(args)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # `| head`: the reader has gone; end as a shell would, without a word
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
+        return 128 + signal.SIGPIPE
     except InputError as exc:
         print(f"hicache-sim: error: {exc}", file=sys.stderr)
         return 2
@@ -569,7 +591,19 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
+
+
+def check_outputs(args) -> None:
+    """Every output a command declares (``outputs``: attribute and kind) is checked before it starts, so a
+    path that cannot be written costs one line, not the work."""
+    from sim.fileio import check_image_file, check_output_file, check_output_folder
+
+    checks = {"file": check_output_file, "folder": check_output_folder, "image": check_image_file}
+    for attr, kind in getattr(args, "outputs", ()):
+        value = getattr(args, attr, None)
+        if value is not None:
+            checks[kind](value, "--" + attr)
 
 
 class _Terminated(BaseException):

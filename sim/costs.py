@@ -35,6 +35,7 @@ import numpy as np
 
 from sim.errors import InputError
 from sim.fileio import write_text_atomic
+from sim.inputs import number_problem, parse_json, read_text
 
 __all__ = [
     "BACKENDS",
@@ -399,6 +400,9 @@ class _Reader:
             raise self.fail(
                 f"{where}.{key}", f"must be {'positive' if positive else 'non-negative'}, got {v!r}"
             )
+        problem = number_problem(v, floor=False)  # a per-item time is rightly below 1e-6 s
+        if problem is not None:
+            raise self.fail(f"{where}.{key}", problem)
         return v
 
     def choice(self, obj: dict, key: str, where: str, allowed: tuple[str, ...]) -> str:
@@ -444,8 +448,8 @@ def parse_cost_table(data: Any, source: str, *, max_extrapolation: float | None 
     ceil = r.obj(top.get("ceilings"), "ceilings")
     ceilings = {name: float(r.num(ceil, name, "ceilings", positive=True)) for name in CEILINGS}
     raw_entries = top.get("entries")
-    if not isinstance(raw_entries, list):
-        raise r.fail("entries", "expected a list")
+    if not isinstance(raw_entries, list) or not raw_entries:
+        raise r.fail("entries", "expected a non-empty list (a cost table holds at least one timed entry)")
     entries = []
     for i, raw in enumerate(raw_entries):
         where = f"entries[{i}]"
@@ -500,18 +504,7 @@ def parse_cost_table(data: Any, source: str, *, max_extrapolation: float | None 
 def load_cost_table(path: str | Path, *, max_extrapolation: float | None = None) -> CostTable:
     """Read and validate a cost-table file; corrupt, truncated or invalid files raise :class:`InputError`."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read cost table: {exc.strerror or exc}", source=source) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not a UTF-8 JSON file (byte {exc.start})", source=source) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"not valid JSON (corrupt or truncated?): {exc.msg}", source=source, line=exc.lineno
-        ) from exc
+    data = parse_json(read_text(path, "cost table"), source, what="JSON (corrupt or truncated?)")
     return parse_cost_table(data, source, max_extrapolation=max_extrapolation)
 
 
@@ -640,6 +633,9 @@ def compare_tables(
         )
         for name in CEILINGS
     ]
+    if not any(key in base_by_key for key in new_by_key):
+        raise InputError("no entry of the new table has the op, backend and shape of one in the baseline: nothing "
+                         "to check (were they timed with different suites?)")  # fmt: skip
     only_new = [n.label() for k, n in new_by_key.items() if k not in base_by_key]
     only_base = [b.label() for k, b in base_by_key.items() if k not in new_by_key]
     return ComparisonReport(tolerance, rows, only_new, only_base, warnings)

@@ -94,6 +94,24 @@ DP_CONSERVATIVENESS = 0.3  # DP attention scales --schedule-conservativeness by 
 DP_LOAD_REFRESH_S = 0.02  # the DP controller re-reads the ranks' loads at most every 20 ms (data_parallel_controller.py:346-361)
 
 
+
+def try_admit(cache: HiCache | V4HiCache, req, page_tokens: int, resumed: int = 0, spec_reserve: int = 0):
+    """Admit ``req`` into ``cache`` if its pools can take it now (None: not now): the one admission step the
+    scheduler and the start check (:func:`sim.run.check_admissible`) share. ``spec_reserve``: the draft slots
+    speculative decoding holds past the last token."""
+    if isinstance(cache, V4HiCache):
+        return cache.admit_request(request_keys(req, page_tokens), req.input_len + resumed, req.output_len - resumed)
+    lk = cache.lookup(req.keys, req.input_len)
+    extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
+    if spec_reserve:  # the draft slots held past the last token, page-aligned
+        total = req.input_len + req.output_len
+        extra += -(-(total + spec_reserve) // page_tokens) - -(-total // page_tokens)
+    adm = cache.admit(lk, extra_pages=max(0, extra))
+    if adm is None:
+        cache.abandon(lk)
+    return adm
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Everything the engine needs, decoupled from the YAML schema (see ``sim.run.build``)."""
@@ -563,18 +581,7 @@ class Instance:
                 self.prefetch_blocked += 1
                 continue
             req = run.req
-            if self.v4:
-                adm = cache.admit_request(request_keys(req, cfg.page_tokens), req.input_len + run.resumed,
-                                          req.output_len - run.resumed)  # fmt: skip
-            else:
-                lk = cache.lookup(req.keys, req.input_len)
-                extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
-                if self.spec is not None:  # the draft slots held past the last token, page-aligned
-                    total, pt = req.input_len + req.output_len, cfg.page_tokens
-                    extra += -(-(total + self.spec.reserve) // pt) - -(-total // pt)
-                adm = cache.admit(lk, extra_pages=max(0, extra))
-                if adm is None:
-                    cache.abandon(lk)
+            adm = try_admit(cache, req, cfg.page_tokens, run.resumed, self.spec.reserve if self.spec else 0)
             if adm is None:
                 if running == 0 and not cache.pending and not self.acked:
                     taken.add(id(run))  # nothing will ever free room for it

@@ -330,10 +330,26 @@ def _command(conv: Conversion, command: str, programs: tuple[str, ...]) -> tuple
 
 
 def _number(kind: Callable, flag: str, value: str) -> Any:
+    """A flag's value converted as the flag's kind; what cannot be is the flag's error, named by the flag."""
     try:
         return kind(value)
-    except ValueError:
-        raise InputError(f"{flag}: expected a number, got {value!r}") from None
+    except ValueError as exc:
+        what = "a number" if kind in (int, float) else f"a value of its kind ({' '.join(str(exc).split())[:80]})"
+        raise InputError(f"{flag}: expected {what}, got {value[:80]!r}") from None
+
+
+def _check_mapped(flag: str, value: Any, path: str) -> None:
+    """A flag mapped to a scenario field is held to that field's bounds, and named by the flag."""
+    from pydantic import BaseModel
+
+    from sim.scenario import Scenario, field_problem
+
+    section, _, key = path.partition(".")
+    cls = Scenario.model_fields[section].annotation if section in Scenario.model_fields else None
+    if isinstance(cls, type) and issubclass(cls, BaseModel) and key in cls.model_fields:
+        problem = field_problem(cls, key, value)
+        if problem is not None:
+            raise InputError(f"{flag} {value}: {problem} (as {path})")
 
 
 def _model_ref(path: str, override: str | None) -> tuple[str, str]:
@@ -502,11 +518,12 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
                                "weights as the checkpoint stores them)")  # fmt: skip
         elif flag in _LAUNCH:
             path, kind = _LAUNCH[flag]
-            converted = _number(kind, flag, value) if kind in (int, float) else kind(value)
+            converted = _number(kind, flag, value)
             if flag == "--schedule-policy" and converted not in ("fcfs", "lpm"):
                 raise InputError(f"--schedule-policy {value}: not modelled (the simulator has fcfs and lpm)")
             if flag == "--hicache-storage-prefetch-policy" and converted not in ("best_effort", "wait_complete", "timeout"):
                 raise InputError(f"{flag} {value}: unknown policy")
+            _check_mapped(flag, converted, path)
             _put(sc, path, converted)
             conv.mapped.append(f"{text} -> {path}: {converted}")
         elif flag in _SWITCHES:
@@ -739,7 +756,10 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     if sglang_version not in SGLANG_DEFAULTS:
         raise InputError(f"--sglang-version {sglang_version}: known default rules are {', '.join(SGLANG_DEFAULTS)}")
     conv = Conversion({"name": name} if name else {}, commands=[launch, *benches])
-    _, argv = _command(conv, launch, ("sglang.launch_server", "launch_server"))
+    try:
+        _, argv = _command(conv, launch, ("sglang.launch_server", "launch_server"))
+    except InputError as exc:  # named by the option it came in
+        raise InputError(f"--launch: {exc}") from None
     _launch(conv, argv, model_config)
     _resolve_spec(conv, accept_length)
     hw = conv.scenario.setdefault("hardware", {})
@@ -753,8 +773,11 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     model = conv.scenario["model"]
     from sim.modelcfg import derive, load_config
 
-    shape = derive(load_config(model["config"])[0], tp_size=hw.get("tp_size", 1), kv_dtype=model.get("kv_dtype", "auto"),
-                   expert_dtype=model.get("expert_dtype", "auto"))  # fmt: skip
+    try:
+        shape = derive(load_config(model["config"])[0], tp_size=hw.get("tp_size", 1),
+                       kv_dtype=model.get("kv_dtype", "auto"), expert_dtype=model.get("expert_dtype", "auto"))  # fmt: skip
+    except InputError as exc:  # a flag's value the model cannot take (--kv-cache-dtype, --tp-size)
+        raise InputError(f"--launch: {exc}") from None
     hc = conv.scenario.setdefault("hicache", {})
     if shape.catalog is not None:
         hc.setdefault("page_size", 256)  # asserted by SGLang for DeepSeek V4
@@ -766,7 +789,10 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
         hc.setdefault("page_size", 1)  # SGLang's default --page-size
     hc.setdefault("enabled", False)  # no --enable-hierarchical-cache: GPU only
     for i, bench in enumerate(benches):
-        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf"))
+        try:
+            prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf"))
+        except InputError as exc:
+            raise InputError(f"--bench: {exc}") from None
         if Path(prog).name == "aiperf":
             _aiperf(conv, argv)
         elif "bench_multiturn" in prog:

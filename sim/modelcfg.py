@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import InputError
+from sim.inputs import parse_json, read_text
 
 __all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "expert_dtype_of",
            "load_config", "model_spec"]
@@ -63,6 +64,18 @@ def bundled_configs() -> list[str]:
                   if p.name.endswith(".json"))  # fmt: skip
 
 
+# Every config.json field the derivation reads, with the least value it may take (all are integers, at most
+# MAX_CONFIG_INT): checked where the file is read, so an error names the file and the field, not what follows.
+MAX_CONFIG_INT = 10**9
+CONFIG_INTS = {
+    "num_hidden_layers": 1, "hidden_size": 1, "num_attention_heads": 1, "vocab_size": 1, "intermediate_size": 0,
+    "num_key_value_heads": 1, "head_dim": 1, "kv_lora_rank": 1, "qk_rope_head_dim": 0, "qk_nope_head_dim": 0,
+    "v_head_dim": 1, "q_lora_rank": 0, "o_lora_rank": 0, "o_groups": 0, "moe_intermediate_size": 1,
+    "num_experts_per_tok": 1, "n_routed_experts": 0, "num_experts": 0, "n_shared_experts": 0,
+    "first_k_dense_replace": 0, "sliding_window": 0, "index_topk": 0, "index_n_heads": 0, "index_head_dim": 0,
+}  # fmt: skip
+
+
 def load_config(ref: str) -> tuple[dict[str, Any], str]:
     """A config by path (a ``config.json`` or a folder holding one) or by bundled name; (config, name)."""
     path = Path(ref).expanduser()
@@ -70,10 +83,7 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
         path = path / "config.json"
     if path.suffix == ".json" and path.exists():
         source = str(path)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read model config: {exc}", source=source) from None
+        data = parse_json(read_text(path, "model config.json"), source, what="model config")
         name = path.parent.name if path.name == "config.json" else path.stem
     else:
         bundled = resources.files("sim").joinpath("data", "models", f"{ref.lower()}.json")
@@ -83,17 +93,45 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
         data, name, source = json.loads(bundled.read_text()), ref.lower(), ref
     if not isinstance(data, dict):
         raise InputError("model config: expected a JSON object", source=source)
-    data = data.get("text_config", data) if "num_hidden_layers" not in data else data
+    if "num_hidden_layers" not in data and "text_config" in data:
+        data = data["text_config"]
+        if not isinstance(data, dict):
+            raise InputError("text_config: expected a JSON object", source=source)
+    check_config(data, source)
+    try:  # derived once where it is read, so a field the derivation misses is named with the file
+        derive(data, name=name)
+    except InputError as exc:
+        raise InputError(str(exc), source=source) from None
     return data, name
 
 
+def check_config(cfg: dict[str, Any], source: str) -> None:
+    """Refuse a config whose fields the derivation reads are of the wrong kind or out of range."""
+    for key, least in CONFIG_INTS.items():
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_CONFIG_INT:
+            raise InputError(f"{key}: must be an integer from {least} to {MAX_CONFIG_INT:.0e}, got {value!r}",
+                             source=source)  # fmt: skip
+    ratios = cfg.get("compress_ratios")
+    if ratios is not None and not (isinstance(ratios, list) and all(
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_CONFIG_INT for r in ratios)):  # fmt: skip
+        raise InputError("compress_ratios: must be a list of non-negative integers", source=source)
+    if not isinstance(cfg.get("quantization_config") or {}, dict):
+        raise InputError("quantization_config: expected a JSON object", source=source)
+    heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")
+    if "head_dim" not in cfg and isinstance(heads, int) and isinstance(hidden, int) and heads > hidden:
+        raise InputError(f"num_attention_heads: {heads} heads of a {hidden}-wide hidden state leave no head_dim "
+                         "(give head_dim)", source=source)  # fmt: skip
+
+
 def _need(cfg: dict, key: str, name: str) -> Any:
-    if key not in cfg:
-        raise InputError(f"model config {name!r}: missing field {key!r}")
-    value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise InputError(f"model config {name!r}: {key} must be a non-negative number, got {value!r}")
-    return value
+    if key not in cfg or cfg[key] is None:
+        raise InputError(f"{key}: required field missing (model {name!r})")
+    return cfg[key]
 
 
 def _moe(cfg: dict, name: str, hidden: int, layers: int) -> tuple[float, float, float, int, int]:
@@ -136,7 +174,9 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
     ``tp_size / attn_dp_size`` GPUs (the attention TP group, ``arg_groups/fields/parallel.py:81-90, 316-320``)
     and replicated across the DP ranks, while the MLP/MoE and embeddings stay sharded over all ``tp_size``.
     """
-    if kv_dtype not in KV_DTYPE_BYTES:
+    if isinstance(tp_size, bool) or not isinstance(tp_size, int) or tp_size < 1:
+        raise InputError(f"tp_size: must be an integer >= 1, got {tp_size!r}")
+    if not isinstance(kv_dtype, str) or kv_dtype not in KV_DTYPE_BYTES:
         raise InputError(f"kv_dtype: unknown {kv_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})")
     if attn_dp_size < 1 or tp_size % attn_dp_size:
         raise InputError(f"attn_dp_size {attn_dp_size} does not divide tp_size {tp_size}")

@@ -80,7 +80,7 @@ def _read(path: Path, required: Sequence[str]) -> pd.DataFrame:
     try:
         df = pd.read_parquet(path)
     except Exception as exc:  # pyarrow raises several types for a file that is not parquet
-        raise InputError(f"cannot read parquet: {exc}", source=str(path)) from None
+        raise InputError(f"cannot read parquet: {' '.join(str(exc).split())[:200]}", source=str(path)) from None
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)}", source=str(path))

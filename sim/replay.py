@@ -18,6 +18,7 @@ from pathlib import Path
 from sim.clairvoyant import Bound, clairvoyant
 from sim.errors import InputError
 from sim.hicache import HiCache
+from sim.inputs import number_problem
 from sim.metrics import dropped_by_reason
 from sim.pools import ModelSpec
 from sim.swacache import SWACache
@@ -39,6 +40,8 @@ def parse_size(text: str, option: str = "size") -> int:
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if value <= 0:
         raise InputError(f"{option}: must be > 0, got {text!r}")
+    if (problem := number_problem(value)) is not None:
+        raise InputError(f"{option}: {problem} (bytes)")
     return int(value)
 
 

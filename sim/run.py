@@ -27,9 +27,10 @@ import pandas as pd
 from sim import clients
 from sim.compute import Roofline, attention_pairs
 from sim.costs import CostTable, resolve_cost_table
-from sim.engine import EngineConfig, Simulation
+from sim.engine import EngineConfig, Simulation, try_admit
 from sim.errors import InputError
 from sim.fileio import staged_dir
+from sim.inputs import MAX_SIMULATED_S
 from sim.metrics import (
     LINKS,
     MAX_TIMESERIES_ROWS,
@@ -210,7 +211,27 @@ def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, roofline: Roo
                 requests: list, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
     """The simulation of ``requests``, sampling at the interval :func:`sample_interval` chooses."""
     interval = sample_interval(sc, requests, arrival_span, roofline, notify)
-    return Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
+    sim = Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
+    check_admissible(sim, requests)
+    return sim
+
+
+def check_admissible(sim: Simulation, requests: list) -> None:
+    """Refuse, before the run, a workload whose smallest request an empty cache cannot admit: every request
+    would be dropped (``exceeds_kv_capacity``), a result no one wants to wait for."""
+    if not requests:
+        return
+    req = min(requests, key=lambda r: (r.input_len, r.output_len))
+    inst = sim.instances[0]
+    if try_admit(inst._new_cache(), req, sim.cfg.page_tokens, 0, inst.spec.reserve if inst.spec else 0) is not None:
+        return
+    cfg = sim.cfg
+    swa = cfg.model.has_swa
+    pools = f"L1 {cfg.l1_pages:,} pages of {cfg.page_tokens} tokens" + (f", SWA {cfg.swa_full_tokens_ratio:.3g} of that" if swa else "")
+    raise InputError(f"hardware.kv_mem_gb: the empty device pools ({pools}) cannot admit "
+                     f"the workload's smallest request ({req.input_len:,} + {req.output_len:,} tokens), so every "
+                     "request would be dropped; give more KV memory"
+                     + (" or a larger hicache.swa_full_tokens_ratio" if swa else ""))  # fmt: skip
 
 
 def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline: Roofline,
@@ -228,15 +249,19 @@ def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline:
     if len(requests) >= LONG_RUN_REQUESTS and notify is not None:
         notify(f"{len(requests):,} requests on {instances} instance(s): expect a minute or more "
                f"(~5,000 simulated requests per wall second)")  # fmt: skip
+    n_in = np.fromiter((r.input_len for r in requests), dtype=float, count=len(requests))
+    n_out = np.fromiter((r.output_len for r in requests), dtype=float, count=len(requests))
+    prefill = roofline.prefill_seconds(n_in, attention_pairs(n_in, 0))
+    decode = n_out * (roofline.decode_seconds(1, n_in + n_out) + roofline.overhead_s)
+    serial = float(np.sum(prefill + decode + roofline.overhead_s))
+    low, high = arrival_span, arrival_span + serial / instances
+    if min(high, sc.duration_s or math.inf) > MAX_SIMULATED_S:
+        raise InputError(f"workload: the run would span about {high:.3g} s of simulated time (arrivals over "
+                         f"{arrival_span:.3g} s, then up to {serial / instances:.3g} s of serving at the scenario's "
+                         f"compute figures), over the limit of {MAX_SIMULATED_S:g} s: check the workload's rates "
+                         "and compute.* / hardware.* figures")  # fmt: skip
     if sc.duration_s is not None:
         low = high = sc.duration_s
-    else:
-        n_in = np.fromiter((r.input_len for r in requests), dtype=float, count=len(requests))
-        n_out = np.fromiter((r.output_len for r in requests), dtype=float, count=len(requests))
-        prefill = roofline.prefill_seconds(n_in, attention_pairs(n_in, 0))
-        decode = n_out * (roofline.decode_seconds(1, n_in + n_out) + roofline.overhead_s)
-        serial = float(np.sum(prefill + decode + roofline.overhead_s))
-        low, high = arrival_span, arrival_span + serial / instances
     rows = low / asked * instances
     if rows > MAX_TIMESERIES_ROWS:
         wider = _round_up(low / max(1, MAX_TIMESERIES_ROWS // instances))

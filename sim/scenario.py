@@ -6,7 +6,6 @@ field path. The schema itself is :mod:`sim.schema`; its names are re-exported he
 from __future__ import annotations
 
 import difflib
-import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -17,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from sim.errors import InputError
+from sim.inputs import parse_yaml, read_text
 from sim.schema import (
     _WORKLOAD_CLASSES,
     _WORKLOAD_KINDS,
@@ -60,48 +60,15 @@ __all__ = [
     "build_model_spec",
     "dump_resolved",
     "field_paths",
+    "field_problem",
     "load_scenario",
+    "reblame",
     "scenario_from_dict",
     "validate_file",
 ]
 
 
 # ------------------------------------------------------------------------------------------ YAML and errors
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads ``1e9`` as a float (YAML 1.1 wants ``1.0e+9``) and rejects duplicate keys."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _parse_yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(
-            f"malformed YAML: {problem}", source=source, line=mark.line + 1 if mark else None
-        ) from None
 
 
 def _num(value: Any) -> str:
@@ -147,6 +114,17 @@ def _describe(err: dict[str, Any]) -> str:
         return f"expected a mapping{got}"
     msg = err["msg"]
     return msg[0].lower() + msg[1:] if msg else kind
+
+
+def field_problem(section: type[BaseModel], key: str, value: Any) -> str | None:
+    """What the schema says is wrong with ``value`` as ``key`` of ``section`` alone (None: nothing), so a
+    command-line option that sets a scenario quantity is held to the same bounds as the YAML field."""
+    try:
+        section.model_validate({key: value})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return err["ctx"]["message"] if err["type"] == "scenario_field" else _describe(err)
+    return None
 
 
 def _error_path(err: dict[str, Any]) -> str:
@@ -232,7 +210,7 @@ def _parse_override(item: str) -> tuple[str, Any]:
         raise InputError("expected key.path=value", source=f"--set {item}")
     if not _override_path_ok(key):
         raise InputError(f"{key}: unknown field", source=f"--set {item}")
-    return key, _parse_yaml(raw, f"--set {item}") if raw.strip() else None
+    return key, parse_yaml(raw, f"--set {item}") if raw.strip() else None
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
@@ -309,23 +287,74 @@ def scenario_from_dict(
         raise _validation_to_input_error(exc, source, overridden or {}) from None
 
 
-def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
-    """Read a scenario YAML, apply ``--set`` overrides, validate. Raises InputError."""
+def load_scenario(path: str | Path, overrides: Sequence[str] = (), *, check_start: bool = False) -> Scenario:
+    """Read a scenario YAML, apply ``--set`` overrides, validate. Raises InputError.
+
+    ``check_start`` also reads what a run reads when it starts (:func:`sim.run.check_startable`). An error
+    that the file alone does not have is blamed on the overrides that cause it (:func:`reblame`).
+    """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read scenario: {exc.strerror}", source=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not a UTF-8 text file (byte {exc.start})", source=str(path)) from None
-    data = _parse_yaml(text, str(path))
+    data = parse_yaml(read_text(path, "scenario"), str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InputError("expected a mapping of scenario sections at the top level", source=str(path))
-    data = apply_overrides(data, overrides)
     overridden = {_parse_override(o)[0]: f"--set {o}" for o in overrides}
-    return scenario_from_dict(data, source=str(path), base_dir=path.parent, overridden=overridden)
+
+    def check(doc: dict, blame: dict[str, str] | None = None) -> Scenario:
+        sc = scenario_from_dict(doc, source=str(path), base_dir=path.parent, overridden=blame)
+        if check_start:
+            from sim.run import check_startable
+
+            try:
+                check_startable(sc)
+            except InputError as exc:
+                raise InputError(str(exc), source=str(path)) if not str(exc).startswith(str(path)) else exc from None
+        return sc
+
+    try:
+        return check(apply_overrides(data, overrides), overridden)
+    except InputError as exc:
+        if not overrides or not str(exc).startswith(f"{path}: "):
+            raise
+        try:  # the file alone: if it is valid, the error is the overrides' doing, whatever field it names
+            check(data)
+        except InputError:
+            raise exc from None
+
+        def without(key: str) -> None:
+            check(apply_overrides(data, [o for o in overrides if _parse_override(o)[0] != key]))
+
+        raise reblame(exc, str(path), overridden, without) from None
+
+
+def reblame(exc: InputError, source: str, origins: dict[str, str], check_without: Any) -> InputError:
+    """``exc``, an error reported against a valid ``source`` that changes made to it caused (a ``--set`` that
+    creates a section missing its required fields, a ``--grid`` value a cross-check refuses), blamed on the
+    changes without which the error goes away (all of them, if several are): ``check_without(key)`` checks the
+    document with every change but that one, raising InputError. Failing that, on the change whose dotted key
+    shares the longest prefix with the field the error names."""
+    rest = str(exc)[len(source) + 2 :]
+    field = rest.split(": ", 1)[0].split(".")
+
+    def needed(key: str) -> bool:
+        try:
+            check_without(key)
+        except InputError as other:
+            return str(other) != str(exc)
+        return True
+
+    def shared(key: str) -> int:
+        n = 0
+        for a, b in zip(key.split("."), field):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    culprits = [key for key in origins if needed(key)] if len(origins) > 1 else list(origins)
+    blamed = culprits or [max(origins, key=shared)]  # ties: the first given
+    return InputError(rest, source=" and ".join(origins[k] for k in blamed))
 
 
 def dump_resolved(scenario: Scenario) -> str:
@@ -339,11 +368,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
     ``check_start`` also reads what a run reads when it starts (cost table, traces), so every error ``run``
     would raise at start is raised here.
     """
-    s = load_scenario(path, overrides)
-    if check_start:
-        from sim.run import check_startable
-
-        check_startable(s)
+    s = load_scenario(path, overrides, check_start=check_start)
     hc, hw, wl = s.hicache, s.hardware, s.workload
     page_bytes = s.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
     lines = [

@@ -11,6 +11,8 @@ anywhere.
 from __future__ import annotations
 
 import difflib
+import operator
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -27,9 +29,11 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from sim.hardware import SGLANG_DEFAULTS
+from sim.inputs import number_problem, numbers_problem
 
 __all__ = [
     "CATALOG_MODELS",
@@ -72,9 +76,60 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
 
 class _Section(BaseModel):
-    """Base of every schema model: strict types, no unknown keys, immutable once validated."""
+    """Base of every schema model: strict types, no unknown keys, immutable once validated, and every number
+    within the bounds any input has (:func:`sim.inputs.number_problem`), whatever field holds it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_numbers(cls, data: Any) -> Any:
+        """A rule, not a list: it walks the raw values, so a field added later is covered with no change here.
+        Runs before any field's own checks, so a cross-field check never computes with an unbounded number."""
+        found = _number_problem_in(cls, data) if isinstance(data, dict) else None
+        if found is not None:
+            raise _field_error(*found)
+        return data
+
+
+_BOUND_OPS = (("ge", operator.ge), ("gt", operator.gt), ("le", operator.le), ("lt", operator.lt))
+
+
+def _declared_refuses(info: FieldInfo, value: Any) -> bool:
+    """Whether the field's own bounds (``ge``, ``lt``...) refuse ``value``: their message says it better."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return any((bound := getattr(m, attr, None)) is not None and not op(value, bound)
+                   for m in info.metadata for attr, op in _BOUND_OPS)  # fmt: skip
+    except TypeError:
+        return False
+
+
+def _holds_model(annotation: Any) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_model(arg) for arg in typing.get_args(annotation))
+
+
+def _number_problem_in(cls: type[BaseModel], data: dict) -> tuple[str, str] | None:
+    """(field path, problem) of the first number of ``cls``'s own fields in ``data`` that is out of bounds;
+    a section below checks its own, an unknown key is refused as such."""
+    for key, value in data.items():
+        info = cls.model_fields.get(key) if isinstance(key, str) else None
+        if info is None or (_holds_model(info.annotation) and isinstance(value, dict | list)):
+            continue
+        if not _declared_refuses(info, value) and (found := numbers_problem(value, key)) is not None:
+            return found
+    return None
+
+
+def _numbers_ok(cls: type[BaseModel], data: Any) -> bool:
+    """Whether every number of ``cls``'s own fields in ``data`` passes both its own and the global bounds."""
+    if not isinstance(data, dict):
+        return True
+    return _number_problem_in(cls, data) is None and not any(
+        _declared_refuses(cls.model_fields[k], v) for k, v in data.items() if k in cls.model_fields)
 
 
 def _field_error(path: str, message: str) -> PydanticCustomError:
@@ -1125,10 +1180,17 @@ class Scenario(_Section):
         if not isinstance(data, dict):
             return data
         model, hw = data.get("model"), data.get("hardware")
+        if not isinstance(model, dict | str | None) or not isinstance(hw, dict | None):
+            return data  # the sections report it
+        if not all(_numbers_ok(c, d) for c, d in ((ModelConfig, model), (HardwareConfig, hw),
+                                                   (SchedulerConfig, data.get("scheduler")))):  # fmt: skip
+            return data  # derive only from numbers in bounds; the sections report the others in their words
         config = model.get("config") if isinstance(model, dict) else None
         gpu_name = hw.get("gpu") if isinstance(hw, dict) else None
-        if config is None and gpu_name is None:
-            return data
+        if (config is None and gpu_name is None) or not isinstance(config, str | None) or not isinstance(
+                gpu_name, str | None) or not isinstance(data.get("scheduler") or {}, dict) or not isinstance(
+                data.get("compute") or {}, dict):  # fmt: skip
+            return data  # nothing to derive, or a mistyped input the sections report in their words
         from sim import hardware, modelcfg
         from sim.errors import InputError
 
@@ -1192,6 +1254,12 @@ class Scenario(_Section):
                                        f"per rank) leave no KV memory at mem_fraction_static {mfs:g} on {gpu.name}")  # fmt: skip
                 fill(hw, "hardware", "kv_mem_gb", round(kv / 1e9, 3))
         data["hardware"] = hw
+        for path in derived:  # what a config.json implies is bounded too, and blamed on the config
+            section, key = path.split(".")
+            problem = number_problem(data[section][key])
+            if problem is not None:
+                origin = "model.config" if section == "compute" or config is not None else "hardware.gpu"
+                raise _field_error(origin, f"{config or gpu_name} gives {path} = {problem} (check its sizes)")
         if isinstance(info.context, dict):
             info.context["derived"] = tuple(derived)
         return data
@@ -1219,6 +1287,10 @@ class Scenario(_Section):
             raise _field_error(
                 "model.page_size", f"{self.model.page_size} differs from hicache.page_size {hc.page_size}"
             )
+        if self.scheduler.chunked_prefill_size < hc.page_size:
+            raise _field_error("scheduler.chunked_prefill_size", f"{self.scheduler.chunked_prefill_size} is below one "
+                               f"page (hicache.page_size {hc.page_size}): SGLang rounds a chunk down to whole pages and "
+                               "admits no prompt longer than it (schedule_policy.py:1664-1672)")  # fmt: skip
         if self.model.pools is None and self.model.name.startswith("deepseek-v4") and hc.page_size != 256:
             raise _field_error("hicache.page_size", "DeepSeek V4 models require 256 (asserted by SGLang)")
         if self.l3.enabled and not hc.enabled:

@@ -31,6 +31,7 @@ import yaml
 
 from sim.errors import InputError
 from sim.fileio import atomic_path, check_output_folder, write_text_atomic
+from sim.inputs import parse_yaml, read_text
 from sim.metrics import dropped_by_reason
 from sim.scenario import (
     Scenario,
@@ -38,6 +39,7 @@ from sim.scenario import (
     dump_resolved,
     field_paths,
     load_scenario,
+    reblame,
     scenario_from_dict,
 )
 
@@ -116,12 +118,7 @@ def parse_grid(specs: Iterable[str]) -> list[Axis]:
             raise InputError(f"{key}: unknown field", source=where)
         if key in axes:
             raise InputError(f"{key}: given twice", source=where)
-        values = []
-        for text in raw.split(","):
-            try:
-                values.append(yaml.safe_load(text) if text.strip() else None)
-            except yaml.YAMLError:
-                raise InputError(f"{key}: cannot parse value {text!r}", source=where) from None
+        values = [parse_yaml(text, where) if text.strip() else None for text in raw.split(",")]  # as --set reads
         if len({json.dumps(v, sort_keys=True, default=str) for v in values}) != len(values):
             raise InputError(f"{key}: a value is repeated", source=where)
         axes[key] = Axis(key, tuple(values))
@@ -160,10 +157,38 @@ def plan_sweep(path: str | Path, grid: Sequence[str], overrides: Sequence[str] =
         items = [f"{k}={_yaml_scalar(v)}" for k, v in params.items()]
         data = apply_overrides(base_data, items)
         blame = {k: f"--grid {k}={_yaml_scalar(v)}" for k, v in params.items()}
-        sc = scenario_from_dict(data, source=str(path), base_dir=path.parent, overridden=blame)
-        plan.points.append(Point(index, params, sc, point_id(sc)))
+        try:
+            sc = scenario_from_dict(data, source=str(path), base_dir=path.parent, overridden=blame)
+        except InputError as exc:  # the base is valid: an error of a point is its grid values' doing
+            if not str(exc).startswith(f"{path}: "):
+                raise
+
+            def without(key: str, params: dict = params) -> None:
+                doc = apply_overrides(base_data, [f"{k}={_yaml_scalar(v)}" for k, v in params.items() if k != key])
+                scenario_from_dict(doc, source=str(path), base_dir=path.parent)
+
+            raise reblame(exc, str(path), blame, without) from None
+        plan.points.append(Point(index, _as_validated(params, sc), sc, point_id(sc)))
     _check_startable(plan.points)
     return plan
+
+
+def _as_validated(params: dict[str, Any], sc: Scenario) -> dict[str, Any]:
+    """Each grid value as the scenario holds it (``2`` for a float field is 2.0), so a column has one type."""
+    dumped = sc.model_dump(mode="json")
+    out = {}
+    for key, value in params.items():
+        node: Any = dumped
+        for part in key.split("."):
+            node = node.get(part, value) if isinstance(node, dict) else value
+        out[key] = node
+    return out
+
+
+def _one_type(column: pd.Series) -> pd.Series:
+    """A grid column whose values still differ in type (a number or ``cap``) as text, so Parquet can hold it."""
+    kinds = {type(v) for v in column if v is not None}
+    return column if len(kinds) <= 1 or kinds <= {int, float} else column.map(lambda v: None if v is None else str(v))
 
 
 def _check_startable(points: list[Point]) -> None:
@@ -178,14 +203,18 @@ def _check_startable(points: list[Point]) -> None:
                           sc.hisparse.access.trace_path, sc.compute.decode_bytes_per_step])  # fmt: skip
         if key not in seen:
             seen.add(key)
-            check_startable(sc)
+            try:
+                check_startable(sc)
+            except InputError as exc:  # the base started (it was checked as a point too): the grid's doing
+                grid = " and ".join(f"--grid {k}={_yaml_scalar(v)}" for k, v in p.params.items())
+                raise InputError(str(exc), source=grid) from None
 
 
 def _read_sweep_file(path: Path) -> dict | None:
     """The recorded sweep if ``path`` is a ``sweep.yaml`` this module wrote, else None."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = parse_yaml(read_text(path, "scenario"), str(path))
+    except InputError:
         return None  # load_scenario reports it properly
     if isinstance(data, dict) and set(data) == SWEEP_FILE_KEYS and isinstance(data["sweep"], dict):
         return data
@@ -482,6 +511,8 @@ def table(plan: SweepPlan, done: dict[str, dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=columns)
+    for key in keys:
+        df[key] = _one_type(df[key])
     return df[columns + [c for c in df.columns if c not in columns]].reset_index(drop=True)
 
 

@@ -11,18 +11,96 @@ Token fields hold integers and ``[first, count]`` runs. The ops: ``config``, ``r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.errors import InputError
+from sim.inputs import parse_json, read_text
 from sim.radix import RadixTree
-from sim.swacache import Running, SWACache
+from sim.schema import MAX_REQUEST_TOKENS
+from sim.swacache import OutOfMemory, Running, SWACache
 
 __all__ = ["RadixDriver", "TreeDriver", "compare", "driver_for", "expand_tokens", "read_calls", "run_calls"]
 
 _POOL_FIELDS = ("full_used", "swa_used", "full_evictable", "full_protected", "swa_evictable", "swa_protected")
+
+
+# What each call may carry, by op: name -> (kind, least value, required). Kinds: int, int? (null allowed), bool,
+# tokens (ids and [first, count] runs), ids (plain ids), rid. Every call is checked against this before it is
+# applied, so a stream gets one line naming the file, line and field for a missing or mistyped one.
+_TOKENS, _OUTPUT, _RID = ("tokens", 0, True), ("tokens", 0, False), ("rid", 0, True)
+Fields = dict[str, tuple[str, int, bool]]
+CALL_FIELDS: dict[str, Fields] = {
+    "config": {"page_size": ("int", 1, False), "window": ("int", 0, False), "full_pages": ("int?", 1, False),
+               "swa_pages": ("int?", 1, False), "chunked_prefill_size": ("int", -(1 << 31), False),
+               "unbounded": ("bool", 0, False)},
+    "request": {"tokens": _TOKENS, "output": _OUTPUT},
+    "admit": {"tokens": _TOKENS, "output": _OUTPUT, "rid": _RID},
+    "extend": {"rid": _RID},
+    "decode": {"rid": _RID, "n": ("int", 0, False)},
+    "finish": {"rid": _RID},
+    "match": {"tokens": _TOKENS},
+    "state": {},
+}  # fmt: skip
+RADIX_CALL_FIELDS: dict[str, Fields] = {
+    "insert": {"tokens": ("ids", 0, True)}, "match": {"tokens": ("ids", 0, True)}, "evict": {"n": ("int", 0, True)},
+    "state": {},
+}  # fmt: skip
+HEADER_FIELDS: Fields = {"page_size": ("int", 1, False), "window": ("int", 0, False)}
+MAX_ID = 1 << 63
+MAX_COUNT = MAX_REQUEST_TOKENS  # tokens one call may name, and decode steps one call may ask for
+
+
+def check_call(call: dict, fields: dict[str, Fields]) -> None:
+    """Raise InputError naming the field of ``call`` that its op's declaration refuses."""
+    op = call.get("op")
+    if not isinstance(op, str) or op not in fields:
+        raise InputError(f"op: unknown op {op!r} (known: {', '.join(fields)})")
+    check_fields(call, fields[op])
+
+
+def check_fields(obj: dict, spec: Fields) -> None:
+    for name, (kind, least, required) in spec.items():
+        if name not in obj:
+            if required:
+                raise InputError(f"{name}: required field missing")
+            continue
+        problem = _problem(obj[name], kind, least)
+        if problem:
+            raise InputError(f"{name}: {problem}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _problem(value, kind: str, least: int) -> str | None:
+    if kind == "bool":
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
+    if kind == "rid":
+        return None if isinstance(value, str) or _is_int(value) else f"expected a string or integer, got {value!r}"
+    if kind in ("int", "int?"):
+        if value is None and kind == "int?":
+            return None
+        if not _is_int(value) or not least <= value <= MAX_COUNT:
+            return f"expected an integer from {least} to {MAX_COUNT:,}, got {value!r}"
+        return None
+    if not isinstance(value, list):
+        return f"expected a list of token ids{' and [first, count] runs' if kind == 'tokens' else ''}"
+    total = 0
+    for item in value:
+        if _is_int(item) and abs(item) < MAX_ID:
+            total += 1
+        elif (kind == "tokens" and isinstance(item, list) and len(item) == 2 and all(_is_int(x) for x in item)
+              and abs(item[0]) < MAX_ID and 0 <= item[1] <= MAX_COUNT):  # fmt: skip
+            total += item[1]
+        else:
+            return f"expected token ids (integers below 2^63){' or [first, count] runs' if kind == 'tokens' else ''}" \
+                   f", got {item!r}"[:200]
+        if total > MAX_COUNT:
+            return f"over {MAX_COUNT:,} tokens in one call"
+    return None
 
 
 def expand_tokens(spec: Iterable) -> list[int]:
@@ -60,10 +138,9 @@ class TreeDriver:
     requests: dict[str, Running] = field(default_factory=dict)
 
     def __call__(self, call: dict) -> dict:
-        op = call.get("op")
-        handler = getattr(self, f"_op_{op}", None)
-        if handler is None:
-            raise InputError(f"op: unknown op {op!r}")
+        check_call(call, CALL_FIELDS)
+        op = call["op"]
+        handler = getattr(self, f"_op_{op}")
         if op != "config" and self.cache is None:
             self._op_config({})
         out = {"op": op, **({"id": call["id"]} if "id" in call else {}), **({"rid": call["rid"]} if "rid" in call else {})}
@@ -80,10 +157,16 @@ class TreeDriver:
                 self.config[k] = call[k]
         cfg = self.config
         unbounded = call.get("unbounded", False)
+        chunk = cfg["chunked_prefill_size"]
+        if chunk <= 0:  # SGLang turns chunking off for a size <= 0 (managers/scheduler.py:1372-1373)
+            chunk = MAX_COUNT
+        elif chunk < cfg["page_size"]:
+            raise InputError(f"chunked_prefill_size: {chunk} is below one page ({cfg['page_size']}): SGLang rounds a "
+                             "chunk down to whole pages and admits no prompt longer than it (schedule_policy.py:1664-1672)")
         self.cache = SWACache(page=cfg["page_size"], window=cfg["window"],
                               full_pages=None if unbounded else cfg["full_pages"],
                               swa_pages=None if unbounded else cfg["swa_pages"],
-                              chunked_prefill_size=cfg["chunked_prefill_size"])  # fmt: skip
+                              chunked_prefill_size=chunk)  # fmt: skip
         self.requests.clear()
         return {"config": {k: cfg[k] for k in ("page_size", "window", "full_pages", "swa_pages",
                                                 "chunked_prefill_size")}}  # fmt: skip
@@ -175,6 +258,7 @@ class RadixDriver:
         self.tree = RadixTree(page_size=self.page_size)
 
     def __call__(self, call: dict) -> dict:
+        check_call(call, RADIX_CALL_FIELDS)
         tree, op = self.tree, call.get("op")
         out: dict = {"op": op, **({"id": call["id"]} if "id" in call else {})}
         if op == "insert":
@@ -208,44 +292,49 @@ def driver_for(header: dict | None, first_call: dict | None):
 
 
 def run_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
-    """Answer every call of ``path``: (line number, answer, expect or None)."""
-    header = _header(path)
+    """Answer every call of ``path``: (line number, answer, expect or None). A bad call, or one SGLang's
+    allocator would fail (the pools cannot hold it), stops the stream with its file and line."""
+    header = None
     driver = None
     for lineno, call, expect in read_calls(path):
-        if driver is None:
-            driver = driver_for(header, call)
-        yield lineno, driver(call), expect
-
-
-def _header(path: Path) -> dict | None:
-    with path.open(encoding="utf-8", errors="replace") as f:
-        first = f.readline()
-    try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
-        return None
-    return obj if isinstance(obj, dict) and "call" not in obj and "op" not in obj else None
+        try:
+            if lineno == 0:
+                check_fields(call, HEADER_FIELDS)
+                header = call
+                continue
+            if driver is None:
+                driver = driver_for(header, call)
+            answer = driver(call)
+        except InputError as exc:
+            raise InputError(str(exc), source=str(path), line=lineno or 1) from None
+        except OutOfMemory as exc:
+            raise InputError(f"the pools cannot hold this call (SGLang's allocator fails here too): {exc}",
+                             source=str(path), line=lineno) from None  # fmt: skip
+        yield lineno, answer, expect
 
 
 def read_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
-    """(line number, call, expect or None) for each call line; a header line without ``call`` is skipped."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text file") from None
+    """(line number, call, expect or None) for each call line; a first line that is no call (a header) comes
+    as line 0. Raises InputError naming the file and line."""
+    text = read_text(path, "call stream")
+    first = True
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+        obj = parse_json(line, str(path), line=lineno)
         if not isinstance(obj, dict):
-            raise InputError(f"{path}:{lineno}: a call line must be a JSON object")
+            raise InputError("a call line must be a JSON object", source=str(path), line=lineno)
         if "call" in obj:
+            if not isinstance(obj["call"], dict) or not isinstance(obj.get("expect") or {}, dict):
+                raise InputError("call and expect must be JSON objects", source=str(path), line=lineno)
             yield lineno, obj["call"], obj.get("expect")
         elif "op" in obj:
             yield lineno, obj, None
+        elif first:
+            yield 0, obj, None
+        else:
+            raise InputError("expected a call: an object with op, or {call, expect}", source=str(path), line=lineno)
+        first = False
 
 
 def compare(answer: dict, expect: dict, unnamed: set | None = None) -> list[str]:

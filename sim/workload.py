@@ -8,7 +8,6 @@ All randomness comes from the ``numpy.random.Generator`` passed in.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import InputError
+from sim.inputs import MAX_SIMULATED_S, iter_lines, num_text, parse_json
 from sim.schema import MAX_REQUEST_TOKENS
 
 __all__ = [
@@ -85,10 +85,11 @@ def read_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | N
         if len(ids) < math.ceil(n_in / block_size) or not all(isinstance(h, int) for h in ids):
             raise InputError(f"hash_ids: need {math.ceil(n_in / block_size)} integer ids for {n_in} tokens"
                              f" at block size {block_size}, got {len(ids)}", source=str(path), line=lineno)  # fmt: skip
-        _check_order(out, ts / 1000.0 * time_scale, path, lineno)
+        arrival = _arrival(ts / 1000.0, time_scale, "timestamp", path, lineno)
+        _check_order(out, arrival, path, lineno)
         if whole_blocks:
             n_in = math.ceil(n_in / block_size) * block_size
-        out.append(Request(len(out), ts / 1000.0 * time_scale, n_in, n_out, _block_keys(ids, block_size, page, n_in)))
+        out.append(Request(len(out), arrival, n_in, n_out, _block_keys(ids, block_size, page, n_in)))
     _check_nonempty(out, path)
     return out
 
@@ -106,10 +107,8 @@ def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.
         ids = _field(rec, ids_field, list, path, lineno)
         if not ids or not all(isinstance(t, int) for t in ids):
             raise InputError(f"{ids_field}: expected a non-empty list of integer token ids", source=str(path), line=lineno)
-        if "arrival_time_ns" in rec:
-            t = _field(rec, "arrival_time_ns", (int, float), path, lineno) / 1e9
-        else:
-            t = _field(rec, "timestamp", (int, float), path, lineno) / 1000.0
+        time_field = "arrival_time_ns" if "arrival_time_ns" in rec else "timestamp"
+        t = _field(rec, time_field, (int, float), path, lineno) / (1e9 if time_field == "arrival_time_ns" else 1e3)
         out_ids = rec.get("output_tok_ids")
         if isinstance(out_ids, list) and not all(isinstance(o, int) for o in out_ids):
             raise InputError("output_tok_ids: expected a list of integer token ids", source=str(path), line=lineno)
@@ -120,8 +119,9 @@ def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.
         _check_length(len(ids) + n_out, path, lineno)
         keys = token_page_keys(ids, page_size)
         final = token_page_keys(ids + out_ids, page_size) if isinstance(out_ids, list) else None
-        _check_order(out, t * time_scale, path, lineno)
-        out.append(Request(len(out), t * time_scale, len(ids), n_out, keys, final))
+        arrival = _arrival(t, time_scale, time_field, path, lineno)
+        _check_order(out, arrival, path, lineno)
+        out.append(Request(len(out), arrival, len(ids), n_out, keys, final))
     _check_nonempty(out, path)
     return out
 
@@ -177,50 +177,37 @@ def token_page_keys(ids: list[int], page: int) -> list[int]:
 
 
 def _json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 (closed below; generator). Bytes: a bad byte names its line
-    except OSError as exc:
-        raise InputError(f"cannot read trace: {exc.strerror}", source=str(path)) from None
-    with fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InputError("not a UTF-8 text file (a JSON-lines trace)", source=str(path), line=lineno) from None
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"malformed JSON: {exc.msg}", source=str(path), line=lineno) from None
-            except ValueError as exc:
-                raise InputError(str(exc), source=str(path), line=lineno) from None
-            if not isinstance(rec, dict):
-                raise InputError("expected a JSON object", source=str(path), line=lineno)
-            yield lineno, rec
-
-
-def _no_constant(name: str):
-    """JSON has no NaN or Infinity (Python's parser accepts them): a trace value must be a finite number."""
-    raise ValueError(f"{name} is not a number JSON allows (values must be finite)")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is too large for a number (values must be finite)")
-    return value
+    for lineno, line in iter_lines(path, "trace"):
+        rec = parse_json(line, str(path), line=lineno)
+        if not isinstance(rec, dict):
+            raise InputError("expected a JSON object", source=str(path), line=lineno)
+        yield lineno, rec
 
 
 def _field(rec: dict, name: str, kind, path, lineno: int):
+    """A record's field of type ``kind``; an integer fits 64 bits (times are bounded as arrivals)."""
     if name not in rec:
         raise InputError(f"missing field {name!r}", source=str(path), line=lineno)
     value = rec[name]
     if isinstance(value, bool) or not isinstance(value, kind):
-        raise InputError(f"{name}: unexpected value {value!r}", source=str(path), line=lineno)
+        raise InputError(f"{name}: unexpected value {_short(value)}", source=str(path), line=lineno)
     if isinstance(value, int) and abs(value) >= 1 << 63:
-        raise InputError(f"{name}: {value:.3g} is out of range", source=str(path), line=lineno)
+        raise InputError(f"{name}: {num_text(value)} is out of range", source=str(path), line=lineno)
     return value
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _arrival(seconds: float, time_scale: float, name: str, path, lineno: int) -> float:
+    """The scaled arrival time, within the longest simulated time a run may span."""
+    arrival = seconds * time_scale
+    if not arrival <= MAX_SIMULATED_S:
+        raise InputError(f"{name}: arrives at {arrival:.3g} s (x time_scale {time_scale:g}), over the limit of "
+                         f"{MAX_SIMULATED_S:g} s of simulated time", source=str(path), line=lineno)  # fmt: skip
+    return arrival
 
 
 def _check_length(tokens: int, path, lineno: int) -> None:

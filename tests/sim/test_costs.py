@@ -136,7 +136,7 @@ class TestLoading:
     def test_a_truncated_file_names_the_file_and_line(self, tmp_path, spec):
         path = tmp_path / "cut.json"
         path.write_text(json.dumps(spec.to_json(), indent=1)[:500])
-        with pytest.raises(InputError, match=r"cut\.json:\d+: not valid JSON \(corrupt or truncated\?\)"):
+        with pytest.raises(InputError, match=r"cut\.json:\d+: malformed JSON \(corrupt or truncated\?\)"):
             load_cost_table(path)
 
     def test_a_missing_file_is_an_input_error(self, tmp_path):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sim.costs import default_cost_table, parse_cost_table
+from sim.errors import InputError
 from sim.run import build, run_scenario, summarise, write_outputs
 from sim.scenario import scenario_from_dict
 
@@ -50,10 +51,17 @@ class TestConservation:
         assert req["unfinished"] == 0
 
     def test_a_request_that_can_never_fit_is_dropped_with_a_reason(self):
+        step = {"random_output_len": 4, "random_range_ratio": 1.0}
+        sc = scenario(hardware={"kv_mem_gb": 0.05}, workload={"kind": "bench_serving", "steps": [
+            {**step, "num_prompts": 1, "random_input_len": 256}, {**step, "num_prompts": 2, "random_input_len": 8192}]})
+        req = run_scenario(sc).summary["requests"]
+        assert req["dropped"] == {"exceeds_kv_capacity": 2} and req["finished"] == 1
+
+    def test_a_workload_of_which_no_request_fits_is_refused_before_the_run(self):
         sc = scenario(hardware={"kv_mem_gb": 0.02}, workload={"request_length": 4096, "num_rounds": 1,
                                                               "num_clients": 2})  # fmt: skip
-        req = run_scenario(sc).summary["requests"]
-        assert req["dropped"] == {"exceeds_kv_capacity": 2} and req["finished"] == 0
+        with pytest.raises(InputError, match="cannot admit the workload's smallest request"):
+            run_scenario(sc)
 
     def test_d2h_bytes_equal_backed_up_pages_times_pool_bytes(self, quick_run):
         s = quick_run.summary

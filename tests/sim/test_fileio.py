@@ -2,6 +2,7 @@
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,7 +99,33 @@ class TestTargets:
 
 
 def test_new_run_folders_never_collide(tmp_path):
-    first = new_run_dir(tmp_path, "quickstart")
-    first.mkdir(parents=True)
-    second = new_run_dir(tmp_path, "quickstart")
-    assert first.parent == second.parent == tmp_path / "quickstart" and first != second
+    with new_run_dir(tmp_path, "quickstart") as (_, first), new_run_dir(tmp_path, "quickstart") as (_, second):
+        assert first.parent == second.parent == tmp_path / "quickstart" and first != second
+
+
+def test_runs_started_at_once_in_processes_each_keep_their_folder(tmp_path):
+    """Folders are claimed by mkdir, which one process wins, not by a look at what exists."""
+    import subprocess
+
+    code = ("import sys, time; from sim.fileio import new_run_dir\n"
+            "with new_run_dir(sys.argv[1], 'q') as (tmp, out):\n"
+            "    time.sleep(0.2); (tmp / 'summary.json').write_text(str(out))\n")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env) for _ in range(4)]
+    assert [p.wait() for p in procs] == [0] * 4
+    folders = sorted((tmp_path / "q").iterdir())
+    assert len(folders) == 4 and all((f / "summary.json").read_text() == str(f) for f in folders)
+
+
+def test_a_failed_run_leaves_no_claimed_folder(tmp_path):
+    with pytest.raises(RuntimeError), new_run_dir(tmp_path / "runs", "q"):
+        raise RuntimeError
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_staging_of_a_dead_run_is_removed_in_the_default_layout(tmp_path):
+    dead = tmp_path / "q" / ".20200101-000000.partial-999999999-abc"  # another time stamp, no such pid
+    dead.mkdir(parents=True)
+    with new_run_dir(tmp_path, "q") as (tmp, _):
+        (tmp / "summary.json").write_text("{}")
+    assert not dead.exists()

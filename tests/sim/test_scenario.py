@@ -186,7 +186,7 @@ class TestErrors:
             ("workload:\n  rate: 2\n", "workload.rate: unknown field"),
             ("hardware:\n  kv_mem_gb: 200\n", "hardware.kv_mem_gb: KV memory larger than the GPU"),
             ("hicache:\n  hicache_ratio: 0\n", "hicache.hicache_ratio: must be > 0"),
-            ("hicache:\n  hicache_ratio: 1.0e-9\n", "hicache.hicache_ratio: host pool smaller than one page"),
+            ("hicache:\n  hicache_ratio: 1.0e-5\nhardware:\n  kv_mem_gb: 1\n", "hicache.hicache_ratio: host pool smaller than one page"),
             ("hicache:\n  host_pages: 0\n", "hicache.host_pages: must be >= 1"),
             ("hicache:\n  write_policy: wb\n", "hicache.write_policy: expected one of"),
             (

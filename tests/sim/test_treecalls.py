@@ -54,7 +54,7 @@ def test_cli_rejects_a_bad_line_in_one_line(tmp_path, capsys):
     calls = tmp_path / "calls.jsonl"
     calls.write_text('{"op": "request", "tokens": [[1, 600]]}\nnot json\n')
     assert main(["tree", str(calls), "--quiet"]) == 2
-    assert f"{calls}:2: not JSON" in capsys.readouterr().err
+    assert f"{calls}:2: malformed JSON" in capsys.readouterr().err
 
 
 def test_a_node_the_recorder_could_not_name_may_be_left_out_of_a_later_host_eviction():
