@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from sim.errors import InputError
-from sim.inputs import parse_yaml, read_text
+from sim.inputs import numbers_problem, parse_yaml, read_text
 from sim.schema import (
     _WORKLOAD_CLASSES,
     _WORKLOAD_KINDS,
@@ -117,14 +117,19 @@ def _describe(err: dict[str, Any]) -> str:
 
 
 def field_problem(section: type[BaseModel], key: str, value: Any) -> str | None:
-    """What the schema says is wrong with ``value`` as ``key`` of ``section`` alone (None: nothing), so a
-    command-line option that sets a scenario quantity is held to the same bounds as the YAML field."""
+    """What the schema says is wrong with ``value`` as ``key`` of ``section`` by itself (None: nothing): its
+    type and declared bounds, then the bounds every number has; cross-field checks are left to the whole
+    scenario. So a command-line option that sets a scenario quantity is held to the YAML field's bounds."""
+    from pydantic import ConfigDict, TypeAdapter
+
+    info = section.model_fields[key]
     try:
-        section.model_validate({key: value})
+        TypeAdapter(Annotated[info.annotation, info],
+                    config=ConfigDict(strict=True, allow_inf_nan=False)).validate_python(value)  # fmt: skip
     except ValidationError as exc:
-        err = exc.errors()[0]
-        return err["ctx"]["message"] if err["type"] == "scenario_field" else _describe(err)
-    return None
+        return _describe(exc.errors()[0])
+    found = numbers_problem(value)
+    return found[1] if found else None
 
 
 def _error_path(err: dict[str, Any]) -> str:

@@ -44,7 +44,7 @@ class TestTracebacks:
 
     def test_an_unbalanced_quote_names_the_option(self, capsys):
         assert main(["scenario", "from-sglang", "--gpu", "H200", "--launch", "python -m sglang.launch_server '"]) == 2
-        assert "--launch: cannot split the command line" in one_line(capsys)
+        assert "--launch: cannot split the command" in one_line(capsys)
 
     def test_a_tree_call_without_its_field_names_file_line_and_field(self, tmp_path, capsys):
         calls = tmp_path / "c.jsonl"
