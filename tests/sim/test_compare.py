@@ -81,7 +81,7 @@ def test_replay_takes_the_eviction_config_as_json_and_rejects_bad_json(capsys):
     assert main(base + ["{protected_threshold: 3}"]) == 2
     assert main(base + ['{"threshold": 3}']) == 2
     err = capsys.readouterr().err
-    assert "--eviction-config: not JSON" in err and "slru takes no parameter 'threshold'" in err
+    assert "--eviction-config:1: malformed JSON" in err and "slru takes no parameter 'threshold'" in err
 
 
 def test_the_v4_cache_refuses_what_it_does_not_model_yet(capsys):
