@@ -76,12 +76,21 @@ def _cmd_run(args) -> int:
         try:
             result = run_scenario(scenario, progress=not args.no_progress,
                                   requests_out=tmp / "requests.parquet", notify=_note)  # fmt: skip
-        except InputError as exc:  # found while the run starts (pools, cost table): the scenario's fields
-            raise InputError(str(exc), source=args.scenario) from None
+        except InputError as exc:  # found while the run starts (pools, workload): a field names the scenario file
+            raise _in_scenario(exc, args.scenario) from None
         names = write_files(result, tmp)
     print(format_summary(result))
     print(f"wrote {out}/: {', '.join(names)}")
     return 0
+
+
+def _in_scenario(exc: InputError, scenario: str) -> InputError:
+    """``exc`` with the scenario file in front when it names a scenario field and no file (the pools, the
+    workload), as it is when it names a trace or cost table already."""
+    from sim.scenario import field_paths
+
+    head = str(exc).split(": ", 1)[0]
+    return InputError(str(exc), source=scenario) if head in field_paths() else exc
 
 
 def _note(message: str) -> None:

@@ -22,15 +22,15 @@ not cover (aiperf fills such a tail with fresh text) get keys of their own that 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.errors import InputError
+from sim.inputs import MAX_SIMULATED_S, num_text, number_problem, parse_json, read_text
 from sim.schema import MAX_REQUEST_TOKENS
-from sim.workload import Request, _finite, _json_lines, _no_constant
+from sim.workload import Request, _json_lines
 
 __all__ = ["Call", "PageInterner", "Subagent", "Trajectory", "read_bailian", "read_weka", "trajectory_requests",
            "weka_trajectory"]
@@ -142,12 +142,7 @@ def _weka_objects(path: Path) -> Iterator[tuple[str, int | None, dict]]:
 
 
 def _load_json(path: Path) -> dict:
-    try:
-        rec = json.loads(path.read_bytes(), parse_constant=_no_constant, parse_float=_finite)
-    except OSError as exc:
-        raise InputError(f"cannot read trace: {exc.strerror}", source=str(path)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
-        raise InputError(f"malformed JSON: {getattr(exc, 'msg', exc)}", source=str(path)) from None
+    rec = parse_json(read_text(path, "trace"), str(path))  # the input rules: size, UTF-8, strict JSON, nesting
     if not isinstance(rec, dict):
         raise InputError("expected a JSON object (one trajectory)", source=str(path))
     return rec
@@ -257,9 +252,9 @@ class _Where:
             self.fail(path, "missing")
         value = rec[name]
         if isinstance(value, bool) or not isinstance(value, kind):
-            self.fail(path, f"unexpected value {value!r}")
+            self.fail(path, f"unexpected value {repr(value)[:60]}")
         if isinstance(value, int) and abs(value) >= 1 << 63:
-            self.fail(path, f"{value:.3g} is out of range")
+            self.fail(path, f"{num_text(value)} is out of range")
         return value
 
     def at_least(self, *checks: tuple[str, float, float]) -> None:
@@ -268,7 +263,11 @@ class _Where:
                 self.fail(name, f"must be >= {low}, got {value}")
 
     def number(self, rec: dict, name: str, at: str = "") -> float:
-        return float(self.get(rec, name, (int, float), at))
+        """A time or duration: within the bounds every input number has (sim.inputs; no floor)."""
+        value = float(self.get(rec, name, (int, float), at))
+        if (problem := number_problem(value, floor=False)) is not None:
+            self.fail(f"{at}.{name}" if at else name, problem)
+        return value
 
 
 # ----- Bailian ------------------------------------------------------------------------------------------
@@ -299,6 +298,9 @@ def read_bailian(path: str | Path, *, page_size: int, block_size: int = 16, time
         if n_in + n_out > MAX_REQUEST_TOKENS:
             where.fail("input_length", f"input + output of {n_in + n_out:,} tokens, over the limit of "
                        f"{MAX_REQUEST_TOKENS:,} per request")  # fmt: skip
+        if ts * time_scale > MAX_SIMULATED_S:
+            where.fail("timestamp", f"arrives at {ts * time_scale:.3g} s (x time_scale {time_scale:g}), over the "
+                       f"limit of {MAX_SIMULATED_S:g} s of simulated time")  # fmt: skip
         if out and ts * time_scale < out[-1].arrival_s:
             where.fail("timestamp", "goes backwards (a trace is in arrival order)")
         root_of[chat] = root_of[parent] if parent != -1 else chat
