@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plot(sub)
     _add_tree(sub)
     _add_scenario(sub)
+    _add_diff(sub)
     from calibrate.cli import add_calibrate_parser  # torch is imported only when calibrate runs
 
     add_calibrate_parser(sub)
@@ -60,6 +61,10 @@ def _add_run(sub) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a field, e.g. --set hicache.load_back_threshold=64 (repeatable)")  # fmt: skip
     p.add_argument("--seed", type=_nonneg_int, default=None, help="shorthand for --set seed=N")
+    p.add_argument("--seeds", default=None, metavar="N|S1,S2,...",
+                   help="run N seeds (from the scenario's own) or these seeds, in parallel; print and write each "
+                        "figure's mean and 95%% interval (DIR/summary.json, seeds.csv)")  # fmt: skip
+    p.add_argument("--workers", type=_positive_int, default=None, help="--seeds: parallel runs (default: CPUs)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
     p.set_defaults(func=_cmd_run, outputs=(("out", "folder"),))
@@ -72,6 +77,8 @@ def _cmd_run(args) -> int:
 
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
+    if args.seeds is not None:
+        return _run_seeds(args, scenario)
     with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):  # before the run
         try:
             result = run_scenario(scenario, progress=not args.no_progress,
@@ -91,6 +98,52 @@ def _in_scenario(exc: InputError, scenario: str) -> InputError:
 
     head = str(exc).split(": ", 1)[0]
     return InputError(str(exc), source=scenario) if head in field_paths() else exc
+
+
+def _run_seeds(args, scenario) -> int:
+    from sim.fileio import run_folder
+    from sim.run import check_startable, summary_json
+    from sim.scenario import dump_resolved
+    from sim.seeds import format_intervals, parse_seeds, run_seeds, seeds_summary
+
+    seeds = parse_seeds(args.seeds, scenario.seed)
+    check_startable(scenario)
+    with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):
+        df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+        (tmp / "summary.json").write_text(summary_json(seeds_summary(scenario, df)))
+        df.to_csv(tmp / "seeds.csv", index=False)
+        (tmp / "scenario.yaml").write_text(dump_resolved(scenario))
+    print(f"{scenario.name}: {len(seeds)} seeds ({', '.join(map(str, seeds))})")
+    print(format_intervals(df))
+    print(f"wrote {out}/: summary.json, seeds.csv, scenario.yaml")
+    return 0
+
+
+def _add_diff(sub) -> None:
+    p = sub.add_parser("diff", help="compare two runs' figures: is B's difference from A outside the noise?",
+                       description="Compare the headline figures of two run folders (best: both run with the same "
+                       "--seeds, which pairs them seed by seed). Prints A, B, B - A and B / A with their 95%% "
+                       "intervals and whether the difference is outside the noise (its interval excludes 0).")  # fmt: skip
+    p.add_argument("a", metavar="RUN_A", help="a run folder (or its summary.json)")
+    p.add_argument("b", metavar="RUN_B", help="the run to compare against A")
+    p.add_argument("--json", metavar="OUT", default=None, help="also write the comparison as JSON")
+    p.set_defaults(func=_cmd_diff)
+
+
+def _cmd_diff(args) -> int:
+    import json
+
+    from sim.fileio import check_output_file, write_text_atomic
+    from sim.seeds import compare, format_compare, read_seed_table
+
+    if args.json:
+        check_output_file(args.json, "--json")
+    diffs = compare(read_seed_table(args.a), read_seed_table(args.b))
+    print(f"A = {args.a}\nB = {args.b}")
+    print(format_compare(diffs))
+    if args.json:
+        write_text_atomic(args.json, json.dumps([d.as_dict() for d in diffs], indent=1, allow_nan=True) + "\n")
+    return 0
 
 
 def _note(message: str) -> None:
@@ -390,6 +443,9 @@ def _add_sweep(sub) -> None:
                    help="local processes (default) or Ray tasks")  # fmt: skip
     p.add_argument("--workers", type=_positive_int, default=None, help="parallel points (default: CPU count)")
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="join this Ray cluster (default: local)")
+    p.add_argument("--seeds", default=None, metavar="N|S1,S2,...",
+                   help="run every point at N seeds (or these seeds): a seed axis, and the table printed and "
+                        "written (DIR/sweep_seeds.csv) as mean and 95%% interval over seeds")  # fmt: skip
     p.add_argument("--no-progress", action="store_true",
                    help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
     p.set_defaults(func=_cmd_sweep, outputs=(("out", "folder"),))
@@ -398,10 +454,19 @@ def _add_sweep(sub) -> None:
 def _cmd_sweep(args) -> int:
     from sim.sweep import format_rows, plan_sweep, run_sweep
 
-    plan = plan_sweep(args.scenario, args.grid, args.overrides)  # validates every point; writes nothing
+    grid = list(args.grid) + ([_seed_axis(args)] if args.seeds is not None else [])
+    plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
                    progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
-    print(format_rows(df, [a.key for a in plan.axes]))
+    if args.seeds is not None:
+        from sim.fileio import write_text_atomic
+        from sim.seeds import aggregate, format_intervals
+
+        keys = [a.key for a in plan.axes if a.key != "seed"]
+        print(format_intervals(df, keys))
+        write_text_atomic(f"{args.out}/sweep_seeds.csv", aggregate(df, keys).to_csv(index=False))
+    else:
+        print(format_rows(df, [a.key for a in plan.axes]))
     print(f"wrote {args.out}/sweep.parquet ({len(df)} of {len(plan.points)} points), sweep.yaml, points/")
     failed = df[df["status"] == "failed"] if "status" in df else df.iloc[:0]
     if len(failed):
@@ -409,6 +474,26 @@ def _cmd_sweep(args) -> int:
         raise InputError(f"{len(failed)} of {len(plan.points)} points failed (point {first['point_id']}: "
                          f"{first['error']}); their rows have status 'failed', the others are whole")  # fmt: skip
     return 0
+
+
+def _seed_axis(args) -> str:
+    """``--seeds`` as a ``seed`` grid axis, counted from the base scenario's seed."""
+    from pathlib import Path
+
+    from sim.scenario import load_scenario
+    from sim.seeds import parse_seeds
+    from sim.sweep import _read_sweep_file
+
+    if any(g.partition("=")[0].strip() == "seed" for g in args.grid):
+        raise InputError("--seeds and --grid seed=... both give the seeds; use one")
+    recorded = _read_sweep_file(Path(args.scenario))
+    if "," in str(args.seeds):
+        base = 0
+    elif recorded is not None:
+        base = int(recorded["scenario"].get("seed", 0))
+    else:
+        base = load_scenario(args.scenario, args.overrides).seed
+    return "seed=" + ",".join(map(str, parse_seeds(args.seeds, base)))
 
 
 def _add_plot(sub) -> None:
