@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tree(sub)
     _add_scenario(sub)
     _add_diff(sub)
+    _add_plan(sub)
     from calibrate.cli import add_calibrate_parser  # torch is imported only when calibrate runs
 
     add_calibrate_parser(sub)
@@ -144,6 +145,96 @@ def _cmd_diff(args) -> int:
     if args.json:
         write_text_atomic(args.json, json.dumps([d.as_dict() for d in diffs], indent=1, allow_nan=True) + "\n")
     return 0
+
+
+PLAN_HELP = """Answer the sizing questions before a deployment, in one report folder.
+
+From an SGLang launch command (--launch, with --gpu and optionally --bench client commands, as `scenario
+from-sglang` reads them) or a scenario, plus a workload (the bench command's, the scenario's, or --trace),
+and optional SLOs, it runs every candidate over seeds and writes DIR/report.md with its PNGs, and the same
+numbers in DIR/plan.json and CSVs: host memory per candidate --hicache-ratio / --hicache-size pool by pool
+against the node's DRAM and SGLang's start-up checks; hit rate, throughput and TTFT against host GB (with
+the knee and the clairvoyant ceiling); write policies side by side; L3 prefetch per policy and threshold;
+DeepSeek-V4's hit rate lost to the SWA pool; HiSparse against the batch (--decode); and the cheapest
+candidate that meets the SLOs, with its launch command.
+
+  hicache-sim plan --scenario scenarios/quickstart.yaml --slo ttft_p90=1s --decode scenarios/hisparse_quick.yaml
+"""
+
+
+def _add_plan(sub) -> None:
+    p = sub.add_parser("plan", help="size host memory and pick a HiCache setup for SLOs: one report",
+                       description=PLAN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--launch", metavar="CMD", help="the sglang.launch_server command line (quoted)")
+    src.add_argument("--scenario", metavar="SCENARIO.yaml", help="a scenario instead of a launch command")
+    p.add_argument("--gpu", default=None, help="with --launch: the catalog GPU it runs on (H20, H200, ...)")
+    p.add_argument("--bench", action="append", default=[], metavar="CMD",
+                   help="with --launch: a bench_serving or bench_multiturn.py command (the workload)")  # fmt: skip
+    p.add_argument("--trace", default=None, metavar="TRACE", help="replay this trace (Mooncake or token ids) instead")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a field of the base scenario (repeatable)")  # fmt: skip
+    p.add_argument("--slo", default=None, metavar="K=V,...",
+                   help="targets: ttft_p90, ttft_mean, ttft_p99, itl (TPOT mean), e.g. ttft_p90=2s,itl=50ms")  # fmt: skip
+    p.add_argument("--ratios", default="1,2,4,8,16", metavar="R1,R2,...", help="candidate --hicache-ratio values")
+    p.add_argument("--sizes", default="", metavar="GB1,GB2,...", help="candidate --hicache-size values (GB per rank)")
+    p.add_argument("--node-dram-gb", type=float, default=None,
+                   help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
+                        "with --launch, 2048)")  # fmt: skip
+    p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
+    p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
+    p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
+                   help="a decode-instance scenario for the HiSparse section (throughput against the batch)")  # fmt: skip
+    p.add_argument("--batches", default="1,2,4,8,16,32,64", metavar="B1,B2,...",
+                   help="--decode: batch caps to run HiSparse on and off at (default: %(default)s)")  # fmt: skip
+    p.add_argument("--out", default=None, metavar="DIR", help="report folder (default: runs/plan-NAME/DATE)")
+    p.add_argument("--overwrite", action="store_true", help="replace the report already in --out DIR")
+    p.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: CPU count)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_plan)
+
+
+def _cmd_plan(args) -> int:
+    import shlex
+
+    from sim.fileio import new_run_dir, staged_dir
+    from sim.plan import PlanSpec, make_plan, parse_slo
+    from sim.plan.inputs import base_scenario
+    from sim.plan.report import write_report
+    from sim.run import check_startable
+    from sim.scenario import load_scenario
+    from sim.seeds import parse_seeds
+
+    sc = base_scenario(scenario=args.scenario, launch=args.launch, gpu=args.gpu, benches=args.bench,
+                       trace=args.trace, overrides=args.overrides)  # fmt: skip
+    check_startable(sc)
+    decode = load_scenario(args.decode) if args.decode else None
+    spec = PlanSpec(sc, launch=args.launch, slo=parse_slo(args.slo), ratios=_float_list(args.ratios, "--ratios"),
+                    sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
+                    node_dram_gb=args.node_dram_gb or (sc.hardware.host_mem_gb if args.scenario else 2048.0),
+                    gpus_per_node=args.gpus_per_node,
+                    seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
+                    decode_batches=[int(b) for b in _float_list(args.batches, "--batches")])  # fmt: skip
+    out = args.out or new_run_dir("runs", f"plan-{sc.name}")
+    command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
+    with staged_dir(out, overwrite=args.overwrite, marker="plan.json") as tmp:
+        data = make_plan(spec, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+        names = write_report(data, tmp, command=command.strip())
+    rec = data["recommendation"]
+    print(f"plan {sc.name}: {data['runs']} runs, {len(data['failed_runs'])} failed")
+    print(f"recommendation: {rec['choice'] or 'none meets the SLOs'}" + (f"\n  {rec['launch']}" if rec.get("launch") else ""))
+    print(f"wrote {out}/: {', '.join(names)}")
+    return 0
+
+
+def _float_list(text: str, option: str) -> list[float]:
+    try:
+        values = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise InputError(f"{option} {text}: expected numbers, e.g. 1,2,4") from None
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise InputError(f"{option} {text}: every value must be > 0")
+    return values
 
 
 def _note(message: str) -> None:
