@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sim.errors import InputError
@@ -133,6 +133,11 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
     if sc.cluster.role == "decode":
         raise InputError("plan: the main scenario must be a serving (prefill or colocated) instance; give a decode "
                          "instance with --decode")  # fmt: skip
+    notes = []
+    if sc.workload.kind == "trace" and len(spec.seeds) > 1:  # nothing random in a replayed trace
+        spec = replace(spec, seeds=spec.seeds[:1])
+        notes.append("a trace replays its own arrivals and prompts, so the seed changes nothing: one seed, no "
+                     "intervals")  # fmt: skip
     cands, swa_ratio, l1, auto = _host_candidates(spec, sc)
     startable = [c for c in cands if c.status != "refused"]
     base_policy = sc.hicache.write_policy if sc.hicache.write_policy != "boundary" else "write_through"
@@ -212,7 +217,7 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
     value = _value_section(spec, jobs, cands, startable, grid, per_node, exact, why)
     data = {
         "scenario": sc.name, "model": model.name, "pools": len(model.pools), "seeds": list(spec.seeds),
-        "slo": dict(spec.slo), "runs": len(jobs.calls),
+        "slo": dict(spec.slo), "runs": len(jobs.calls), "notes": notes,
         "failed_runs": [{"key": list(map(str, k)), "error": jobs.error(k)} for k in jobs.keys if jobs.error(k)],
         "host_memory": host, "value": value,
         "write_policy": _policy_section(spec, jobs, wp_cand),

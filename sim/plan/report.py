@@ -280,6 +280,7 @@ def _markdown(d: dict, command: str) -> str:
         out += ["```", command, "```", ""]
     out += [f"{d['runs']} runs ({len(d['failed_runs'])} failed), seeds {seeds}; SLOs: {slo}. Intervals are 95% "
             "Student-t over seeds: `mean [lo, hi]`.", ""]  # fmt: skip
+    out += [f"- note: {n}" for n in d.get("notes", [])] + ([""] if d.get("notes") else [])
     # recommendation first: it is what the reader came for
     out += ["## Recommendation", ""]
     if rec["choice"] is None:
