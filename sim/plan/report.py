@@ -46,7 +46,8 @@ def _iv(p: dict, m: str, f: str = "{:.3f}", scale: float = 1.0) -> str:
     x = p[m]
     if x["n"] < 2:
         return f.format(x["mean"] * scale)
-    return f"{f.format(x['mean'] * scale)} [{f.format(x['lo'] * scale)}, {f.format(x['hi'] * scale)}]"
+    lo = max(x["lo"], 0.0)  # no figure here is below zero: the interval's lower end is shown clipped
+    return f"{f.format(x['mean'] * scale)} [{f.format(lo * scale)}, {f.format(x['hi'] * scale)}]"
 
 
 def _table(heads: list[str], rows: list[list[str]]) -> str:
@@ -279,7 +280,7 @@ def _markdown(d: dict, command: str) -> str:
     if command:
         out += ["```", command, "```", ""]
     out += [f"{d['runs']} runs ({len(d['failed_runs'])} failed), seeds {seeds}; SLOs: {slo}. Intervals are 95% "
-            "Student-t over seeds: `mean [lo, hi]`.", ""]  # fmt: skip
+            "Student-t over seeds: `mean [lo, hi]` (lower ends clipped at 0).", ""]  # fmt: skip
     out += [f"- note: {n}" for n in d.get("notes", [])] + ([""] if d.get("notes") else [])
     # recommendation first: it is what the reader came for
     out += ["## Recommendation", ""]
