@@ -157,7 +157,8 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
                    *(c.l2_pages for c in cands)})  # fmt: skip
     exact, why = applies_to(model)
     if exact:
-        jobs.add(("mrc",), tasks.mrc_curve, sc, [max(l1, g) for g in grid])
+        dense = sorted({round(top * i / 400) for i in range(401)})
+        jobs.add(("mrc",), tasks.mrc_curve, sc, [max(l1, g) for g in grid], [max(l1, g) for g in dense])
         for g in grid:
             jobs.add(("replay", g), tasks.replay_single, sc, l1, g, base_policy)
     else:
@@ -215,6 +216,9 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
     ranks = min(sc.hardware.tp_size, spec.gpus_per_node)
     per_node = lambda g: host_bytes(model, g, swa_ratio if model.has_swa else 0.0, page) * ranks  # noqa: E731
     value = _value_section(spec, jobs, cands, startable, grid, per_node, exact, why)
+    if exact and jobs.get(("mrc",)):
+        value["one_pass_dense"] = [{"l2_pages": g, "host_gb_per_node": per_node(g) / 1e9, "hit": h}
+                                   for g, h in zip(dense, jobs.get(("mrc",))["dense"])]  # fmt: skip
     data = {
         "scenario": sc.name, "model": model.name, "pools": len(model.pools), "seeds": list(spec.seeds),
         "slo": dict(spec.slo), "runs": len(jobs.calls), "notes": notes,

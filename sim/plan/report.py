@@ -95,8 +95,10 @@ def _plot_value(data: dict, path: Path) -> None:
     if any(p["replay_l1l2"] is not None for p in curve):
         a.plot(cx, [p["replay_l1l2"] for p in curve], "-", color="C0", label="L1 + L2, request-order replay")
         a.plot(cx, [p["replay_l1"] for p in curve], ":", color="C0", label="of which L1")
-    if any(p["one_pass"] is not None for p in curve):
-        a.plot(cx, [p["one_pass"] for p in curve], "--", color="C2", label="one-pass LRU curve")
+    if v.get("one_pass_dense"):
+        dense = v["one_pass_dense"]
+        a.plot([p["host_gb_per_node"] for p in dense], [p["hit"] for p in dense], "--", color="C2",
+               label="one-pass LRU curve (every size)")
     if any(p["clairvoyant"] is not None for p in curve):
         a.plot(cx, [p["clairvoyant"] for p in curve], "-.", color="0.4", label="clairvoyant ceiling")
     m, e = _err(pts, "hit_total")

@@ -114,9 +114,10 @@ def clairvoyant_hits(sc: Scenario, capacities: Sequence[int | None]) -> list[flo
     return [trace.bound(c).hit_rate() for c in capacities]
 
 
-def mrc_curve(sc: Scenario, capacities: Sequence[int]) -> dict:
-    """The one-pass LRU curve (single-pool models only) at each capacity."""
+def mrc_curve(sc: Scenario, capacities: Sequence[int], dense: Sequence[int] = ()) -> dict:
+    """The one-pass LRU curve (single-pool models only) at each capacity, and at every ``dense`` one."""
     from sim.mrc import miss_ratio_curve
 
     curve = miss_ratio_curve(served_requests(sc), sc.hicache.page_size)
-    return {"hit": [float(v) for v in curve.curve(capacities)], "distinct_pages": curve.distinct_pages}
+    return {"hit": [float(v) for v in curve.curve(capacities)], "dense": [float(v) for v in curve.curve(dense)],
+            "distinct_pages": curve.distinct_pages}

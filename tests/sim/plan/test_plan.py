@@ -132,3 +132,20 @@ class TestSlo:
     def test_bad_targets_are_one_line_errors(self, text):
         with pytest.raises(InputError):
             parse_slo(text)
+
+
+def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and_a_progress_bar(capsys):
+    from sim.plan import PlanSpec, make_plan
+    from sim.scenario import load_scenario
+
+    sc = load_scenario(ROOT / "scenarios" / "mla_baseline_multiturn.yaml",
+                       ["workload.num_clients=32", "workload.max_parallel=8", "workload.num_rounds=3"])  # fmt: skip
+    spec = PlanSpec(sc, ratios=[1.0, 4.0], seeds=[1], policies=["write_through"], l3_policies=["timeout"],
+                    l3_thresholds=[256], curve_points=6)  # fmt: skip
+    d = make_plan(spec, workers=1, progress=True)
+    v = d["value"]
+    assert v["curve_exact"] is True
+    hits = [p["hit"] for p in v["one_pass_dense"]]
+    assert hits == sorted(hits)  # inclusion: more memory never hits less
+    assert v["one_pass_max_gap"] < 0.01  # against the tree's replays at the grid's sizes
+    assert f"{d['runs']}/{d['runs']} runs" in capsys.readouterr().err  # the bar has its total
