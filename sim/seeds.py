@@ -90,15 +90,16 @@ def parse_seeds(text: str, base: int) -> list[int]:
     """``--seeds``: ``N`` (N seeds from the scenario's own, ``base .. base+N-1``) or a list ``1,2,7``."""
     text = str(text).strip()
     try:
-        if "," in text:
-            seeds = [int(t) for t in text.split(",") if t.strip()]
-        else:
-            n = int(text)
-            if n < 1:
-                raise InputError(f"--seeds {text}: must be >= 1")
-            seeds = list(range(base, base + n))
+        numbers = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         raise InputError(f"--seeds {text}: expected a count (5) or a list of seeds (1,2,7)") from None
+    if "," not in text:
+        if len(numbers) != 1 or numbers[0] < 1:
+            raise InputError(f"--seeds {text}: a count must be >= 1")
+        numbers = list(range(base, base + numbers[0]))
+    seeds = numbers
+    if not seeds:
+        raise InputError(f"--seeds {text}: no seed given")
     if any(s < 0 for s in seeds):
         raise InputError(f"--seeds {text}: seeds must be >= 0")
     if len(set(seeds)) != len(seeds):
