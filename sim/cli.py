@@ -190,6 +190,9 @@ def _add_plan(sub) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="report folder (default: runs/plan-NAME/DATE)")
     p.add_argument("--overwrite", action="store_true", help="replace the report already in --out DIR")
     p.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: CPU count)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local processes (default) or Ray tasks, for larger grids")  # fmt: skip
+    p.add_argument("--ray-address", default=None, metavar="ADDR", help="join this Ray cluster (default: local)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_plan)
 
@@ -218,7 +221,8 @@ def _cmd_plan(args) -> int:
     out = args.out or new_run_dir("runs", f"plan-{sc.name}")
     command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
     with staged_dir(out, overwrite=args.overwrite, marker="plan.json") as tmp:
-        data = make_plan(spec, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+        data = make_plan(spec, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
+                         executor=args.executor, ray_address=args.ray_address)  # fmt: skip
         names = write_report(data, tmp, command=command.strip())
     rec = data["recommendation"]
     print(f"plan {sc.name}: {data['runs']} runs, {len(data['failed_runs'])} failed")

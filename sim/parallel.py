@@ -11,9 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sim.scenario import Scenario
-
-__all__ = ["run_calls", "run_scenarios"]
+__all__ = ["run_calls"]
 
 Call = tuple[Callable[..., Any], tuple]
 
@@ -29,8 +27,9 @@ def _outcome(fn: Callable[..., Any], args: tuple) -> dict:
 
 
 def run_calls(calls: Sequence[Call], *, workers: int | None = None, progress: bool = False, desc: str = "runs",
-              bar=None) -> list[dict]:  # fmt: skip
-    """The outcome of each call, in input order. ``bar``: an open tqdm bar to advance instead of a new one."""
+              bar=None, executor: str = "local", ray_address: str | None = None) -> list[dict]:  # fmt: skip
+    """The outcome of each call, in input order. ``bar``: an open tqdm bar to advance instead of a new one.
+    ``executor="ray"``: Ray tasks (started here, or joined at ``ray_address``), as ``sweep --executor ray``."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from tqdm import tqdm
@@ -43,7 +42,9 @@ def run_calls(calls: Sequence[Call], *, workers: int | None = None, progress: bo
         bar = tqdm(total=len(calls), desc=desc, unit="run", disable=not progress, file=sys.stderr)
     out: list[dict] = [{}] * len(calls)
     try:
-        if workers == 1:
+        if executor == "ray":
+            _run_ray(calls, workers, ray_address, out, bar)
+        elif workers == 1:
             for i, (fn, args) in enumerate(calls):
                 out[i] = _outcome(fn, args)
                 bar.update()
@@ -67,17 +68,25 @@ def run_calls(calls: Sequence[Call], *, workers: int | None = None, progress: bo
     return out
 
 
-def run_scenarios(scenarios: Sequence[Scenario], *, workers: int | None = None, progress: bool = False,
-                  desc: str = "runs") -> list[dict]:  # fmt: skip
-    """Each scenario's sweep row: ``{"status": "ok", "metrics": ...}`` or ``{"status": "failed", "error": ...}``."""
-    outcomes = run_calls([(_row, (sc,)) for sc in scenarios], workers=workers, progress=progress, desc=desc)
-    return [{"status": "ok", "metrics": o["value"]} if o["status"] == "ok" else o for o in outcomes]
+def _run_ray(calls: Sequence[Call], workers: int, address: str | None, out: list[dict], bar) -> None:
+    from sim.sweep import _connect_ray
 
+    started = _connect_ray(workers, address)
+    import ray
 
-def _row(sc: Scenario) -> dict:
-    import json
-
-    from sim.run import run_scenario
-    from sim.sweep import _json_default, flat_metrics
-
-    return json.loads(json.dumps(flat_metrics(run_scenario(sc, keep_requests=False).summary), default=_json_default))
+    try:
+        task = ray.remote(num_cpus=1)(_outcome)
+        refs = {task.remote(fn, args): i for i, (fn, args) in enumerate(calls)}
+        pending = list(refs)
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                for ref in ready:
+                    out[refs[ref]] = ray.get(ref)
+                    bar.update()
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+    finally:
+        if started:
+            ray.shutdown()

@@ -30,6 +30,7 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("requests_per_s", "req/s", "{:,.2f}"),
     ("ttft_mean_s", "TTFT mean s", "{:.3f}"),
     ("ttft_p90_s", "TTFT p90 s", "{:.3f}"),
+    ("tpot_mean_s", "TPOT mean s", "{:.4f}"),
     ("hit_device", "hit L1", "{:.2%}"),
     ("hit_host", "hit L2", "{:.2%}"),
     ("hit_storage", "hit L3", "{:.2%}"),
@@ -237,16 +238,18 @@ def with_seed(sc, seed: int):
 
 def run_seeds(sc, seeds: Sequence[int], *, workers: int | None = None, progress: bool = False) -> pd.DataFrame:
     """Run ``sc`` once per seed, in parallel processes; one row per seed (sorted), ``seed`` then the sweep's
-    flat metrics. A seed that fails raises InputError naming it (its rows would bias the interval)."""
-    from sim.parallel import run_scenarios
+    flat metrics and TPOT (a decode instance: throughput, TPOT and HiSparse's figures). A seed that fails
+    raises InputError naming it (its rows would bias the interval)."""
+    from sim.parallel import run_calls
+    from sim.plan.tasks import timed_run
 
-    outcomes = run_scenarios([with_seed(sc, s) for s in seeds], workers=workers, progress=progress,
-                             desc=f"{sc.name} x {len(seeds)} seeds")  # fmt: skip
+    outcomes = run_calls([(timed_run, (with_seed(sc, s),)) for s in seeds], workers=workers, progress=progress,
+                         desc=f"{sc.name} x {len(seeds)} seeds")  # fmt: skip
     rows = []
     for seed, outcome in zip(seeds, outcomes):
         if outcome["status"] != "ok":
             raise InputError(f"seed {seed}: {outcome['error']}")
-        rows.append({"seed": seed, **outcome["metrics"]})
+        rows.append({"seed": seed, **outcome["value"]})
     return pd.DataFrame(rows).sort_values("seed").reset_index(drop=True)
 
 
@@ -275,6 +278,10 @@ def read_seed_table(folder) -> pd.DataFrame:
         raise InputError("not a JSON summary", source=str(path)) from None
     if isinstance(data, dict) and data.get("kind") == "seeds":
         return pd.DataFrame(data["per_seed"])
-    if isinstance(data, dict) and "throughput" in data:
+    if isinstance(data, dict) and data.get("role") == "decode" and "hisparse" in data:
+        from sim.plan.tasks import decode_row
+
+        return pd.DataFrame([{"seed": data.get("seed", 0), **decode_row(data)}])
+    if isinstance(data, dict) and "throughput" in data and "hit_rate" in data:
         return pd.DataFrame([{"seed": data.get("seed", 0), **flat_metrics(data)}])
     raise InputError("not a hicache-sim run summary (no throughput, no per-seed rows)", source=str(path))

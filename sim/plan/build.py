@@ -120,7 +120,8 @@ def _candidate_scenario(sc: Scenario, c: HostCandidate, policy: str | None = Non
     return _variant(sc, sets, c.label)
 
 
-def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = False) -> dict:
+def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = False, executor: str = "local",
+              ray_address: str | None = None) -> dict:  # fmt: skip
     """Run everything the report needs; return its data (plain, JSON-ready)."""
     from tqdm import tqdm
 
@@ -205,7 +206,7 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
 
     with tqdm(total=len(jobs.calls), desc="plan", unit="run", disable=not progress, file=__import__("sys").stderr,
               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} runs [{elapsed}<{remaining}]") as bar:  # fmt: skip
-        outcomes = run_calls(jobs.calls, workers=workers, bar=bar)
+        outcomes = run_calls(jobs.calls, workers=workers, bar=bar, executor=executor, ray_address=ray_address)
     jobs.results = dict(zip(jobs.keys, outcomes))
 
     host = {"node_dram_gb": spec.node_dram_gb, "gpus_per_node": spec.gpus_per_node, "tp_size": sc.hardware.tp_size,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from sim.scenario import Scenario
 from sim.workload import Request
 
-__all__ = ["clairvoyant_hits", "mrc_curve", "replay_single", "replay_swa", "served_requests", "timed_run",
+__all__ = ["clairvoyant_hits", "decode_row", "mrc_curve", "replay_single", "replay_swa", "served_requests", "timed_run",
            "workload_requests"]
 
 
@@ -21,10 +21,8 @@ def timed_run(sc: Scenario) -> dict:
 
     result = run_scenario(sc, keep_requests=False)
     s = result.summary
-    if s.get("role") == "decode":  # a decode instance: throughput, TPOT and the hot buffer's figures
-        return {"output_tokens_per_s": s["throughput"]["output_tokens_per_s"], "tpot_mean_s": s["tpot_s"]["mean"],
-                "tpot_p90_s": s["tpot_s"]["p90"], **{f"hisparse_{k}": v for k, v in s["hisparse"].items()
-                                                     if isinstance(v, (int, float, str, bool)) or v is None}}  # fmt: skip
+    if s.get("role") == "decode":
+        return decode_row(s)
     row = flat_metrics(s)
     m = s.get("metrics", {})
     row.update({f"dropped_{k}": v for k, v in dropped_by_reason(m).items()})
@@ -38,6 +36,13 @@ def timed_run(sc: Scenario) -> dict:
         row.update({f"storage_unfulfilled_{k}": v
                     for k, v in m.get("storage_prefetch_unfulfilled_tokens_total", {}).items()})  # fmt: skip
     return row
+
+
+def decode_row(s: dict) -> dict:
+    """A decode instance's summary as one row: throughput, TPOT and the hot buffer's figures."""
+    return {"output_tokens_per_s": s["throughput"]["output_tokens_per_s"], "tpot_mean_s": s["tpot_s"]["mean"],
+            "tpot_p90_s": s["tpot_s"]["p90"], **{f"hisparse_{k}": v for k, v in s["hisparse"].items()
+                                                 if isinstance(v, (int, float, str, bool)) or v is None}}  # fmt: skip
 
 
 def workload_requests(sc: Scenario) -> list[Request]:
