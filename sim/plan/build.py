@@ -8,6 +8,7 @@ the outcomes; nothing here is tuned to a result.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -104,7 +105,10 @@ def _host_candidates(spec: PlanSpec, sc: Scenario) -> tuple[list[HostCandidate],
     page = sc.hicache.page_size
     common = dict(l1_pages=l1, swa_ratio=swa_ratio if model.has_swa else 0.0, page_tokens=page,
                   tp_size=sc.hardware.tp_size, node_dram_gb=spec.node_dram_gb, gpus_per_node=spec.gpus_per_node)  # fmt: skip
-    cands = [host_candidate(model, ratio=r, **common) for r in spec.ratios]
+    ratios = list(spec.ratios)
+    if sc.hicache.enabled and sc.hicache.host_pages is None and sc.hicache.hicache_ratio not in ratios:
+        ratios.append(sc.hicache.hicache_ratio)  # the user's own setup is always a candidate
+    cands = [host_candidate(model, ratio=r, **common) for r in sorted(ratios)]
     cands += [host_candidate(model, size_gb=g, **common) for g in spec.sizes_gb]
     auto = auto_ratio(model, l1_pages=l1, swa_ratio=common["swa_ratio"], page_tokens=page,
                       node_dram_gb=spec.node_dram_gb, ranks_per_node=min(sc.hardware.tp_size, spec.gpus_per_node))  # fmt: skip
@@ -204,7 +208,7 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
                              f"HiSparse batch {b}")  # fmt: skip
                 jobs.add(("hisparse", b, on), tasks.timed_run, v)
 
-    with tqdm(total=len(jobs.calls), desc="plan", unit="run", disable=not progress, file=__import__("sys").stderr,
+    with tqdm(total=len(jobs.calls), desc="plan", unit="run", disable=not progress, file=sys.stderr,
               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} runs [{elapsed}<{remaining}]") as bar:  # fmt: skip
         outcomes = run_calls(jobs.calls, workers=workers, bar=bar, executor=executor, ray_address=ray_address)
     jobs.results = dict(zip(jobs.keys, outcomes))
