@@ -185,7 +185,7 @@ def _add_plan(sub) -> None:
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
                    help="a decode-instance scenario for the HiSparse section (throughput against the batch)")  # fmt: skip
-    p.add_argument("--batches", default="1,2,4,8,16,32,64", metavar="B1,B2,...",
+    p.add_argument("--batches", default=[1, 2, 4, 8, 16, 32, 64], type=_int_list, metavar="B1,B2,...",
                    help="--decode: batch caps to run HiSparse on and off at (default: %(default)s)")  # fmt: skip
     p.add_argument("--out", default=None, metavar="DIR", help="report folder (default: runs/plan-NAME/DATE)")
     p.add_argument("--overwrite", action="store_true", help="replace the report already in --out DIR")
@@ -212,12 +212,14 @@ def _cmd_plan(args) -> int:
                        trace=args.trace, overrides=args.overrides)  # fmt: skip
     check_startable(sc)
     decode = load_scenario(args.decode) if args.decode else None
+    if decode is not None and decode.cluster.role != "decode":
+        raise InputError("--decode: not a decode instance (set cluster.role: decode)", source=args.decode)
     spec = PlanSpec(sc, launch=args.launch, slo=parse_slo(args.slo), ratios=_float_list(args.ratios, "--ratios"),
                     sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
                     node_dram_gb=args.node_dram_gb or (sc.hardware.host_mem_gb if args.scenario else 2048.0),
                     gpus_per_node=args.gpus_per_node,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
-                    decode_batches=[int(b) for b in _float_list(args.batches, "--batches")])  # fmt: skip
+                    decode_batches=args.batches)  # fmt: skip
     out = args.out or new_run_dir("runs", f"plan-{sc.name}")
     command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
     with staged_dir(out, overwrite=args.overwrite, marker="plan.json") as tmp:

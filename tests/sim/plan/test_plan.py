@@ -149,3 +149,18 @@ def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and
     assert hits == sorted(hits)  # inclusion: more memory never hits less
     assert v["one_pass_max_gap"] < 0.01  # against the tree's replays at the grid's sizes
     assert f"{d['runs']}/{d['runs']} runs" in capsys.readouterr().err  # the bar has its total
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--scenario", QUICKSTART, "--decode", QUICKSTART], "not a decode instance"),
+    (["--scenario", QUICKSTART, "--batches", "1.5"], "expected an integer"),
+    (["--scenario", QUICKSTART, "--ratios", "0,2"], "must be > 0"),
+    (["--scenario", QUICKSTART, "--trace", "no/such.jsonl"], "no such file"),
+    (["--launch", "python -m sglang.launch_server --model-path x"], "needs --gpu"),
+])  # fmt: skip
+def test_bad_plan_input_is_one_line_and_exit_2_before_anything_is_written(tmp_path, capsys, argv, says):
+    out = tmp_path / "report"
+    assert main(["plan", *argv, "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
