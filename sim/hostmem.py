@@ -3,9 +3,12 @@
 The host pools are sized as the simulator sizes them (``sim.run.engine_config``): Full-anchored pools hold
 ``int(L1 Full pages x --hicache-ratio)`` pages, or ``--hicache-size`` GB over the bytes of a page of all pools
 (``sim.fromsglang``); SWA-anchored pools the same share of theirs as on the device (``sim.replay.v4_cache``).
-Each pool also gets SGLang's padding page (``page_num = size // page_size + 1``,
-``srt/mem_cache/pool_host/base.py:224-226``). Every rank pins its own copy: DeepSeek-V4's pools are
-replicated on every TP rank, and a model read from ``config.json`` is sized per rank already.
+A single-pool model's host pool also gets SGLang's padding page (``page_num = size // page_size + 1``,
+``srt/mem_cache/pool_host/base.py:224-226``); DeepSeek-V4's paged host pools hold exactly
+``int(device pages x ratio)`` pages, Full-anchored pools on the Full count and SWA-anchored on the SWA count
+(``mem_cache/hybrid_cache/hybrid_pool_assembler.py:647-676``; ``memory_pool_host.py:276-279``). Every rank
+pins its own copy: DeepSeek-V4's pools are replicated on every TP rank, and a model read from
+``config.json`` is sized per rank already.
 
 SGLang 0.5.23's guard rails (``srt/`` paths):
 
@@ -18,7 +21,13 @@ SGLang 0.5.23's guard rails (``srt/`` paths):
   (``mem_cache/hicache_auto_size.py:86-118``; ``arg_groups/fields/memory.py:109-121``;
   ``arg_groups/hicache_hook.py:100-126``);
 - a host pool no larger than its device pool starts with a warning that L2 is of little use
-  (``base.py:238-246``).
+  (``base.py:238-246``);
+- DeepSeek-V4 checks each paged pool as it pins it ("Not enough host memory for V4 paged pool NAME...",
+  ``memory_pool_host.py:289-296``), refuses ``--hicache-size`` ("DeepSeek V4 HiCache currently does not
+  support --hicache-size; use --hicache-ratio instead.", ``hybrid_pool_assembler.py:660-664``), and cannot be
+  auto-sized: its pool is not one the auto-sizer knows, so HiCache without ``--hicache-ratio`` does not start
+  ("HiCache auto-sizing does not support DeepSeekV4TokenToKVPool; set --hicache-ratio or --hicache-size
+  explicitly.", ``mem_cache/hicache_auto_size.py:63-72``, entered at ``kv_cache_builder.py:456-460``).
 
 The node's *available* memory is what the OS reports free at start; ``node_dram_gb`` stands for it (less
 whatever else the node runs).
@@ -30,7 +39,7 @@ from dataclasses import dataclass, field
 
 from sim.pools import ModelSpec
 
-__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate"]
+__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate"]
 
 RESERVE_BYTES = 10 * 1024**3  # HICACHE_HOST_MEMORY_RESERVE_BYTES, pool_host/base.py:28
 AUTO_FRACTION = 0.8  # --hicache-host-memory-fraction default, arg_groups/fields/memory.py:117-121
@@ -79,13 +88,21 @@ def _budget_per_rank(node_dram_gb: float, ranks_per_node: int) -> int:
 
 def _pool_bytes(model: ModelSpec, l2: int, l2_swa: int, page_tokens: int) -> dict[str, int]:
     scale = page_tokens / model.page_size
+    pad = 0 if model.has_swa else 1  # the single-pool host pool's padding page; V4's paged pools have none
     out = {}
     for pool in model.pools:
         if not pool.bytes_per_page:
             continue
         pages = l2 if pool.anchor == "kv" else l2_swa
-        out[pool.name] = int((pages + 1) * pool.bytes_per_page * scale)  # + SGLang's padding page
+        out[pool.name] = int((pages + pad) * pool.bytes_per_page * scale)
     return out
+
+
+V4_SIZE_REFUSED = ("DeepSeek V4 HiCache currently does not support --hicache-size; use --hicache-ratio instead. "
+                   "(mem_cache/hybrid_cache/hybrid_pool_assembler.py:660-664)")  # fmt: skip
+V4_AUTO_REFUSED = ("HiCache auto-sizing does not support DeepSeekV4TokenToKVPool; set --hicache-ratio or "
+                   "--hicache-size explicitly. (mem_cache/hicache_auto_size.py:63-72, from "
+                   "kv_cache_builder.py:456-460: HiCache on without --hicache-ratio)")  # fmt: skip
 
 
 def host_bytes(model: ModelSpec, l2_pages: int, swa_ratio: float, page_tokens: int) -> int:
@@ -114,11 +131,23 @@ def host_candidate(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_to
     budget = _budget_per_rank(node_dram_gb, ranks)
     cand = HostCandidate(label or flag, flag, ratio, size_gb, l1_pages, l2, l2_swa, pools, ranks, nodes, budget)
     need = cand.per_rank
-    if need > budget:
+    where = f"{node_dram_gb:g} GB on the node less the 10 GiB reserve, over {ranks} ranks"
+    if model.has_swa and size_gb is not None:
+        status, reason = "refused", V4_SIZE_REFUSED
+    elif need > budget and model.has_swa:  # pool by pool, each against what the ones before it left
+        left, over = budget, ("", 0)
+        for item in pools.items():
+            if item[1] > left:
+                over = item
+                break
+            left -= item[1]
+        status, reason = "refused", (
+            f"Not enough host memory for V4 paged pool {over[0]}. Requesting {over[1] / 1e9:.2f} GB but only have "
+            f"{left / 1e9:.2f} GB free. (memory_pool_host.py:289-296: {where})")  # fmt: skip
+    elif need > budget:
         status, reason = "refused", (
             f"Not enough host memory available. Requesting {need / 1e9:.2f} GB but only have {budget / 1e9:.2f} "
-            f"GB free. Please reduce the size of the hierarchical cache. (pool_host/base.py:248-257: "
-            f"{node_dram_gb:g} GB on the node less the 10 GiB reserve, over {ranks} ranks)")  # fmt: skip
+            f"GB free. Please reduce the size of the hierarchical cache. (pool_host/base.py:248-257: {where})")  # fmt: skip
     elif l2 <= l1_pages:
         status, reason = "warning", (f"host pool ({l2:,} pages) no larger than the device pool ({l1_pages:,}): "
                                      "SGLang warns that L2 is of little use (pool_host/base.py:238-246)")  # fmt: skip
@@ -129,9 +158,12 @@ def host_candidate(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_to
 
 
 def auto_ratio(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_tokens: int, node_dram_gb: float,
-               ranks_per_node: int) -> float:  # fmt: skip
+               ranks_per_node: int) -> float | None:  # fmt: skip
     """The ratio SGLang's auto-sizing picks when the launch gives neither --hicache-ratio nor --hicache-size:
-    min(2.0, fraction x budget x (1 - slack) / device bytes of the host-mirrored pools)."""
+    min(2.0, fraction x budget x (1 - slack) / device bytes of the host-mirrored pools); None for DeepSeek-V4,
+    which it cannot size (``V4_AUTO_REFUSED``)."""
+    if model.has_swa:
+        return None
     scale = page_tokens / model.page_size
     device = l1_pages * scale * (model.group_bytes_per_page("kv") + swa_ratio * model.group_bytes_per_page("swa"))
     budget = _budget_per_rank(node_dram_gb, ranks_per_node) * AUTO_FRACTION

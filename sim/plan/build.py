@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sim.errors import InputError
-from sim.hostmem import HostCandidate, auto_ratio, host_bytes, host_candidate
+from sim.hostmem import V4_AUTO_REFUSED, HostCandidate, auto_ratio, host_bytes, host_candidate
 from sim.plan import tasks
 from sim.scenario import Scenario, apply_overrides, build_model_spec, scenario_from_dict
 from sim.seeds import interval
@@ -97,7 +97,7 @@ class _Jobs:
         return out.get("error") if out and out["status"] != "ok" else None
 
 
-def _host_candidates(spec: PlanSpec, sc: Scenario) -> tuple[list[HostCandidate], float, int, float]:
+def _host_candidates(spec: PlanSpec, sc: Scenario) -> tuple[list[HostCandidate], float, int, float | None]:
     from sim.run import device_pools
 
     model = build_model_spec(sc)
@@ -112,7 +112,11 @@ def _host_candidates(spec: PlanSpec, sc: Scenario) -> tuple[list[HostCandidate],
     cands += [host_candidate(model, size_gb=g, **common) for g in spec.sizes_gb]
     auto = auto_ratio(model, l1_pages=l1, swa_ratio=common["swa_ratio"], page_tokens=page,
                       node_dram_gb=spec.node_dram_gb, ranks_per_node=min(sc.hardware.tp_size, spec.gpus_per_node))  # fmt: skip
-    if auto > 0 and not any(c.ratio is not None and abs(c.ratio - auto) < 1e-9 for c in cands):
+    if auto is None:  # DeepSeek-V4: HiCache without --hicache-ratio does not start
+        cands.append(HostCandidate("auto (no --hicache-ratio)", "", None, None, l1, 0, 0, {},
+                                   cands[0].ranks_per_node, cands[0].nodes, cands[0].budget_per_rank, "refused",
+                                   V4_AUTO_REFUSED))  # fmt: skip
+    elif auto > 0 and not any(c.ratio is not None and abs(c.ratio - auto) < 1e-9 for c in cands):
         cands.append(host_candidate(model, ratio=round(auto, 3), label=f"auto (ratio {auto:.3g})", **common))
     return cands, swa_ratio, l1, auto
 

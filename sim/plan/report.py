@@ -309,9 +309,11 @@ def _markdown(d: dict, command: str) -> str:
             f"for each candidate, against {h['node_dram_gb']:g} GB of node DRAM and SGLang's start-up check (a rank "
             "may pin the available memory less a 10 GiB reserve over the ranks on the node; "
             "`srt/mem_cache/pool_host/base.py:84-108, 248-257`). L1 holds "
-            f"{h['l1_pages']:,} Full pages of {h['page_tokens']} tokens. With neither `--hicache-ratio` nor "
-            f"`--hicache-size`, SGLang's auto-sizing would pick ratio {h['auto_ratio']:.3g} "
-            "(`mem_cache/hicache_auto_size.py:86-118`).", ""]  # fmt: skip
+            f"{h['l1_pages']:,} Full pages of {h['page_tokens']} tokens. "
+            + (f"With neither `--hicache-ratio` nor `--hicache-size`, SGLang's auto-sizing would pick ratio "
+               f"{h['auto_ratio']:.3g} (`mem_cache/hicache_auto_size.py:86-118`)." if h["auto_ratio"] is not None else
+               "SGLang cannot auto-size this model's host pools: without `--hicache-ratio` HiCache does not start "
+               "(`mem_cache/hicache_auto_size.py:63-72`)."), ""]  # fmt: skip
     pools = [p["name"] for p in h["pools"]]
     rows = [[c["label"], f"{c['l2_pages']:,}", *[_fmt_gb(c["pool_bytes_per_rank"].get(p, 0)) for p in pools],
              _fmt_gb(c["bytes_per_rank"]), _fmt_gb(c["bytes_per_node"]), c["status"] + (f": {c['reason']}" if c["reason"] else "")]
