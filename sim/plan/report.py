@@ -74,12 +74,16 @@ def _plot_host(data: dict, path: Path) -> None:
     budget = cands[0]["budget_per_rank"] * cands[0]["ranks_per_node"] / GB if cands else 0
     ax.axhline(budget, color="r", ls="--", lw=1, label="SGLang's limit (DRAM - 10 GiB)")
     for i, c in enumerate(cands):
-        if c["status"] == "refused":
-            ax.text(i, bottom[i], "refused", ha="center", va="bottom", color="r", fontsize=8)
+        if c["status"] == "refused":  # drawn on the axis: a refused row may pin nothing (log scale)
+            ax.text(i, 0.03, "refused\nby SGLang", ha="center", va="bottom", color="r", fontsize=8,
+                    transform=ax.get_xaxis_transform())  # fmt: skip
     ax.set_ylabel("pinned host memory per node (GB)")
     ax.set_title(f"Host pools per node ({cands[0]['ranks_per_node'] if cands else 1} ranks), pool by pool")
     ax.tick_params(axis="x", labelsize=8)
     ax.set_yscale("log")
+    shown = [v for c in cands for v in c["pool_bytes_per_rank"].values() if v]
+    if shown:  # down to the smallest pool drawn, so no stacked segment falls below the axis
+        ax.set_ylim(bottom=min(shown) * cands[0]["ranks_per_node"] / GB / 2)
     ax.legend(fontsize=7, ncols=2)
     fig.savefig(path)
 
