@@ -109,6 +109,10 @@ def _plot_value(data: dict, path: Path) -> None:
     a.errorbar(x, m, yerr=e, fmt="o", color="C1", capsize=3, label="timed runs (95% interval)")
     if v["knee_gb_per_node"] is not None:
         a.axvline(v["knee_gb_per_node"], color="C3", lw=0.8, ls="--", label=f"knee {v['knee_gb_per_node']:.2f} GB")
+    cands = data["host_memory"]["candidates"]
+    limit = cands[0]["budget_per_rank"] * cands[0]["ranks_per_node"] / GB if cands else math.inf
+    if cx and limit < max(cx):
+        a.axvspan(limit, max(cx), color="0.9", zorder=0, label="past SGLang's limit: does not start")
     a.set_ylabel("hit rate (share of input tokens)")
     a.set_title("Hit rate vs host memory")
     a.legend(fontsize=7)
@@ -126,7 +130,7 @@ def _plot_value(data: dict, path: Path) -> None:
     c.legend(fontsize=7)
     for ax in (a, b, c):
         ax.set_xlabel("pinned host memory per node (GB)")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.08)  # headroom: a ceiling line is not the frame
     fig.savefig(path)
 
 
