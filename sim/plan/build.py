@@ -204,6 +204,7 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
             for tier, l2 in (("l1", 0), ("l1l2", host)):
                 jobs.add(("swa", r, tier), tasks.replay_swa, sc, full, l2, r, base_policy)
                 jobs.add(("nowin", r, tier), tasks.replay_single, sc, full, l2, base_policy)
+        jobs.add(("nowin", "unbounded"), tasks.replay_single, sc, None, 0, base_policy)  # first-seen misses
     # HiSparse on a decode instance: throughput against the batch cap, on and off
     if spec.decode is not None:
         for b in spec.decode_batches:
@@ -334,6 +335,8 @@ def _l3_section(spec, jobs, cand) -> dict:
 
 
 def _swa_section(jobs, rows_spec) -> dict:
+    unbounded = jobs.get(("nowin", "unbounded"))
+    first_seen = 1 - unbounded["l1_hit"] if unbounded else None
     rows = []
     for r, full, host in rows_spec:
         row = {"swa_full_tokens_ratio": r, "l1_full_pages": full, "l2_full_pages": host}
@@ -344,10 +347,12 @@ def _swa_section(jobs, rows_spec) -> dict:
                 row[f"{tier}_hit_v4"] = v4[key]
                 row[f"{tier}_hit_no_window"] = nowin[key]
                 row[f"{tier}_lost_to_swa"] = nowin[key] - v4[key]
-                row[f"{tier}_missed_evicted"] = 1 - nowin[key]
+                row[f"{tier}_missed_without_window"] = 1 - nowin[key]
+                if first_seen is not None:
+                    row[f"{tier}_missed_evicted"] = 1 - nowin[key] - first_seen
                 row[f"{tier}_swa_evicted_tokens"] = v4["swa_evicted_tokens"]
         rows.append(row)
-    return {"applies": True, "rows": rows}
+    return {"applies": True, "missed_first_seen": first_seen, "rows": rows}
 
 
 def _hisparse_section(spec, jobs) -> dict:

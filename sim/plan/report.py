@@ -376,14 +376,17 @@ def _markdown(d: dict, command: str) -> str:
         out += ["## DeepSeek-V4: hit rate lost to the SWA pool", "", "![SWA](swa.png)", "",
                 "Request-order replays at each `swa_full_tokens_ratio` with the same KV bytes (a bigger SWA share "
                 "leaves fewer Full pages). *No window* is the same keys on a tree without window state at the same "
-                "Full pages: the gap is what the SWA pool costs (windows gone, and Full leaves its LRU deleted); "
-                "*missed without a window* is what even that tree misses (evicted, or never seen before). The one-pass curve does not apply here: the SWA validator "
+                "Full pages: the gap is what the SWA pool costs (windows gone, and Full leaves its LRU deleted). "
+                "What even that tree misses is split into *evicted* and *first seen* (a prefix no earlier request "
+                "had: missed at any size, "
+                + ("-" if d["swa"].get("missed_first_seen") is None else f"{100 * d['swa']['missed_first_seen']:.1f}%")
+                + " of input tokens here). The one-pass curve does not apply here: the SWA validator "
                 "breaks LRU's inclusion property (`docs/notes/mrc.md`).", ""]  # fmt: skip
         rows = [[f"{r['swa_full_tokens_ratio']:g}", f"{r['l1_full_pages']:,}", _pct(r.get("l1_hit_v4")),
                  _pct(r.get("l1_lost_to_swa")), _pct(r.get("l1l2_hit_v4")), _pct(r.get("l1l2_lost_to_swa")),
                  _pct(r.get("l1l2_missed_evicted"))] for r in d["swa"]["rows"]]  # fmt: skip
         out += [_table(["swa ratio", "L1 Full pages", "L1 hit", "L1 lost to SWA", "L1+L2 hit", "L1+L2 lost to SWA",
-                        "L1+L2 missed without a window"], rows), ""]  # fmt: skip
+                        "L1+L2 missed: evicted"], rows), ""]  # fmt: skip
     # HiSparse
     hs = d["hisparse"]
     out += ["## HiSparse (decode instance)", ""]

@@ -113,9 +113,13 @@ def test_write_policies_and_l3_policies_are_side_by_side(report):
 
 def test_the_swa_section_compares_v4_with_the_same_keys_without_a_window(report):
     _, d = report
+    first_seen = d["swa"]["missed_first_seen"]
     for r in d["swa"]["rows"]:
         assert r["l1l2_hit_v4"] <= r["l1l2_hit_no_window"] + 1e-9
         assert r["l1l2_lost_to_swa"] == pytest.approx(r["l1l2_hit_no_window"] - r["l1l2_hit_v4"])
+        # every input token: a hit without a window, or missed because evicted, or because first seen
+        assert r["l1l2_hit_no_window"] + r["l1l2_missed_evicted"] + first_seen == pytest.approx(1.0)
+        assert r["l1l2_missed_evicted"] >= -1e-9
 
 
 def test_hisparse_rows_and_the_crossover_follow_from_the_runs(report):
