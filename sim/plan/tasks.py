@@ -30,7 +30,7 @@ def timed_run(sc: Scenario) -> dict:
         tpot = percentiles(result.sim.rec.tpot)
         row.update(tpot_mean_s=tpot["mean"], tpot_p90_s=tpot["p90"])
         row.update({f"link_bytes_{k}": v for k, v in s["link_bytes"].items()})
-        row["retractions"] = m.get("sim_retractions_total", 0)
+        row["retractions"] = m.get("num_retracted_requests_total", 0)
         row["storage_prefetches"] = m.get("sim_prefetches_total", 0)
         row["storage_prefetch_requested_tokens"] = m.get("sim_prefetch_requested_tokens_total", 0)
         row.update({f"storage_unfulfilled_{k}": v
