@@ -143,7 +143,7 @@ def _cmd_diff(args) -> int:
     print(f"A = {args.a}\nB = {args.b}")
     print(format_compare(diffs))
     if args.json:
-        write_text_atomic(args.json, json.dumps([d.as_dict() for d in diffs], indent=1, allow_nan=True) + "\n")
+        write_text_atomic(args.json, json.dumps([d.as_dict() for d in diffs], indent=1, allow_nan=False) + "\n")
     return 0
 
 

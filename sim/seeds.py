@@ -169,7 +169,8 @@ class Difference:
     significant: bool
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """Strict JSON: an undefined ratio (A's mean is 0) is null."""
+        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(self).items()}
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str] | None = None) -> list[Difference]:
