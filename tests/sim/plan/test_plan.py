@@ -172,3 +172,20 @@ def test_bad_plan_input_is_one_line_and_exit_2_before_anything_is_written(tmp_pa
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_a_launch_command_and_its_bench_client_make_a_plan_whose_command_keeps_the_users_flags(tmp_path):
+    out = tmp_path / "report"
+    launch = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp-size 8 "
+              "--enable-hierarchical-cache --hicache-ratio 2 --port 30001")  # fmt: skip
+    bench = ("python bench_multiturn.py --num-clients 16 --max-parallel 8 --num-rounds 2 --request-length 512 "
+             "--output-length 16 --disable-auto-run")  # fmt: skip
+    assert main(["plan", "--launch", launch, "--gpu", "H200", "--bench", bench, "--ratios", "1,2", "--seeds", "1",
+                 "--node-dram-gb", "1000", "--out", str(out), "--no-progress", "--workers", "2"]) == 0  # fmt: skip
+    d = json.loads((out / "plan.json").read_text())
+    cands = {c["label"]: c for c in d["host_memory"]["candidates"]}
+    assert cands["--hicache-ratio 2"]["ranks_per_node"] == 8  # eight TP ranks on one node, each pinning its pools
+    assert cands["--hicache-ratio 2"]["bytes_per_node"] == 8 * cands["--hicache-ratio 2"]["bytes_per_rank"]
+    rec = d["recommendation"]
+    assert rec["choice"] is not None and "--port 30001" in rec["launch"]
+    assert shlex.split(rec["launch"]).count("--tp-size") == 1
