@@ -44,8 +44,11 @@ def _flag_for(path: str) -> str:
 
 def cache_flags(sc: Scenario, *, hicache_size_gb: float | None = None) -> list[tuple[str, str | None]]:
     """(flag, value or None for a switch) for the scenario's cache, scheduler and parallel setup."""
+    from sim.scenario import build_model_spec
+
     out: list[tuple[str, str | None]] = []
     hc = sc.hicache
+    windowed = build_model_spec(sc).has_swa
     if hc.enabled:
         out.append(("--enable-hierarchical-cache", None))
     for path in _FIELDS:
@@ -53,7 +56,7 @@ def cache_flags(sc: Scenario, *, hicache_size_gb: float | None = None) -> list[t
         if value is None or (path.startswith("hicache.") and not hc.enabled and path != "hicache.page_size"
                              and path != "hicache.swa_full_tokens_ratio"):  # fmt: skip
             continue
-        if path == "hicache.swa_full_tokens_ratio" and (value == "cap" or not sc.model.name.startswith("deepseek-v4")):
+        if path == "hicache.swa_full_tokens_ratio" and (value == "cap" or not windowed):
             continue  # cap mode: SGLang picks it from --max-running-requests without a ratio
         if path == "hicache.hicache_ratio" and (hicache_size_gb is not None or hc.host_pages is not None):
             continue

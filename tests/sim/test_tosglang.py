@@ -40,3 +40,10 @@ def test_a_scenario_without_a_command_gets_one_and_a_note_for_what_no_flag_says(
     hc = from_sglang(cmd, [], gpu="H200").scenario["hicache"]  # (one H200 cannot hold V4-Flash: not validated)
     assert hc["enabled"] is True and hc["hicache_ratio"] == 2.0 and hc["write_policy"] == "write_through"
     assert any("kv_mem_gb" in n for n in notes)
+
+
+def test_a_v4_swa_share_round_trips_through_its_flag():
+    sc = back(LAUNCH + " --swa-full-tokens-ratio 0.5")
+    cmd, _ = launch_command(sc)
+    assert "--swa-full-tokens-ratio 0.5" in cmd
+    assert back(cmd).hicache.swa_full_tokens_ratio == 0.5
