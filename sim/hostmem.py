@@ -21,7 +21,8 @@ SGLang 0.5.23's guard rails (``srt/`` paths):
   (``mem_cache/hicache_auto_size.py:86-118``; ``arg_groups/fields/memory.py:109-121``;
   ``arg_groups/hicache_hook.py:100-126``);
 - a host pool no larger than its device pool starts with a warning that L2 is of little use
-  (``base.py:238-246``);
+  (``base.py:238-246``; not for DeepSeek-V4, whose paged pools are built without it,
+  ``memory_pool_host.py:236-296``);
 - DeepSeek-V4 checks each paged pool as it pins it ("Not enough host memory for V4 paged pool NAME...",
   ``memory_pool_host.py:289-296``), refuses ``--hicache-size`` ("DeepSeek V4 HiCache currently does not
   support --hicache-size; use --hicache-ratio instead.", ``hybrid_pool_assembler.py:660-664``), and cannot be
@@ -148,7 +149,7 @@ def host_candidate(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_to
         status, reason = "refused", (
             f"Not enough host memory available. Requesting {need / 1e9:.2f} GB but only have {budget / 1e9:.2f} "
             f"GB free. Please reduce the size of the hierarchical cache. (pool_host/base.py:248-257: {where})")  # fmt: skip
-    elif l2 <= l1_pages:
+    elif l2 <= l1_pages and not model.has_swa:  # V4's paged host pools skip HostKVCache's sizing and warning
         status, reason = "warning", (f"host pool ({l2:,} pages) no larger than the device pool ({l1_pages:,}): "
                                      "SGLang warns that L2 is of little use (pool_host/base.py:238-246)")  # fmt: skip
     else:

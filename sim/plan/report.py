@@ -78,7 +78,8 @@ def _plot_host(data: dict, path: Path) -> None:
             ax.text(i, 0.03, "refused\nby SGLang", ha="center", va="bottom", color="r", fontsize=8,
                     transform=ax.get_xaxis_transform())  # fmt: skip
     ax.set_ylabel("pinned host memory per node (GB)")
-    ax.set_title(f"Host pools per node ({cands[0]['ranks_per_node'] if cands else 1} ranks), pool by pool")
+    ranks = cands[0]["ranks_per_node"] if cands else 1
+    ax.set_title(f"Host pools per node ({ranks} rank{'s' if ranks > 1 else ''}), pool by pool")
     ax.tick_params(axis="x", labelsize=8)
     ax.set_yscale("log")
     shown = [v for c in cands for v in c["pool_bytes_per_rank"].values() if v]
@@ -313,7 +314,8 @@ def _markdown(d: dict, command: str) -> str:
         out += [_table(heads, rows), ""]
     # host memory
     out += ["## Host memory", "", "![host memory](host_memory.png)", "",
-            f"Pinned host pools per rank and per node ({h['tp_size']} TP ranks, {h['gpus_per_node']} GPUs per node) "
+            f"Pinned host pools per rank and per node ({h['tp_size']} TP rank{'s' if h['tp_size'] > 1 else ''}, "
+            f"{h['gpus_per_node']} GPUs per node) "
             f"for each candidate, against {h['node_dram_gb']:g} GB of node DRAM and SGLang's start-up check (a rank "
             "may pin the available memory less a 10 GiB reserve over the ranks on the node; "
             "`srt/mem_cache/pool_host/base.py:84-108, 248-257`). L1 holds "
