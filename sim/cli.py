@@ -128,7 +128,7 @@ def _add_diff(sub) -> None:
     p.add_argument("a", metavar="RUN_A", help="a run folder (or its summary.json)")
     p.add_argument("b", metavar="RUN_B", help="the run to compare against A")
     p.add_argument("--json", metavar="OUT", default=None, help="also write the comparison as JSON")
-    p.set_defaults(func=_cmd_diff)
+    p.set_defaults(func=_cmd_diff, outputs=(("json", "file"),))
 
 
 def _cmd_diff(args) -> int:
@@ -194,11 +194,13 @@ def _add_plan(sub) -> None:
                    help="local processes (default) or Ray tasks, for larger grids")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="join this Ray cluster (default: local)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_plan)
+    p.set_defaults(func=_cmd_plan, outputs=(("out", "folder"),))
 
 
 def _cmd_plan(args) -> int:
+    import contextlib
     import shlex
+    from pathlib import Path
 
     from sim.fileio import new_run_dir, staged_dir
     from sim.plan import PlanSpec, make_plan, parse_slo
@@ -220,9 +222,13 @@ def _cmd_plan(args) -> int:
                     gpus_per_node=args.gpus_per_node,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
                     decode_batches=args.batches)  # fmt: skip
-    out = args.out or new_run_dir("runs", f"plan-{sc.name}")
     command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
-    with staged_dir(out, overwrite=args.overwrite, marker="plan.json") as tmp:
+    with contextlib.ExitStack() as stack:  # the report folder: --out (replaced only if it holds a plan) or a new one
+        if args.out is None:
+            tmp, out = stack.enter_context(new_run_dir("runs", f"plan-{sc.name}"))
+        else:
+            out = Path(args.out)
+            tmp = stack.enter_context(staged_dir(out, overwrite=args.overwrite, marker="plan.json"))
         data = make_plan(spec, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
                          executor=args.executor, ray_address=args.ray_address)  # fmt: skip
         names = write_report(data, tmp, command=command.strip())
