@@ -1,17 +1,18 @@
 """Run independent calls in local worker processes with one progress bar (total and ETA).
 
-The exit-with-parent guard is the sweep's (:mod:`sim.sweep`), so workers die with the command. A call that
-raises is an outcome (``{"status": "failed", "error": ...}``), not the end of the batch.
+Workers die with the command (an exit-with-parent guard), and an interrupted batch stops its running
+calls at once. In :func:`run_calls` a call that raises is an outcome (``{"status": "failed", "error": ...}``),
+not the end of the batch; ``sweep`` runs its points through :func:`in_processes` too.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["run_calls"]
+__all__ = ["in_processes", "run_calls"]
 
 Call = tuple[Callable[..., Any], tuple]
 
@@ -30,11 +31,7 @@ def run_calls(calls: Sequence[Call], *, workers: int | None = None, progress: bo
               bar=None, executor: str = "local", ray_address: str | None = None) -> list[dict]:  # fmt: skip
     """The outcome of each call, in input order. ``bar``: an open tqdm bar to advance instead of a new one.
     ``executor="ray"``: Ray tasks (started here, or joined at ``ray_address``), as ``sweep --executor ray``."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     from tqdm import tqdm
-
-    from sim.sweep import _exit_with_parent
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(calls)))
     own = bar is None
@@ -49,23 +46,62 @@ def run_calls(calls: Sequence[Call], *, workers: int | None = None, progress: bo
                 out[i] = _outcome(fn, args)
                 bar.update()
             return out
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_exit_with_parent)
-        finished = False
-        try:
-            futures = {pool.submit(_outcome, fn, args): i for i, (fn, args) in enumerate(calls)}
-            for fut in as_completed(futures):
-                out[futures[fut]] = fut.result()
+        else:
+            jobs = [(i, _outcome, (fn, args)) for i, (fn, args) in enumerate(calls)]
+            for i, result in in_processes(jobs, workers):
+                out[i] = result
                 bar.update()
-            finished = True
-        finally:
-            if not finished:  # interrupted: stop the running calls now rather than wait for them
-                for proc in list(getattr(pool, "_processes", {}).values()):
-                    proc.terminate()
-            pool.shutdown(wait=finished, cancel_futures=True)
     finally:
         if own:
             bar.close()
     return out
+
+
+def in_processes(jobs: Sequence[tuple[Hashable, Callable[..., Any], tuple]], workers: int
+                 ) -> Iterator[tuple[Hashable, Any]]:  # fmt: skip
+    """``(key, fn(*args))`` for each job, as they complete, in up to ``workers`` local processes."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    if not jobs:
+        return
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=_exit_with_parent)
+    finished = False
+    try:
+        futures = {pool.submit(fn, *args): key for key, fn, args in jobs}
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+        finished = True
+    finally:
+        if not finished:  # interrupted: stop the running calls now rather than wait for them
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+        pool.shutdown(wait=finished, cancel_futures=True)
+
+
+def _exit_with_parent() -> None:
+    """Worker initializer: die when the command's process does (killed, or `timeout` around it), not minutes
+    later. Linux delivers SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); elsewhere a thread
+    watches for the worker being re-parented."""
+    import signal
+    import threading
+    import time
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler, inherited through fork
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
 def _run_ray(calls: Sequence[Call], workers: int, address: str | None, out: list[dict], bar) -> None:

@@ -20,7 +20,6 @@ import itertools
 import json
 import logging
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from sim.errors import InputError
 from sim.fileio import atomic_path, check_output_folder, write_text_atomic
 from sim.inputs import parse_yaml, read_text
 from sim.metrics import dropped_by_reason
+from sim.parallel import in_processes
 from sim.scenario import (
     Scenario,
     apply_overrides,
@@ -393,49 +393,8 @@ def _read_point(path: Path) -> dict | None:
     return record if record.get("status") == "failed" else None
 
 
-def _exit_with_parent() -> None:
-    """Worker initializer: die when the sweep process does (killed, or `timeout` around it), not minutes
-    later. Linux delivers SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); elsewhere a thread
-    watches for the worker being re-parented."""
-    import signal
-    import threading
-    import time
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler, inherited through fork
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
-
-
 def _run_local(todo: list[Point], workers: int) -> Iterator[tuple[Point, dict]]:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    if not todo:
-        return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_exit_with_parent)
-    finished = False
-    try:
-        futures = {pool.submit(_run_point, p.scenario): p for p in todo}
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
-        finished = True
-    finally:
-        if not finished:  # interrupted: stop the running points now rather than wait for them
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.terminate()
-        pool.shutdown(wait=finished, cancel_futures=True)
+    yield from in_processes([(p, _run_point, (p.scenario,)) for p in todo], workers)
 
 
 def _connect_ray(workers: int, address: str | None) -> bool:
