@@ -562,9 +562,21 @@ class Instance:
 
         A request whose L3 read still runs is skipped, not waited for (``scheduler.py:4240-4247``); the
         requests behind it may go first.
+
+        Admission shares the pass's budgets with its chunks, as SGLang's PrefillAdder does: the chunked
+        request's next chunk is charged first (``add_chunked_req``, ``schedule_policy.py:1215-1226``), each
+        admitted request then its chunk (``_update_prefill_budget``, ``schedule_policy.py:895-941``), and the
+        queue stops once ``rem_input_tokens`` or ``rem_chunk_tokens`` is spent (``budget_state``,
+        ``schedule_policy.py:874-893``; ``scheduler.py:4203-4207``). So no request waits admitted but unrun
+        behind a chunked one, holding its prefix and loads.
         """
         cfg, cache, sim = self.sim.cfg, self.cache, self.sim
         budget = cfg.max_prefill_tokens - self._mixed_rows()
+        chunk_budget = cfg.chunked_prefill_size - self._mixed_rows()
+        for run in self.prefilling:  # this pass's chunks of the requests already admitted
+            charge = max(0, min(run.prefill_left, chunk_budget))
+            budget -= charge
+            chunk_budget -= charge
         running = len(self.prefilling) + len(self.decoding)
         if cfg.schedule_policy == "lpm" and 1 < len(self.waiting) <= LPM_MAX_QUEUE:
             self.waiting = self._lpm_order()
@@ -573,7 +585,7 @@ class Instance:
         stalled = False
         now = self.env.now
         for run in self.waiting:
-            if running >= cfg.max_running_requests or budget <= 0:
+            if running >= cfg.max_running_requests or budget <= 0 or chunk_budget <= 0:
                 break
             if (run.prefetch is not None and not self._poll_prefetch(run)) or (
                 run.lookup_done_s > now and not self._lookup_released(run)
@@ -606,7 +618,9 @@ class Instance:
                 run.load_done_s = end
                 run.load_s += end - self.env.now  # every admission's load-back, a re-prefill's too
             self.prefilling.append(run)
-            budget -= adm.computed_tokens
+            charge = min(adm.computed_tokens, chunk_budget)  # a truncated request is charged its chunk
+            budget -= charge
+            chunk_budget -= charge
             running += 1
         if taken:
             self.waiting = deque(r for r in self.waiting if id(r) not in taken)
@@ -653,17 +667,34 @@ class Instance:
         return deque(self.waiting[i] for i in order)
 
     def _plan_prefill(self) -> tuple[int, float, float, list[_Running]]:
-        """Chunks of this step: (tokens, attention pairs, latest load end among them, finishing)."""
+        """Chunks of this step: (tokens, attention pairs, latest load end among them, finishing).
+
+        SGLang keeps at most one partly prefilled request, its ``chunked_req`` (``managers/scheduler.py:4324-4327``
+        asserts there is no second), and continues it first (``scheduler.py:4176-4184``). When the pools cannot
+        take its next chunk, ``add_chunked_req`` leaves it out of the batch and keeps it as ``chunked_req``
+        (``managers/schedule_policy.py:1147-1148, 1177-1178``): it waits, holding its KV, while the batch goes on
+        with the queue (``scheduler.py:4205-4207``) and decodes free room; nothing is retracted for it. A request
+        admitted but not started that the pools cannot take now is passed over (SGLang would not have admitted
+        it: ``add_one_req`` answers NO_TOKEN, ``scheduler.py:4295-4311``; stopping the batch at it here can wait
+        forever on room that the requests behind it hold), and none may start a second partial prefill."""
         budget = self.sim.cfg.chunked_prefill_size - self._mixed_rows()
         tokens, pairs, loads_end, done = 0, 0.0, 0.0, []
+        chunked = next((r for r in self.prefilling if self._started(r)), None)
+        if chunked is not None and self.prefilling[0] is not chunked:
+            self.prefilling.remove(chunked)
+            self.prefilling.insert(0, chunked)
         for run in self.prefilling:
             if tokens >= budget:
                 break
             chunk = min(run.prefill_left, budget - tokens)
+            if run is not chunked and chunked is not None and chunk < run.prefill_left:
+                break  # it would be a second chunked request
             if self.v4:  # the cache runs the chunk: pages allocated, a non-final chunk inserted
                 chunk = self.cache.extend(run.adm, chunk)
                 if not chunk:
-                    continue
+                    continue  # the chunked request parks; it stays chunked and waits for room
+                if chunk < run.prefill_left:
+                    chunked = run
             pairs += attention_pairs(chunk, run.prefill_pos)
             tokens += chunk
             run.prefill_left -= chunk
@@ -673,6 +704,10 @@ class Instance:
             if run.prefill_left == 0:
                 done.append(run)
         return tokens, pairs, loads_end, done
+
+    def _started(self, run: _Running) -> bool:
+        """Whether ``run`` has run a prefill chunk and has prompt left: SGLang's ``chunked_req``."""
+        return run.prefill_left > 0 and run.prefill_pos > run.adm.device_tokens + run.adm.host_tokens
 
     def _mixed_rows(self) -> int:
         """Decode rows a mixed-chunk pass carries: each takes one token of the prefill budgets

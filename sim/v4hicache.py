@@ -190,7 +190,10 @@ class V4HiCache:
             self._decode_left = sum(min(CLIP_MAX_NEW_TOKENS, a.run.output_len - a.run.emitted)
                                     for a in self.decoding.values())  # fmt: skip
         owed += ratio * self._decode_left
-        need = input_len - m.best_len + ratio * min(CLIP_MAX_NEW_TOKENS, output_len)
+        # A host hit takes device rows too: SGLang's load-back is admitted only if they fit with the extend
+        # and what the pass already reserved (the chunked request's chunk first; prepare_load_back,
+        # schedule_policy.py:1488-1505; prefill_budget.py:347-374), else the request waits.
+        need = input_len - m.device + ratio * min(CLIP_MAX_NEW_TOKENS, output_len)
         if need > c.full_free() + c.tree.full_evictable - owed:
             return None
         if min(c.chunked_prefill_size, input_len - m.best_len) + p > c.swa_free() + c.tree.swa.evictable:

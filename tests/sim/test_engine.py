@@ -618,3 +618,75 @@ class TestTokenizer:
 
     def test_more_tokenizer_workers_encode_in_parallel(self, tmp_path):
         assert self.run(tmp_path, rate=1e4, workers=2) == pytest.approx([0.1 + 2.0, 0.1 + 2.0])
+
+
+class TestChunkedPrefill:
+    """SGLang holds at most one partly prefilled request (``chunked_req``, ``scheduler.py:4324-4327``), continues it
+    first in the next prefill batch, and charges its chunk and every admitted request's to the same pass budgets
+    (``PrefillAdder``, ``schedule_policy.py:874-941, 1140-1226``); when the pools cannot take its next chunk it
+    waits, out of the batch."""
+
+    @staticmethod
+    def partly_prefilled(inst) -> int:
+        return sum(inst._started(r) for r in inst.prefilling)
+
+    def test_admission_stops_once_the_passes_chunk_budget_is_spent(self):
+        from sim.engine import _Running
+        from sim.workload import Request
+
+        sim, _, _ = build(scenario(scheduler={"chunked_prefill_size": 2048}))
+        inst = sim.instances[0]
+        for rid in range(3):  # 1,280 + 768 of the second fill the 2,048-token pass; the third waits
+            inst.waiting.append(_Running(Request(rid, 0.0, 1280, 8, [(rid, i) for i in range(5)]), 0))
+        inst._admit()
+        assert [r.req.rid for r in inst.prefilling] == [0, 1]
+        tokens, _, _, done = inst._plan_prefill()
+        assert tokens == 2048 and self.partly_prefilled(inst) == 1  # the second is the chunked request
+        inst._prefill_done(*done)
+        inst._admit()  # its remaining 512 tokens are charged first: the third joins the pass
+        assert [r.req.rid for r in inst.prefilling] == [1, 2]
+
+    def test_a_chunked_request_that_finds_no_room_waits_and_none_other_starts_beside_it(self, monkeypatch):
+        from sim.engine import _Running
+        from sim.workload import Request
+
+        sim, _, _ = build(scenario(scheduler={"chunked_prefill_size": 1024}))
+        inst = sim.instances[0]
+        for rid in range(2):
+            inst.waiting.append(_Running(Request(rid, 0.0, 2560, 8, [(rid, i) for i in range(10)]), 0))
+        inst._admit()
+        inst._plan_prefill()
+        chunked = inst.prefilling[0]
+        extend = inst.cache.extend
+        monkeypatch.setattr(inst.cache, "extend", lambda adm, n: 0 if adm is chunked.adm else extend(adm, n))
+        inst._admit()
+        assert inst._plan_prefill()[0] == 0  # parked: no chunk runs this pass
+        assert inst.prefilling[0] is chunked and chunked.prefill_pos == 1024 and self.partly_prefilled(inst) == 1
+        monkeypatch.setattr(inst.cache, "extend", extend)  # room again: it continues first
+        inst._admit()
+        inst._plan_prefill()
+        assert chunked.prefill_pos == 2048 and self.partly_prefilled(inst) == 1
+
+    def test_long_agentic_prompts_on_a_small_pool_finish_with_one_chunked_request_at_a_time(self, monkeypatch):
+        """The lane replay that used to stall: a chunked prompt short of room while requests admitted behind it,
+        past the pass's chunk budget, held their cached prefixes and loaded host hits on the GPU."""
+        from pathlib import Path
+
+        from sim.engine import Instance
+        from sim.scenario import load_scenario
+
+        most = []
+        plan = Instance._plan_prefill
+
+        def spy(self):
+            out = plan(self)
+            most.append(sum(self._started(r) for r in self.prefilling))
+            return out
+
+        monkeypatch.setattr(Instance, "_plan_prefill", spy)
+        path = Path(__file__).resolve().parents[2] / "scenarios" / "dsv4_flash_agentic_lanes.yaml"
+        sc = load_scenario(path, ["workload.kind=agentic", "workload.lanes=4", "workload.sessions=8",
+                                  "workload.benchmark_duration_s=300"])  # fmt: skip
+        req = run_scenario(sc).summary["requests"]
+        assert max(most) == 1  # chunked prompts occurred, never two at once
+        assert req["unfinished"] == 0 and req["finished"] > 0
