@@ -10,16 +10,17 @@ picks, :mod:`sim.engine`); a mixed-chunk pass is one forward over the chunk plus
 (``ForwardMode.MIXED``, ``managers/schedule_batch.py:3267``), which reads the weights once and both does the
 chunk's FLOPs and reads the rows' KV, so it takes the longer of the two. The defaults
 (``sim.scenario.ComputeConfig``) are estimates, not measurements; ``hicache-sim calibrate compute`` fits
-``mfu``, ``mbu``, ``overhead_s`` and ``attn_scale`` to measured runs. Any object with ``step_seconds`` can
-replace this one.
+``mfu``, ``mbu``, ``overhead_s`` and ``attn_scale`` to measured runs. ``compute.backend: aiconfigurator``
+replaces it with measured kernels (:mod:`sim.aic`, same calls); :func:`step_model` picks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-__all__ = ["FITTED", "SPEC_DEFAULTS", "Roofline", "attention_pairs"]
+__all__ = ["FITTED", "SPEC_DEFAULTS", "Roofline", "attention_pairs", "step_model"]
 
 # The ComputeConfig fields that ``calibrate compute`` fits and a cost table's ``compute`` section carries.
 FITTED = ("mfu", "mbu", "step_overhead_ms", "attn_flops_scale")
@@ -31,8 +32,19 @@ def attention_pairs(tokens: int, start: int) -> float:
     return tokens * start + tokens * (tokens + 1) / 2
 
 
+def step_model(scenario, fitted: Mapping[str, float] | None = None):
+    """The scenario's step-time backend (``compute.backend``): this roofline, or aiconfigurator-core's
+    measured SGLang kernels (imported only then); both answer ``step_seconds`` and ``decode_seconds``."""
+    if scenario.compute.backend == "aiconfigurator":
+        from sim.aic import AicSteps
+
+        return AicSteps.from_scenario(scenario)
+    return Roofline.from_scenario(scenario, fitted)
+
+
 @dataclass(frozen=True)
 class Roofline:
+    name: ClassVar[str] = "roofline"
     flops_per_token: float
     attn_flops_per_pair: float
     weight_bytes: float
@@ -80,7 +92,9 @@ class Roofline:
             return 0.0
         return self.decode_bytes(n_requests, context_tokens) / (self.hbm_Bps * self.mbu)
 
-    def step_seconds(self, prefill_tokens: int, pairs: float, n_decode: int, decode_context: float) -> float:
-        """One forward pass: prefill, decode, or both in one mixed-chunk batch."""
+    def step_seconds(self, prefill_tokens: int, pairs: float, n_decode: int, decode_context: float,
+                     n_prefill: int = 1) -> float:  # fmt: skip
+        """One forward pass: prefill, decode, or both in one mixed-chunk batch. The roofline prices a
+        prefill batch by its tokens and pairs alone, whatever ``n_prefill`` (its chunks)."""
         return self.overhead_s + max(self.prefill_seconds(prefill_tokens, pairs),
                                      self.decode_seconds(n_decode, decode_context))  # fmt: skip

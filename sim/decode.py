@@ -5,7 +5,9 @@ with HiSparse a C4 pool of full / (4 x host_to_device_ratio) slots: :func:`sim.h
 request is admitted while the pools hold its final length in full tokens, its SWA tail and, with HiSparse,
 its hot buffer plus one page. A step costs the roofline's weights-plus-KV read (with a model config, the routed
 experts the batch touches at their stored dtype too) and, with HiSparse, one
-swap-in kernel per C4 layer for the batch's misses, priced by the cost table. The scheduler's own time
+swap-in kernel per C4 layer for the batch's misses, priced by the cost table; with ``compute.backend:
+aiconfigurator`` the step's forward is aiconfigurator-core's measured decode pass instead (its V4 sparse
+attention module reads the top-k rows, wherever HiSparse keeps them), plus the same swap-ins. The scheduler's own time
 (``compute.step_overhead_ms``) overlaps the previous step's GPU work, as SGLang's overlap event loop for
 decode instances does (disaggregation/decode.py:3165-3260), so a step lasts the longer of the two.
 
@@ -25,7 +27,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from sim.compute import Roofline
+from sim.compute import Roofline, step_model
 from sim.costs import CostTable
 from sim.errors import InputError
 from sim.hisparse import (
@@ -69,9 +71,10 @@ class _Decoder:
     """The decode scheduler: admission by memory, one step per batch, finishes by step count."""
 
     def __init__(self, env: simpy.Environment, sc, shape: DecodeModelShape, hs: HiSparseResult,
-                 costs: CostTable, roofline: Roofline, rec: Recorder) -> None:  # fmt: skip
+                 costs: CostTable, roofline: Roofline, rec: Recorder, steps=None) -> None:  # fmt: skip
         self.env, self.sc, self.shape, self.hs, self.costs, self.roofline, self.rec = (
             env, sc, shape, hs, costs, roofline, rec)  # fmt: skip
+        self.steps = steps if steps is not None and steps.name != "roofline" else None  # measured kernels
         self.enabled = sc.hisparse.enabled
         self.k = sc.hisparse_top_k or shape.index_topk
         cap = hs.capacity
@@ -122,9 +125,12 @@ class _Decoder:
                 self.wake = env.event()
                 continue
             n = len(self.running)
-            read = n * self.read0 + self.read_slope * (self.seq_sum - n * self.s0)
-            weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
-            gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
+            if self.steps is not None:
+                gpu = self.steps.decode_seconds(n, self.seq_sum)
+            else:
+                read = n * self.read0 + self.read_slope * (self.seq_sum - n * self.s0)
+                weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
+                gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
             if self.enabled:
                 swap = self._swap_in_seconds()
                 self.swap_s += swap
@@ -223,6 +229,7 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
     ``rec`` is the recorder to fill (one with a sink streams per-request records)."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
+    steps = step_model(sc, costs.compute_params)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
@@ -238,7 +245,7 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
                            sc.scheduler.max_running_requests)  # fmt: skip
     env = simpy.Environment()
     rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)
-    dec = _Decoder(env, sc, shape, hs, costs, roofline, rec)
+    dec = _Decoder(env, sc, shape, hs, costs, roofline, rec, steps)
 
     def arrivals():
         for req in requests:
@@ -276,6 +283,8 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
         "seed": sc.seed,
         "model": sc.model.name,
         "role": "decode",
+        "compute": dec.steps.describe() if dec.steps is not None else {
+            "backend": "roofline", "mbu": dec.roofline.mbu, "step_overhead_ms": dec.roofline.overhead_s * 1e3},
         "simulated_s": horizon,
         "requests": {"arrived": arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": arrived - rec.n_finished - sum(dropped.values())},  # fmt: skip

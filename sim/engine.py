@@ -8,9 +8,9 @@ one waiting, the running cap reached, no KV room, or every waiting request still
 prefill batches keep forming, running requests do not decode. ``enable_mixed_chunk`` (SGLang's
 ``--enable-mixed-chunk``, off by default) puts the decode rows into the prefill pass instead
 (``scheduler.py:4375-4410``). ``step`` counts decode passes: decoding requests are keyed by the decode pass
-they finish at, so a prefill-only pass moves none of them. Pass time comes from the roofline
-(:mod:`sim.compute`); copies are timed from the cost table (:mod:`sim.costs`) on FIFO links (H2D, D2H, and
-the L3 read and write links). A link is a one-server FIFO queue computed in closed form (a copy starts at
+they finish at, so a prefill-only pass moves none of them. Pass time comes from the scenario's step-time
+backend (the roofline of :mod:`sim.compute`, or measured kernels, :mod:`sim.aic`); copies are timed
+from the cost table (:mod:`sim.costs`) on FIFO links (H2D, D2H, and the L3 read and write links). A link is a one-server FIFO queue computed in closed form (a copy starts at
 max(now, when the link frees)) whose completions are SimPy timeouts: the timeline of a capacity-1
 ``simpy.Resource`` with one process per copy, at one event per copy instead of four, and with the end known
 when the copy is queued, which the load-back overlap needs.
@@ -469,11 +469,11 @@ class Instance:
             if sim.storage is not None:
                 self._retry_prefetches()
             if self._defer_prefill():
-                blocked, tokens, pairs, loads_end, done = False, 0, 0, 0.0, []
+                blocked, tokens, pairs, chunks, loads_end, done = False, 0, 0, 0, 0.0, []
             else:
                 blocked = self._admit()
                 self._charge_write_back()
-                tokens, pairs, loads_end, done = self._plan_prefill()
+                tokens, pairs, chunks, loads_end, done = self._plan_prefill()
                 if tokens:
                     self.decodes_owed = cfg.prefill_decode_interval
             if not tokens:  # a decode forward (or none) next: its fence is its metadata reads, done at once
@@ -492,9 +492,9 @@ class Instance:
             decode = not tokens or mixed
             n_decode = len(self.decoding) if decode else 0
             if self.spec is None:
-                dt = roofline.step_seconds(tokens, pairs, n_decode, self.decode_ctx)
+                dt = roofline.step_seconds(tokens, pairs, n_decode, self.decode_ctx, chunks)
             elif tokens:  # no mixed chunk with speculative decoding (schema)
-                dt = self.spec.prefill_seconds(roofline, tokens, pairs)
+                dt = self.spec.prefill_seconds(roofline, tokens, pairs, chunks)
             else:
                 dt = self.spec.decode_seconds(roofline, n_decode, self.decode_ctx)
             wait = max(0.0, self.sync_until - t0)  # a write_back eviction's copy (see _charge_write_back)
@@ -666,8 +666,8 @@ class Instance:
         order = sorted(range(len(keys)), key=keys.__getitem__)
         return deque(self.waiting[i] for i in order)
 
-    def _plan_prefill(self) -> tuple[int, float, float, list[_Running]]:
-        """Chunks of this step: (tokens, attention pairs, latest load end among them, finishing).
+    def _plan_prefill(self) -> tuple[int, float, int, float, list[_Running]]:
+        """Chunks of this step: (tokens, attention pairs, chunks, latest load end among them, finishing).
 
         SGLang keeps at most one partly prefilled request, its ``chunked_req`` (``managers/scheduler.py:4324-4327``
         asserts there is no second), and continues it first (``scheduler.py:4176-4184``). When the pools cannot
@@ -678,7 +678,7 @@ class Instance:
         it: ``add_one_req`` answers NO_TOKEN, ``scheduler.py:4295-4311``; stopping the batch at it here can wait
         forever on room that the requests behind it hold), and none may start a second partial prefill."""
         budget = self.sim.cfg.chunked_prefill_size - self._mixed_rows()
-        tokens, pairs, loads_end, done = 0, 0.0, 0.0, []
+        tokens, pairs, chunks, loads_end, done = 0, 0.0, 0, 0.0, []
         chunked = next((r for r in self.prefilling if self._started(r)), None)
         if chunked is not None and self.prefilling[0] is not chunked:
             self.prefilling.remove(chunked)
@@ -697,13 +697,14 @@ class Instance:
                     chunked = run
             pairs += attention_pairs(chunk, run.prefill_pos)
             tokens += chunk
+            chunks += 1
             run.prefill_left -= chunk
             run.prefill_pos += chunk
             if run.load_done_s > self.env.now:
                 loads_end = max(loads_end, run.load_done_s)
             if run.prefill_left == 0:
                 done.append(run)
-        return tokens, pairs, loads_end, done
+        return tokens, pairs, chunks, loads_end, done
 
     def _started(self, run: _Running) -> bool:
         """Whether ``run`` has run a prefill chunk and has prompt left: SGLang's ``chunked_req``."""

@@ -5,7 +5,10 @@ Three families are told apart by their fields: MHA/GQA (Qwen3, Llama: ``num_key_
 layer, replicated on every rank, SGLang ``cache_controller.py:771-802``), and DeepSeek V4/V4.1
 (``compress_ratios``: mapped to the multi-pool catalog of :mod:`sim.pools`). Parameters are counted from the
 layer shapes (norms and biases left out), so that weights per rank, FLOPs per token and, for MoE, the
-experts a decode step touches follow from the config alone. Bundled configs live in ``sim/data/models/``.
+experts a decode step touches follow from the config alone. Bundled configs live in ``sim/data/models/``;
+a Hugging Face id (``deepseek-ai/DeepSeek-V4-Pro``) names the config aiconfigurator-core ships, when that
+extra is installed (:func:`sim.aic.shipped_models`). A V4 config's layer structure must be the one its
+catalog pools are built from (the same formulas, :mod:`sim.pools`), else it is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from sim.errors import InputError
 from sim.inputs import parse_json, read_text
 
 __all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "expert_dtype_of",
-           "load_config", "model_spec"]
+           "is_named", "load_config", "model_spec"]
 
 # SGLang --kv-cache-dtype values and their bytes per element; "auto" is the model's dtype.
 KV_DTYPE_BYTES = {"auto": None, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1,
@@ -76,20 +79,36 @@ CONFIG_INTS = {
 }  # fmt: skip
 
 
+def is_named(ref: str) -> bool:
+    """Whether ``ref`` names a config (bundled, or a Hugging Face id aiconfigurator-core ships) rather
+    than a file."""
+    from sim.aic import model_config_path
+
+    return ref.lower() in bundled_configs() or model_config_path(ref) is not None
+
+
 def load_config(ref: str) -> tuple[dict[str, Any], str]:
-    """A config by path (a ``config.json`` or a folder holding one) or by bundled name; (config, name)."""
+    """A config by path (a ``config.json`` or a folder holding one), by bundled name, or by a Hugging Face id
+    aiconfigurator-core ships; (config, name)."""
+    from sim.aic import model_config_path
+
     path = Path(ref).expanduser()
     if path.is_dir():
         path = path / "config.json"
-    if path.suffix == ".json" and path.exists():
+    shipped = model_config_path(ref)
+    if shipped is not None:
+        source = str(shipped)
+        data, name = parse_json(read_text(shipped, "model config.json"), source, what="model config"), ref
+    elif path.suffix == ".json" and path.exists():
         source = str(path)
         data = parse_json(read_text(path, "model config.json"), source, what="model config")
         name = path.parent.name if path.name == "config.json" else path.stem
     else:
         bundled = resources.files("sim").joinpath("data", "models", f"{ref.lower()}.json")
         if not bundled.is_file():
+            extra = " (a Hugging Face id needs the aic extra: pip install 'hicache-sim[aic]')" if "/" in ref else ""
             raise InputError(f"model config {ref!r}: no such file, and not a bundled config "
-                             f"(bundled: {', '.join(bundled_configs())})")  # fmt: skip
+                             f"(bundled: {', '.join(bundled_configs())}){extra}")  # fmt: skip
         data, name, source = json.loads(bundled.read_text()), ref.lower(), ref
     if not isinstance(data, dict):
         raise InputError("model config: expected a JSON object", source=source)
@@ -218,6 +237,8 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         catalog = "deepseek-v4.1-flash" if "kv_source_layer_ids" in cfg else (
             "deepseek-v4-flash" if layers <= 43 else "deepseek-v4-pro")  # fmt: skip
         spec = get_model(catalog, fp4_indexer=fp4_indexer)
+        if catalog != "deepseek-v4.1-flash":
+            _check_v4_layout(spec, name, layers, ratios.count(4), ratios.count(128), window, topk, fp4_indexer)
         kv_tok = spec.bytes_per_page / spec.page_size
         c4 = ratios.count(4)
         read_tok = sum(p.bytes_per_page for p in spec.pools if p.name in ("c4_indexer", "c128")) / spec.page_size
@@ -261,6 +282,17 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         compute_dtype="fp8" if weight_b == 1 else "bf16", catalog=catalog, fp4_indexer=fp4_indexer and catalog is not None,
         mlp_flops_per_token=2 * mlp_active / tp_size,
     )  # fmt: skip
+
+
+def _check_v4_layout(spec, name: str, layers: int, c4: int, c128: int, window: int, topk: int,
+                     fp4_indexer: bool) -> None:  # fmt: skip
+    """Refuse a V4 config whose layer structure is not the one the catalog pools were built from."""
+    from sim.pools import v4_pools
+
+    if (v4_pools(spec.page_size, layers, c4, c128, fp4_indexer) != spec.pools or window != spec.sliding_window
+            or topk != spec.index_topk):  # fmt: skip
+        raise InputError(f"model config {name!r}: {layers} layers ({c4} C4, {c128} C128), window {window}, "
+                         f"index_topk {topk} is not the layout of the catalog's {spec.name} ({spec.notes})")  # fmt: skip
 
 
 def model_spec(shape: ModelShape, page_size: int):

@@ -25,6 +25,7 @@ __all__ = [
     "get_model",
     "model_from_dict",
     "pool_table",
+    "v4_pools",
 ]
 
 
@@ -152,7 +153,9 @@ _STATE_ROW_C4_INDEXER = 2 * 2 * 128 * 4
 _C4_RING_ROWS = 8  # no speculative decoding (deepseek_v4_memory_pool.py:60-79)
 
 
-def _v4_pools(page: int, layers: int, c4: int, c128: int, fp4_indexer: bool = False) -> tuple[Pool, ...]:
+def v4_pools(page: int, layers: int, c4: int, c128: int, fp4_indexer: bool = False) -> tuple[Pool, ...]:
+    """DeepSeek V4's seven pools from its layer structure (every layer keeps an SWA window; C4 and C128
+    layers add compressed KV, C4 layers an indexer and compressor state)."""
     kv, trailing = HitPolicy.ALL_PAGES, HitPolicy.TRAILING_PAGES
     indexer = _FP4_INDEXER + _FP4_INDEXER_SCALE if fp4_indexer else _FP8_INDEXER
     groups = [
@@ -205,7 +208,7 @@ MLA_FP8_BYTES_PER_TOKEN = 61 * 576
 
 def _deepseek_v4_flash(page: int, fp4_indexer: bool = False) -> ModelSpec:
     return ModelSpec(
-        "deepseek-v4-flash", page, _v4_pools(page, layers=43, c4=21, c128=20, fp4_indexer=fp4_indexer), 128, 512, 43,
+        "deepseek-v4-flash", page, v4_pools(page, layers=43, c4=21, c128=20, fp4_indexer=fp4_indexer), 128, 512, 43,
         notes="43 layers: 21 C4, 20 C128, 2 SWA-only; 9,158,208 B per 256-token page (measured, EIC)"
         + ("; fp4 C4 indexer" if fp4_indexer else ""),
     )  # fmt: skip
@@ -213,7 +216,7 @@ def _deepseek_v4_flash(page: int, fp4_indexer: bool = False) -> ModelSpec:
 
 def _deepseek_v4_pro(page: int, fp4_indexer: bool = False) -> ModelSpec:
     return ModelSpec(
-        "deepseek-v4-pro", page, _v4_pools(page, layers=61, c4=30, c128=31, fp4_indexer=fp4_indexer), 128, 1024, 61,
+        "deepseek-v4-pro", page, v4_pools(page, layers=61, c4=30, c128=31, fp4_indexer=fp4_indexer), 128, 1024, 61,
         notes="estimate from formulas: 61 layers, 30 C4, 31 C128" + ("; fp4 C4 indexer" if fp4_indexer else ""),
     )  # fmt: skip
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from sim import clients
-from sim.compute import Roofline, attention_pairs
+from sim.compute import Roofline, attention_pairs, step_model
 from sim.costs import CostTable, resolve_cost_table
 from sim.engine import EngineConfig, Simulation, try_admit
 from sim.errors import InputError
@@ -172,7 +172,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
-    roofline = Roofline.from_scenario(sc, costs.compute_params)
+    steps = step_model(sc, costs.compute_params)  # refuses what its backend cannot price, before any work
     w = sc.workload
     if w.kind == "multi_turn":
         sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
@@ -181,7 +181,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
                                        rounds=w.client_rounds(rng), range_ratio=w.range_ratio, rng=rng)  # fmt: skip
         flat = [r for rounds in sessions for r in rounds]
         span = len(flat) / w.request_rate if w.request_rate else 0.0
-        sim = _simulation(sc, cfg, costs, roofline, rng, flat, span, notify)
+        sim = _simulation(sc, cfg, costs, steps, rng, flat, span, notify)
         return sim, clients.bench_multiturn(sim, sessions, w), len(flat)
     if w.kind == "bench_serving":
         steps, rid = [], 0
@@ -192,7 +192,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
             steps.append((st, reqs))
         flat = [r for _, reqs in steps for r in reqs]
         span = sum(st.num_prompts / st.request_rate for st in w.steps if st.request_rate)
-        sim = _simulation(sc, cfg, costs, roofline, rng, flat, span, notify)
+        sim = _simulation(sc, cfg, costs, steps, rng, flat, span, notify)
         return sim, clients.bench_serving(sim, steps), len(flat)
     if w.kind in ("lanes", "agentic"):
         from sim.lanes import LanePlayer
@@ -203,15 +203,16 @@ def build(sc: Scenario, costs: CostTable | None = None,
         sim.client = LanePlayer(sim, trajs, w)
         return sim, sim.client.run(), None  # the calls sent depend on the run
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
-    sim = _simulation(sc, cfg, costs, roofline, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
+    sim = _simulation(sc, cfg, costs, steps, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
     return sim, sim.trace_arrivals(reqs), len(reqs)
 
 
-def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, roofline: Roofline, rng: np.random.Generator,
+def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, steps, rng: np.random.Generator,
                 requests: list, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
-    """The simulation of ``requests``, sampling at the interval :func:`sample_interval` chooses."""
-    interval = sample_interval(sc, requests, arrival_span, roofline, notify)
-    sim = Simulation(replace(cfg, sample_interval_s=interval), costs, roofline, rng)
+    """The simulation of ``requests`` with passes priced by ``steps``, sampling at the interval
+    :func:`sample_interval` chooses (sized by the roofline whatever the backend: a bound, not a result)."""
+    interval = sample_interval(sc, requests, arrival_span, Roofline.from_scenario(sc, costs.compute_params), notify)
+    sim = Simulation(replace(cfg, sample_interval_s=interval), costs, steps, rng)
     check_admissible(sim, requests)
     return sim
 
@@ -493,12 +494,16 @@ def _client_report(sc: Scenario, sim: Simulation, df: pd.DataFrame) -> dict | No
 
 
 def _compute_summary(sc: Scenario, sim: Simulation) -> dict:
-    """The step-time efficiencies in effect and where each came from: scenario, fitted table, or estimate."""
+    """What priced the passes: aiconfigurator-core's setup, or the roofline's efficiencies in effect and
+    where each came from (scenario, fitted table, or estimate)."""
     r, fitted = sim.roofline, sim.costs.compute_params
+    if r.name != "roofline":
+        return r.describe()
     values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
     origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
               for k in values}  # fmt: skip
-    return {**values, "origin": origin, "fit_source": sim.costs.compute.get("source") if fitted else None}
+    return {"backend": "roofline", **values, "origin": origin,
+            "fit_source": sim.costs.compute.get("source") if fitted else None}
 
 
 def _merge(into: dict, new: dict) -> None:
@@ -562,6 +567,21 @@ def _swa_pages(sc: Scenario, sim: Simulation) -> dict:
             "swa_sizing": "cap mode" if ratio == "cap" else f"ratio {ratio:g}"}
 
 
+def compute_line(c: dict) -> str:
+    """The printed line saying which backend priced the passes, and with what."""
+    if c.get("backend") == "aiconfigurator":
+        par = f"tp {c['tp_size']}" + (f" x attention-dp {c['attention_dp_size']}" if c["attention_dp_size"] > 1 else "")
+        return (f"compute: aiconfigurator-core {c['aiconfigurator_core']} measured SGLang {c['sglang_version']} "
+                f"kernels ({c['model']} on {c['system']}, {par}, ep {c['moe_ep_size']}, moe quant {c['moe_quant']}, "
+                f"step overhead {c['step_overhead_ms']:g} ms; {c['shapes_priced']:,} shapes priced"
+                + (f"; {len(c['fallback_notes'])} low-fidelity table note(s) in summary.json" if c["fallback_notes"]
+                   else "") + ")")  # fmt: skip
+    origin = c.get("origin") or {}
+    keys = origin or [k for k in c if k != "backend"]
+    return "compute: roofline, " + ", ".join(f"{k} {c[k]:.3g}" + (f" ({origin[k]})" if k in origin else "")
+                                             for k in keys)  # fmt: skip
+
+
 def format_summary(result: RunResult) -> str:
     """The table ``hicache-sim run`` prints at the end."""
     s = result.summary
@@ -577,8 +597,7 @@ def format_summary(result: RunResult) -> str:
         + f"L1 {plural(cap['l1'], 'page')}, L2 {plural(cap['l2'], 'page')} of {cap['page_tokens']} tokens"
         + (f"; SWA pool {plural(cap['l1_swa'], 'page')} ({cap['swa_sizing']})" if "l1_swa" in cap else ""),
         f"cost table: {s['cost_table']}",
-        "compute: " + ", ".join(f"{k} {v:.3g} ({s['compute']['origin'][k]})" for k, v in s["compute"].items()
-                                if k in s["compute"]["origin"]),
+        compute_line(s["compute"]),
         "",
         f"{'simulated time':<28}{s['simulated_s']:>14,.1f} s",
         f"{'requests':<28}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
@@ -645,6 +664,7 @@ def _format_decode(result: RunResult) -> str:
     lines = [
         f"{s['scenario']}: {s['model']} decode instance, {mode}",
         f"cost table: {s['cost_table']}",
+        compute_line(s["compute"]),
         "",
         f"{'simulated time':<30}{s['simulated_s']:>14,.1f} s",
         f"{'requests':<30}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "

@@ -137,6 +137,15 @@ def _field_error(path: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("scenario_field", "{path}: {message}", {"path": path, "message": message})
 
 
+def _named_config(name: Any) -> str | None:
+    """A model name that is a Hugging Face id with a shipped config (``deepseek-ai/DeepSeek-V4-Pro``)."""
+    if not isinstance(name, str) or "/" not in name:
+        return None
+    from sim.aic import model_config_path
+
+    return name if model_config_path(name) is not None else None
+
+
 def _resolve_file(value: str | None, info: ValidationInfo) -> str | None:
     """Find ``value`` beside the scenario file, else under the CWD; return it absolute.
 
@@ -270,7 +279,8 @@ class ModelConfig(_Section):
         "auto",
         description="Routed-expert weights (with a config): auto = the checkpoint's (fp4 when its quantization_config "
         "says routed_experts_quant_method mxfp4, configs/model_config.py:722-733), or bf16, fp8, fp4 (MXFP4: "
-        "e2m1 pairs and one scale per 32 weights, layers/quantization/fp8.py:1603-1716).",
+        "e2m1 pairs and one scale per 32 weights, layers/quantization/fp8.py:1603-1716); also the quantization "
+        "compute.backend: aiconfigurator prices the MoE kernels at.",
     )
     fp4_indexer: bool = Field(
         False,
@@ -286,9 +296,9 @@ class ModelConfig(_Section):
     @field_validator("config")
     @classmethod
     def _resolve_config(cls, value: str | None, info: ValidationInfo) -> str | None:
-        from sim.modelcfg import bundled_configs
+        from sim.modelcfg import is_named
 
-        if value is None or value.lower() in bundled_configs():
+        if value is None or is_named(value):
             return value
         return _resolve_file(value, info)
 
@@ -311,6 +321,9 @@ class ModelConfig(_Section):
                 hint = (
                     f" (did you mean {close[0]}?)"
                     if close
+                    else "; a Hugging Face id names a config aiconfigurator-core ships (pip install "
+                    "'hicache-sim[aic]'), else give model.config: path/to/config.json"
+                    if "/" in self.name
                     else f"; expected one of {', '.join(CATALOG_MODELS)}"
                 )
                 raise _field_error("name", f"unknown model {self.name!r}{hint}")
@@ -625,13 +638,20 @@ class SchedulerConfig(_Section):
 
 
 class ComputeConfig(_Section):
-    """A simple, replaceable roofline for GPU step time; defaults are V4-Flash estimates, not measurements.
+    """GPU step time: a simple roofline (defaults are V4-Flash estimates, not measurements), or with
+    ``backend: aiconfigurator`` aiconfigurator-core's measured SGLang kernels (:mod:`sim.aic`).
 
     prefill time = tokens x (flops_per_token + attn x context) / (peak x mfu); decode time = (weights + KV read)
     / (HBM x mbu); plus ``step_overhead_ms`` per step. The efficiencies left null come from the cost table's
     ``compute`` section (``hicache-sim calibrate compute``), else from spec-derived estimates.
     """
 
+    backend: Literal["roofline", "aiconfigurator"] = Field(
+        "roofline",
+        description="What prices each pass: the roofline fields below, or aiconfigurator-core's measured SGLang "
+        "kernels for hardware.gpu (H100, H200, B200, B300), the model, hardware.tp_size and model.expert_dtype "
+        "(the aic extra: pip install 'hicache-sim[aic]'); what its database lacks is refused.",
+    )
     prefill_flops_per_token: float = Field(
         2.6e10,
         gt=0,
@@ -665,7 +685,8 @@ class ComputeConfig(_Section):
         description="Achieved fraction of HBM bandwidth in decode; null = fitted, else 0.7 (estimate).",
     )
     step_overhead_ms: float | None = Field(
-        None, ge=0, description="Scheduler and launch overhead per step, ms; null = fitted, else 2.0 (estimate)."
+        None, ge=0, description="Scheduler and launch overhead per step, ms; null = fitted, else 2.0 (estimate); "
+        "with backend aiconfigurator null = 0 (its kernel sums, the overlap scheduler hiding the CPU).",
     )
     attn_flops_scale: float | None = Field(
         None, gt=0, description="Multiplier on attention FLOPs per context token; null = fitted, else 1."
@@ -1185,7 +1206,10 @@ class Scenario(_Section):
         if not all(_numbers_ok(c, d) for c, d in ((ModelConfig, model), (HardwareConfig, hw),
                                                    (SchedulerConfig, data.get("scheduler")))):  # fmt: skip
             return data  # derive only from numbers in bounds; the sections report the others in their words
+        model = {"name": model} if isinstance(model, str) else model
         config = model.get("config") if isinstance(model, dict) else None
+        if config is None and isinstance(model, dict) and model.get("pools") is None:
+            config = _named_config(model.get("name"))
         gpu_name = hw.get("gpu") if isinstance(hw, dict) else None
         if (config is None and gpu_name is None) or not isinstance(config, str | None) or not isinstance(
                 gpu_name, str | None) or not isinstance(data.get("scheduler") or {}, dict) or not isinstance(
@@ -1202,7 +1226,7 @@ class Scenario(_Section):
         try:
             if config is not None:
                 ref = config
-                if ref.lower() not in modelcfg.bundled_configs():
+                if not modelcfg.is_named(ref):
                     ref = _resolve_file(ref, info)
                 cfg, name = modelcfg.load_config(ref)
                 shape = modelcfg.derive(cfg, tp_size=tp, kv_dtype=model.get("kv_dtype", "auto"), name=name,
@@ -1223,6 +1247,10 @@ class Scenario(_Section):
                 section[key] = value
                 derived.append(f"{name}.{key}")
 
+        if config is not None and isinstance(model, dict) and "config" not in model:  # a model by its HF id
+            model = dict(model)
+            fill(model, "model", "config", config)
+            data["model"] = model
         if gpu is not None:
             fill(hw, "hardware", "gpu_name", gpu.name)
             fill(hw, "hardware", "gpu_mem_gb", round(gpu.memory_mib * hardware.MIB / 1e9, 3))
@@ -1334,6 +1362,11 @@ class Scenario(_Section):
                                "on a PD decode instance (cluster.role: decode)")  # fmt: skip
         if self.speculative.enabled and self.cluster.role == "decode":
             raise _field_error("speculative.algorithm", "not modelled on a PD decode instance (cluster.role: decode)")
+        if self.compute.backend == "aiconfigurator":
+            from sim.aic import coverage_error
+
+            if (err := coverage_error(self)) is not None:
+                raise _field_error(*err)
         page_bytes = self.model.page_bytes(hc.page_size, self.hardware.tp_size, self.hardware.attn_dp_size)
         if page_bytes:
             device_pages = int(self.hardware.kv_mem_gb * 1e9 // page_bytes)

@@ -104,9 +104,10 @@ class SpecDecode:
         extend = backend.step_seconds(0, 0.0, n * self.draft_tokens, context) - overhead
         return verify + self.draft_share * (draft + extend)
 
-    def prefill_seconds(self, backend, tokens: int, pairs: float) -> float:
-        """A prefill pass: the target's forward, then the draft's extend over the same tokens."""
-        target = backend.step_seconds(tokens, pairs, 0, 0.0)
+    def prefill_seconds(self, backend, tokens: int, pairs: float, n_prefill: int = 1) -> float:
+        """A prefill pass of ``n_prefill`` chunks: the target's forward, then the draft's extend over the same
+        tokens."""
+        target = backend.step_seconds(tokens, pairs, 0, 0.0, n_prefill)
         if backend_prices(backend, "speculative"):
             return target
         return target + self.draft_share * (target - getattr(backend, "overhead_s", 0.0))
