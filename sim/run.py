@@ -326,7 +326,7 @@ def lane_trajectories(w, page: int, rng: np.random.Generator) -> list:
 
 def check_startable(sc: Scenario) -> None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
-    a trace workload's records, a top-k trace, a decode instance's model. Runs nothing."""
+    a trace workload's records, a top-k trace, a decode instance's model, the step-time backend. Runs nothing."""
     model = build_model_spec(sc)
     if sc.cluster.role != "decode":
         device_pools(sc, model)  # cap mode may leave no Full pool
@@ -334,6 +334,8 @@ def check_startable(sc: Scenario) -> None:
         check_v4_setup(model, page_tokens=sc.hicache.page_size, write_policy=sc.hicache.write_policy,
                        eviction_policy=sc.hicache.radix_eviction_policy)  # fmt: skip
     resolve_cost_table(sc.hardware.cost_table)
+    if sc.compute.backend != "roofline":
+        step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
     w = sc.workload
     if w.kind == "trace":
         read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=sc.hicache.page_size,

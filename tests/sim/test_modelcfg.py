@@ -115,3 +115,42 @@ def test_a_scenario_whose_model_is_a_config_json_path_runs(tmp_path, capsys):
     assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "llama (1 pool)" in out and "8 finished" in out and "bench_multiturn summary" in out
+
+
+# ------------------------------------------------------------------------ models by Hugging Face id
+
+
+def test_a_model_named_by_its_hugging_face_id_reads_the_config_aiconfigurator_ships():
+    pytest.importorskip("aiconfigurator_core")
+    from sim.aic import model_config_path
+    from sim.scenario import build_model_spec, scenario_from_dict
+
+    sc = scenario_from_dict({"name": "pro", "model": "deepseek-ai/DeepSeek-V4-Pro", "hardware": {"gpu": "B200", "tp_size": 8, "kv_mem_gb": 40}})
+    assert sc.model.config == "deepseek-ai/DeepSeek-V4-Pro" and "model.config" in sc.derived
+    cfg = json.loads(model_config_path("deepseek-ai/DeepSeek-V4-Pro").read_text())
+    assert sc.compute.n_experts == cfg["n_routed_experts"] == 384
+    # The pools still come from the project's layer-structure formulas, and agree with the config read.
+    spec, catalog = build_model_spec(sc), get_model("deepseek-v4-pro")
+    assert spec.pools == catalog.pools and spec.bytes_per_page == catalog.bytes_per_page
+    ratios = cfg["compress_ratios"][: cfg["num_hidden_layers"]]
+    assert (spec.layers, ratios.count(4), ratios.count(128)) == (61, 30, 31)
+    assert (spec.sliding_window, spec.index_topk) == (cfg["sliding_window"], cfg["index_topk"])
+
+
+def test_a_v4_config_whose_layers_differ_from_the_catalog_pools_is_refused(tmp_path):
+    cfg, _ = load_config("deepseek-v4-flash")
+    cfg["compress_ratios"] = [4] * len(cfg["compress_ratios"])
+    with pytest.raises(InputError, match="is not the layout of the catalog's deepseek-v4-flash"):
+        derive(cfg, name="odd-v4")
+
+
+def test_a_hugging_face_id_without_a_shipped_config_says_what_to_do(monkeypatch):
+    import sim.aic
+
+    monkeypatch.setattr(sim.aic, "_package_dir", lambda: None)
+    sim.aic.shipped_models.cache_clear()
+    try:
+        with pytest.raises(InputError, match=r"aic extra: pip install 'hicache-sim\[aic\]'"):
+            load_config("deepseek-ai/DeepSeek-V4-Pro")
+    finally:
+        sim.aic.shipped_models.cache_clear()

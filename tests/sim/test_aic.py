@@ -1,0 +1,146 @@
+"""``compute.backend: aiconfigurator``: passes priced from aiconfigurator-core's measured SGLang kernels."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.compute import Roofline, attention_pairs, step_model
+from sim.errors import InputError
+from sim.scenario import scenario_from_dict
+
+pytest.importorskip("aiconfigurator_core")
+
+from aiconfigurator_core.sdk.engine import EngineHandle  # noqa: E402
+
+from sim.aic import SGLANG_VERSION, AicSteps, coverage_error  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+QWEN = {"name": "aic", "model": "Qwen/Qwen3-30B-A3B", "hardware": {"gpu": "H100", "tp_size": 2},
+        "compute": {"backend": "aiconfigurator"}}  # fmt: skip
+
+
+def scenario(**over):
+    data = {**QWEN, **over}
+    return scenario_from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def steps() -> AicSteps:
+    return step_model(scenario())
+
+
+@pytest.fixture(scope="module")
+def direct():
+    """The same estimator, compiled straight from aiconfigurator-core, not through the backend."""
+    return EngineHandle.compile("Qwen/Qwen3-30B-A3B", "h100_sxm", "sglang", backend_version=SGLANG_VERSION,
+                                tp_size=2, moe_tp_size=2, moe_ep_size=1)  # fmt: skip
+
+
+class TestAPassIsADirectQuery:
+    def test_a_prefill_chunk_behind_a_cached_prefix(self, steps, direct):
+        got = steps.step_seconds(3000, attention_pairs(3000, 5000), 0, 0.0, 1)
+        assert got == pytest.approx(direct.predict_prefill_latency(1, 8000, 5000) / 1e3, rel=1e-12)
+
+    def test_a_prefill_batch_of_equal_chunks(self, steps, direct):
+        got = steps.step_seconds(4096, 2 * attention_pairs(2048, 1024), 0, 0.0, 2)
+        assert got == pytest.approx(direct.predict_prefill_latency(2, 3072, 1024) / 1e3, rel=1e-12)
+
+    def test_a_decode_batch_at_its_mean_context(self, steps, direct):
+        got = steps.step_seconds(0, 0.0, 32, 32 * 6000.0)
+        assert got == pytest.approx(direct.decode_step_latency(32, 5999, 0) / 1e3, rel=1e-12)
+
+    def test_a_mixed_pass_shares_the_weights_between_its_chunk_and_its_rows(self, steps):
+        prefill = steps.step_seconds(2048, attention_pairs(2048, 0), 0, 0.0)
+        decode = steps.step_seconds(0, 0.0, 16, 16 * 4000.0)
+        mixed = steps.step_seconds(2048, attention_pairs(2048, 0), 16, 16 * 4000.0)
+        assert prefill < mixed < prefill + decode
+
+    def test_longer_contexts_cost_more(self, steps):
+        assert steps.decode_seconds(8, 8 * 1000) < steps.decode_seconds(8, 8 * 64000)
+        assert steps.prefill_seconds(1024, attention_pairs(1024, 0)) < steps.prefill_seconds(
+            1024, attention_pairs(1024, 60000))  # fmt: skip
+
+
+class _Counting:
+    def __init__(self, handle) -> None:
+        self.handle, self.calls = handle, 0
+
+    def __getattr__(self, name):
+        self.calls += 1
+        return getattr(self.handle, name)
+
+
+def test_a_shape_is_asked_once_and_answers_the_same_every_time(steps):
+    counted = AicSteps(_Counting(steps.handle), steps.setup)
+    first = [counted.step_seconds(1500, attention_pairs(1500, 700), 0, 0.0),
+             counted.step_seconds(0, 0.0, 12, 12 * 3000.0)]  # fmt: skip
+    calls = counted.handle.calls
+    again = [counted.step_seconds(1500, attention_pairs(1500, 700), 0, 0.0),
+             counted.step_seconds(0, 0.0, 12, 12 * 3000.0)]  # fmt: skip
+    assert again == first and counted.handle.calls == calls == 2
+    assert first == [steps.step_seconds(1500, attention_pairs(1500, 700), 0, 0.0),
+                     steps.step_seconds(0, 0.0, 12, 12 * 3000.0)]  # fmt: skip
+
+
+def test_the_scheduler_overhead_is_added_only_when_the_scenario_sets_it(steps):
+    with_overhead = step_model(scenario(compute={"backend": "aiconfigurator", "step_overhead_ms": 3.0}))
+    assert steps.overhead_s == 0.0 and with_overhead.overhead_s == 0.003
+    assert with_overhead.step_seconds(0, 0.0, 4, 4000.0) == pytest.approx(steps.step_seconds(0, 0.0, 4, 4000.0) + 0.003)
+
+
+class TestWhatTheDatabaseLacksIsRefused:
+    def test_an_uncovered_gpu_names_hardware_gpu(self):
+        with pytest.raises(InputError, match=r"hardware\.gpu: H20 is not in aiconfigurator-core"):
+            scenario(hardware={"gpu": "H20", "tp_size": 2})
+
+    def test_a_model_it_ships_no_config_for_names_the_model(self):
+        with pytest.raises(InputError, match=r"model\.name: aiconfigurator-core ships no config for 'qwen3-14b'"):
+            scenario(model={"name": "qwen3-14b", "config": "qwen3-14b"})
+
+    def test_fp4_experts_on_hopper_are_refused_before_any_work(self):
+        sc = scenario(model="deepseek-ai/DeepSeek-V4-Flash", hardware={"gpu": "H200", "tp_size": 4})
+        with pytest.raises(InputError, match=r"model\.name: .*MoE data missing.*model\.expert_dtype: fp8"):
+            step_model(sc)
+
+    def test_the_cli_says_it_in_one_line_and_exits_2(self, tmp_path, capsys):
+        from sim.cli import main
+
+        path = tmp_path / "s.yaml"
+        path.write_text("name: s\nmodel: deepseek-ai/DeepSeek-V4-Flash\nhardware: {gpu: H200, tp_size: 4}\n"
+                        "compute: {backend: aiconfigurator}\n")  # fmt: skip
+        assert main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and not (tmp_path / "out").exists()
+
+    def test_without_the_extra_the_backend_asks_for_it(self, monkeypatch):
+        import sim.aic
+
+        sc = scenario()
+        monkeypatch.setattr(sim.aic, "_package_dir", lambda: None)
+        assert coverage_error(sc) == ("compute.backend", "aiconfigurator needs the aic extra, which is not "
+                                      "installed (pip install 'hicache-sim[aic]')")  # fmt: skip
+
+
+def test_sim_runs_on_the_roofline_without_the_extra():
+    code = ("import sys; sys.modules['aiconfigurator_core'] = None\n"
+            "from sim.cli import main\n"
+            "sys.exit(main(['validate', 'scenarios/quickstart.yaml']))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": ""})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_run_says_which_backend_priced_its_passes(tmp_path, capsys):
+    from sim.run import run_scenario
+
+    work = {"kind": "multi_turn", "num_clients": 4, "max_parallel": 2, "num_rounds": 2, "request_length": 512,
+            "output_length": 8, "request_rate": None}  # fmt: skip
+    aic = run_scenario(scenario(workload=work)).summary["compute"]
+    roof = run_scenario(scenario(workload=work, compute={})).summary["compute"]
+    assert aic["backend"] == "aiconfigurator" and aic["system"] == "h100_sxm" and aic["shapes_priced"] > 0
+    assert roof["backend"] == "roofline"
+    assert isinstance(step_model(scenario(compute={})), Roofline)
