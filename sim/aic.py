@@ -14,7 +14,13 @@ not care which one priced a pass:
 - a mixed-chunk pass as the estimator composes one: the non-attention ops once over all its tokens, plus
   the prefill chunks' attention and the decode rows' attention.
 
-Every shape is memoised, so a long run asks the estimator once per distinct shape. The estimator's times
+Shapes are memoised on a grid: a prefill chunk snaps to 4 points per octave, its cached prefix to 2, a
+decode context to 16 (every integer below 64), and a shape between grid points is interpolated linearly
+between them (bilinearly for a chunk and its prefix), so a long run asks the estimator once per grid point
+it reaches (a V4 prefill query behind a long prefix costs the estimator ~1 ms); a shape on the grid is the
+estimator's own answer. Off it the interpolation is within 3.2% of the estimator, 0.2% on average
+(V4-Flash, H200: 40 random batches of 1-4 chunks up to 8K behind prefixes up to 60K; the prefix grid moves
+neither figure, the estimator being near-linear in the prefix; a test checks the bound). The estimator's times
 are kernel sums: the scheduler's own time is not in them (SGLang's overlap scheduler hides most of it), so
 ``compute.step_overhead_ms`` adds a per-pass overhead only when the scenario sets it. A GPU, model or
 quantization the database lacks is refused (an :class:`InputError` naming the field), never priced by a
@@ -219,20 +225,30 @@ class AicSteps:
     # ----- the Roofline interface
     def prefill_seconds(self, tokens: int, pairs: float, n_prefill: int = 1) -> float:
         n, chunk, prefix = prefill_shape(tokens, pairs, n_prefill)
-        key = (n, chunk, prefix)
-        ms = self._prefill.get(key)
-        if ms is None:
-            ms = self._prefill[key] = self.handle.predict_prefill_latency(n, chunk + prefix, prefix)
+        (c0, c1, wc), (p0, p1, wp) = grid(chunk, 4), grid(prefix, 2)
+        ms = ((1 - wc) * ((1 - wp) * self._prefill_ms(n, c0, p0) + wp * self._prefill_ms(n, c0, p1))
+              + wc * ((1 - wp) * self._prefill_ms(n, c1, p0) + wp * self._prefill_ms(n, c1, p1)))  # fmt: skip
         return ms / 1e3
 
     def decode_seconds(self, n_requests: int, context_tokens: float) -> float:
         if not n_requests:
             return 0.0
-        key = (n_requests, max(1, round(context_tokens / n_requests)))
+        s0, s1, w = grid(max(1, round(context_tokens / n_requests)), 16)
+        return ((1 - w) * self._decode_ms(n_requests, s0) + w * self._decode_ms(n_requests, s1)) / 1e3
+
+    def _prefill_ms(self, n: int, chunk: int, prefix: int) -> float:
+        key = (n, chunk, prefix)
+        ms = self._prefill.get(key)
+        if ms is None:
+            ms = self._prefill[key] = self.handle.predict_prefill_latency(n, chunk + prefix, prefix)
+        return ms
+
+    def _decode_ms(self, n: int, context: int) -> float:
+        key = (n, context)
         ms = self._decode.get(key)
         if ms is None:
-            ms = self._decode[key] = self.handle.decode_step_latency(key[0], key[1] - 1, 0)
-        return ms / 1e3
+            ms = self._decode[key] = self.handle.decode_step_latency(n, context - 1, 0)
+        return ms
 
     def step_seconds(self, prefill_tokens: int, pairs: float, n_decode: int, decode_context: float,
                      n_prefill: int = 1) -> float:  # fmt: skip
@@ -271,6 +287,16 @@ class AicSteps:
                 "kv_quant": s.kv_quant or "checkpoint", "nextn": s.nextn, "step_overhead_ms": self.overhead_s * 1e3,
                 "fallback_notes": list(self.notes),
                 "shapes_priced": len(self._prefill) + len(self._decode) + len(self._mixed)}  # fmt: skip
+
+
+def grid(x: int, per_octave: int) -> tuple[int, int, float]:
+    """(grid point at or below ``x``, the next one, weight of the upper): every integer below 64, then
+    ``per_octave`` (a power of two up to 32) evenly spaced points in each octave."""
+    if x < 64:
+        return x, x, 0.0
+    step = 1 << (x.bit_length() - per_octave.bit_length())
+    lo = x // step * step
+    return (lo, lo, 0.0) if lo == x else (lo, lo + step, (x - lo) / step)
 
 
 def prefill_shape(tokens: int, pairs: float, n: int) -> tuple[int, int, int]:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sim.compute import Roofline, attention_pairs, step_model
@@ -41,17 +42,29 @@ def direct():
 
 
 class TestAPassIsADirectQuery:
+    """On the memo's grid a pass is the estimator's own answer; between grid points, within 4% of it."""
+
     def test_a_prefill_chunk_behind_a_cached_prefix(self, steps, direct):
-        got = steps.step_seconds(3000, attention_pairs(3000, 5000), 0, 0.0, 1)
-        assert got == pytest.approx(direct.predict_prefill_latency(1, 8000, 5000) / 1e3, rel=1e-12)
+        got = steps.step_seconds(3072, attention_pairs(3072, 6144), 0, 0.0, 1)
+        assert got == pytest.approx(direct.predict_prefill_latency(1, 9216, 6144) / 1e3, rel=1e-12)
 
     def test_a_prefill_batch_of_equal_chunks(self, steps, direct):
         got = steps.step_seconds(4096, 2 * attention_pairs(2048, 1024), 0, 0.0, 2)
         assert got == pytest.approx(direct.predict_prefill_latency(2, 3072, 1024) / 1e3, rel=1e-12)
 
     def test_a_decode_batch_at_its_mean_context(self, steps, direct):
-        got = steps.step_seconds(0, 0.0, 32, 32 * 6000.0)
-        assert got == pytest.approx(direct.decode_step_latency(32, 5999, 0) / 1e3, rel=1e-12)
+        got = steps.step_seconds(0, 0.0, 32, 32 * 6144.0)
+        assert got == pytest.approx(direct.decode_step_latency(32, 6143, 0) / 1e3, rel=1e-12)
+
+    def test_between_grid_points_it_stays_within_4_percent(self, steps, direct):
+        rng = np.random.default_rng(7)
+        for _ in range(12):
+            n, chunk, prefix = int(rng.integers(1, 4)), int(rng.integers(65, 8192)), int(rng.integers(0, 60000))
+            got = steps.prefill_seconds(n * chunk, n * attention_pairs(chunk, prefix), n)
+            assert got == pytest.approx(direct.predict_prefill_latency(n, chunk + prefix, prefix) / 1e3, rel=0.04)
+            ctx = int(rng.integers(65, 100000))
+            assert steps.decode_seconds(n * 8, n * 8 * ctx) == pytest.approx(
+                direct.decode_step_latency(n * 8, ctx - 1, 0) / 1e3, rel=0.04)  # fmt: skip
 
     def test_a_mixed_pass_shares_the_weights_between_its_chunk_and_its_rows(self, steps):
         prefill = steps.step_seconds(2048, attention_pairs(2048, 0), 0, 0.0)
@@ -81,7 +94,7 @@ def test_a_shape_is_asked_once_and_answers_the_same_every_time(steps):
     calls = counted.handle.calls
     again = [counted.step_seconds(1500, attention_pairs(1500, 700), 0, 0.0),
              counted.step_seconds(0, 0.0, 12, 12 * 3000.0)]  # fmt: skip
-    assert again == first and counted.handle.calls == calls == 2
+    assert again == first and 0 < counted.handle.calls == calls <= 6  # 4 prefill corners, 2 decode points
     assert first == [steps.step_seconds(1500, attention_pairs(1500, 700), 0, 0.0),
                      steps.step_seconds(0, 0.0, 12, 12 * 3000.0)]  # fmt: skip
 
