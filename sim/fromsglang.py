@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from sim.aic import model_config_path
 from sim.errors import InputError
 
 __all__ = ["Conversion", "from_sglang", "to_yaml"]
@@ -360,9 +361,12 @@ def _model_ref(path: str, override: str | None) -> tuple[str, str]:
     if (local / "config.json").exists():
         return str(local / "config.json"), local.name
     bundled = HF_IDS.get(path.lower().rstrip("/"))
+    if bundled is None and model_config_path(path.rstrip("/")) is not None:
+        bundled = path.rstrip("/")  # a config aiconfigurator-core ships (the aic extra): models by name
     if bundled is None:
         raise InputError(f"--model-path {path}: no local config.json and not a bundled model "
-                         f"({', '.join(sorted(set(HF_IDS.values())))}); pass --model-config PATH")  # fmt: skip
+                         f"({', '.join(sorted(set(HF_IDS.values())))}) or one aiconfigurator-core ships; "
+                         "pass --model-config PATH")  # fmt: skip
     return bundled, Path(path).name
 
 

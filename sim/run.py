@@ -172,7 +172,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
-    steps = step_model(sc, costs.compute_params)  # refuses what its backend cannot price, before any work
+    pricer = step_model(sc, costs.compute_params)  # refuses what its backend cannot price, before any work
     w = sc.workload
     if w.kind == "multi_turn":
         sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
@@ -181,7 +181,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
                                        rounds=w.client_rounds(rng), range_ratio=w.range_ratio, rng=rng)  # fmt: skip
         flat = [r for rounds in sessions for r in rounds]
         span = len(flat) / w.request_rate if w.request_rate else 0.0
-        sim = _simulation(sc, cfg, costs, steps, rng, flat, span, notify)
+        sim = _simulation(sc, cfg, costs, pricer, rng, flat, span, notify)
         return sim, clients.bench_multiturn(sim, sessions, w), len(flat)
     if w.kind == "bench_serving":
         steps, rid = [], 0
@@ -192,7 +192,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
             steps.append((st, reqs))
         flat = [r for _, reqs in steps for r in reqs]
         span = sum(st.num_prompts / st.request_rate for st in w.steps if st.request_rate)
-        sim = _simulation(sc, cfg, costs, steps, rng, flat, span, notify)
+        sim = _simulation(sc, cfg, costs, pricer, rng, flat, span, notify)
         return sim, clients.bench_serving(sim, steps), len(flat)
     if w.kind in ("lanes", "agentic"):
         from sim.lanes import LanePlayer
@@ -203,16 +203,16 @@ def build(sc: Scenario, costs: CostTable | None = None,
         sim.client = LanePlayer(sim, trajs, w)
         return sim, sim.client.run(), None  # the calls sent depend on the run
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
-    sim = _simulation(sc, cfg, costs, steps, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
+    sim = _simulation(sc, cfg, costs, pricer, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
     return sim, sim.trace_arrivals(reqs), len(reqs)
 
 
-def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, steps, rng: np.random.Generator,
+def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, pricer, rng: np.random.Generator,
                 requests: list, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
-    """The simulation of ``requests`` with passes priced by ``steps``, sampling at the interval
+    """The simulation of ``requests`` with passes priced by ``pricer`` (:func:`sim.compute.step_model`), sampling at the interval
     :func:`sample_interval` chooses (sized by the roofline whatever the backend: a bound, not a result)."""
     interval = sample_interval(sc, requests, arrival_span, Roofline.from_scenario(sc, costs.compute_params), notify)
-    sim = Simulation(replace(cfg, sample_interval_s=interval), costs, steps, rng)
+    sim = Simulation(replace(cfg, sample_interval_s=interval), costs, pricer, rng)
     check_admissible(sim, requests)
     return sim
 

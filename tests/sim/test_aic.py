@@ -157,3 +157,26 @@ def test_a_run_says_which_backend_priced_its_passes(tmp_path, capsys):
     assert aic["backend"] == "aiconfigurator" and aic["system"] == "h100_sxm" and aic["shapes_priced"] > 0
     assert roof["backend"] == "roofline"
     assert isinstance(step_model(scenario(compute={})), Roofline)
+
+
+def test_hisparse_decode_steps_are_the_estimators_decode_pass_plus_the_swap_ins():
+    from sim.run import run_scenario
+
+    def decode(**compute):
+        return scenario_from_dict({
+            "name": "d", "seed": 2, "model": {"name": "deepseek-v4-flash", "expert_dtype": "fp8"},
+            "hardware": {"kv_mem_gb": 4, "gpu_name": "H200"}, "cluster": {"role": "decode"},
+            "scheduler": {"max_running_requests": 16}, "compute": compute,
+            "hisparse": {"enabled": True, "device_buffer_size": 1024, "step_windows": 1, "window_steps": 32},
+            "workload": {"kind": "synthetic", "rate": 100.0, "num_requests": 8, "input_length": 16384,
+                         "output_length": 32},
+        })  # fmt: skip
+
+    sc = decode(backend="aiconfigurator")
+    run = run_scenario(sc).summary
+    assert run["compute"]["backend"] == "aiconfigurator" and run["requests"]["finished"] == 8
+    steps = step_model(sc)
+    # A step lies between the estimator's decode pass of one request and of the whole batch (plus swap-ins).
+    mean_step = run["engine"]["busy_s"] / run["engine"]["steps"]
+    assert steps.decode_seconds(1, 16384) <= mean_step <= steps.decode_seconds(8, 8 * 16416) * 1.2
+    assert run_scenario(decode()).summary["compute"]["backend"] == "roofline"
