@@ -190,7 +190,13 @@ def _attention_ops(handle) -> tuple[list[int], list[int]]:
 
 @dataclass
 class AicSteps:
-    """Step times from a compiled aiconfigurator-core estimator, memoised per shape (seconds)."""
+    """Step times from a compiled aiconfigurator-core estimator, memoised per shape (seconds).
+
+    With attention DP (``hardware.enable_dp_attention``, ``hardware.dp_size``) a pass's batch is one DP
+    rank's, as the estimator takes it (its global batch is ``bs x attention_dp_size``); with speculative
+    decoding (``speculative.algorithm``, ``speculative.num_steps``) a decode pass verifies ``num_steps + 1``
+    tokens per request and includes the draft (MTP) layers' cost, which the estimator's ``nextn`` prices.
+    """
 
     handle: object
     setup: _Setup

@@ -180,3 +180,20 @@ def test_hisparse_decode_steps_are_the_estimators_decode_pass_plus_the_swap_ins(
     mean_step = run["engine"]["busy_s"] / run["engine"]["steps"]
     assert steps.decode_seconds(1, 16384) <= mean_step <= steps.decode_seconds(8, 8 * 16416) * 1.2
     assert run_scenario(decode()).summary["compute"]["backend"] == "roofline"
+
+
+def test_attention_dp_expert_parallel_and_draft_tokens_reach_the_estimator():
+    from types import SimpleNamespace as NS
+
+    from sim.aic import _compiled, _setup
+
+    sc = NS(hardware=NS(gpu="H100", gpu_name="H100", tp_size=4, dp_size=4, enable_dp_attention=True, ep_size=4),
+            model=NS(name="Qwen/Qwen3-30B-A3B", config=None, expert_dtype="auto", kv_dtype="auto"),
+            speculative=NS(algorithm="EAGLE", num_steps=3))  # fmt: skip
+    setup = _setup(sc)
+    assert (setup.tp, setup.attention_dp, setup.moe_tp, setup.moe_ep, setup.nextn) == (1, 4, 1, 4, 3)
+    sc.speculative = NS(algorithm=None, num_steps=3)
+    plain = _setup(sc)
+    assert plain.nextn == 0
+    spec, base = AicSteps(_compiled(setup)[0], setup), AicSteps(_compiled(plain)[0], plain)
+    assert spec.decode_seconds(8, 8 * 4096) > base.decode_seconds(8, 8 * 4096)  # 4 tokens verified a request
