@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -139,38 +140,29 @@ def _setup(sc) -> _Setup:
                   _EXPERT_QUANT[getattr(m, "expert_dtype", "auto")], _KV_QUANT.get(m.kv_dtype), nextn)  # fmt: skip
 
 
-class _Notes(logging.Handler):
-    """Collects what aiconfigurator-core logs while it loads tables (e.g. low-fidelity fallback rows)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 @contextmanager
-def _captured_logs():
+def _quiet():
+    """aiconfigurator-core logs its table loads to stderr; the run's output keeps to the simulator's lines
+    (what the tables hold is reported per op instead, :func:`_compiled`; a refusal carries its reason)."""
     log = logging.getLogger("aiconfigurator_core")
-    notes, level, propagate = _Notes(), log.level, log.propagate
-    log.addHandler(notes)
-    log.setLevel(logging.WARNING)
+    level, propagate = log.level, log.propagate
+    log.setLevel(logging.CRITICAL + 1)
     log.propagate = False
     try:
-        yield notes.lines
+        yield
     finally:
-        log.removeHandler(notes)
         log.setLevel(level)
         log.propagate = propagate
 
 
 @cache
 def _compiled(setup: _Setup):
-    """(engine handle, fallback notes) for a setup; compiled once per process (sweeps reuse it)."""
+    """(engine handle, op sources) for a setup, compiled once per process (sweeps reuse it). The sources
+    count the ops of a 1-request, 1,024-token prefill and decode by where the estimator took each one from
+    (``silicon``: a measured table row; others are its own derived estimates)."""
     from aiconfigurator_core.sdk.engine import EngineHandle
 
-    with _captured_logs() as notes:
+    with _quiet():
         handle = EngineHandle.compile(
             setup.model, setup.system, "sglang", backend_version=SGLANG_VERSION, tp_size=setup.tp,
             attention_dp_size=setup.attention_dp, moe_tp_size=setup.moe_tp, moe_ep_size=setup.moe_ep,
@@ -178,7 +170,8 @@ def _compiled(setup: _Setup):
         )  # fmt: skip
         handle.predict_prefill_latency(1, 1024, 0)  # loads every table a prefill or decode pass reads
         handle.decode_step_latency(1, 1023, 0)
-    return handle, tuple(notes)
+        ctx, gen = handle.run_static_per_op(batch_size=1, isl=1024, osl=2, prefix=0)
+    return handle, tuple(sorted(Counter(op[3] for op in (*ctx, *gen)).items()))
 
 
 def _attention_ops(handle) -> tuple[list[int], list[int]]:
@@ -201,7 +194,7 @@ class AicSteps:
     handle: object
     setup: _Setup
     overhead_s: float = 0.0
-    notes: tuple[str, ...] = ()
+    op_sources: tuple[tuple[str, int], ...] = ()
     name: str = "aiconfigurator"
     _prefill: dict = field(default_factory=dict, repr=False)
     _decode: dict = field(default_factory=dict, repr=False)
@@ -216,7 +209,7 @@ class AicSteps:
             raise InputError(f"{err[0]}: {err[1]}")
         setup = _setup(sc)
         try:
-            handle, notes = _compiled(setup)
+            handle, sources = _compiled(setup)
         except Exception as exc:  # the estimator's own refusal: no kernel data for this model/GPU/quantization
             what = "model.expert_dtype" if getattr(sc.model, "expert_dtype", "auto") != "auto" else "model.name"
             raise InputError(f"{what}: aiconfigurator-core {_version()} cannot price {setup.model} on "
@@ -226,7 +219,7 @@ class AicSteps:
                                 "model.expert_dtype: fp8" if "fp4" in str(exc) and setup.system.startswith("h")
                                 else "")) from None  # fmt: skip
         overhead = sc.compute.step_overhead_ms
-        return cls(handle, setup, (overhead or 0.0) / 1e3, notes)
+        return cls(handle, setup, (overhead or 0.0) / 1e3, sources)
 
     # ----- the Roofline interface
     def prefill_seconds(self, tokens: int, pairs: float, n_prefill: int = 1) -> float:
@@ -291,7 +284,7 @@ class AicSteps:
                 "sglang_version": SGLANG_VERSION, "model": s.model, "tp_size": s.tp, "attention_dp_size": s.attention_dp,
                 "moe_tp_size": s.moe_tp, "moe_ep_size": s.moe_ep, "moe_quant": s.moe_quant or "checkpoint",
                 "kv_quant": s.kv_quant or "checkpoint", "nextn": s.nextn, "step_overhead_ms": self.overhead_s * 1e3,
-                "fallback_notes": list(self.notes),
+                "op_sources": dict(self.op_sources),
                 "shapes_priced": len(self._prefill) + len(self._decode) + len(self._mixed)}  # fmt: skip
 
 

@@ -575,9 +575,8 @@ def compute_line(c: dict) -> str:
         par = f"tp {c['tp_size']}" + (f" x attention-dp {c['attention_dp_size']}" if c["attention_dp_size"] > 1 else "")
         return (f"compute: aiconfigurator-core {c['aiconfigurator_core']} measured SGLang {c['sglang_version']} "
                 f"kernels ({c['model']} on {c['system']}, {par}, ep {c['moe_ep_size']}, moe quant {c['moe_quant']}, "
-                f"step overhead {c['step_overhead_ms']:g} ms; {c['shapes_priced']:,} shapes priced"
-                + (f"; {len(c['fallback_notes'])} low-fidelity table note(s) in summary.json" if c["fallback_notes"]
-                   else "") + ")")  # fmt: skip
+                f"step overhead {c['step_overhead_ms']:g} ms; {c['shapes_priced']:,} shapes priced; ops "
+                + ", ".join(f"{n} {src}" for src, n in c["op_sources"].items()) + ")")  # fmt: skip
     origin = c.get("origin") or {}
     keys = origin or [k for k in c if k != "backend"]
     return "compute: roofline, " + ", ".join(f"{k} {c[k]:.3g}" + (f" ({origin[k]})" if k in origin else "")
