@@ -197,3 +197,12 @@ def test_attention_dp_expert_parallel_and_draft_tokens_reach_the_estimator():
     assert plain.nextn == 0
     spec, base = AicSteps(_compiled(setup)[0], setup), AicSteps(_compiled(plain)[0], plain)
     assert spec.decode_seconds(8, 8 * 4096) > base.decode_seconds(8, 8 * 4096)  # 4 tokens verified a request
+
+
+def test_the_same_scenario_gives_the_same_summary_however_warm_the_estimator():
+    from sim.run import run_scenario, summary_json
+
+    work = {"kind": "multi_turn", "num_clients": 3, "max_parallel": 2, "num_rounds": 2, "request_length": 700,
+            "output_length": 6, "request_rate": None}  # fmt: skip
+    first, second = (summary_json(run_scenario(scenario(workload=work)).summary) for _ in range(2))
+    assert first == second
