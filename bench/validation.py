@@ -172,8 +172,9 @@ MECHANISMS = {
     "under); the candidate is SGLang's time per request outside the passes (tokenizer, scheduler wake-up, "
     "detokenizer; issue 16 item 6), not modelled here",
     "C1 V4-Flash H200 c16 TTFT": "not pinned down: 16 cold ~4K prompts at once make a queue of prefill passes "
-    "the estimator prices at 32-37K tok/s on 4 GPUs whether 1 or 4 chunks share a pass; the measured "
-    "263 ms implies ~4x that, or hits the stated protocol does not show",
+    "the estimator prices at 32-37K tok/s on 4 GPUs whether 1 or 4 chunks share a pass (2 x 13B active "
+    "params x 32K tok/s is ~10% of the H200s' FP8 peak); the measured 263 ms implies ~4x that rate, which "
+    "would leave ~140 ms of the c1 first token outside the passes",
     "C2 GLM-5.2 H200 c1 TTFT": "not pinned down: as C1 c1, 244 ms under (time outside the passes is the "
     "candidate; GLM-5.2's DSA indexer prefill is in the estimator's attention module)",
     "C2 GLM-5.2 H200 c16 TTFT": "not pinned down: the queue of 16 cold prefills builds (2.2 s against the c1 "

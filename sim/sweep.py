@@ -192,7 +192,8 @@ def _one_type(column: pd.Series) -> pd.Series:
 
 
 def _check_startable(points: list[Point]) -> None:
-    """What each point reads at start (cost table, traces), checked once per distinct set of inputs."""
+    """What each point reads at start (cost table, traces, the step-time estimator), checked once per
+    distinct set of inputs."""
     from sim.run import check_startable
 
     seen: set[str] = set()
@@ -200,7 +201,8 @@ def _check_startable(points: list[Point]) -> None:
         sc = p.scenario
         key = json.dumps([sc.hardware.cost_table, sc.workload.model_dump(mode="json"), sc.hicache.page_size,
                           sc.cluster.role, sc.model.model_dump(mode="json"),
-                          sc.hisparse.access.trace_path, sc.compute.decode_bytes_per_step])  # fmt: skip
+                          sc.hisparse.access.trace_path, sc.compute.decode_bytes_per_step,
+                          sc.compute.backend, sc.hardware.model_dump(mode="json")])  # fmt: skip
         if key not in seen:
             seen.add(key)
             try:

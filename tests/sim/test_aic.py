@@ -206,3 +206,9 @@ def test_the_same_scenario_gives_the_same_summary_however_warm_the_estimator():
             "output_length": 6, "request_rate": None}  # fmt: skip
     first, second = (summary_json(run_scenario(scenario(workload=work)).summary) for _ in range(2))
     assert first == second
+
+
+def test_a_quantization_the_tables_lack_names_model_expert_dtype():
+    sc = scenario(model={"name": "deepseek-v4-flash", "expert_dtype": "fp4"}, hardware={"gpu": "H200", "tp_size": 4})
+    with pytest.raises(InputError, match=r"^model\.expert_dtype: .*cannot price deepseek-ai/DeepSeek-V4-Flash"):
+        step_model(sc)
