@@ -245,14 +245,17 @@ class PoolConfig(_Section):
 
 
 class ModelConfig(_Section):
-    """The model whose KV is cached: a catalog name, an inline list of pools, or a Hugging Face config.json.
+    """The model whose KV is cached: a catalog name, an inline list of pools, a Hugging Face config.json, or a
+    Hugging Face id whose config aiconfigurator-core ships (read as that config.json).
 
     A bare string in YAML (``model: deepseek-v4-flash``) means ``{name: ...}``. With ``config``, the KV bytes
     per rank (at ``hardware.tp_size``), the layers, and the compute model's inputs follow from the config
     (:mod:`sim.modelcfg`); DeepSeek V4 configs map to the catalog's pools.
     """
 
-    name: str = Field(description=f"Catalog name ({', '.join(CATALOG_MODELS)}) or, with pools or config, any label.")
+    name: str = Field(description=f"Catalog name ({', '.join(CATALOG_MODELS)}), a Hugging Face id whose config "
+                      "aiconfigurator-core ships (deepseek-ai/DeepSeek-V4-Pro; the aic extra), or, with pools or "
+                      "config, any label.")
     config: str | None = Field(
         None,
         description="Hugging Face config.json (a path, relative to the scenario file, or a bundled name: qwen3-14b, "
