@@ -14,8 +14,8 @@ not care which one priced a pass:
 - a mixed-chunk pass as the estimator composes one: the non-attention ops once over all its tokens, plus
   the prefill chunks' attention and the decode rows' attention.
 
-Shapes are memoised on a grid: a prefill chunk snaps to 4 points per octave, its cached prefix to 2, a
-decode context to 16 (every integer below 64), and a shape between grid points is interpolated linearly
+Shapes are memoised on a grid (mixed-chunk passes, off by default in SGLang, on their exact shape): a prefill
+chunk snaps to 4 points per octave, its cached prefix to 2, a decode context to 16 (every integer below 64), and a shape between grid points is interpolated linearly
 between them (bilinearly for a chunk and its prefix), so a long run asks the estimator once per grid point
 it reaches (a V4 prefill query behind a long prefix costs the estimator ~1 ms); a shape on the grid is the
 estimator's own answer. Off it the interpolation is within 3.2% of the estimator, 0.2% on average
