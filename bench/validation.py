@@ -304,8 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         c = values[x][3] / values[y][3] if values[x][3] is not None else None
         lines.append(f"| {label} | {m:.3f} | {a:.3f} | {a / m - 1:+.0%} | {b:.3f} | {b / m - 1:+.0%} | "
                      f"{_cell(c, m, '.3f')} |")  # fmt: skip
-    lines += ["", "aiconfigurator: not covered (refused, no fallback): "
-              + "; ".join(f"{k}: {v}" for k, v in uncovered.items())] if uncovered else []
+    by_reason: dict[str, list[str]] = {}
+    for name, why in uncovered.items():
+        by_reason.setdefault(why, []).append(name)
+    lines += ["", "aiconfigurator, refused (no fallback): "
+              + "; ".join(f"{', '.join(names)}: {why}" for why, names in by_reason.items())] if uncovered else []
     misses = [(n.label, values[n.label][3] / n.measured - 1) for n in NUMBERS
               if values[n.label][3] is not None and abs(values[n.label][3] / n.measured - 1) > 0.15]  # fmt: skip
     if misses:
