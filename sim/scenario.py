@@ -419,6 +419,8 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
     else:
         desc = f"bench_serving {wl.dataset_name}, {len(wl.steps)} step(s), {sum(st.num_prompts for st in wl.steps)} prompts"
     lines.append(f"  workload  {desc}")
+    lines.append(f"  compute   {s.compute.backend}" + (" (aiconfigurator-core's measured SGLang kernels)"
+                                                       if s.compute.backend == "aiconfigurator" else ""))
     lines.append(
         f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
