@@ -135,7 +135,7 @@ class _Decoder:
                 swap = self._swap_in_seconds()
                 self.swap_s += swap
                 gpu += swap
-            dt = max(self.roofline.overhead_s, gpu)
+            dt = max((self.steps or self.roofline).overhead_s, gpu)
             yield env.timeout(dt)
             self.busy_s += dt
             self.step_ends.append(env.now)
