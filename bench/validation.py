@@ -168,17 +168,18 @@ MECHANISMS = {
     "C1 V4-Flash H200 c16 TPOT": "as c1: speculative decoding not modelled",
     "C2 GLM-5.2 H200 c1 TPOT": "as C1: speculative decoding (EAGLE 5-1-6) not modelled",
     "C2 GLM-5.2 H200 c16 TPOT": "as C1: speculative decoding not modelled",
-    "C1 V4-Flash H200 c1 TTFT": "not pinned down: the simulated first token is the prefill pass alone (43 ms "
-    "under); the candidate is SGLang's time per request outside the passes (tokenizer, scheduler wake-up, "
-    "detokenizer; issue 16 item 6), not modelled here",
+    "C1 V4-Flash H200 c1 TTFT": "not pinned down: the prefill pass and the tokenizer (modelled) are 32 ms under "
+    "the measured first token, and SGLang's path spends nothing else above a millisecond outside the passes "
+    "(docs/notes/request_path.md); left: the estimator's V4 prefill itself, and the draft (MTP) layer's "
+    "prefill the speculative run adds (~1 layer of 43)",
     "C1 V4-Flash H200 c16 TTFT": "not pinned down: 16 cold ~4K prompts at once make a queue of prefill passes "
     "the estimator prices at 32-37K tok/s on 4 GPUs whether 1 or 4 chunks share a pass (2 x 13B active "
-    "params x 32K tok/s is ~10% of the H200s' FP8 peak); the measured 263 ms implies ~4x that rate, which "
-    "would leave ~140 ms of the c1 first token outside the passes",
-    "C2 GLM-5.2 H200 c1 TTFT": "not pinned down: as C1 c1, 244 ms under (time outside the passes is the "
-    "candidate; GLM-5.2's DSA indexer prefill is in the estimator's attention module)",
-    "C2 GLM-5.2 H200 c16 TTFT": "not pinned down: the queue of 16 cold prefills builds (2.2 s against the c1 "
-    "0.42 s) but to a third of the measured 6.1 s",
+    "params x 32K tok/s is ~10% of the H200s' FP8 peak); the measured 263 ms needs ~4x that rate, which the "
+    "c1 row (a pass under its first token already) rules out: no one prefill rate fits both rows",
+    "C2 GLM-5.2 H200 c1 TTFT": "not pinned down: as C1 c1, 233 ms under with nothing else outside the passes "
+    "above a millisecond; GLM-5.2's DSA indexer prefill is in the estimator's attention module",
+    "C2 GLM-5.2 H200 c16 TTFT": "not pinned down: the queue of 16 cold prefills builds (2.3 s against the c1 "
+    "0.44 s) but to 38% of the measured 6.1 s",
 }
 RATIOS = [  # (label, numerator, denominator): ON/OFF as a user compares them
     *[(f"M1-A c{c} ON/OFF total tok/s", f"M1-A c{c} ON total tok/s", f"M1-A c{c} OFF total tok/s")
