@@ -76,7 +76,11 @@ COOKBOOK_BENCH = ("python3 -m sglang.bench_serving --backend sglang --dataset-na
                   "--random-output-len 1024 --num-prompts 32 --warmup-requests 64 --flush-cache")  # fmt: skip
 COOKBOOK_CONC = (1, 16)
 # ---- C2: GLM-5.2-FP8 on 8 x H200, TP8 (SGLang cookbook, low-latency cell, sglang v0.5.14 @ 49e384ce) -------
-# docs_new/src/snippets/configs/zai-org/glm-5.2.jsx and glm-5.2-benchmarks.jsx, same bench command.
+# docs_new/src/snippets/configs/zai-org/glm-5.2.jsx and glm-5.2-benchmarks.jsx; this card's Reproduce command
+# fixes the lengths (--random-range-ratio 1.0), flushes after warmup, and sends 8 prompts at c1, 64 at c16.
+C2_BENCH = ("python3 -m sglang.bench_serving --backend sglang --dataset-name random --random-input-len 8192 "
+            "--random-output-len 1024 --random-range-ratio 1.0 --warmup-requests 64 --flush-cache")  # fmt: skip
+C2_PROMPTS = {1: 8, 16: 64}
 C2_SERVER = ("python -m sglang.launch_server --model-path zai-org/GLM-5.2-FP8 --tp 8 --speculative-algorithm EAGLE "
              "--speculative-num-steps 5 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6 "
              "--mem-fraction-static 0.8")  # fmt: skip
@@ -94,7 +98,8 @@ SCENARIOS = {
     "m2_gpu_only": (M2_SERVER, [M2_BENCH], "A10", {"sglang_version": "0.5.2"}),
     "m2_l1l2": (M2_SERVER + M2_HICACHE, [M2_BENCH], "A10", {"sglang_version": "0.5.2"}),
     "c1_v4flash_h200": (C1_SERVER, [f"{COOKBOOK_BENCH} --max-concurrency {c}" for c in COOKBOOK_CONC], "H200", {}),
-    "c2_glm52_h200": (C2_SERVER, [f"{COOKBOOK_BENCH} --max-concurrency {c}" for c in COOKBOOK_CONC], "H200", {}),
+    "c2_glm52_h200": (C2_SERVER, [f"{C2_BENCH} --num-prompts {n} --max-concurrency {c}" for c, n in C2_PROMPTS.items()],
+                      "H200", {}),
 }
 
 
@@ -128,12 +133,13 @@ def _m1a() -> list[Number]:
     return rows
 
 
-def _cookbook(prefix: str, scenario: str, table: dict[int, tuple[float, float]]) -> list[Number]:
-    """Mean TTFT and TPOT (ms) per concurrency, as the cookbook card reports them."""
+def _cookbook(prefix: str, scenario: str, stat: str, table: dict[int, tuple[float, float]]) -> list[Number]:
+    """TTFT and TPOT (ms) per concurrency, as the cookbook card reports them (``stat``: mean or median)."""
     rows = []
+    label = {"mean": "mean", "median": "p50"}[stat]
     for step, (conc, (ttft, tpot)) in enumerate(table.items()):
-        rows.append(Number(f"{prefix} c{conc} TTFT mean", scenario, "ttft_mean", step, ttft, "ms"))
-        rows.append(Number(f"{prefix} c{conc} TPOT mean", scenario, "tpot_mean", step, tpot, "ms"))
+        rows.append(Number(f"{prefix} c{conc} TTFT {label}", scenario, f"ttft_{stat}", step, ttft, "ms"))
+        rows.append(Number(f"{prefix} c{conc} TPOT {label}", scenario, f"tpot_{stat}", step, tpot, "ms"))
     return rows
 
 
@@ -156,8 +162,10 @@ NUMBERS = [
     Number("M2 L1+L2 average TTFT", "m2_l1l2", "average_ttft", 0, 5.27, "s"),
     Number("M2 GPU only input tok/s", "m2_gpu_only", "input_tokens_per_s", 0, 4114, "tok/s"),
     Number("M2 L1+L2 input tok/s", "m2_l1l2", "input_tokens_per_s", 0, 5809, "tok/s"),
-    *_cookbook("C1 V4-Flash H200", "c1_v4flash_h200", {1: (178, 3.28), 16: (263, 8.99)}),
-    *_cookbook("C2 GLM-5.2 H200", "c2_glm52_h200", {1: (668, 5.05), 16: (6148, 16.11)}),
+    # C1's re-benchmark reports P50 (PR #31363: latencyPercentile "Mean" -> "P50"); the GLM-5.2 card states no
+    # statistic (its config sets no latencyPercentile), so the mean is compared, as the cards did before.
+    *_cookbook("C1 V4-Flash H200", "c1_v4flash_h200", "median", {1: (178, 3.28), 16: (263, 8.99)}),
+    *_cookbook("C2 GLM-5.2 H200", "c2_glm52_h200", "mean", {1: (668, 5.05), 16: (6148, 16.11)}),
 ]
 # Why the measured kernels (aiconfigurator column) miss a number by more than 15%, by label prefix; checked
 # against the table each run (a miss without an entry prints "not pinned down").
@@ -168,18 +176,13 @@ MECHANISMS = {
     "C1 V4-Flash H200 c16 TPOT": "as c1: speculative decoding not modelled",
     "C2 GLM-5.2 H200 c1 TPOT": "as C1: speculative decoding (EAGLE 5-1-6) not modelled",
     "C2 GLM-5.2 H200 c16 TPOT": "as C1: speculative decoding not modelled",
-    "C1 V4-Flash H200 c1 TTFT": "not pinned down: the prefill pass and the tokenizer (modelled) are 32 ms under "
-    "the measured first token, and SGLang's path spends nothing else above a millisecond outside the passes "
-    "(docs/notes/request_path.md); left: the estimator's V4 prefill itself, and the draft (MTP) layer's "
-    "prefill the speculative run adds (~1 layer of 43)",
-    "C1 V4-Flash H200 c16 TTFT": "not pinned down: 16 cold ~4K prompts at once make a queue of prefill passes "
-    "the estimator prices at 32-37K tok/s on 4 GPUs whether 1 or 4 chunks share a pass (2 x 13B active "
-    "params x 32K tok/s is ~10% of the H200s' FP8 peak); the measured 263 ms needs ~4x that rate, which the "
-    "c1 row (a pass under its first token already) rules out: no one prefill rate fits both rows",
-    "C2 GLM-5.2 H200 c1 TTFT": "not pinned down: as C1 c1, 233 ms under with nothing else outside the passes "
-    "above a millisecond; GLM-5.2's DSA indexer prefill is in the estimator's attention module",
-    "C2 GLM-5.2 H200 c16 TTFT": "not pinned down: the queue of 16 cold prefills builds (2.3 s against the c1 "
-    "0.44 s) but to 38% of the measured 6.1 s",
+    "C1 V4-Flash H200 c1 TTFT": "not pinned down: the prefill pass and the tokenizer (modelled) are 35 ms under "
+    "the measured P50 first token, and SGLang's path spends nothing else above a millisecond outside the "
+    "passes (docs/notes/request_path.md); left: the estimator's V4 prefill itself, and the draft (MTP) "
+    "layer's prefill the speculative run adds (about one layer of 43)",
+    "C2 GLM-5.2 H200 c1 TTFT": "not pinned down: the estimator's prefill of the full 8,192-token prompt at TP8 "
+    "is 128 ms over the measured first token; its GLM-5.2 (DSA) attention module and MoE rows are what "
+    "price it (no scheduler overhead is added on this backend)",
 }
 RATIOS = [  # (label, numerator, denominator): ON/OFF as a user compares them
     *[(f"M1-A c{c} ON/OFF total tok/s", f"M1-A c{c} ON total tok/s", f"M1-A c{c} OFF total tok/s")
@@ -232,8 +235,8 @@ def simulated(summary: dict, metric: str, step: int) -> float:
     row = client["steps"][step]
     if metric.startswith("ttft_"):
         return row["ttft_ms"][metric[5:]]
-    if metric == "tpot_mean":
-        return row["tpot_ms"]["mean"]
+    if metric.startswith("tpot_"):
+        return row["tpot_ms"][metric[5:]]
     if metric == "duration":
         return row["duration_s"]
     if metric == "hit_rate":
