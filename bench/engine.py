@@ -73,7 +73,8 @@ def main() -> None:
     ]  # fmt: skip
     backends = [("roofline", [])]
     if importlib.util.find_spec("aiconfigurator_core") is not None:
-        backends.append(("aiconfigurator", ["compute.backend=aiconfigurator", "model.expert_dtype=fp8"]))
+        backends.append(("aiconfigurator", ["compute.backend=aiconfigurator", "model.config=deepseek-v4-flash",
+                                            "model.expert_dtype=fp8"]))
     runs = [(b, timed_run(path, over + extra)) for path, over in cases for b, extra in backends]
     print(f"bare SimPy: {simpy_eps:,.0f} timeouts/s"
           + ("" if len(backends) > 1 else "  (aiconfigurator backend: extra not installed, skipped)"))

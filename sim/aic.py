@@ -215,8 +215,9 @@ class AicSteps:
             raise InputError(f"{what}: aiconfigurator-core {_version()} cannot price {setup.model} on "
                              f"{setup.system} (SGLang {SGLANG_VERSION}, tp {setup.tp}, moe quant "
                              f"{setup.moe_quant or 'as the checkpoint'}): {_first_line(exc)}"
-                             + ("; FP4 experts need Blackwell (B200, B300): on Hopper serve the FP8 checkpoint, "
-                                "model.expert_dtype: fp8" if "fp4" in str(exc) and setup.system.startswith("h")
+                             + ("; FP4 experts need Blackwell (B200, B300): on Hopper price the FP8 checkpoint "
+                                "(model: sgl-project/DeepSeek-V4-Flash-FP8, or model.expert_dtype: fp8 with a "
+                                "model.config)" if "fp4" in str(exc) and setup.system.startswith("h")
                                 else "")) from None  # fmt: skip
         overhead = sc.compute.step_overhead_ms
         return cls(handle, setup, (overhead or 0.0) / 1e3, sources)

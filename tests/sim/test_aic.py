@@ -160,7 +160,7 @@ def test_hisparse_decode_steps_are_the_estimators_decode_pass_plus_the_swap_ins(
 
     def decode(**compute):
         return scenario_from_dict({
-            "name": "d", "seed": 2, "model": {"name": "deepseek-v4-flash", "expert_dtype": "fp8"},
+            "name": "d", "seed": 2, "model": {"name": "deepseek-v4-flash", "config": "deepseek-v4-flash", "expert_dtype": "fp8"},
             "hardware": {"kv_mem_gb": 4, "gpu_name": "H200"}, "cluster": {"role": "decode"},
             "scheduler": {"max_running_requests": 16}, "compute": compute,
             "hisparse": {"enabled": True, "device_buffer_size": 1024, "step_windows": 1, "window_steps": 32},
@@ -205,6 +205,7 @@ def test_the_same_scenario_gives_the_same_summary_however_warm_the_estimator():
 
 
 def test_a_quantization_the_tables_lack_names_model_expert_dtype():
-    sc = scenario(model={"name": "deepseek-v4-flash", "expert_dtype": "fp4"}, hardware={"gpu": "H200", "tp_size": 4})
+    sc = scenario(model={"name": "deepseek-v4-flash", "config": "deepseek-v4-flash", "expert_dtype": "fp4"},
+                  hardware={"gpu": "H200", "tp_size": 4})
     with pytest.raises(InputError, match=r"^model\.expert_dtype: .*cannot price deepseek-ai/DeepSeek-V4-Flash"):
         step_model(sc)
