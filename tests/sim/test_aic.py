@@ -209,3 +209,11 @@ def test_a_quantization_the_tables_lack_names_model_expert_dtype():
                   hardware={"gpu": "H200", "tp_size": 4})
     with pytest.raises(InputError, match=r"^model\.expert_dtype: .*cannot price deepseek-ai/DeepSeek-V4-Flash"):
         step_model(sc)
+
+
+def test_a_speculative_prefill_adds_the_drafts_extend_the_estimator_leaves_out(steps):
+    from sim.speculative import SpecDecode
+
+    spec = SpecDecode(num_steps=3, topk=1, draft_tokens=4, accept_length=2.5, draft_share=1 / 48)
+    target = steps.step_seconds(4096, attention_pairs(4096, 0), 0, 0.0)
+    assert spec.prefill_seconds(steps, 4096, attention_pairs(4096, 0)) == pytest.approx(target * (1 + 1 / 48))
