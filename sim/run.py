@@ -199,7 +199,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
 
         trajs = lane_trajectories(w, cfg.page_tokens, rng)
         span = w.benchmark_duration_s
-        sim = _simulation(sc, cfg, costs, roofline, rng, [c for t in trajs for c in t.calls()], span, notify)
+        sim = _simulation(sc, cfg, costs, pricer, rng, [c for t in trajs for c in t.calls()], span, notify)
         sim.client = LanePlayer(sim, trajs, w)
         return sim, sim.client.run(), None  # the calls sent depend on the run
     reqs = open_loop_requests(sc, cfg.page_tokens, rng)
