@@ -50,8 +50,9 @@ SGLANG_VERSION = "0.5.14"
 # Catalog and bundled-config names of this project that name a model aiconfigurator-core ships.
 _ALIASES = {"deepseek-v4-flash": "deepseek-ai/DeepSeek-V4-Flash", "deepseek-v4-pro": "deepseek-ai/DeepSeek-V4-Pro",
             "deepseek-v3": "deepseek-ai/DeepSeek-V3", "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B"}  # fmt: skip
-# model.expert_dtype -> aiconfigurator's MoE quantization; model.kv_dtype -> its KV-cache quantization.
-_EXPERT_QUANT = {"auto": None, "bf16": "bfloat16", "fp8": "fp8_block", "fp4": "nvfp4"}
+# model.expert_dtype -> aiconfigurator's MoE quantization (fp4 is MXFP4, as the schema defines it: the mode the
+# estimator itself picks for DeepSeek V4's checkpoint); model.kv_dtype -> its KV-cache quantization.
+_EXPERT_QUANT = {"auto": None, "bf16": "bfloat16", "fp8": "fp8_block", "fp4": "w4a8_mxfp4_mxfp8"}
 _KV_QUANT = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "bfloat16", "float16": "bfloat16",
              "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}  # fmt: skip
 _INSTALL = "pip install 'hicache-sim[aic]'"
