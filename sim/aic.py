@@ -50,9 +50,10 @@ SGLANG_VERSION = "0.5.14"
 # Catalog and bundled-config names of this project that name a model aiconfigurator-core ships.
 _ALIASES = {"deepseek-v4-flash": "deepseek-ai/DeepSeek-V4-Flash", "deepseek-v4-pro": "deepseek-ai/DeepSeek-V4-Pro",
             "deepseek-v3": "deepseek-ai/DeepSeek-V3", "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B"}  # fmt: skip
-# model.expert_dtype -> aiconfigurator's MoE quantization (fp4 is MXFP4, as the schema defines it: the mode the
-# estimator itself picks for DeepSeek V4's checkpoint); model.kv_dtype -> its KV-cache quantization.
-_EXPERT_QUANT = {"auto": None, "bf16": "bfloat16", "fp8": "fp8_block", "fp4": "w4a8_mxfp4_mxfp8"}
+# model.expert_dtype -> aiconfigurator's MoE quantization; fp4 is MXFP4 (the schema's definition), whose
+# SGLang kernels the tables file per architecture (below); model.kv_dtype -> its KV-cache quantization.
+_EXPERT_QUANT = {"auto": None, "bf16": "bfloat16", "fp8": "fp8_block"}
+_MXFP4 = {"b": "w4a8_mxfp4_mxfp8_trtllm", "h": "w4a16_mxfp4_cutlass"}  # Blackwell / Hopper system names
 _KV_QUANT = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "bfloat16", "float16": "bfloat16",
              "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}  # fmt: skip
 _INSTALL = "pip install 'hicache-sim[aic]'"
@@ -137,8 +138,23 @@ def _setup(sc) -> _Setup:
             raise InputError(f"{name}: {value} does not divide hardware.tp_size {hw.tp_size}")
     spec = getattr(sc, "speculative", None)
     nextn = int(getattr(spec, "num_steps", 0) or 0) if getattr(spec, "algorithm", None) else 0
-    return _Setup(aic_model_id(m), SYSTEMS[_gpu(sc).upper()], hw.tp_size // dp, dp, hw.tp_size // ep, ep,
-                  _EXPERT_QUANT[getattr(m, "expert_dtype", "auto")], _KV_QUANT.get(m.kv_dtype), nextn)  # fmt: skip
+    model, system = aic_model_id(m), SYSTEMS[_gpu(sc).upper()]
+    return _Setup(model, system, hw.tp_size // dp, dp, hw.tp_size // ep, ep,
+                  _moe_quant(getattr(m, "expert_dtype", "auto"), model, system), _KV_QUANT.get(m.kv_dtype), nextn)  # fmt: skip
+
+
+def _moe_quant(expert_dtype: str, model: str, system: str) -> str | None:
+    """The estimator's MoE mode. MXFP4 experts run on per-architecture SGLang kernels whose rows the tables
+    file under their own modes; for DeepSeek V4's FP4-expert checkpoints the estimator's own rule picks them
+    (``models/helpers.py: resolve_dsv4_moe_arch_mode``), which ``compile_engine`` does not apply by itself."""
+    if expert_dtype == "fp4":
+        return _MXFP4.get(system[0])
+    if expert_dtype == "auto":
+        from aiconfigurator_core.sdk.models.helpers import resolve_dsv4_moe_arch_mode
+
+        mode = resolve_dsv4_moe_arch_mode(model, system, "sglang")
+        return mode.name if mode is not None else None
+    return _EXPERT_QUANT[expert_dtype]
 
 
 @contextmanager

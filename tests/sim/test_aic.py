@@ -217,3 +217,13 @@ def test_a_speculative_prefill_adds_the_drafts_extend_the_estimator_leaves_out(s
     spec = SpecDecode(num_steps=3, topk=1, draft_tokens=4, accept_length=2.5, draft_share=1 / 48)
     target = steps.step_seconds(4096, attention_pairs(4096, 0), 0, 0.0)
     assert spec.prefill_seconds(steps, 4096, attention_pairs(4096, 0)) == pytest.approx(target * (1 + 1 / 48))
+
+
+def test_v4_fp4_experts_on_blackwell_price_on_the_kernels_sglang_runs_them_with():
+    sc = scenario(model="deepseek-ai/DeepSeek-V4-Flash", hardware={"gpu": "B200", "tp_size": 4})
+    got = step_model(sc)
+    assert got.setup.moe_quant == "w4a8_mxfp4_mxfp8_trtllm"  # the estimator's own rule for V4's MXFP4 experts
+    direct = EngineHandle.compile("deepseek-ai/DeepSeek-V4-Flash", "b200_sxm", "sglang", backend_version=SGLANG_VERSION,
+                                  tp_size=4, moe_tp_size=4, moe_ep_size=1, moe_quant_mode="w4a8_mxfp4_mxfp8_trtllm")  # fmt: skip
+    assert got.step_seconds(2048, attention_pairs(2048, 0), 0, 0.0) == pytest.approx(
+        direct.predict_prefill_latency(1, 2048, 0) / 1e3, rel=1e-12)  # fmt: skip
