@@ -232,7 +232,8 @@ class AicSteps:
             raise InputError(f"{what}: aiconfigurator-core {_version()} cannot price {setup.model} on "
                              f"{setup.system} (SGLang {SGLANG_VERSION}, tp {setup.tp}, moe quant "
                              f"{setup.moe_quant or 'as the checkpoint'}): {_first_line(exc)}"
-                             + ("; FP4 experts need Blackwell (B200, B300): on Hopper price the FP8 checkpoint "
+                             + ("; its tables price MXFP4 experts on Blackwell only (B200, B300): on Hopper price "
+                                "the FP8 checkpoint "
                                 "(model: sgl-project/DeepSeek-V4-Flash-FP8, or model.expert_dtype: fp8 with a "
                                 "model.config)" if "fp4" in str(exc) and setup.system.startswith("h")
                                 else "")) from None  # fmt: skip
