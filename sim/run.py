@@ -209,8 +209,9 @@ def build(sc: Scenario, costs: CostTable | None = None,
 
 def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, pricer, rng: np.random.Generator,
                 requests: list, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
-    """The simulation of ``requests`` with passes priced by ``pricer`` (:func:`sim.compute.step_model`), sampling at the interval
-    :func:`sample_interval` chooses (sized by the roofline whatever the backend: a bound, not a result)."""
+    """The simulation of ``requests`` with passes priced by ``pricer`` (:func:`sim.compute.step_model`),
+    sampling at the interval :func:`sample_interval` chooses (sized by the roofline whatever the backend: a
+    bound, not a result)."""
     interval = sample_interval(sc, requests, arrival_span, Roofline.from_scenario(sc, costs.compute_params), notify)
     sim = Simulation(replace(cfg, sample_interval_s=interval), costs, pricer, rng)
     check_admissible(sim, requests)
