@@ -640,8 +640,8 @@ class TestChunkedPrefill:
             inst.waiting.append(_Running(Request(rid, 0.0, 1280, 8, [(rid, i) for i in range(5)]), 0))
         inst._admit()
         assert [r.req.rid for r in inst.prefilling] == [0, 1]
-        tokens, _, _, done = inst._plan_prefill()
-        assert tokens == 2048 and self.partly_prefilled(inst) == 1  # the second is the chunked request
+        tokens, _, chunks, _, done = inst._plan_prefill()
+        assert tokens == 2048 and chunks == 2 and self.partly_prefilled(inst) == 1  # the second is chunked
         inst._prefill_done(*done)
         inst._admit()  # its remaining 512 tokens are charged first: the third joins the pass
         assert [r.req.rid for r in inst.prefilling] == [1, 2]
