@@ -20,8 +20,8 @@ from pathlib import Path
 
 import simpy
 
-from sim.run import build, summarise
-from sim.scenario import load_scenario
+from sim.app.run import build, summarise
+from sim.app.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,13 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from sim.hicache import HiCache
-from sim.mrc import miss_ratio_curve
-from sim.plan import PlanSpec, make_plan, parse_slo
-from sim.plan.report import write_report
-from sim.pools import get_model
-from sim.scenario import load_scenario
-from sim.workload import read_trace
+from sim.app.plan import PlanSpec, make_plan, parse_slo
+from sim.app.plan.report import write_report
+from sim.app.scenario import load_scenario
+from sim.cache.hicache import HiCache
+from sim.cache.mrc import miss_ratio_curve
+from sim.model.pools import get_model
+from sim.workload.traces import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -43,12 +43,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.clairvoyant import PageTrace  # noqa: E402
-from sim.eviction import EVICTION_POLICIES  # noqa: E402
-from sim.hicache import HiCache, WritePolicy  # noqa: E402
-from sim.pools import get_model  # noqa: E402
-from sim.replay import replay, replay_v4, v4_cache  # noqa: E402
-from sim.workload import read_mooncake  # noqa: E402
+from sim.cache.clairvoyant import PageTrace  # noqa: E402
+from sim.cache.eviction import EVICTION_POLICIES  # noqa: E402
+from sim.cache.hicache import HiCache, WritePolicy  # noqa: E402
+from sim.cache.v4.swacache import v4_cache  # noqa: E402
+from sim.model.pools import get_model  # noqa: E402
+from sim.offline.replay import replay, replay_v4  # noqa: E402
+from sim.workload.traces import read_mooncake  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 import sglang_v4  # noqa: E402
@@ -112,7 +113,7 @@ def bench_policies(requests, runs):
 
 
 def bench_cli(trace: Path, runs: int) -> float:
-    cmd = [sys.executable, "-m", "sim.cli", "replay", str(trace), "--l1-pages", "12000", "--l2-pages", "24000",
+    cmd = [sys.executable, "-m", "sim.app.cli", "replay", str(trace), "--l1-pages", "12000", "--l2-pages", "24000",
            "--policy", "write_through"]  # fmt: skip
 
     def once():

@@ -1,4 +1,4 @@
-"""SGLang's own DeepSeek-V4 prefix cache, driven over a trace the way ``sim.replay.replay_v4`` drives ours.
+"""SGLang's own DeepSeek-V4 prefix cache, driven over a trace the way ``sim.offline.replay.replay_v4`` drives ours.
 
 Used by ``bench/replay.py`` for its "SGLang UnifiedRadixCache FULL+SWA" rows. SGLang is imported from the
 directory the user passes (``--sglang-path``), never copied here. Real SGLang 0.5.23 code answers every call
@@ -28,9 +28,9 @@ a Triton kernel on a GPU), run on one intra-op thread (more only contend on a ch
 seconds spent inside the allocation helpers are reported beside the total. The frees of a checkpoint or a
 release are torch calls too and stay in the total.
 
-Token ids: a whole prompt page keyed ``(block, half)`` by ``sim.workload.read_mooncake`` is
+Token ids: a whole prompt page keyed ``(block, half)`` by ``sim.workload.traces.read_mooncake`` is
 ``block * 512 + offset within the block``, so equal keys are equal tokens; every other token (the prompt's
-last partial page, the output) is unique to its request, as ``sim.v4hicache.request_keys`` keys them.
+last partial page, the output) is unique to its request, as ``sim.cache.v4.hicache.request_keys`` keys them.
 
 Install (outside any project environment; SGLang's full dependency set needs CUDA wheels, this is the subset
 its cache modules import):
@@ -57,7 +57,7 @@ import types
 from array import array
 from dataclasses import dataclass
 
-from sim.swa import SWA_EVICTION_INTERVAL
+from sim.cache.v4.swa import SWA_EVICTION_INTERVAL
 
 PAGE = 256
 WINDOW = 128

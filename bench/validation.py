@@ -25,12 +25,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.costs import default_cost_table, load_cost_table
-from sim.errors import InputError
-from sim.fileio import write_text_atomic
-from sim.fromsglang import from_sglang, to_yaml
-from sim.run import run_scenario
-from sim.scenario import load_scenario
+from sim.app.fromsglang import from_sglang, to_yaml
+from sim.app.run import run_scenario
+from sim.app.scenario import load_scenario
+from sim.base.errors import InputError
+from sim.base.fileio import write_text_atomic
+from sim.model.costs import default_cost_table, load_cost_table
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "scenarios" / "validation"

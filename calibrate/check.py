@@ -1,9 +1,9 @@
-"""``hicache-sim calibrate check``: a new table against a baseline, entry by entry (see ``sim.costs.compare_tables``)."""
+"""``hicache-sim calibrate check``: a new table against a baseline, entry by entry (see ``sim.model.costs.compare_tables``)."""
 
 from __future__ import annotations
 
-from sim.costs import compare_tables, load_cost_table
-from sim.errors import InputError
+from sim.base.errors import InputError
+from sim.model.costs import compare_tables, load_cost_table
 
 __all__ = ["parse_tolerance", "run_check"]
 

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from calibrate.suites import SUITES
-from sim.errors import InputError
+from sim.base.errors import InputError
 
 __all__ = ["add_calibrate_parser", "format_run"]
 
@@ -74,10 +74,10 @@ def _compute(args: argparse.Namespace) -> int:
     import datetime
 
     from calibrate.compute import PARAMS, fit_compute, format_fit, read_points
-    from sim.compute import Roofline
-    from sim.costs import resolve_cost_table, write_cost_table
-    from sim.fileio import check_output_file
-    from sim.scenario import ComputeConfig, field_problem, load_scenario
+    from sim.app.scenario import ComputeConfig, field_problem, load_scenario
+    from sim.base.fileio import check_output_file
+    from sim.model.compute import Roofline
+    from sim.model.costs import resolve_cost_table, write_cost_table
 
     check_output_file(args.out, "--out")
     fixed = {}
@@ -153,8 +153,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     from calibrate.harness import resolve_device, run_suite
     from calibrate.plot import plot_bandwidth
     from calibrate.suites import get_suite
-    from sim.costs import write_cost_table
-    from sim.fileio import check_output_file
+    from sim.base.fileio import check_output_file
+    from sim.model.costs import write_cost_table
 
     plot = args.plot or str(Path(args.out).with_suffix(".png"))
     check_output_file(args.out, "--out")  # before the suite: a bad path must not cost the timings

@@ -1,4 +1,4 @@
-"""Fit the step-time model (``sim.compute.Roofline``) to measured SGLang runs: ``hicache-sim calibrate compute``.
+"""Fit the step-time model (``sim.model.compute.Roofline``) to measured SGLang runs: ``hicache-sim calibrate compute``.
 
 Inputs are what a user already has:
 
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.compute import Roofline, attention_pairs
-from sim.errors import InputError
-from sim.inputs import number_problem, parse_json, read_text
+from sim.base.errors import InputError
+from sim.base.inputs import number_problem, parse_json, read_text
+from sim.model.compute import Roofline, attention_pairs
 
 __all__ = ["FitResult", "Point", "fit_compute", "format_fit", "read_points"]
 
@@ -241,7 +241,7 @@ def fit_compute(points: list[Point], base: Roofline, chunk: int, *, fixed: dict[
     for k in ("mfu", "mbu"):
         params[k] = min(params[k], 1.0)
     params = {k: float(params[k]) for k in PARAMS}
-    from sim.scenario import ComputeConfig, field_problem
+    from sim.app.scenario import ComputeConfig, field_problem
 
     for k, v in params.items():  # a fit is held to the bounds a scenario's compute.K has
         if k not in fixed and (problem := field_problem(ComputeConfig, k, v)) is not None:

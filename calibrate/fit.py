@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.costs import CostFit
+from sim.model.costs import CostFit
 
 __all__ = ["fit_cost"]
 

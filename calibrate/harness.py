@@ -1,6 +1,6 @@
 """Run a calibration suite: environment metadata, link ceilings, every kernel over the grid, fits -> CostTable.
 
-torch/triton are imported inside functions: ``calibrate.cli`` is imported by ``sim.cli`` to build its parser.
+torch/triton are imported inside functions: ``calibrate.cli`` is imported by ``sim.app.cli`` to build its parser.
 On a machine without CUDA everything runs on CPU tensors (``device: cpu``), the Triton kernels under
 ``TRITON_INTERPRET=1``; that is a pipeline test, and its numbers say nothing about a GPU.
 """
@@ -21,7 +21,7 @@ import numpy as np
 from calibrate.fit import fit_cost
 from calibrate.suites import Suite, SwapInShape
 from calibrate.timing import Timer, Timing
-from sim.costs import CostEntry, CostTable, TableSource
+from sim.model.costs import CostEntry, CostTable, TableSource
 
 __all__ = ["CalibrationRun", "environment", "measure_ceilings", "resolve_device", "run_suite"]
 
@@ -40,7 +40,7 @@ def resolve_device(requested: str) -> str:
     """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda`` without one raises InputError."""
     import torch
 
-    from sim.errors import InputError
+    from sim.base.errors import InputError
 
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -275,7 +275,7 @@ def run_suite(suite: Suite, device: str, *, seed: int = 0, show_progress: bool =
 
 
 def _run_suite(suite: Suite, device: str, seed: int, show_progress: bool) -> CalibrationRun:
-    from sim.progress import progress_bar
+    from sim.base.progress import progress_bar
 
     transfer_mod, hisparse, kernel_ok = _import_kernels(device)
     rng = np.random.default_rng(seed)

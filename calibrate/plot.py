@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.costs import CostTable
-from sim.fileio import atomic_path
+from sim.base.fileio import atomic_path
+from sim.model.costs import CostTable
 
 __all__ = ["plot_bandwidth"]
 

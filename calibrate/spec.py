@@ -16,7 +16,7 @@ import argparse
 from dataclasses import dataclass
 
 from calibrate.suites import get_suite
-from sim.costs import CostEntry, CostFit, CostTable, TableSource, write_cost_table
+from sim.model.costs import CostEntry, CostFit, CostTable, TableSource, write_cost_table
 
 __all__ = ["SPEC_PARAMS", "build_spec_table"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import InputError
+from sim.base.errors import InputError
 
 __all__ = ["ITEM_BYTES", "SUITES", "Suite", "SwapInShape", "get_suite"]
 

@@ -2,7 +2,7 @@
 
     python tools/make_agentic_fixtures.py            # writes data/agentic/weka_synthetic.jsonl, bailian_synthetic.jsonl
 
-The sessions come from the project's own generator (:mod:`sim.agentic`, seed 7), sized so a lane replay of
+The sessions come from the project's own generator (:mod:`sim.workload.agentic`, seed 7), sized so a lane replay of
 them runs in seconds; nothing here is taken from a real corpus. The real corpora are public: SemiAnalysis's
 ``semianalysisai/cc-traces-weka-*`` on Hugging Face (Apache-2.0; aiperf's ``--public-dataset
 semianalysis_cc_traces_weka_062126``) and Alibaba's ``qwen-bailian-usagetraces-anon`` on GitHub (Apache-2.0).
@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.agentic import BLOCK, generate_sessions  # noqa: E402
-from sim.schema import AgenticWorkload  # noqa: E402
+from sim.app.schema import AgenticWorkload  # noqa: E402
+from sim.workload.agentic import BLOCK, generate_sessions  # noqa: E402
 
 SEED = 7
 SESSIONS = 24

@@ -19,7 +19,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.fileio import atomic_path  # noqa: E402
+from sim.base.fileio import atomic_path  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

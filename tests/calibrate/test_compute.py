@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from calibrate.compute import Point, fit_compute, read_points
-from sim.cli import main
-from sim.compute import Roofline
-from sim.costs import load_cost_table
-from sim.errors import InputError
-from sim.run import run_scenario
-from sim.scenario import scenario_from_dict
+from sim.app.cli import main
+from sim.app.run import run_scenario
+from sim.app.scenario import scenario_from_dict
+from sim.base.errors import InputError
+from sim.model.compute import Roofline
+from sim.model.costs import load_cost_table
 
 TRUE = {"mfu": 0.35, "mbu": 0.75, "step_overhead_ms": 4.0, "attn_flops_scale": 1.3}
 BASE = {"name": "cal", "seed": 1, "model": {"name": "qwen", "config": "qwen3-14b"},

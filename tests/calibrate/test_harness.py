@@ -1,4 +1,4 @@
-"""calibrate: the quick CPU suite end to end (calibrate -> table -> sim.costs), and `calibrate check`."""
+"""calibrate: the quick CPU suite end to end (calibrate -> table -> sim.model.costs), and `calibrate check`."""
 
 import json
 from pathlib import Path
@@ -9,9 +9,9 @@ import pytest
 from calibrate.check import parse_tolerance
 from calibrate.fit import fit_cost
 from calibrate.suites import ITEM_BYTES, get_suite
-from sim.cli import main
-from sim.costs import load_cost_table
-from sim.errors import InputError
+from sim.app.cli import main
+from sim.base.errors import InputError
+from sim.model.costs import load_cost_table
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,817 @@
+"""The ``hicache-sim`` command: argument parsing and wiring only; the work lives in the library modules."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import math
+import os
+import signal
+import sys
+import threading
+
+from sim import __version__
+from sim.base.errors import InputError
+from sim.cache.eviction import EVICTION_POLICIES
+
+
+class _UsageError(Exception):
+    """A bad command line: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print the whole usage block and exit
+        raise _UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="hicache-sim",
+        description="Simulate SGLang HiCache (L1 GPU / L2 host / L3 storage) and HiSparse for multi-pool KV models.",
+    )
+    parser.add_argument("--version", action="version", version=f"hicache-sim {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    _add_validate(sub)
+    _add_replay(sub)
+    _add_compare(sub)
+    _add_pools(sub)
+    _add_sweep(sub)
+    _add_plot(sub)
+    _add_tree(sub)
+    _add_scenario(sub)
+    _add_diff(sub)
+    _add_plan(sub)
+    from calibrate.cli import add_calibrate_parser  # torch is imported only when calibrate runs
+
+    add_calibrate_parser(sub)
+    return parser
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a scenario in simulated time and write its results",
+        description="Simulate a scenario (YAML) with SimPy: arrivals, batching, L1/L2/L3 residency and copy "
+        "links. Writes DIR/summary.json, requests.parquet, timeseries.parquet and the resolved scenario.yaml.",
+    )
+    p.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file (see scenarios/)")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="output folder (default: a new runs/<scenario name>/<date-time>)")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace the results already in --out DIR")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a field, e.g. --set hicache.load_back_threshold=64 (repeatable)")  # fmt: skip
+    p.add_argument("--seed", type=_nonneg_int, default=None, help="shorthand for --set seed=N")
+    p.add_argument("--seeds", default=None, metavar="N|S1,S2,...",
+                   help="run N seeds (from the scenario's own) or these seeds, in parallel; print and write each "
+                        "figure's mean and 95%% interval (DIR/summary.json, seeds.csv)")  # fmt: skip
+    p.add_argument("--workers", type=_positive_int, default=None, help="--seeds: parallel runs (default: CPUs)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
+    p.set_defaults(func=_cmd_run, outputs=(("out", "folder"),))
+
+
+def _cmd_run(args) -> int:
+    from sim.app.run import format_summary, run_scenario, write_files
+    from sim.app.scenario import load_scenario
+    from sim.base.fileio import run_folder
+
+    overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
+    scenario = load_scenario(args.scenario, overrides)
+    if args.seeds is not None:
+        return _run_seeds(args, scenario)
+    with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):  # before the run
+        try:
+            result = run_scenario(scenario, progress=not args.no_progress,
+                                  requests_out=tmp / "requests.parquet", notify=_note)  # fmt: skip
+        except InputError as exc:  # found while the run starts (pools, workload): a field names the scenario file
+            raise _in_scenario(exc, args.scenario) from None
+        names = write_files(result, tmp)
+    print(format_summary(result))
+    print(f"wrote {out}/: {', '.join(names)}")
+    return 0
+
+
+def _in_scenario(exc: InputError, scenario: str) -> InputError:
+    """``exc`` with the scenario file in front when it names a scenario field and no file (the pools, the
+    workload), as it is when it names a trace or cost table already."""
+    from sim.app.scenario import field_paths
+
+    head = str(exc).split(": ", 1)[0]
+    return InputError(str(exc), source=scenario) if head in field_paths() else exc
+
+
+def _run_seeds(args, scenario) -> int:
+    from sim.app.run import check_startable, summary_json
+    from sim.app.scenario import dump_resolved
+    from sim.app.seeds import format_intervals, parse_seeds, run_seeds, seeds_summary
+    from sim.base.fileio import run_folder
+
+    seeds = parse_seeds(args.seeds, scenario.seed)
+    check_startable(scenario)
+    with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):
+        df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+        (tmp / "summary.json").write_text(summary_json(seeds_summary(scenario, df)))
+        df.to_csv(tmp / "seeds.csv", index=False)
+        (tmp / "scenario.yaml").write_text(dump_resolved(scenario))
+    print(f"{scenario.name}: {len(seeds)} seeds ({', '.join(map(str, seeds))})")
+    print(format_intervals(df))
+    print(f"wrote {out}/: summary.json, seeds.csv, scenario.yaml")
+    return 0
+
+
+def _add_diff(sub) -> None:
+    p = sub.add_parser("diff", help="compare two runs' figures: is B's difference from A outside the noise?",
+                       description="Compare the headline figures of two run folders (best: both run with the same "
+                       "--seeds, which pairs them seed by seed). Prints A, B, B - A and B / A with their 95%% "
+                       "intervals and whether the difference is outside the noise (its interval excludes 0).")  # fmt: skip
+    p.add_argument("a", metavar="RUN_A", help="a run folder (or its summary.json)")
+    p.add_argument("b", metavar="RUN_B", help="the run to compare against A")
+    p.add_argument("--json", metavar="OUT", default=None, help="also write the comparison as JSON")
+    p.set_defaults(func=_cmd_diff, outputs=(("json", "file"),))
+
+
+def _cmd_diff(args) -> int:
+    import json
+
+    from sim.app.seeds import compare, format_compare, read_seed_table
+    from sim.base.fileio import check_output_file, write_text_atomic
+
+    if args.json:
+        check_output_file(args.json, "--json")
+    diffs = compare(read_seed_table(args.a), read_seed_table(args.b))
+    print(f"A = {args.a}\nB = {args.b}")
+    print(format_compare(diffs))
+    if args.json:
+        write_text_atomic(args.json, json.dumps([d.as_dict() for d in diffs], indent=1, allow_nan=False) + "\n")
+    return 0
+
+
+PLAN_HELP = """Answer the sizing questions before a deployment, in one report folder.
+
+From an SGLang launch command (--launch, with --gpu and optionally --bench client commands, as `scenario
+from-sglang` reads them) or a scenario, plus a workload (the bench command's, the scenario's, or --trace),
+and optional SLOs, it runs every candidate over seeds and writes DIR/report.md with its PNGs, and the same
+numbers in DIR/plan.json and CSVs: host memory per candidate --hicache-ratio / --hicache-size pool by pool
+against the node's DRAM and SGLang's start-up checks; hit rate, throughput and TTFT against host GB (with
+the knee and the clairvoyant ceiling); write policies side by side; L3 prefetch per policy and threshold;
+DeepSeek-V4's hit rate lost to the SWA pool; HiSparse against the batch (--decode); and the cheapest
+candidate that meets the SLOs, with its launch command.
+
+  hicache-sim plan --scenario scenarios/quickstart.yaml --slo ttft_p90=1s --decode scenarios/hisparse_quick.yaml
+"""
+
+
+def _add_plan(sub) -> None:
+    p = sub.add_parser("plan", help="size host memory and pick a HiCache setup for SLOs: one report",
+                       description=PLAN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--launch", metavar="CMD", help="the sglang.launch_server command line (quoted)")
+    src.add_argument("--scenario", metavar="SCENARIO.yaml", help="a scenario instead of a launch command")
+    p.add_argument("--gpu", default=None, help="with --launch: the catalog GPU it runs on (H20, H200, ...)")
+    p.add_argument("--bench", action="append", default=[], metavar="CMD",
+                   help="with --launch: a bench_serving or bench_multiturn.py command (the workload)")  # fmt: skip
+    p.add_argument("--trace", default=None, metavar="TRACE", help="replay this trace (Mooncake or token ids) instead")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a field of the base scenario (repeatable)")  # fmt: skip
+    p.add_argument("--slo", default=None, metavar="K=V,...",
+                   help="targets: ttft_p90, ttft_mean, ttft_p99, itl (TPOT mean), e.g. ttft_p90=2s,itl=50ms")  # fmt: skip
+    p.add_argument("--ratios", default="1,2,4,8,16", metavar="R1,R2,...", help="candidate --hicache-ratio values")
+    p.add_argument("--sizes", default="", metavar="GB1,GB2,...", help="candidate --hicache-size values (GB per rank)")
+    p.add_argument("--node-dram-gb", type=float, default=None,
+                   help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
+                        "with --launch, 2048)")  # fmt: skip
+    p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
+    p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
+    p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
+                   help="a decode-instance scenario for the HiSparse section (throughput against the batch)")  # fmt: skip
+    p.add_argument("--batches", default=[1, 2, 4, 8, 16, 32, 64], type=_int_list, metavar="B1,B2,...",
+                   help="--decode: batch caps to run HiSparse on and off at (default: %(default)s)")  # fmt: skip
+    p.add_argument("--out", default=None, metavar="DIR", help="report folder (default: runs/plan-NAME/DATE)")
+    p.add_argument("--overwrite", action="store_true", help="replace the report already in --out DIR")
+    p.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: CPU count)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local processes (default) or Ray tasks, for larger grids")  # fmt: skip
+    p.add_argument("--ray-address", default=None, metavar="ADDR", help="join this Ray cluster (default: local)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_plan, outputs=(("out", "folder"),))
+
+
+def _cmd_plan(args) -> int:
+    import contextlib
+    import shlex
+    from pathlib import Path
+
+    from sim.app.plan import PlanSpec, make_plan, parse_slo
+    from sim.app.plan.inputs import base_scenario
+    from sim.app.plan.report import write_report
+    from sim.app.run import check_startable
+    from sim.app.scenario import load_scenario
+    from sim.app.seeds import parse_seeds
+    from sim.base.fileio import new_run_dir, staged_dir
+
+    sc = base_scenario(scenario=args.scenario, launch=args.launch, gpu=args.gpu, benches=args.bench,
+                       trace=args.trace, overrides=args.overrides)  # fmt: skip
+    check_startable(sc)
+    decode = load_scenario(args.decode) if args.decode else None
+    if decode is not None and decode.cluster.role != "decode":
+        raise InputError("--decode: not a decode instance (set cluster.role: decode)", source=args.decode)
+    spec = PlanSpec(sc, launch=args.launch, slo=parse_slo(args.slo), ratios=_float_list(args.ratios, "--ratios"),
+                    sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
+                    node_dram_gb=args.node_dram_gb or (sc.hardware.host_mem_gb if args.scenario else 2048.0),
+                    gpus_per_node=args.gpus_per_node,
+                    seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
+                    decode_batches=args.batches)  # fmt: skip
+    command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
+    with contextlib.ExitStack() as stack:  # the report folder: --out (replaced only if it holds a plan) or a new one
+        if args.out is None:
+            tmp, out = stack.enter_context(new_run_dir("runs", f"plan-{sc.name}"))
+        else:
+            out = Path(args.out)
+            tmp = stack.enter_context(staged_dir(out, overwrite=args.overwrite, marker="plan.json"))
+        data = make_plan(spec, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
+                         executor=args.executor, ray_address=args.ray_address)  # fmt: skip
+        names = write_report(data, tmp, command=command.strip())
+    rec = data["recommendation"]
+    print(f"plan {sc.name}: {data['runs']} runs, {len(data['failed_runs'])} failed")
+    print(f"recommendation: {rec['choice'] or 'none meets the SLOs'}" + (f"\n  {rec['launch']}" if rec.get("launch") else ""))
+    print(f"wrote {out}/: {', '.join(names)}")
+    return 0
+
+
+def _float_list(text: str, option: str) -> list[float]:
+    try:
+        values = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise InputError(f"{option} {text}: expected numbers, e.g. 1,2,4") from None
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise InputError(f"{option} {text}: every value must be > 0")
+    return values
+
+
+def _note(message: str) -> None:
+    print(f"hicache-sim: note: {message}", file=sys.stderr)
+
+
+TREE_HELP = """Answer a stream of prefix-cache calls the way SGLang's own trees record them, and check the answers.
+
+Three formats (see shared/vectors): SGLang's RadixCache calls (insert / match / evict / state), the DeepSeek-V4
+UnifiedRadixCache calls (config / request / admit / extend / decode / finish / match / state), and the host-tier
+calls of SGLang's caches with HiCache on (vectors/hicache: those plus ack / complete_loads / step / evict_host /
+evict, for plain models and V4; answers add host hits, loads, host usage, the write-through window and the
+host-tier events in order). Each line is a
+call, or {"call": ..., "expect": ...}. Prints one JSON answer per call with SGLang's field names; where expects
+are present it prints the agreement on stderr and exits 1 on any mismatch. Record your own SGLang version's
+answers in this format to check the model against it.
+"""
+
+
+def _add_tree(sub) -> None:
+    p = sub.add_parser("tree", help="answer a call stream like SGLang's radix trees; check recorded answers",
+                       description=TREE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("calls", metavar="CALLS.jsonl", help="call stream (vectors format; expects optional)")
+    p.add_argument("--quiet", action="store_true", help="print only the agreement and mismatches, not every answer")
+    p.set_defaults(func=_cmd_tree)
+
+
+def _cmd_tree(args) -> int:
+    import json
+    from pathlib import Path
+
+    from sim.offline.treecalls import compare, run_calls
+
+    path = Path(args.calls)
+    if not path.is_file():
+        raise InputError("no such file", source=args.calls)
+    checked = agreed = 0
+    unnamed: set = set()
+    for lineno, answer, expect in run_calls(path):
+        if not args.quiet:
+            print(json.dumps(answer, separators=(",", ":")))
+        if expect is None:
+            continue
+        checked += 1
+        wrong = compare(answer, expect, unnamed)
+        if wrong:
+            print(f"{path}:{lineno}: call {answer.get('id', '?')}: {'; '.join(wrong)}", file=sys.stderr)
+        else:
+            agreed += 1
+    if checked:
+        print(f"{agreed}/{checked} answers agree with the recorded ones", file=sys.stderr)
+    return 0 if agreed == checked else 1
+
+
+def _add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="check a scenario file and print what it resolves to",
+                       description="Validate a scenario YAML: unknown keys, wrong types and impossible sizes "
+                       "are reported with the YAML path of the field; exit status 2 on error.")  # fmt: skip
+    p.add_argument("scenario", metavar="SCENARIO.yaml")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+    p.set_defaults(func=_cmd_validate)
+
+
+def _cmd_validate(args) -> int:
+    from sim.app.run import check_startable
+    from sim.app.scenario import validate_file
+
+    print(validate_file(args.scenario, args.overrides, check_start=check_startable))
+    return 0
+
+
+def _load_model(name: str, page_size: int | None = None):
+    """A catalog name, or a YAML file holding a model description (see ``sim.model.pools.model_from_dict``)."""
+
+    from sim.model.pools import get_model, model_from_dict
+
+    if name.endswith((".yaml", ".yml")):
+        from sim.base.inputs import parse_yaml, read_text
+
+        data = parse_yaml(read_text(name, "model file"), name)
+        if isinstance(data, dict) and isinstance(data.get("model"), dict):
+            data = data["model"]
+        if not isinstance(data, dict):
+            raise InputError("expected a mapping with page_size and pools", source=name)
+        return model_from_dict(data, source=name)
+    return get_model(name, page_size=page_size)
+
+
+def _add_pools(sub) -> None:
+    p = sub.add_parser(
+        "pools",
+        help="print a model's registered pools and bytes per page",
+        description="Print the pools HiCache registers for a model: anchor, hit policy, bytes per page.",
+    )
+    p.add_argument("model", metavar="MODEL",
+                   help="deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash, generic, or a model YAML file")  # fmt: skip
+    p.add_argument("--page-size", type=_positive_int, default=None, help="tokens per page (default: the model's)")
+    p.set_defaults(func=_cmd_pools)
+
+
+def _cmd_pools(args) -> int:
+    from sim.model.pools import pool_table
+
+    print(pool_table(_load_model(args.model, args.page_size)))
+    return 0
+
+
+REPLAY_HELP = """Replay a trace in request order (no clock) through the L1/L2 residency model and report hit rates.
+
+Hit rates: "by tokens" = input tokens served from the cache / all input tokens; "by pages" = whole
+input pages served from the cache / all whole input pages. L1 hit = device prefix; L1+L2 = device
+prefix plus the host hit loaded back (a host hit below --load-back-threshold is recomputed and does not
+count). A match is capped at input_len - 1 tokens, as SGLang always computes the last token.
+
+The clairvoyant bound beside them is Belady's rule (evict the page whose next use is furthest away) at the
+same L1 and L1+L2 capacities: the best any eviction policy could do on this trace, a reference that no
+server can implement because it reads the future. --no-bound skips it. The bound, --policy boundary and
+--eviction-policy apply to the single-pool residency model; the V4 cache (models with SWA) has neither yet.
+"""
+
+
+def _add_trace_args(p) -> None:
+    """The trace and tree options ``replay`` and ``compare`` share."""
+    p.add_argument("--load-back-threshold", type=_nonneg_int, default=10,
+                   help="min host-hit tokens worth loading back (default: %(default)s)")  # fmt: skip
+    p.add_argument("--page-size", type=_positive_int, default=None,
+                   help="tokens per tree page (default: the trace's block size, else the model's page size)")  # fmt: skip
+    p.add_argument("--block-size", type=_positive_int, default=None,
+                   help="tokens per hash id (default: the format's: Mooncake 512, Bailian 16; Weka files say)")  # fmt: skip
+    p.add_argument("--format", default="auto", choices=["auto", "mooncake", "tokens", "bailian", "weka"],
+                   help="trace format (auto: from the first record)")  # fmt: skip
+
+
+def _trace_block(args, fmt: str) -> int | None:
+    """The block size of a block-hashed trace (the default tree page for a model without a fixed page)."""
+    return args.block_size or {"mooncake": 512, "bailian": 16, "weka": 64}.get(fmt)
+
+
+def _add_replay(sub) -> None:
+    p = sub.add_parser("replay", help="replay a trace in request order and report hit rates",
+                       description=REPLAY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("trace", metavar="TRACE", help="Mooncake, Qwen-Bailian or Weka/AgentX JSONL (hash_ids), or token-id JSONL")
+    p.add_argument("--model", default="deepseek-v4-flash", help="catalog name or model YAML (default: %(default)s)")
+    l1 = p.add_mutually_exclusive_group()
+    l1.add_argument("--l1-pages", type=_positive_int, help="device (L1) capacity in pages (default: unbounded)")
+    l1.add_argument("--l1-bytes", help="device capacity in bytes, e.g. 60GiB, converted through the model's pools")
+    l2 = p.add_mutually_exclusive_group()
+    l2.add_argument("--l2-pages", type=_nonneg_int, help="host (L2) capacity in pages; 0 disables L2 (default: 0)")
+    l2.add_argument("--l2-bytes", help="host capacity in bytes, e.g. 200GB")
+    p.add_argument("--policy", default="write_through",
+                   choices=["write_through", "write_through_selective", "write_back", "boundary"],
+                   help="write policy; boundary: SGLang's policy-simulator boundary_l1_l2 (default: %(default)s)")
+    p.add_argument("--eviction-policy", default="lru", choices=EVICTION_POLICIES,
+                   help="device victim order, SGLang's --radix-eviction-policy (default: %(default)s)")
+    p.add_argument("--eviction-config", metavar="JSON", default=None,
+                   help='its parameters, as SGLang\'s --radix-eviction-policy-config, e.g. \'{"protected_threshold": 4}\'')
+    p.add_argument("--no-bound", action="store_true",
+                   help="skip the clairvoyant bound (a second pass over the trace, about as long as the replay)")  # fmt: skip
+    p.add_argument("--granularity", choices=["node", "page"], default="node",
+                   help="node: SGLang's trees (runs of pages split on demand, evicted whole; a partial last block is "
+                        "never cached); page: SGLang's policy simulator's unit, one node per page and every hash id "
+                        "a page, the partial last block too (single-pool models; default: %(default)s)")  # fmt: skip
+    _add_trace_args(p)
+    p.add_argument("--swa-ratio", type=_ratio, default=0.1, help="SWA pool size as a share of full pages, in (0, 1]")
+    p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
+    p.add_argument("--json", metavar="OUT", help="also write the summary and metrics as JSON")
+    p.set_defaults(func=_cmd_replay, outputs=(("json", "file"),))
+
+
+def _cmd_replay(args) -> int:
+    import json
+
+    from sim.base.fileio import check_output_file, write_text_atomic
+    from sim.cache.hicache import HiCache
+    from sim.cache.v4.swacache import v4_cache
+    from sim.offline.replay import format_table, pages_for_bytes, parse_size, replay, replay_v4
+    from sim.workload.traces import detect_format, read_trace
+
+    if args.json:
+        check_output_file(args.json, "--json")
+    model = _load_model(args.model)
+    if not (0 < args.swa_ratio <= 1):
+        raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
+    fmt = detect_format(args.trace) if args.format == "auto" else args.format
+    v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/cache/v4/swacache.py)
+    page = args.page_size or (_trace_block(args, fmt) if not v4 else None) or model.page_size
+    # The policy simulator's unit: one node per hash id, the partial last block a page of its own.
+    requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
+                          max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
+    l1 = args.l1_pages
+    if args.l1_bytes:
+        l1 = pages_for_bytes(model, parse_size(args.l1_bytes, "--l1-bytes"), page, args.swa_ratio)
+    l2 = args.l2_pages or 0
+    if args.l2_bytes:
+        l2 = pages_for_bytes(model, parse_size(args.l2_bytes, "--l2-bytes"), page, args.swa_ratio)
+    for option, pages in (("--l1-bytes", l1), ("--l2-bytes", l2 if args.l2_bytes else 1)):
+        if pages is not None and pages < 1:
+            raise InputError(f"{option}: smaller than one {page}-token page of {model.name}")
+    if v4:
+        if args.policy == "boundary" or args.eviction_policy != "lru" or args.eviction_config or \
+                args.granularity != "node":
+            raise InputError(f"--policy boundary, --granularity and --eviction-policy/--eviction-config apply to the "
+                             f"single-pool residency model, not yet to the V4 cache of {model.name} (try --model generic)")
+        cache = v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
+                         load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
+        result = replay_v4(cache, model, requests, args.trace, progress=True)
+    else:
+        cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
+                        load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
+                        eviction_policy=args.eviction_policy,
+                        eviction_config=_json_object(args.eviction_config, "--eviction-config"),
+                        one_page_nodes=args.granularity == "page")  # fmt: skip
+        result = replay(cache, requests, args.trace, progress=True, bound=not args.no_bound)
+    print(format_table(result))
+    if args.json:
+        write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str, allow_nan=False) + "\n")
+    return 0
+
+
+COMPARE_HELP = """Replay one trace under several policies and capacities and print one table.
+
+A policy is WRITE[+EVICTION]: write policy write_through (default), write_through_selective, write_back or
+boundary; eviction lru (default), lfu, slru, fifo, filo or mru; e.g. boundary+lfu. "clairvoyant" adds the
+bound (Belady's rule: the best any eviction could do knowing the trace's future; no server can implement it).
+Hit rates are by whole input pages, as SGLang's policy simulator reports them. Failed H: host reservations
+that could not be met; dedup: host copies of device pages given up for L2 room (boundary).
+"""
+
+
+def _add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="replay a trace under several policies and capacities, one table",
+                       description=COMPARE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("trace", metavar="TRACE", help="Mooncake, Qwen-Bailian or Weka/AgentX JSONL (hash_ids), or token-id JSONL")
+    p.add_argument("--policies", required=True, metavar="P1,P2,...",
+                   help="e.g. write_through,boundary,write_through+lfu,clairvoyant")  # fmt: skip
+    p.add_argument("--l1-pages", required=True, metavar="N1,N2,...", type=_int_list, help="L1 capacities in pages")
+    p.add_argument("--l2-pages", default="0", metavar="M1,M2,...",
+                   help="L2 capacities: pages, or multiples of L1 such as 0.5x,2x; 0 = L2 off (default: 0)")  # fmt: skip
+    p.add_argument("--model", default="generic",
+                   help="catalog name or model YAML without sliding-window pools (default: %(default)s)")
+    _add_trace_args(p)
+    p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
+    p.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
+    p.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also plot hit rate vs L1 capacity per policy")
+    p.set_defaults(func=_cmd_compare, outputs=(("csv", "file"), ("plot", "image")))
+
+
+def _cmd_compare(args) -> int:
+    from sim.base.fileio import write_text_atomic
+    from sim.offline.compare import compare, format_compare, parse_l2, parse_policies
+    from sim.workload.traces import detect_format, read_trace
+
+    policies = parse_policies(args.policies)
+    l2 = parse_l2(args.l2_pages)
+    model = _load_model(args.model)
+    if model.has_swa:
+        raise InputError(f"--model {args.model}: compare runs the single-pool residency model; the V4 cache of "
+                         f"models with sliding-window pools has no boundary policy or eviction orders yet")
+    fmt = detect_format(args.trace) if args.format == "auto" else args.format
+    page = args.page_size or _trace_block(args, fmt) or model.page_size
+    requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
+                          max_requests=args.max_requests)  # fmt: skip
+    df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
+                 load_back_threshold=args.load_back_threshold, progress=True)  # fmt: skip
+    print(format_compare(df))
+    if args.csv:
+        write_text_atomic(args.csv, df.to_csv(index=False))
+        print(f"wrote {args.csv}")
+    if args.plot:
+        from sim.app.plot import plot_compare
+
+        print(f"wrote {plot_compare(df, args.plot)}")
+    return 0
+
+
+SWEEP_HELP = """Run a scenario over the cartesian product of --grid axes, in parallel, and tabulate the results.
+
+Writes DIR/points/<point_id>.json as each point finishes (rerunning the same sweep into DIR resumes it: finished
+points are skipped, failed ones tried again), DIR/sweep.parquet (one row per point: point_id, grid columns by
+dotted path, seed, status "ok" or "failed", error, flat metrics) and DIR/sweep.yaml (the resolved base scenario and
+the grid; pass it back as SCENARIO to rerun). Every point is validated before any runs; a DIR holding another
+sweep is refused unless --overwrite. A point that fails is recorded with its reason and the others go on; the
+command then exits 2.
+"""
+
+
+def _add_sweep(sub) -> None:
+    p = sub.add_parser("sweep", help="run a scenario over a parameter grid and tabulate the results",
+                       description=SWEEP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file, or a sweep.yaml a sweep wrote")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY.PATH=V1,V2,...",
+                   help="one axis, e.g. --grid hicache.load_back_threshold=1,10,64 (repeatable)")  # fmt: skip
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a field of the base scenario (repeatable)")  # fmt: skip
+    p.add_argument("--out", metavar="DIR", required=True,
+                   help="sweep folder; rerunning the same sweep there resumes it (finished points are kept)")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace a different sweep already in --out DIR")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local processes (default) or Ray tasks")  # fmt: skip
+    p.add_argument("--workers", type=_positive_int, default=None, help="parallel points (default: CPU count)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR", help="join this Ray cluster (default: local)")
+    p.add_argument("--seeds", default=None, metavar="N|S1,S2,...",
+                   help="run every point at N seeds (or these seeds): a seed axis, and the table printed and "
+                        "written (DIR/sweep_seeds.csv) as mean and 95%% interval over seeds")  # fmt: skip
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
+    p.set_defaults(func=_cmd_sweep, outputs=(("out", "folder"),))
+
+
+def _cmd_sweep(args) -> int:
+    from sim.app.sweep import format_rows, plan_sweep, run_sweep
+
+    grid = list(args.grid) + ([_seed_axis(args)] if args.seeds is not None else [])
+    plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
+    df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
+                   progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
+    if args.seeds is not None:
+        from sim.app.seeds import aggregate, format_intervals
+        from sim.base.fileio import write_text_atomic
+
+        keys = [a.key for a in plan.axes if a.key != "seed"]
+        print(format_intervals(df, keys))
+        write_text_atomic(f"{args.out}/sweep_seeds.csv", aggregate(df, keys).to_csv(index=False))
+    else:
+        print(format_rows(df, [a.key for a in plan.axes]))
+    print(f"wrote {args.out}/sweep.parquet ({len(df)} of {len(plan.points)} points), sweep.yaml, points/")
+    failed = df[df["status"] == "failed"] if "status" in df else df.iloc[:0]
+    if len(failed):
+        first = failed.iloc[0]
+        raise InputError(f"{len(failed)} of {len(plan.points)} points failed (point {first['point_id']}: "
+                         f"{first['error']}); their rows have status 'failed', the others are whole")  # fmt: skip
+    return 0
+
+
+def _seed_axis(args) -> str:
+    """``--seeds`` as a ``seed`` grid axis, counted from the base scenario's seed."""
+    from pathlib import Path
+
+    from sim.app.scenario import load_scenario
+    from sim.app.seeds import parse_seeds
+    from sim.app.sweep import _read_sweep_file
+
+    if any(g.partition("=")[0].strip() == "seed" for g in args.grid):
+        raise InputError("--seeds and --grid seed=... both give the seeds; use one")
+    recorded = _read_sweep_file(Path(args.scenario))
+    if "," in str(args.seeds):
+        base = 0
+    elif recorded is not None:
+        base = int(recorded["scenario"].get("seed", 0))
+    else:
+        base = load_scenario(args.scenario, args.overrides).seed
+    return "seed=" + ",".join(map(str, parse_seeds(args.seeds, base)))
+
+
+def _add_plot(sub) -> None:
+    p = sub.add_parser("plot", help="plot a sweep, HiSparse miss counts or a run's occupancy",
+                       description="Plot one of: threshold (a sweep.parquet or its folder: hit rate, TTFT and "
+                       "input throughput vs a grid parameter), misses (misses.parquet: misses per step and "
+                       "their distribution per policy and buffer size), occupancy (a run's timeseries.parquet "
+                       "or its folder: L1/L2 pages and queues over time), rounds (a run's requests.parquet or its folder: TTFT "
+                       "and hit rate per bench_multiturn round or bench_serving step).")  # fmt: skip
+    p.add_argument("kind", choices=["threshold", "misses", "occupancy", "rounds"], help="what to plot")
+    p.add_argument("input", metavar="INPUT", help="parquet file or the folder holding it")
+    p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="image to write")
+    p.add_argument("--x", default=None, metavar="PARAM", help="threshold: grid column on the x axis")
+    p.add_argument("--y", nargs="+", default=None, metavar="METRIC", help="threshold: metric columns, one panel each")
+    p.set_defaults(func=_cmd_plot, outputs=(("out", "image"),))
+
+
+def _cmd_plot(args) -> int:
+    from sim.app.plot import plot
+
+    print(f"wrote {plot(args.kind, args.input, args.out, x=args.x, y=args.y)}")
+    return 0
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return _bounded(value)
+
+
+def _bounded(value: int | float) -> int | float:
+    """A command-line number holds to the bounds every input has (sim.base.inputs), as a scenario's do."""
+    from sim.base.inputs import number_problem
+
+    problem = number_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+FROM_SGLANG_HELP = """Write a scenario YAML from an SGLang launch command and, optionally, bench client commands.
+
+Every launch_server flag is either mapped to a scenario field or listed as ignored (in the YAML's header and
+on stdout); a flag SGLang 0.5.23 does not accept is an error (0.5.2's spellings, such as --cuda-graph-max-bs,
+are accepted). Paste commands as typed: ENV=value assignments (mapped when they change what is modelled, else
+listed), numactl/taskset/env/nohup prefixes, python3 -m sglang.launch_server or sglang serve MODEL. Each --bench
+bench_serving command becomes one step (run in order); a bench_multiturn.py command becomes the multi-turn
+workload; an `aiperf profile` command replaying Weka trajectories (InferenceX's AgentX) becomes a lane
+replay: give the local corpus with --input-file (--public-dataset only names it), unknown aiperf options are
+an error, unmodelled ones listed. The GPU is not on the command line: name it with --gpu (the KV memory then follows as SGLang sizes it).
+
+  hicache-sim scenario from-sglang --gpu A10 --out m2.yaml \\
+    --launch "numactl --cpunodebind=0 python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2" \\
+    --bench "python bench_multiturn.py --num-clients 20 --num-rounds 10 --disable-auto-run"
+"""
+
+
+def _add_scenario(sub) -> None:
+    p = sub.add_parser("scenario", help="make scenarios (from-sglang: from SGLang command lines)")
+    inner = p.add_subparsers(dest="scenario_command", required=True, metavar="{from-sglang}")
+    f = inner.add_parser("from-sglang", help="write a scenario from an SGLang launch (+ bench) command",
+                         description=FROM_SGLANG_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    f.add_argument("--launch", required=True, metavar="CMD", help="the sglang.launch_server command line (quoted)")
+    f.add_argument("--bench", action="append", default=[], metavar="CMD",
+                   help="a bench_serving, bench_multiturn.py or aiperf profile command line (repeatable: one step each)")  # fmt: skip
+    f.add_argument("--gpu", required=True, help="catalog GPU the server ran on (H20, H100, H200, A10, ...)")
+    f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
+    f.add_argument("--model-config", default=None, metavar="CONFIG.json",
+                   help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
+    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM for the L2 pools (all ranks), GB")
+    f.add_argument("--sglang-version", default="0.5.23", metavar="V",
+                   help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
+                        "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
+    f.add_argument("--accept-length", type=_positive_float, default=None, metavar="X",
+                   help="with --speculative-algorithm: the run's mean tokens per verify pass (its accept len)")
+    f.add_argument("--out", default=None, metavar="FILE.yaml", help="write here (default: stdout)")
+    f.set_defaults(func=_cmd_from_sglang, outputs=(("out", "file"),))
+
+
+def _cmd_from_sglang(args) -> int:
+    from sim.app.fromsglang import from_sglang, to_yaml
+    from sim.app.scenario import scenario_from_dict
+    from sim.base.fileio import check_output_file, write_text_atomic
+
+    if args.out is not None:
+        check_output_file(args.out, "--out")
+    conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
+                       host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
+                       accept_length=args.accept_length)  # fmt: skip
+    scenario_from_dict(conv.scenario, source="from-sglang")  # the result must load
+    text = to_yaml(conv)
+    if args.out is None:
+        print(text, end="")
+        return 0
+    write_text_atomic(args.out, text)
+    print(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored")
+    for line in conv.ignored:
+        print(f"  ignored {line}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return _bounded(value)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return _bounded(value)
+
+
+def _json_object(text: str | None, option: str) -> dict | None:
+
+    if text is None:
+        return None
+    from sim.base.inputs import numbers_problem, parse_json
+
+    value = parse_json(text, option)
+    if (found := numbers_problem(value)) is not None:
+        raise InputError(f"{option}: {found[0]}: {found[1]}")
+    if not isinstance(value, dict):
+        raise InputError(f"{option}: expected a JSON object, got {text!r}")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    return [_positive_int(t.strip()) for t in text.split(",") if t.strip()] or _positive_int("")
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return _bounded(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+        return 2
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # `kill`, `timeout`
+    try:
+        check_outputs(args)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # `| head`: the reader has gone; end as a shell would, without a word
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
+        return 128 + signal.SIGPIPE
+    except InputError as exc:
+        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            raise  # a bug: keep the traceback
+        print(f"hicache-sim: error: {exc.filename or ''}: {exc.strerror}; nothing half-written was kept",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    except _Terminated:
+        print("hicache-sim: terminated; nothing half-written was kept", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        print("hicache-sim: interrupted; nothing half-written was kept", file=sys.stderr)
+        return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
+
+
+def check_outputs(args) -> None:
+    """Every output a command declares (``outputs``: attribute and kind) is checked before it starts, so a
+    path that cannot be written costs one line, not the work."""
+    from sim.base.fileio import check_image_file, check_output_file, check_output_folder
+
+    checks = {"file": check_output_file, "folder": check_output_folder, "image": check_image_file}
+    for attr, kind in getattr(args, "outputs", ()):
+        value = getattr(args, attr, None)
+        if value is not None:
+            checks[kind](value, "--" + attr)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the program is so ``finally`` blocks remove staging files."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,446 @@
+"""Figures from result files: threshold sweeps, HiSparse miss counts, a run's cache occupancy, and per-round figures.
+
+Each kind reads one parquet (or the folder that holds it), checks its columns, and renders with
+matplotlib (Agg, through a pyplot-free ``Figure``) to a temporary file renamed over the target, so a figure appears whole or not at
+all. Bad input (missing file, missing columns, unknown kind or parameter) raises InputError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.base.errors import InputError
+from sim.base.fileio import atomic_path, check_output_file
+
+__all__ = ["KINDS", "compare_figure", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
+
+FORMATS = ("png", "svg")
+SWEEP_DEFAULT_Y = ("hit_total", "ttft_p90_s", "input_tokens_per_s")
+MISSES_COLUMNS = ("step", "misses", "policy", "device_buffer_size")
+ROUNDS_COLUMNS = ("round", "ttft_s", "input_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens")
+OCCUPANCY_COLUMNS = ("time_s", "instance", "waiting", "running", "l1_kv_pages", "l1_swa_pages", "l2_kv_pages",
+                     "l2_swa_pages")  # fmt: skip
+# Axis labels with units for the metric columns sim.app.sweep writes; anything else is labelled by its name.
+METRIC_LABELS = {
+    "input_tokens_per_s": "input throughput (tokens/s)",
+    "output_tokens_per_s": "output throughput (tokens/s)",
+    "requests_per_s": "throughput (requests/s)",
+    "ttft_mean_s": "TTFT mean (s)",
+    "ttft_p50_s": "TTFT p50 (s)",
+    "ttft_p90_s": "TTFT p90 (s)",
+    "ttft_p99_s": "TTFT p99 (s)",
+    "hit_device": "L1 hit rate (share of input tokens)",
+    "hit_host": "L2 hit rate (share of input tokens)",
+    "hit_storage": "L3 hit rate (share of input tokens)",
+    "hit_total": "hit rate (share of input tokens)",
+    "dropped_tokens": "dropped tokens",
+    "load_back_tokens": "loaded-back tokens",
+    "backup_bytes": "backup (bytes)",
+    "util_h2d": "H2D link busy (share of time)",
+    "util_d2h": "D2H link busy (share of time)",
+    "admission_stalls": "admission stalls",
+    "simulated_s": "simulated time (s)",
+}
+
+
+def plot(kind: str, source: str | Path, out: str | Path, *, x: str | None = None,
+         y: Sequence[str] | None = None) -> Path:  # fmt: skip
+    """Render ``kind`` from ``source`` to ``out`` (.png or .svg); returns ``out``. Raises InputError."""
+    if kind not in KINDS:
+        raise InputError(f"unknown plot kind {kind!r} (choose from {', '.join(KINDS)})")
+    out = Path(out)
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise InputError(f"--out must end in .png or .svg, got {out.name!r}")
+    if kind != "threshold" and (x is not None or y):
+        raise InputError(f"--x and --y apply only to the threshold plot, not {kind}")
+    check_output_file(out, "--out")
+    reader, default_name, draw = KINDS[kind]
+    df = reader(_resolve(source, default_name))
+    fig = draw(df, x=x, y=y) if kind == "threshold" else draw(df)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
+    return out
+
+
+def _resolve(source: str | Path, default_name: str) -> Path:
+    path = Path(source)
+    if path.is_dir():
+        path = path / default_name
+    if not path.is_file():
+        raise InputError("no such file", source=str(path))
+    return path
+
+
+def _read(path: Path, required: Sequence[str]) -> pd.DataFrame:
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a file that is not parquet
+        raise InputError(f"cannot read parquet: {' '.join(str(exc).split())[:200]}", source=str(path)) from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", source=str(path))
+    if df.empty:
+        raise InputError("no rows to plot", source=str(path))
+    return df
+
+
+def _figure(panels: int, title: str, width: float = 5.0, height: float = 3.8):
+    """A pyplot-free figure: no global backend switch, nothing to close; ``savefig`` renders with Agg."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * panels, height))
+    axes = fig.subplots(1, panels, squeeze=False)
+    fig.suptitle(title)
+    return fig, list(axes[0])
+
+
+# ------------------------------------------------------------------------------------------ threshold
+
+
+def read_sweep(path: Path) -> pd.DataFrame:
+    df = _read(path, ["point_id"])
+    if "status" in df:  # failed points have no metrics
+        df = df[df["status"] == "ok"].reset_index(drop=True)
+        if df.empty:
+            raise InputError("no finished points to plot (every point failed)", source=str(path))
+    df.attrs["source"] = str(path)
+    return df
+
+
+def grid_columns(df: pd.DataFrame) -> list[str]:
+    """The grid parameter columns of a sweep table: those between ``point_id`` and the metrics (dotted paths)."""
+    from sim.app.scenario import field_paths
+
+    known = field_paths()
+    return [c for c in df.columns if c in known]
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+DASHES = ("-", "--", ":", "-.")
+
+
+def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] | None = None):
+    """Metrics vs one grid parameter, one line per combination of the other varying parameters.
+
+    Default panels: total hit rate, TTFT p90, input throughput. Repeated seeds are averaged.
+    """
+    source = df.attrs.get("source", "sweep")
+    params = grid_columns(df)
+    varying = [c for c in params if df[c].nunique(dropna=False) > 1]
+    if x is None:
+        if not varying:
+            raise InputError("no grid column varies; nothing to plot against", source=source)
+        x = next((c for c in varying if c != "seed"), varying[0])
+    elif x not in params:
+        raise InputError(f"--x {x}: not a grid column (have: {', '.join(params) or 'none'})", source=source)
+    metrics = list(y) if y else [m for m in SWEEP_DEFAULT_Y if m in df.columns]
+    unknown = [m for m in metrics if m not in df.columns or m in params or m == "point_id"]
+    if unknown or not metrics:
+        have = [c for c in df.columns if c not in params and c != "point_id"]
+        raise InputError(
+            f"--y {' '.join(unknown)}: not a metric column (have: {', '.join(have)})", source=source
+        )
+    groups = [c for c in varying if c not in (x, "seed")]
+    data = df.groupby([x, *groups], dropna=False)[metrics].mean().reset_index().sort_values(x)
+    fig, axes = _figure(len(metrics), f"{', '.join(_label(m) for m in metrics)} vs {x}", width=4.6)
+    line_sets = data.groupby(groups, dropna=False) if groups else [((), data)]
+    for i, (label, part) in enumerate(_merge_identical(line_sets, groups, x, metrics)):
+        # Lines that still cross or touch stay visible: each gets its own dash and marker.
+        style = {"marker": MARKERS[i % len(MARKERS)], "linestyle": DASHES[i % len(DASHES)],
+                 "markersize": max(9 - 1.5 * i, 3)}  # fmt: skip
+        for ax, m in zip(axes, metrics):
+            ax.plot(part[x], part[m], label=label, **style)
+    for ax, m in zip(axes, metrics):
+        ax.set_xlabel(f"{x} (tokens)" if x.endswith("_threshold") else x)
+        ax.set_ylabel(METRIC_LABELS.get(m, m))
+        ax.set_title(_label(m))
+        _value_axis(ax, m)
+        if (
+            pd.api.types.is_numeric_dtype(data[x])
+            and data[x].min() > 0
+            and data[x].max() / data[x].min() >= 16
+        ):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(data[x].unique()), [str(v) for v in sorted(data[x].unique())])
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    if groups:  # below the panels, so no line is hidden behind it
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 3),
+                   fontsize="small", frameon=False)  # fmt: skip
+    return fig
+
+
+def _merge_identical(line_sets, groups: list[str], x: str, metrics: list[str]) -> list[tuple[str | None, pd.DataFrame]]:
+    """One line per distinct series: lines whose every point is equal (a parameter with no effect) would be
+    drawn on top of each other, so they are drawn once and the legend names them all as identical."""
+    merged: dict[bytes, tuple[list[tuple], pd.DataFrame]] = {}
+    for key, part in line_sets:
+        key = key if isinstance(key, tuple) else (key,)
+        sig = part[[x, *metrics]].round(12).to_numpy().tobytes()
+        merged.setdefault(sig, ([], part))[0].append(key)
+    short = [g.rsplit(".", 1)[-1] for g in groups]
+    out: list[tuple[str | None, pd.DataFrame]] = []
+    for keys, part in merged.values():
+        if not groups:
+            out.append((None, part))
+            continue
+        if len(groups) == 1:
+            label = f"{short[0]}=" + ", ".join(str(k[0]) for k in keys)
+        else:
+            label = " | ".join(", ".join(f"{g}={v}" for g, v in zip(short, k)) for k in keys)
+        out.append((label + (" (identical lines)" if len(keys) > 1 else ""), part))
+    return out
+
+
+def _value_axis(ax, metric: str) -> None:
+    """Read from zero, as a ratio is read; shares in percent, as the tables print them; counts with separators."""
+    from matplotlib.ticker import FuncFormatter, PercentFormatter
+
+    top = max((float(np.nanmax(line.get_ydata())) for line in ax.get_lines() if len(line.get_ydata())), default=0)
+    ax.set_ylim(0, top * 1.1 if top > 0 else 1)
+    if metric.startswith(("hit_", "util_")):
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    else:
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}"))
+
+
+def _label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric).split(" (")[0]
+
+
+# ------------------------------------------------------------------------------------------ misses
+
+
+def read_misses(path: Path) -> pd.DataFrame:
+    return _read(path, MISSES_COLUMNS)
+
+
+def plot_misses(df: pd.DataFrame):
+    """Mean misses per step vs step, and the per-row miss distribution, per (policy, device_buffer_size)."""
+    configs = sorted(df.groupby(["policy", "device_buffer_size"]).groups, key=lambda k: (str(k[0]), k[1]))
+    fig, (line_ax, box_ax) = _figure(2, "HiSparse hot-buffer misses", width=6.0)
+    dists, labels, colours = [], [], []
+    gaps: set[tuple[int, int]] = set()
+    for i, (policy, size) in enumerate(configs):
+        part = df[(df["policy"] == policy) & (df["device_buffer_size"] == size)]
+        label, colour = f"{policy}, {size:,} slots", f"C{i % 10}"
+        mean = part.groupby("step")["misses"].mean()
+        steps = mean.index.to_numpy()
+        # Only windows of consecutive steps are simulated: a line within each, none across the gaps between.
+        cuts = np.flatnonzero(np.diff(steps) > 1) + 1
+        values = mean.to_numpy()
+        for j, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(steps)])):
+            line_ax.plot(steps[lo:hi], values[lo:hi], label=label if j == 0 else None, color=colour, linewidth=1.2)
+            if len(cuts):  # a marker per window, its mean: a window can be too narrow to see at full scale
+                line_ax.plot([(steps[lo] + steps[hi - 1]) / 2], [values[lo:hi].mean()], marker="o", color=colour,
+                             markersize=5, markeredgecolor="k", markeredgewidth=0.5, linestyle="none",
+                             label="window mean" if i == 0 and j == 0 else None)  # fmt: skip
+        gaps.update((int(steps[c - 1]), int(steps[c])) for c in cuts)
+        dists.append(part["misses"].to_numpy())
+        labels.append(label)
+        colours.append(colour)
+    over = " over requests and layers" if {"request", "layer"} & set(df.columns) else ""
+    line_ax.set(
+        xlabel="decode step", ylabel="misses per step (C4 tokens)", title=f"Mean misses per step{over}"
+    )
+    line_ax.set_ylim(bottom=0)
+    for k, (a, b) in enumerate(sorted(gaps)):
+        line_ax.axvspan(a, b, color="grey", alpha=0.12, linewidth=0, label="steps not simulated" if k == 0 else None)
+    line_ax.legend(fontsize="small")
+    line_ax.grid(alpha=0.3)
+    boxes = box_ax.boxplot(dists, showfliers=False, patch_artist=True)
+    for box, colour in zip(boxes["boxes"], colours):
+        box.set(facecolor=colour, alpha=0.5)
+    box_ax.set_xticks(range(1, len(labels) + 1), labels, rotation=20, ha="right")
+    box_ax.set(xlabel="policy, device_buffer_size", ylabel="misses per step (C4 tokens)",
+               title="Distribution per configuration (outliers hidden)")  # fmt: skip
+    box_ax.set_ylim(bottom=0)
+    box_ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------ occupancy
+
+
+def read_timeseries(path: Path) -> pd.DataFrame:
+    df = _read(path, OCCUPANCY_COLUMNS)
+    capacity = _capacity(path.parent / "summary.json")
+    if capacity:
+        df.attrs["capacity"] = capacity
+    return df
+
+
+def _capacity(summary: Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads(summary.read_text()).get("capacity_pages")
+    except (OSError, ValueError):
+        return None  # a bare timeseries.parquet plots without capacity lines
+
+
+def plot_occupancy(df: pd.DataFrame):
+    """L1 and L2 pages used (kv and swa), L3 pages held when a run has L3, and queue lengths over time, one
+    colour per instance; each pool's capacity drawn where the summary gives it (the SWA pool is often the
+    limit that binds)."""
+    from matplotlib.ticker import MaxNLocator
+
+    l3 = "l3_pages" in df.columns
+    fig, axes = _figure(4 if l3 else 3, "Cache occupancy and queues", width=5.0)
+    capacity = df.attrs.get("capacity") or {}
+    instances = sorted(df["instance"].unique())
+    colours = [f"C{i % 10}" for i in range(len(instances))]
+    panels = [
+        (axes[0], "L1 (GPU) pages used", [("l1_kv_pages", "kv", "-"), ("l1_swa_pages", "swa", "--")],
+         [("l1", "kv capacity", ":"), ("l1_swa", "swa capacity", "-.")]),
+        (axes[1], "L2 (host) pages used", [("l2_kv_pages", "kv", "-"), ("l2_swa_pages", "swa", "--")],
+         [("l2", "kv capacity", ":"), ("l2_swa", "swa capacity", "-.")]),
+    ]
+    if l3:
+        panels.append((axes[2], "L3 (shared storage) pages held", [("l3_pages", "pages", "-")],
+                       [("l3", "capacity", ":")]))
+    panels.append((axes[-1], "Scheduler queues", [("running", "running", "-"), ("waiting", "waiting", "--")], None))
+    for ax, title, series, limits in panels:
+        shared = series[0][0] == "l3_pages"  # one store for every instance
+        for inst, colour in zip(instances[:1] if shared else instances, colours):
+            part = df[df["instance"] == inst].sort_values("time_s")
+            for col, name, style in series:
+                label = f"{name}, instance {inst}" if len(instances) > 1 and not shared else name
+                ax.plot(part["time_s"], part[col], linestyle=style, color=colour, label=label, linewidth=1.2)
+        for key, name, style in limits or []:
+            if capacity.get(key):
+                ax.axhline(capacity[key], color="grey", linestyle=style, label=f"{name} ({capacity[key]:,})")
+            elif key in capacity and capacity[key] is None:
+                ax.plot([], [], " ", label=f"{name}: unbounded")
+        ax.set(xlabel="simulated time (s)", ylabel="requests" if limits is None else "pages", title=title)
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------- rounds
+
+
+def read_rounds(path: Path) -> pd.DataFrame:
+    """The records, with the client that grouped them (from the run's ``summary.json``): rounds of
+    bench_multiturn or steps of bench_serving. A run without either has nothing to plot by round."""
+    import json
+
+    df = _read(path, ROUNDS_COLUMNS)
+    try:
+        client = (json.loads((path.parent / "summary.json").read_text()).get("client") or {}).get("client", "")
+    except (OSError, ValueError):
+        client = None  # a bare requests.parquet: rounds if it has more than one
+    if client == "" or (client is None and df["round"].nunique() < 2):
+        raise InputError("no rounds to plot: this run's workload has no bench_multiturn rounds or bench_serving "
+                         "steps (plot occupancy shows a run over time)", source=str(path))  # fmt: skip
+    df.attrs["client"] = client or "bench_multiturn"
+    return df
+
+
+def plot_rounds(df: pd.DataFrame):
+    """The client's view by round (bench_multiturn) or step (bench_serving): TTFT, mean and the tail its own
+    report prints (p90 for bench_multiturn, p99 for bench_serving), and the cache hit rate by source."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    serving = df.attrs.get("client") == "bench_serving"
+    unit, tail = ("step", 0.99) if serving else ("round", 0.9)
+    g = df.groupby("round", sort=True)
+    rounds = list(g.groups)
+    fig, (ax_t, ax_h) = _figure(2, f"Per {unit} ({'bench_serving steps' if serving else 'bench_multiturn rounds'})")
+    ax_t.plot(rounds, g["ttft_s"].mean(), marker="o", label="mean")
+    ax_t.plot(rounds, g["ttft_s"].quantile(tail), marker="s", linestyle="--", label=f"p{tail * 100:.0f}")
+    ax_t.set(xlabel=unit, ylabel="TTFT (s)", title="Time to first token")
+    inputs = g["input_tokens"].sum()
+    bottom = pd.Series(0.0, index=inputs.index)
+    for col, name in (("device_hit_tokens", "device (L1)"), ("host_hit_tokens", "host (L2)"),
+                      ("storage_hit_tokens", "storage (L3)")):  # fmt: skip
+        share = g[col].sum() / inputs
+        ax_h.bar(rounds, share, bottom=bottom, label=name)
+        bottom += share
+    ax_h.set(xlabel=unit, ylabel="share of input tokens (first admission)", title="Cache hit rate", ylim=(0, 1))
+    ax_h.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    if not bottom.any():
+        ax_h.text(0.5, 0.5, f"no cache hits in any {unit}", transform=ax_h.transAxes, ha="center", va="center",
+                  color="dimgrey")  # fmt: skip
+    for ax in (ax_t, ax_h):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    ax_t.set_ylim(bottom=0)
+    fig.tight_layout()
+    return fig
+
+
+KINDS: dict[str, tuple[Callable[[Path], pd.DataFrame], str, Callable]] = {
+    "threshold": (read_sweep, "sweep.parquet", plot_threshold),
+    "misses": (read_misses, "misses.parquet", plot_misses),
+    "occupancy": (read_timeseries, "timeseries.parquet", plot_occupancy),
+    "rounds": (read_rounds, "requests.parquet", plot_rounds),
+}
+
+
+# ------------------------------------------------------------------------------------------ compare
+
+
+def plot_compare(df: pd.DataFrame, out: str | Path) -> Path:
+    """Hit rate vs L1 capacity, one line per policy, one panel per L2 setting (``hicache-sim compare``).
+
+    The y axis is the L1+L2 hit rate by whole input pages (the L1 hit rate where L2 is off), in percent as the
+    table prints it, from zero and on one scale for every panel so the panels compare. Policies whose lines
+    coincide in a panel are drawn once and named together.
+    """
+    out = Path(out)
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise InputError(f"--plot must end in .png or .svg, got {out.name!r}")
+    fig = compare_figure(df)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
+    return out
+
+
+def compare_figure(df: pd.DataFrame):
+    """The figure :func:`plot_compare` writes."""
+    from matplotlib.ticker import NullLocator, PercentFormatter
+
+    settings = list(dict.fromkeys(df["l2"]))
+    fig, axes = _figure(len(settings), "hit rate vs L1 capacity (a panel per L2 setting, a line per policy)")
+    top = float(df["l1l2_hit_pages"].max()) * 1.1 or 1.0
+    policies = list(dict.fromkeys(df["policy"]))
+    for ax, setting in zip(axes, settings):
+        part = df[df["l2"] == setting]
+        lines: dict[bytes, tuple[list[str], pd.DataFrame]] = {}
+        for policy in policies:
+            rows = part[part["policy"] == policy].sort_values("l1_pages")
+            sig = rows[["l1_pages", "l1l2_hit_pages"]].round(12).to_numpy().tobytes()
+            lines.setdefault(sig, ([], rows))[0].append(policy)
+        for names, rows in lines.values():
+            i = policies.index(names[0])
+            dash = ":" if names[0] == "clairvoyant" else DASHES[i % len(DASHES)]
+            label = names[0] if len(names) == 1 else f"{' = '.join(names)} (identical)"
+            ax.plot(rows["l1_pages"], rows["l1l2_hit_pages"], dash, marker=MARKERS[i % len(MARKERS)],
+                    color=f"C{i % 10}", label=label)  # fmt: skip
+        ax.set_xscale("log")
+        ticks = sorted(df["l1_pages"].unique())
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())  # only the capacities simulated: no colliding log labels
+        ax.set_ylim(0, top)
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        ax.set_xlabel("L1 capacity (pages)")
+        ax.set_ylabel("L1+L2 hit rate (input pages)" if setting != "0" else "L1 hit rate (input pages)")
+        ax.set_title("L2 off" if setting == "0" else f"L2 = {setting} pages" if not setting.endswith("x") else f"L2 = {setting} L1")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,687 @@
+"""A scenario, end to end: build the engine from the validated YAML, play it out, summarise, write.
+
+Outputs (``DIR/summary.json``, ``requests.parquet``, ``timeseries.parquet``, ``scenario.yaml``) are written
+into a staging folder renamed into place at the end (:func:`sim.base.fileio.staged_dir`), so a folder holds one
+whole run or does not exist. Per-request records can stream to ``requests.parquet`` while the run goes.
+``summary.json`` is strict JSON holding only simulated quantities (no wall-clock time), so the same scenario
+and seed give the same bytes.
+
+The time series is bounded (``MAX_TIMESERIES_ROWS``): the recorder keeps every other sampling tick once
+it holds that many rows, and an interval that certainly gives too many ticks (arrivals or a duration cap
+spanning them) is widened up front; the scenario written out records the interval actually used, and the
+caller is told.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.app.scenario import Scenario, build_model_spec, dump_resolved
+from sim.base.errors import InputError
+from sim.base.fileio import staged_dir
+from sim.base.inputs import MAX_SIMULATED_S
+from sim.base.progress import progress_bar
+from sim.base.text import plural
+from sim.cache.v4.hicache import check_v4_setup
+from sim.cache.v4.swa import swa_cap_tokens
+from sim.model.compute import Roofline, attention_pairs, step_model
+from sim.model.costs import CostTable, resolve_cost_table
+from sim.model.pools import ModelSpec
+from sim.model.speculative import SpecDecode
+from sim.offline.replay import pages_for_bytes
+from sim.serve import clients
+from sim.serve.engine import EngineConfig, Simulation, try_admit
+from sim.serve.metrics import (
+    LINKS,
+    MAX_TIMESERIES_ROWS,
+    Recorder,
+    RequestWriter,
+    SampleBuffer,
+    dropped_by_reason,
+    percentiles,
+)
+from sim.workload.synthetic import arrival_times, multi_turn_sessions, random_ids_requests, shared_prefix
+from sim.workload.traces import read_trace
+from sim.workload.trajectory import read_weka, weka_trajectory
+
+__all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
+
+LONG_RUN_REQUESTS = 100_000  # ~20 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
+MAX_SAMPLE_ROWS_BUILT = 2_000_000  # sampler rows likely built (then mostly thinned): ~10 s of sampling
+Notify = Callable[[str], None]
+
+
+@dataclass
+class RunResult:
+    """A finished run: its summary and tables. ``sim`` is the prefill/colocated simulation (None for a
+    decode instance); ``tables`` holds extra outputs by file stem (``misses`` for HiSparse)."""
+
+    scenario: Scenario
+    summary: dict
+    wall_s: float
+    requests: pd.DataFrame | None  # None when the records were streamed to a file
+    timeseries: pd.DataFrame
+    sim: Simulation | None = None
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
+    """(L1 Full pages, the SWA pool as a share of them) that the scenario's KV memory holds.
+
+    In SGLang's cap mode the SWA pool is a fixed token count (:func:`sim.cache.v4.swa.swa_cap_tokens`) whose bytes come
+    off the top, and the Full pool takes the rest (``pool_configurator.py:1438-1453, 1650-1669``); the share
+    returned is then what that count is of the Full tokens."""
+    hc, page = sc.hicache, sc.hicache.page_size
+    kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
+    if sc.model.fp4_indexer and not sc.fp4_indexer_sized:  # sized as if fp8 (Scenario.fp4_indexer_sized)
+        model = build_model_spec(sc.model_copy(update={"model": sc.model.model_copy(update={"fp4_indexer": False})}))
+    if sc.speculative.enabled:  # the draft's KV layers share every pool token (sim.model.speculative)
+        kv_bytes = int(kv_bytes / (1 + sc.speculative.draft_layers / max(1, model.layers)))
+    if hc.swa_full_tokens_ratio != "cap" or not model.has_swa:
+        ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio  # no window: moot
+        return pages_for_bytes(model, kv_bytes, page, ratio), ratio
+    spec = SpecDecode.from_scenario(sc, model.layers)
+    swa_tokens = swa_cap_tokens(model.sliding_window, page, rank_max_running(sc), rank_chunk(sc),
+                                spec.draft_tokens if spec else 1, spec.reserve if spec else None)  # fmt: skip
+    swa_bytes = swa_tokens * model.group_bytes_per_page("swa") / model.page_size
+    l1 = pages_for_bytes(model, kv_bytes - swa_bytes, page, 0.0) if swa_bytes < kv_bytes else 0
+    if l1 <= 0:
+        raise InputError(f"hicache.swa_full_tokens_ratio: cap mode's SWA pool ({swa_tokens:,} tokens, "
+                         f"{swa_bytes / 1e9:,.2f} GB) leaves no Full pool in hardware.kv_mem_gb "
+                         f"{sc.hardware.kv_mem_gb:g}; lower scheduler.max_running_requests")  # fmt: skip
+    return l1, swa_tokens / (l1 * page)
+
+
+def rank_max_running(sc: Scenario) -> int:
+    """Requests one scheduler runs at once: with DP attention, the cap split over the ranks
+    (``mem_cache/kv_cache_configurator.py:3119-3132``; the pools are sized for it, ``pool_configurator.py:956``)."""
+    return max(1, sc.scheduler.max_running_requests // sc.hardware.attn_dp_size)
+
+
+def rank_chunk(sc: Scenario) -> int:
+    """Prefill tokens one scheduler chunks by: with DP attention, the size split over the ranks
+    (``arg_groups/parallel_hook.py:326-335``)."""
+    return max(1, sc.scheduler.chunked_prefill_size // sc.hardware.attn_dp_size)
+
+
+def dp_mlp_share(sc: Scenario) -> float:
+    """With DP attention, the MLP/MoE share of a rank's per-token FLOPs: the MoE layers run over the tokens
+    all ranks gathered (``managers/scheduler_components/dp_attn.py:518-676``), so every rank's pass carries
+    that share of the others' tokens. From the model's config; a catalog V4 model without one takes the bundled
+    V4-Flash config's share (an estimate for V4-Pro); 0 for other models without a config."""
+    hw = sc.hardware
+    if hw.attn_dp_size == 1:
+        return 0.0
+    if sc.model.config is not None:
+        shape = sc.model.shape(hw.tp_size, hw.attn_dp_size)
+    elif sc.model.pools is None and sc.model.name.startswith("deepseek-v4"):
+        from sim.model.modelcfg import derive, load_config
+
+        shape = derive(load_config("deepseek-v4-flash")[0], tp_size=hw.tp_size, attn_dp_size=hw.attn_dp_size)
+    else:
+        return 0.0
+    return shape.mlp_flops_per_token / shape.flops_per_token
+
+
+def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
+    hc, l3 = sc.hicache, sc.l3
+    page = hc.page_size
+    dp = sc.hardware.attn_dp_size  # one scheduler, KV pool, tree and host pool per attention-DP rank
+    l1, swa_ratio = device_pools(sc, model)
+    l2 = 0
+    if hc.enabled:
+        l2 = hc.host_pages if hc.host_pages is not None else int(l1 * hc.hicache_ratio)
+    page_bytes = model.bytes_per_page * page / model.page_size
+    return EngineConfig(
+        model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
+        write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
+        eviction_config=hc.radix_eviction_policy_config,
+        load_back_threshold=hc.load_back_threshold, page_tokens=page,
+        swa_full_tokens_ratio=swa_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
+        max_running_requests=rank_max_running(sc), schedule_policy=sc.scheduler.schedule_policy,
+        chunked_prefill_size=rank_chunk(sc), max_prefill_tokens=sc.scheduler.max_prefill_tokens,
+        enable_mixed_chunk=sc.scheduler.enable_mixed_chunk, overlap_schedule=sc.scheduler.overlap_schedule,
+        tokenizer_tokens_per_s=sc.scheduler.tokenizer_tokens_per_s, tokenizer_workers=sc.scheduler.tokenizer_workers,
+        disable_consecutive_prefill_overlap=sc.scheduler.disable_consecutive_prefill_overlap,
+        prefill_decode_interval=sc.scheduler.prefill_decode_interval,
+        prefill_decode_interval_min_bs=sc.scheduler.prefill_decode_interval_min_bs,
+        l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
+        l3_latency_s=l3.latency_ms / 1e3,
+        l3_capacity_pages=None if l3.capacity_gb is None else int(l3.capacity_gb * 1e9 // page_bytes),
+        l3_io_batch_pages=l3.io_batch_pages, l3_all_window_pages=l3.window_pages == "all",
+        prefetch_threshold=hc.prefetch_threshold,
+        prefetch_policy=hc.prefetch_policy, prefetch_timeout_base_s=hc.prefetch_timeout_base_s,
+        prefetch_timeout_per_ki_token_s=hc.prefetch_timeout_per_ki_token_s, duration_s=sc.duration_s,
+        sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
+        spec=SpecDecode.from_scenario(sc, model.layers), dp_size=dp, dp_mlp_share=dp_mlp_share(sc),
+        load_balance_method="round_robin" if sc.scheduler.load_balance_method == "auto" else sc.scheduler.load_balance_method,
+    )  # fmt: skip
+
+
+def build(sc: Scenario, costs: CostTable | None = None,
+          notify: Notify | None = None) -> tuple[Simulation, object, int | None]:  # fmt: skip
+    """(simulation, arrival process, requests it will send: None when the run decides, as lanes do)."""
+    model = build_model_spec(sc)
+    cfg = engine_config(sc, model)
+    costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
+    rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
+    pricer = step_model(sc, costs.compute_params)  # refuses what its backend cannot price, before any work
+    w = sc.workload
+    if w.kind == "multi_turn":
+        sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
+                                       cfg.page_tokens, system_prompt_length=w.system_prompt_length,
+                                       sub_question_length=w.sub_question_input_length,
+                                       rounds=w.client_rounds(rng), range_ratio=w.range_ratio, rng=rng)  # fmt: skip
+        flat = [r for rounds in sessions for r in rounds]
+        span = len(flat) / w.request_rate if w.request_rate else 0.0
+        sim = _simulation(sc, cfg, costs, pricer, rng, flat, span, notify)
+        return sim, clients.bench_multiturn(sim, sessions, w), len(flat)
+    if w.kind == "bench_serving":
+        steps, rid = [], 0
+        for i, st in enumerate(w.steps):
+            reqs = random_ids_requests(st.num_prompts, st.random_input_len, st.random_output_len,
+                                       st.random_range_ratio, st.seed, cfg.page_tokens, step=i, first_rid=rid)  # fmt: skip
+            rid += len(reqs)
+            steps.append((st, reqs))
+        flat = [r for _, reqs in steps for r in reqs]
+        span = sum(st.num_prompts / st.request_rate for st in w.steps if st.request_rate)
+        sim = _simulation(sc, cfg, costs, pricer, rng, flat, span, notify)
+        return sim, clients.bench_serving(sim, steps), len(flat)
+    if w.kind in ("lanes", "agentic"):
+        from sim.serve.lanes import LanePlayer
+
+        trajs = lane_trajectories(w, cfg.page_tokens, rng)
+        span = w.benchmark_duration_s
+        sim = _simulation(sc, cfg, costs, pricer, rng, [c for t in trajs for c in t.calls()], span, notify)
+        sim.client = LanePlayer(sim, trajs, w)
+        return sim, sim.client.run(), None  # the calls sent depend on the run
+    reqs = open_loop_requests(sc, cfg.page_tokens, rng)
+    sim = _simulation(sc, cfg, costs, pricer, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
+    return sim, sim.trace_arrivals(reqs), len(reqs)
+
+
+def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, pricer, rng: np.random.Generator,
+                requests: list, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
+    """The simulation of ``requests`` with passes priced by ``pricer`` (:func:`sim.model.compute.step_model`),
+    sampling at the interval :func:`sample_interval` chooses (sized by the roofline whatever the backend: a
+    bound, not a result)."""
+    interval = sample_interval(sc, requests, arrival_span, Roofline.from_scenario(sc, costs.compute_params), notify)
+    sim = Simulation(replace(cfg, sample_interval_s=interval), costs, pricer, rng)
+    check_admissible(sim, requests)
+    return sim
+
+
+def check_admissible(sim: Simulation, requests: list) -> None:
+    """Refuse, before the run, a workload whose smallest request an empty cache cannot admit: every request
+    would be dropped (``exceeds_kv_capacity``), a result no one wants to wait for. Lane calls get their page
+    keys only when sent, so a lane workload is not checked here."""
+    if not requests or not hasattr(requests[0], "keys"):
+        return
+    req = min(requests, key=lambda r: (r.input_len, r.output_len))
+    inst = sim.instances[0]
+    if try_admit(inst._new_cache(), req, sim.cfg.page_tokens, 0, inst.spec.reserve if inst.spec else 0) is not None:
+        return
+    cfg = sim.cfg
+    swa = cfg.model.has_swa
+    pools = f"L1 {cfg.l1_pages:,} pages of {cfg.page_tokens} tokens" + (f", SWA {cfg.swa_full_tokens_ratio:.3g} of that" if swa else "")
+    raise InputError(f"hardware.kv_mem_gb: the empty device pools ({pools}) cannot admit "
+                     f"the workload's smallest request ({req.input_len:,} + {req.output_len:,} tokens), so every "
+                     "request would be dropped; give more KV memory"
+                     + (" or a larger hicache.swa_full_tokens_ratio" if swa else ""))  # fmt: skip
+
+
+def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline: Roofline,
+                    notify: Notify | None = None) -> float:  # fmt: skip
+    """The time-series interval to sample at: the scenario's, widened when it would certainly give more
+    than ``MAX_TIMESERIES_ROWS`` rows (the arrivals or a duration cap span that many intervals), or when the
+    sampler would likely build more than ``MAX_SAMPLE_ROWS_BUILT`` rows (thinned as it goes, but each costs
+    time) before the run ends.
+
+    The end is taken as the last arrival plus each instance's share of the time to serve every request
+    one at a time (no batching, no cache hits: prefill, then each output token as a decode step of its own),
+    which batching usually beats by far.
+    """
+    asked, instances = sc.output.timeseries_interval_s, sc.cluster.instances * sc.hardware.attn_dp_size  # one row a rank
+    if len(requests) >= LONG_RUN_REQUESTS and notify is not None:
+        notify(f"{len(requests):,} requests on {instances} instance(s): expect a minute or more "
+               f"(~5,000 simulated requests per wall second)")  # fmt: skip
+    n_in = np.fromiter((r.input_len for r in requests), dtype=float, count=len(requests))
+    n_out = np.fromiter((r.output_len for r in requests), dtype=float, count=len(requests))
+    prefill = roofline.prefill_seconds(n_in, attention_pairs(n_in, 0))
+    decode = n_out * (roofline.decode_seconds(1, n_in + n_out) + roofline.overhead_s)
+    serial = float(np.sum(prefill + decode + roofline.overhead_s))
+    low, high = arrival_span, arrival_span + serial / instances
+    if min(high, sc.duration_s or math.inf) > MAX_SIMULATED_S:
+        raise InputError(f"workload: the run would span about {high:.3g} s of simulated time (arrivals over "
+                         f"{arrival_span:.3g} s, then up to {serial / instances:.3g} s of serving at the scenario's "
+                         f"compute figures), over the limit of {MAX_SIMULATED_S:g} s: check the workload's rates "
+                         "and compute.* / hardware.* figures")  # fmt: skip
+    if sc.duration_s is not None:
+        low = high = sc.duration_s
+    rows = low / asked * instances
+    if rows > MAX_TIMESERIES_ROWS:
+        wider = _round_up(low / max(1, MAX_TIMESERIES_ROWS // instances))
+        why = f"would give {rows:,.0f} time-series rows (limit {MAX_TIMESERIES_ROWS:,})"
+    elif high / asked * instances > MAX_SAMPLE_ROWS_BUILT:
+        wider = _round_up(high * instances / MAX_SAMPLE_ROWS_BUILT)
+        why = f"could mean sampling {high / asked:,.0f} times"
+    else:
+        return asked
+    if notify is not None:
+        notify(f"output.timeseries_interval_s: {asked:g} s {why}; sampling every {wider:g} s instead")
+    return wider
+
+
+def _round_up(x: float) -> float:
+    """The next of 1, 2, 5 x 10^k at or above ``x``."""
+    k = math.floor(math.log10(x))
+    for m in (1, 2, 5, 10):
+        if m * 10.0**k >= x:
+            return m * 10.0**k
+    return 10.0 ** (k + 1)
+
+
+def _kept_interval(interval: float, samples: SampleBuffer, notify: Notify | None) -> float:
+    """The interval of the samples kept, telling the user when the recorder thinned them."""
+    if samples.stride > 1 and notify is not None:
+        notify(f"output.timeseries_interval_s: the time series reached {MAX_TIMESERIES_ROWS:,} rows; kept every "
+               f"{interval * samples.stride:g} s")  # fmt: skip
+    return interval * samples.stride
+
+
+def _with_interval(sc: Scenario, interval: float) -> Scenario:
+    """The scenario as run: the time-series interval actually used."""
+    if interval == sc.output.timeseries_interval_s:
+        return sc
+    return sc.model_copy(update={"output": sc.output.model_copy(update={"timeseries_interval_s": interval})})
+
+
+def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> list:
+    """The requests of a synthetic or trace workload, with their arrival times."""
+    w = sc.workload
+    if w.kind == "synthetic":
+        times = arrival_times(w.num_requests, w.rate, rng, process=w.arrival, cv=w.cv)
+        return shared_prefix(w.num_requests, w.num_prefix_groups, w.shared_prefix_length, w.input_length,
+                             w.output_length, page, times, rng)  # fmt: skip
+    if w.kind == "trace":
+        return read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=page, time_scale=w.time_scale,
+                          max_requests=w.max_requests)  # fmt: skip
+    raise InputError(f"workload.kind: {w.kind} is not an open-loop workload")
+
+
+def lane_trajectories(w, page: int, rng: np.random.Generator) -> list:
+    """The trajectories a lane replay draws from: read from a Weka file, or generated (``kind: agentic``)."""
+    if w.kind == "lanes":
+        return read_weka(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
+    from sim.workload.agentic import generate_sessions
+
+    return [weka_trajectory(rec, page, "workload", None) for rec in generate_sessions(w, rng, w.sessions)]
+
+
+def check_startable(sc: Scenario) -> None:
+    """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
+    a trace workload's records, a top-k trace, a decode instance's model, the step-time backend. Runs nothing."""
+    model = build_model_spec(sc)
+    if sc.cluster.role != "decode":
+        device_pools(sc, model)  # cap mode may leave no Full pool
+    if model.has_swa:
+        check_v4_setup(model, page_tokens=sc.hicache.page_size, write_policy=sc.hicache.write_policy,
+                       eviction_policy=sc.hicache.radix_eviction_policy)  # fmt: skip
+    resolve_cost_table(sc.hardware.cost_table)
+    if sc.compute.backend != "roofline":
+        step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
+    w = sc.workload
+    if w.kind == "trace":
+        read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=sc.hicache.page_size,
+                   max_requests=w.max_requests)  # fmt: skip
+    if w.kind == "lanes":
+        read_weka(w.path, page_size=sc.hicache.page_size, max_trajectories=w.num_dataset_entries)
+    if sc.cluster.role == "decode":
+        from sim.hisparse.decode import decode_shape, decode_swa_ratio
+
+        decode_swa_ratio(sc)
+        from sim.hisparse.topk import load_topk_trace
+
+        decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
+        if sc.hisparse.access.kind == "trace":
+            load_topk_trace(sc.hisparse.access.trace_path)
+
+
+def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | None = None,
+                 requests_out: str | Path | None = None, keep_requests: bool = True,
+                 notify: Notify | None = None) -> RunResult:  # fmt: skip
+    """Run a scenario: a decode instance (``cluster.role: decode``) or colocated serving instances.
+
+    ``requests_out`` streams the per-request records to that Parquet file as the run goes (the result's
+    ``requests`` is then None); ``keep_requests=False`` keeps none (a sweep point needs only the summary).
+    ``notify`` receives one-line notes for the user (a widened time series, a long run ahead).
+    """
+    start = time.perf_counter()
+    writer = RequestWriter(requests_out) if requests_out is not None else None
+    agentx = sc.workload.kind in ("lanes", "agentic")  # its report reads every measured call's record
+    rec = Recorder(record_requests=sc.output.record_requests and (keep_requests or writer is not None or agentx),
+                   sink=writer)  # fmt: skip
+    try:
+        if sc.cluster.role == "decode":
+            result = _run_decode(sc, costs, start, rec, notify)
+            rec.flush()
+        else:
+            sim, arrivals, n_requests = build(sc, costs, notify)
+            rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
+            sim.rec = rec
+            bar = progress_bar(n_requests, desc=sc.name, unit="requests", enabled=progress)  # finished or dropped
+            try:
+                sim.run(arrivals, bar)
+            finally:
+                bar.close()
+            rec.flush()
+            records = None
+            if writer is not None and (sc.workload.kind in ("multi_turn", "bench_serving") or sim.client is not None):
+                writer.close()  # the client report groups every record by round or step: read them back
+                records = pd.read_parquet(requests_out, columns=list(clients.REPORT_COLUMNS))
+            interval = _kept_interval(sim.cfg.sample_interval_s, rec.samples, notify)
+            timeseries = rec.timeseries_frame(interval, sim.cfg.instances)
+            result = RunResult(_with_interval(sc, interval), summarise(sc, sim, records),
+                               time.perf_counter() - start, rec.requests_frame(), timeseries, sim)  # fmt: skip
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is not None:
+        result.requests = None
+    return result
+
+
+def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Recorder,
+                notify: Notify | None) -> RunResult:  # fmt: skip
+    from sim.hisparse.decode import run_decode
+
+    costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
+    rng = np.random.default_rng(sc.seed)
+    reqs = open_loop_requests(sc, sc.hicache.page_size, rng)
+    sc = _with_interval(sc, sample_interval(sc, reqs, reqs[-1].arrival_s if reqs else 0.0,
+                                            Roofline.from_scenario(sc, costs.compute_params), notify))  # fmt: skip
+    run = run_decode(sc, reqs, costs, rng, rec=rec)
+    sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
+    run.summary["cost_table"] = costs.describe()
+    run.summary["cost_table_kind"] = costs.source.kind
+    return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
+                     pd.DataFrame.from_records(rec.samples),
+                     tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
+
+
+def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None) -> dict:
+    """The run's summary. ``records`` are the per-request records for the client report when they were
+    streamed to a file (else the recorder's own)."""
+    rec, cfg = sim.rec, sim.cfg
+    df = records if records is not None else rec.requests_frame()
+    horizon = sim.env.now if cfg.duration_s is not None else (sim.end_s or sim.env.now)  # a capped run: the cap
+    totals = rec.token_totals()
+    n_in = totals["input_tokens"] or 1
+    metrics: dict = {}
+    for inst in sim.instances:
+        _merge(metrics, inst.cache.metrics())
+    # Token figures come from the records, once: SGLang counts a request's cached tokens at its finish, from
+    # its first admission (metrics_collector.py:2114-2130); every prefill pass's tokens, a retracted request's
+    # re-prefills included, go to realtime_tokens_total (metrics_reporter.py:809-815). The cache's own count of
+    # what it computed, re-prefills and unfinished requests included, would say a third thing: left out.
+    metrics.pop("sim_computed_tokens_total", None)
+    metrics["cached_tokens_total"] = {t: totals[f"{t}_hit_tokens"] for t in ("device", "host", "storage")}
+    hits = sum(metrics["cached_tokens_total"].values())
+    metrics["realtime_tokens_total"] = {
+        "prefill_compute": totals["computed_tokens"] + totals["reprocessed_computed_tokens"],
+        "prefill_cache": hits + totals["reprocessed_cached_tokens"]}  # fmt: skip
+    metrics.update(rec.engine_metrics())
+    dropped = dict(rec.dropped)
+    unfinished = sim.arrived - rec.n_finished - sum(dropped.values())
+    return {
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "model": cfg.model.name,
+        "pools": len(cfg.model.pools),
+        "instances": sc.cluster.instances,
+        **({"dp_attention_ranks": cfg.dp_size} if cfg.dp_size > 1 else {}),  # each with its own pools (capacity_pages)
+        **({"speculative": {"algorithm": sc.speculative.algorithm, "accept_length": sc.speculative.accept_length,
+                            "num_draft_tokens": sc.speculative.draft_tokens}} if cfg.spec else {}),  # fmt: skip
+        "cost_table": sim.costs.describe(),
+        "cost_table_kind": sim.costs.source.kind,
+        "compute": _compute_summary(sc, sim),
+        "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
+                           **_swa_pages(sc, sim),
+                           **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
+        "simulated_s": horizon,
+        "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
+                     "unfinished": unfinished},  # fmt: skip
+        "throughput": {
+            "requests_per_s": rec.n_finished / horizon if horizon else 0.0,
+            "input_tokens_per_s": totals["input_tokens"] / horizon if horizon else 0.0,
+            "output_tokens_per_s": totals["output_tokens"] / horizon if horizon else 0.0,
+        },
+        "ttft_s": percentiles(rec.ttft),
+        "e2e_s": percentiles(rec.e2e),
+        "queue_wait_s": percentiles(rec.queue_wait),
+        "tokens": totals,
+        "hit_rate": {
+            "device": totals["device_hit_tokens"] / n_in,
+            "host": totals["host_hit_tokens"] / n_in,
+            "storage": totals["storage_hit_tokens"] / n_in,
+            "total": (totals["device_hit_tokens"] + totals["host_hit_tokens"] + totals["storage_hit_tokens"]) / n_in,
+        },
+        "link_utilization": {link: rec.link_utilization(link, cfg.instances, horizon) for link in LINKS},
+        "link_bytes": {link: rec.link_bytes(link) for link in LINKS},
+        "engine": {
+            "steps": rec.counters["steps"],
+            "admission_stalls": rec.counters["admission_stalls"],
+            "blocked_s": sum(i.blocked_s for i in sim.instances),
+            "backup_flushes": rec.counters["backup_flushes"],
+        },
+        "metrics": metrics,
+        **({"client": report} if (report := _client_report(sc, sim, df)) else {}),
+    }
+
+
+def _client_report(sc: Scenario, sim: Simulation, df: pd.DataFrame) -> dict | None:
+    """The benchmark client's own report: bench_multiturn's, bench_serving's, or aiperf agentic's (AgentX)."""
+    if sim.client is None:
+        return clients.client_report(sc.workload, df)
+    from sim.serve.lanes import agentx_report
+
+    return agentx_report(df, sim.client, list(sim.rec.samples), gpus=sc.hardware.tp_size * sim.cfg.instances,
+                         l1_pages=sim.cfg.l1_pages, page_tokens=sim.cfg.page_tokens)  # fmt: skip
+
+
+def _compute_summary(sc: Scenario, sim: Simulation) -> dict:
+    """What priced the passes: aiconfigurator-core's setup, or the roofline's efficiencies in effect and
+    where each came from (scenario, fitted table, or estimate)."""
+    r, fitted = sim.roofline, sim.costs.compute_params
+    if r.name != "roofline":
+        return r.describe()
+    values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
+    origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
+              for k in values}  # fmt: skip
+    return {"backend": "roofline", **values, "origin": origin,
+            "fit_source": sim.costs.compute.get("source") if fitted else None}
+
+
+def _merge(into: dict, new: dict) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict):
+            _merge(into.setdefault(key, {}), value)
+        elif isinstance(value, (int, float)) and value != float("inf"):
+            into[key] = into.get(key, 0) + value
+        else:
+            into[key] = value
+
+
+def write_outputs(result: RunResult, out_dir: str | Path, *, overwrite: bool = False) -> list[Path]:
+    """Write a run's folder as a whole (staged, then renamed into place); returns the paths written.
+    A non-empty ``out_dir`` is replaced only with ``overwrite`` (see :func:`sim.base.fileio.staged_dir`)."""
+    with staged_dir(out_dir, overwrite=overwrite) as tmp:
+        names = write_files(result, tmp)
+    return [Path(out_dir) / n for n in names]
+
+
+def write_files(result: RunResult, folder: Path) -> list[str]:
+    """Write the outputs into ``folder`` (a staging folder); ``requests.parquet`` may be there already."""
+    (folder / "summary.json").write_text(summary_json(result.summary))
+    frames = {"timeseries": result.timeseries, **result.tables}
+    if result.requests is not None:
+        frames["requests"] = result.requests
+    for name, df in frames.items():
+        df.to_parquet(folder / f"{name}.parquet", index=False)
+    (folder / "scenario.yaml").write_text(dump_resolved(result.scenario))
+    names = ["summary.json", "requests.parquet", "timeseries.parquet", "scenario.yaml"]
+    return names + [f"{n}.parquet" for n in sorted(result.tables)]
+
+
+def summary_json(summary: dict) -> str:
+    """Strict JSON (no NaN or Infinity tokens): an unbounded quantity is null; a NaN is a bug and raises."""
+    return json.dumps(_strict(summary), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def _strict(value):
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        value = float(value)
+    if isinstance(value, float) and math.isinf(value):
+        return None
+    return value
+
+
+def _swa_pages(sc: Scenario, sim: Simulation) -> dict:
+    """The SWA pool of a windowed model's L1, as its cache was built, and how it was sized."""
+    cache = sim.instances[0].cache
+    if not sim.cfg.model.has_swa:
+        return {}
+    ratio = sc.hicache.swa_full_tokens_ratio
+    host = {"l2_swa": int(cache.c.host_swa_cap // cache.page_tokens)} if 0 < cache.c.host_swa_cap < math.inf else {}
+    return {"l1_swa": int(cache.c.swa_cap // cache.page_tokens), **host,
+            "swa_sizing": "cap mode" if ratio == "cap" else f"ratio {ratio:g}"}
+
+
+def compute_line(c: dict) -> str:
+    """The printed line saying which backend priced the passes, and with what."""
+    if c.get("backend") == "aiconfigurator":
+        par = f"tp {c['tp_size']}" + (f" x attention-dp {c['attention_dp_size']}" if c["attention_dp_size"] > 1 else "")
+        return (f"compute: aiconfigurator-core {c['aiconfigurator_core']} measured SGLang {c['sglang_version']} "
+                f"kernels ({c['model']} on {c['system']}, {par}, ep {c['moe_ep_size']}, moe quant {c['moe_quant']}, "
+                f"step overhead {c['step_overhead_ms']:g} ms; {c['shapes_priced']:,} shapes priced; ops "
+                + ", ".join(f"{n} {src}" for src, n in c["op_sources"].items()) + ")")  # fmt: skip
+    origin = c.get("origin") or {}
+    keys = origin or [k for k in c if k != "backend"]
+    return "compute: roofline, " + ", ".join(f"{k} {c[k]:.3g}" + (f" ({origin[k]})" if k in origin else "")
+                                             for k in keys)  # fmt: skip
+
+
+def format_summary(result: RunResult) -> str:
+    """The table ``hicache-sim run`` prints at the end."""
+    s = result.summary
+    if s.get("role") == "decode":
+        return _format_decode(result)
+    t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
+    req = s["requests"]
+    dropped = dropped_by_reason(s["metrics"])
+    cap, m = s["capacity_pages"], s["metrics"]
+    lines = [
+        f"{s['scenario']}: {s['model']} ({plural(s['pools'], 'pool')}), {plural(s['instances'], 'instance')}, "
+        + (f"{s['dp_attention_ranks']} DP-attention ranks each (pools per rank), " if "dp_attention_ranks" in s else "")
+        + f"L1 {plural(cap['l1'], 'page')}, L2 {plural(cap['l2'], 'page')} of {cap['page_tokens']} tokens"
+        + (f"; SWA pool {plural(cap['l1_swa'], 'page')} ({cap['swa_sizing']})" if "l1_swa" in cap else ""),
+        f"cost table: {s['cost_table']}",
+        compute_line(s["compute"]),
+        "",
+        f"{'simulated time':<28}{s['simulated_s']:>14,.1f} s",
+        f"{'requests':<28}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
+        f"{req['unfinished']} unfinished",
+        f"{'throughput':<28}{t['requests_per_s']:>14,.2f} req/s   (finished / simulated time)",
+        f"{'input throughput':<28}{t['input_tokens_per_s']:>14,.0f} tok/s",
+        f"{'output throughput':<28}{t['output_tokens_per_s']:>14,.0f} tok/s",
+        f"{'TTFT mean / p50 / p90 / p99':<28}{ttft['mean']:>14.3f} / {ttft['p50']:.3f} / {ttft['p90']:.3f} / "
+        f"{ttft['p99']:.3f} s   (percentiles interpolated)",
+        _hit_line(hr, tiers=["device", *(["host"] if cap["l2"] else []), *(["storage"] if "l3" in cap else [])]),
+        *_retraction_lines(s),
+        *([f"{'dropped tokens':<28}{sum(dropped.values()):>14,}" + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())),
+           f"{'link busy h2d / d2h':<28}{lu['h2d']:>13.1%} / {lu['d2h']:.1%}"
+           + (f"   L3 read / write {lu['l3_read']:.1%} / {lu['l3_write']:.1%}" if lu["l3_read"] or lu["l3_write"] else "")]
+          if cap["l2"] or dropped or any(lu.values()) else []),  # HiCache off: no host tier to drop to or copy over
+        f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
+        *_l3_and_write_back_lines(m),
+        "",
+        *([clients.format_client_report(s["client"]), ""] if s.get("client") else []),
+        f"wall time {result.wall_s:.2f} s",
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _hit_line(hr: dict, tiers: list[str]) -> str:
+    """Hit rates of the tiers the run has (no host column without HiCache, no L3 column without L3)."""
+    names = {"device": "device", "host": "host", "storage": "L3"}
+    head = f"hit rate {' / '.join(names[t] for t in tiers)}"
+    first, *rest = (f"{hr[t]:.1%}" for t in tiers)
+    if not rest:
+        return f"{head:<28}{first:>14}   (of input tokens, at first admission)"
+    return (f"{head:<28}{first:>13} / {' / '.join(rest)}   (total {hr['total']:.1%} of input tokens, "
+            "at first admission)")
+
+
+def _retraction_lines(s: dict) -> list[str]:
+    """Retracted requests (SGLang's ``num_retracted_requests_total``) and what their re-prefills ran again."""
+    m, tok = s["metrics"], s["tokens"]
+    n = m.get("num_retracted_requests_total", 0)
+    if not n:
+        return [f"{'retractions':<28}{0:>14}"]
+    again = tok["reprocessed_computed_tokens"] + tok["reprocessed_cached_tokens"]
+    return [f"{'retractions':<28}{n:>14,}   ({again:,} tokens re-prefilled: {tok['reprocessed_computed_tokens']:,} "
+            f"computed, {tok['reprocessed_cached_tokens']:,} cached; no hits)"]
+
+
+def _l3_and_write_back_lines(m: dict) -> list[str]:
+    """Summary lines for L3 reads and write_back waits, when there were any."""
+    lines = []
+    if m.get("sim_prefetches_total"):
+        cut = sum(m["storage_prefetch_unfulfilled_tokens_total"].values())
+        lines.append(f"{'L3 reads':<28}{m['sim_prefetches_total']:>14,}  ({m['prefetched_tokens_total']:,} tokens "
+                     f"landed, {cut:,} not; {m['sim_prefetch_retries_total']:,} lookups retried)")  # fmt: skip
+    if m.get("sim_write_back_wait_seconds_total"):
+        lines.append(f"{'write_back copy waits':<28}{m['sim_write_back_wait_seconds_total']:>14.2f} s")
+    return lines
+
+
+def _format_decode(result: RunResult) -> str:
+    s = result.summary
+    h, req, tpot = s["hisparse"], s["requests"], s["tpot_s"]
+    mode = (f"HiSparse on ({h['policy']}, {h['device_buffer_size']} C4 slots, top-k {h['top_k']})"
+            if h["enabled"] else "HiSparse off (all C4 KV on the GPU)")  # fmt: skip
+    lines = [
+        f"{s['scenario']}: {s['model']} decode instance, {mode}",
+        f"cost table: {s['cost_table']}",
+        compute_line(s["compute"]),
+        "",
+        f"{'simulated time':<30}{s['simulated_s']:>14,.1f} s",
+        f"{'requests':<30}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
+        f"{req['unfinished']} unfinished",
+        f"{'GPU bytes per request':<30}{h['bytes_per_request'] / 1e6:>14,.0f} MB   "
+        f"(off {h['bytes_per_request_baseline'] / 1e6:,.0f} MB, on {h['bytes_per_request_hisparse'] / 1e6:,.0f} MB)",
+        f"{'max decode batch':<30}{h['max_batch']:>14,}   (off {h['max_batch_baseline']}, on "
+        f"{h['max_batch_hisparse']}: {h['batch_gain']:.2f}x; capped by {h['batch_limit']})",
+        f"{'peak batch reached':<30}{h['peak_batch']:>14,}",
+        f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
+        f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",
+        *([f"{'misses per step (req, layer)':<30}{h['misses_per_step']:>14.1f}   miss rate {h['miss_rate']:.1%}, "
+           f"swap-in {h['swap_in_share']:.1%} of step time"] if h["enabled"] else []),
+        "",
+        f"wall time {result.wall_s:.2f} s",
+    ]  # fmt: skip
+    return "\n".join(lines)

@@ -1,0 +1,428 @@
+"""Scenario files in and out: a strict YAML loader, ``--set`` overrides, and pydantic errors turned into
+one-line :class:`~sim.base.errors.InputError` messages naming the file (or ``--set`` override) and the dotted
+field path. The schema itself is :mod:`sim.app.schema`; its names are re-exported here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from sim.app.schema import (
+    _WORKLOAD_CLASSES,
+    _WORKLOAD_KINDS,
+    CATALOG_MODELS,
+    ClusterConfig,
+    ComputeConfig,
+    HardwareConfig,
+    HiCacheConfig,
+    HiSparseAccessConfig,
+    HiSparseConfig,
+    L3Config,
+    ModelConfig,
+    MultiTurnWorkload,
+    OutputConfig,
+    PoolConfig,
+    Scenario,
+    SchedulerConfig,
+    SyntheticWorkload,
+    TraceWorkload,
+    build_model_spec,
+)
+from sim.base.errors import InputError
+from sim.base.inputs import numbers_problem, parse_yaml, read_text
+
+__all__ = [
+    "CATALOG_MODELS",
+    "ClusterConfig",
+    "ComputeConfig",
+    "HardwareConfig",
+    "HiCacheConfig",
+    "HiSparseAccessConfig",
+    "HiSparseConfig",
+    "L3Config",
+    "ModelConfig",
+    "MultiTurnWorkload",
+    "OutputConfig",
+    "PoolConfig",
+    "Scenario",
+    "SchedulerConfig",
+    "SyntheticWorkload",
+    "TraceWorkload",
+    "apply_overrides",
+    "build_model_spec",
+    "dump_resolved",
+    "field_paths",
+    "field_problem",
+    "load_scenario",
+    "reblame",
+    "scenario_from_dict",
+    "validate_file",
+]
+
+
+# ------------------------------------------------------------------------------------------ YAML and errors
+
+
+def _num(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _describe(err: dict[str, Any]) -> str:
+    """One short phrase for one pydantic error."""
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    got = f", got {value!r}" if not isinstance(value, dict | list) else ""
+    simple = {
+        "extra_forbidden": "unknown field",
+        "missing": "required field missing",
+        "greater_than_equal": f"must be >= {_num(ctx.get('ge'))}",
+        "greater_than": f"must be > {_num(ctx.get('gt'))}",
+        "less_than_equal": f"must be <= {_num(ctx.get('le'))}",
+        "less_than": f"must be < {_num(ctx.get('lt'))}",
+        "too_short": "must not be empty",
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind.startswith("int_"):
+        return f"expected an integer{got}"
+    if kind == "finite_number":
+        return f"must be a finite number{got}"
+    if kind.startswith("float_"):
+        return f"expected a number{got}"
+    if kind.startswith("bool_"):
+        return f"expected true or false{got}"
+    if kind == "string_pattern_mismatch":
+        return f"use letters, digits, '.', '_' or '-' (at most 100; it names the output folder){got}"
+    if kind.startswith("string_"):
+        return f"expected a string{got}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"expected a mapping{got}"
+    if kind == "list_type":
+        return f"expected a list{got}"
+    if kind == "literal_error":
+        return f"expected one of {ctx.get('expected')}{got}"
+    if kind == "union_tag_invalid":
+        return f"expected one of {', '.join(repr(k) for k in _WORKLOAD_KINDS)}, got {ctx.get('tag')!r}"
+    if kind == "union_tag_not_found":
+        return f"expected a mapping{got}"
+    msg = err["msg"]
+    return msg[0].lower() + msg[1:] if msg else kind
+
+
+def field_problem(section: type[BaseModel], key: str, value: Any) -> str | None:
+    """What the schema says is wrong with ``value`` as ``key`` of ``section`` by itself (None: nothing): its
+    type and declared bounds, then the bounds every number has; cross-field checks are left to the whole
+    scenario. So a command-line option that sets a scenario quantity is held to the YAML field's bounds."""
+    from pydantic import ConfigDict, TypeAdapter
+
+    info = section.model_fields[key]
+    try:
+        TypeAdapter(Annotated[info.annotation, info],
+                    config=ConfigDict(strict=True, allow_inf_nan=False)).validate_python(value)  # fmt: skip
+    except ValidationError as exc:
+        return _describe(exc.errors()[0])
+    found = numbers_problem(value)
+    return found[1] if found else None
+
+
+def _error_path(err: dict[str, Any]) -> str:
+    """Dotted YAML path of an error, without pydantic's union-member segments."""
+    loc = list(err["loc"])
+    out: list[str] = []
+    for i, part in enumerate(loc):
+        if i > 0 and loc[i - 1] == "workload" and part in _WORKLOAD_KINDS and len(out) == 1:
+            continue
+        out.append(str(part))
+    if err["type"] == "union_tag_invalid":
+        out.append("kind")
+    if err["type"] == "scenario_field" and err.get("ctx") and err["ctx"]["path"]:
+        out.append(err["ctx"]["path"])
+    return ".".join(out)
+
+
+def _validation_to_input_error(exc: ValidationError, source: str, overridden: dict[str, str]) -> InputError:
+    """The first error as one line, blaming the ``--set`` that introduced the bad value when there is one."""
+    errors = exc.errors()
+    err = errors[0]
+    path = _error_path(err)
+    message = err["ctx"]["message"] if err["type"] == "scenario_field" else _describe(err)
+    if err["type"] == "extra_forbidden":
+        name = path.rsplit(".", 1)[-1]
+        owners = [c.model_fields["kind"].default for c in _WORKLOAD_CLASSES if name in c.model_fields]
+        close = difflib.get_close_matches(name, [p for p in _siblings(path) if p != name], n=1)
+        if path.startswith("workload.") and path.count(".") == 1 and owners:
+            message += f" for this kind (it belongs to workload.kind {' or '.join(owners)})"
+        elif close:
+            message += f" (did you mean {close[0]}?)"
+    blame = next((src for p, src in overridden.items() if path == p or path.startswith(p + ".")), source)
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return InputError(f"{path}: {message}{more}" if path else f"{message}{more}", source=blame)
+
+
+def _siblings(path: str) -> list[str]:
+    parent = path.rsplit(".", 1)[0] + "." if "." in path else ""
+    depth = parent.count(".")
+    return [p[len(parent) :] for p in field_paths(Scenario) if p.startswith(parent) and p.count(".") == depth]
+
+
+# --------------------------------------------------------------------------------------------- public API
+
+
+def field_paths(model: type[BaseModel] = Scenario) -> set[str]:
+    """Every valid dotted path in ``model``: sections and leaves, including every workload kind's fields.
+
+    List items are addressed without an index (``model.pools.name``).
+    """
+    paths: set[str] = set()
+
+    def walk(cls: type[BaseModel], prefix: str) -> None:
+        for name, info in cls.model_fields.items():
+            path = f"{prefix}{name}"
+            paths.add(path)
+            for sub in _models_in(info.annotation):
+                walk(sub, path + ".")
+
+    walk(model, "")
+    return paths
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _models_in(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType, list, tuple):
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return []
+
+
+def _override_path_ok(path: str) -> bool:
+    return ".".join(p for p in path.split(".") if not p.isdigit()) in field_paths(Scenario)
+
+
+def _parse_override(item: str) -> tuple[str, Any]:
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise InputError("expected key.path=value", source=f"--set {item}")
+    if not _override_path_ok(key):
+        raise InputError(f"{key}: unknown field", source=f"--set {item}")
+    return key, parse_yaml(raw, f"--set {item}") if raw.strip() else None
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Return a copy of ``data`` with each ``key.path=value`` applied in order (value parsed as YAML).
+
+    Changing ``workload.kind`` starts that section afresh, since other kinds' fields would be unknown.
+    Raises InputError naming the override when its path names no field.
+    """
+    out = _deep_copy(data)
+    for item in overrides:
+        key, value = _parse_override(item)
+        parts = key.split(".")
+        node: Any = out
+        for depth, part in enumerate(parts[:-1]):
+            child = _get(node, part)
+            if isinstance(child, str) and part == "model" and depth == 0:
+                child = {"name": child}  # model: name  ->  model: {name: ...}
+            if not isinstance(child, dict | list):
+                child = {}
+            _put(node, part, child, item)
+            node = child
+        if (
+            parts == ["workload", "kind"]
+            and isinstance(node, dict)
+            and node.get("kind", "multi_turn") != value
+        ):
+            node.clear()
+        _put(node, parts[-1], value, item)
+    return out
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def _get(node: Any, part: str) -> Any:
+    if isinstance(node, list):
+        return node[int(part)] if part.isdigit() and int(part) < len(node) else None
+    return node.get(part)
+
+
+def _put(node: Any, part: str, value: Any, item: str) -> None:
+    if isinstance(node, list):
+        if not (part.isdigit() and int(part) < len(node)):
+            raise InputError(f"{part}: no such list item", source=f"--set {item}")
+        node[int(part)] = value
+    else:
+        node[part] = value
+
+
+def scenario_from_dict(
+    data: Any,
+    *,
+    source: str = "<scenario>",
+    base_dir: str | Path | None = None,
+    check_files: bool = True,
+    overridden: dict[str, str] | None = None,
+) -> Scenario:
+    """Validate ``data`` into a Scenario; relative paths resolve against ``base_dir`` (then the CWD).
+
+    Raises InputError (one line: source, dotted path, problem). ``overridden`` maps dotted paths to the
+    ``--set`` text that supplied them, so errors there blame the override.
+    """
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping of scenario sections at the top level", source=source)
+    context = {"base_dir": str(base_dir) if base_dir is not None else None, "check_files": check_files}
+    try:
+        return Scenario.model_validate(data, context=context)
+    except ValidationError as exc:
+        raise _validation_to_input_error(exc, source, overridden or {}) from None
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = (), *,
+                  check_start: Callable[[Scenario], None] | None = None) -> Scenario:  # fmt: skip
+    """Read a scenario YAML, apply ``--set`` overrides, validate. Raises InputError.
+
+    ``check_start`` (:func:`sim.app.run.check_startable`) also reads what a run reads when it starts. An error
+    that the file alone does not have is blamed on the overrides that cause it (:func:`reblame`).
+    """
+    path = Path(path)
+    data = parse_yaml(read_text(path, "scenario"), str(path))
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping of scenario sections at the top level", source=str(path))
+    overridden = {_parse_override(o)[0]: f"--set {o}" for o in overrides}
+
+    def check(doc: dict, blame: dict[str, str] | None = None) -> Scenario:
+        sc = scenario_from_dict(doc, source=str(path), base_dir=path.parent, overridden=blame)
+        if check_start is not None:
+            try:
+                check_start(sc)
+            except InputError as exc:
+                raise InputError(str(exc), source=str(path)) if not str(exc).startswith(str(path)) else exc from None
+        return sc
+
+    try:
+        return check(apply_overrides(data, overrides), overridden)
+    except InputError as exc:
+        if not overrides or not str(exc).startswith(f"{path}: "):
+            raise
+        try:  # the file alone: if it is valid, the error is the overrides' doing, whatever field it names
+            check(data)
+        except InputError:
+            raise exc from None
+
+        def without(key: str) -> None:
+            check(apply_overrides(data, [o for o in overrides if _parse_override(o)[0] != key]))
+
+        raise reblame(exc, str(path), overridden, without) from None
+
+
+def reblame(exc: InputError, source: str, origins: dict[str, str], check_without: Any) -> InputError:
+    """``exc``, an error reported against a valid ``source`` that changes made to it caused (a ``--set`` that
+    creates a section missing its required fields, a ``--grid`` value a cross-check refuses), blamed on the
+    changes without which the error goes away (all of them, if several are): ``check_without(key)`` checks the
+    document with every change but that one, raising InputError. Failing that, on the change whose dotted key
+    shares the longest prefix with the field the error names."""
+    rest = str(exc)[len(source) + 2 :]
+    field = rest.split(": ", 1)[0].split(".")
+
+    def needed(key: str) -> bool:
+        try:
+            check_without(key)
+        except InputError as other:
+            return str(other) != str(exc)
+        return True
+
+    def shared(key: str) -> int:
+        n = 0
+        for a, b in zip(key.split("."), field):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    culprits = [key for key in origins if needed(key)] if len(origins) > 1 else list(origins)
+    blamed = culprits or [max(origins, key=shared)]  # ties: the first given
+    return InputError(rest, source=" and ".join(origins[k] for k in blamed))
+
+
+def dump_resolved(scenario: Scenario) -> str:
+    """YAML of the fully resolved scenario (every default filled, paths absolute); loads back equal."""
+    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False, default_flow_style=False)
+
+
+def validate_file(path: str | Path, overrides: Sequence[str] = (), *,
+                  check_start: Callable[[Scenario], None] | None = None) -> str:  # fmt: skip
+    """Load and check a scenario; return a short human summary for ``hicache-sim validate``.
+
+    ``check_start`` (:func:`sim.app.run.check_startable`) also reads what a run reads when it starts (cost table,
+    traces), so every error ``run`` would raise at start is raised here.
+    """
+    s = load_scenario(path, overrides, check_start=check_start)
+    hc, hw, wl = s.hicache, s.hardware, s.workload
+    page_bytes = s.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
+    lines = [
+        f"{path}: ok ({s.name})",
+        f"  model     {s.model.name}, page {hc.page_size} tokens"
+        + (f", {page_bytes:,} B/page/rank" if page_bytes else ""),
+    ]
+    lines.append(
+        f"  L1        {hw.kv_mem_gb:g} GB KV on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
+        + (f", DP attention {hw.attn_dp_size} (a pool per rank, {s.scheduler.load_balance_method})"
+           if hw.attn_dp_size > 1 else "")
+    )
+    if s.speculative.enabled:
+        sp = s.speculative
+        lines.append(f"  spec      {sp.algorithm}, {sp.num_steps} steps, topk {sp.eagle_topk}, {sp.draft_tokens} draft "
+                     f"tokens, accept length {sp.accept_length:g}")  # fmt: skip
+    if hc.enabled:
+        size = f"{hc.host_pages} pages" if hc.host_pages is not None else f"ratio {hc.hicache_ratio:g}"
+        lines.append(
+            f"  L2        on, {size}, {hc.write_policy}, load_back >= {hc.load_back_threshold}, io {hc.io_backend}/{hc.mem_layout}"
+        )
+    else:
+        lines.append("  L2        off")
+    lines.append(
+        f"  L3        on, {s.l3.read_gbps:g}/{s.l3.write_gbps:g} GB/s r/w, prefetch >= {hc.prefetch_threshold}, {hc.prefetch_policy}"
+        if s.l3.enabled
+        else "  L3        off"
+    )
+    if isinstance(wl, MultiTurnWorkload):
+        rate = "closed loop" if wl.request_rate is None else f"{wl.request_rate:g} req/s {wl.distribution}"
+        lo, hi = wl.round_range()
+        rounds = f"{lo}" if lo == hi else f"{lo}-{hi}"
+        desc = f"multi_turn, {wl.num_clients} clients x {rounds} rounds, {wl.request_length}+{wl.output_length} tokens/round, {rate}"
+    elif isinstance(wl, SyntheticWorkload):
+        desc = f"synthetic, {wl.num_requests} requests at {wl.rate:g} req/s ({wl.arrival}), {wl.input_length}+{wl.output_length} tokens"
+    elif isinstance(wl, TraceWorkload):
+        desc = f"trace ({wl.format}) {wl.path}, time_scale {wl.time_scale:g}"
+    elif wl.kind in ("lanes", "agentic"):
+        what = f"{wl.format} {wl.path}" if wl.kind == "lanes" else f"{wl.sessions} generated sessions"
+        cap = "none" if wl.idle_gap_cap_s is None else f"{wl.idle_gap_cap_s:g} s"
+        desc = (f"{wl.kind}, {wl.lanes} lanes over {what}, {wl.benchmark_duration_s:g} s measured, idle cap {cap}, "
+                f"start {wl.trajectory_start_min_ratio:g}-{wl.trajectory_start_max_ratio:g}")  # fmt: skip
+    else:
+        desc = f"bench_serving {wl.dataset_name}, {len(wl.steps)} step(s), {sum(st.num_prompts for st in wl.steps)} prompts"
+    lines.append(f"  workload  {desc}")
+    lines.append(f"  compute   {s.compute.backend}" + (" (aiconfigurator-core's measured SGLang kernels)"
+                                                       if s.compute.backend == "aiconfigurator" else ""))
+    lines.append(
+        f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
+        f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
+    )
+    return "\n".join(lines)

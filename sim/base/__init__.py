@@ -1,0 +1,5 @@
+"""Layer 0, base: what every layer may use. The one user-facing error type, the input-structure rules every
+reader goes through (bounds, nesting, sizes), atomic file output, progress bars, shared wording.
+
+May import: nothing of ``sim``.
+"""

@@ -1,0 +1,222 @@
+"""Atomic output: results appear whole at their final path or not at all.
+
+Single files go to a temporary name beside the target and are renamed over it. A run's folder is built
+under a hidden staging folder in the same parent (``.NAME.partial-PID-XXXX``) and renamed into place once
+every file is written, so a reader never sees a folder that mixes two runs or lacks a file. Output targets
+are checked before any work starts, so a bad ``--out`` costs a one-line error, not a finished simulation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from sim.base.errors import InputError
+
+__all__ = ["atomic_path", "check_image_file", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
+           "write_text_atomic"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds."""
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, final)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def _check_parents(path: Path, option: str) -> None:
+    """The nearest existing ancestor of ``path`` must be a folder we can create things in: tried for real
+    (a probe folder made and removed), since permission bits do not tell for root or special file systems."""
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{option}: {parent} is a file, not a folder", source=str(path))
+            try:
+                os.rmdir(tempfile.mkdtemp(prefix=".hicache-sim-probe-", dir=parent))
+            except OSError as exc:
+                raise InputError(f"{option}: cannot write into {parent}: {exc.strerror or exc}",
+                                 source=str(path)) from None  # fmt: skip
+            return
+
+
+_STAGING_AFFIX = 40  # what a staging name adds to the output's name: ".NAME.partial-PID-RANDOM"
+
+
+def _check_name(path: Path, option: str) -> None:
+    """The name, with the staging affix, must fit the file system's limit on one name (255 bytes on most)."""
+    try:
+        limit = os.pathconf(next((p for p in path.absolute().parents if p.exists()), Path("/")), "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        limit = 255
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest + _STAGING_AFFIX > limit:
+        raise InputError(f"{option}: a name of {longest} bytes in the path is too long (at most "
+                         f"{limit - _STAGING_AFFIX} here)", source=str(path)[:80] + "...")  # fmt: skip
+
+
+def check_output_file(path: str | os.PathLike, option: str = "--out") -> Path:
+    """Fail now, in one line, if ``path`` cannot be written as a file (a folder there, a file above it,
+    a read-only place, a name too long); creates nothing."""
+    path = Path(path)
+    _check_name(path, option)
+    if path.is_dir():
+        raise InputError(f"{option}: is a folder, expected a file name", source=str(path))
+    _check_parents(path, option)
+    return path
+
+
+def check_output_folder(path: str | os.PathLike, option: str = "--out") -> Path:
+    """Fail now if ``path`` cannot become a folder (a file there or above it, a read-only place, a name
+    too long)."""
+    path = Path(path)
+    _check_name(path, option)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option}: is a file, expected a folder", source=str(path))
+    _check_parents(path / "x" if path.is_dir() else path, option)
+    return path
+
+
+def check_image_file(path: str | os.PathLike, option: str) -> Path:
+    """An image output: a writable file whose name ends in .png or .svg."""
+    path = Path(path)
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise InputError(f"{option} must end in .png or .svg, got {path.name!r}")
+    return check_output_file(path, option)
+
+
+@contextlib.contextmanager
+def new_run_dir(root: str | os.PathLike, name: str) -> Iterator[tuple[Path, Path]]:
+    """Claim a fresh run folder, ``root/name/YYYYMMDD-HHMMSS`` (local time), ``-2``, ``-3``... if taken, and
+    stage into it: yields (staging folder, final folder). The name is claimed by ``mkdir``, which only one
+    process can win, so runs started at the same moment get distinct folders; the claimed (empty) folder
+    is replaced in one rename on success and removed on failure. ``name`` is a validated scenario name (no
+    separators), so the folder stays under ``root``."""
+    base = Path(root) / name / time.strftime("%Y%m%d-%H%M%S")
+    check_output_folder(base)
+    created = [p for p in (base.parent, *base.parent.parents) if not p.exists()]
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+        path, n = base, 1
+        while True:
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                n += 1
+                path = base.with_name(f"{base.name}-{n}")
+    except OSError as exc:
+        raise InputError(f"cannot create the run folder: {exc.strerror or exc}", source=str(base)) from None
+    try:
+        with staged_dir(path) as tmp:
+            yield tmp, path
+    except BaseException:
+        for folder in (path, *created):  # innermost first; stops at the first one that is not empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+@contextlib.contextmanager
+def run_folder(out: str | os.PathLike | None, root: str | os.PathLike, name: str, *,
+               overwrite: bool = False) -> Iterator[tuple[Path, Path]]:  # fmt: skip
+    """(staging folder, final folder) of a run: ``out`` if given (see :func:`staged_dir`), else a new one."""
+    if out is None:
+        with new_run_dir(root, name) as staged:
+            yield staged
+    else:
+        with staged_dir(out, overwrite=overwrite) as tmp:
+            yield tmp, Path(out)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_STAGING = re.compile(r"^\..+\.(?:partial|old)-(\d+)-[^-/]+$")
+
+
+def _remove_stale(parent: Path) -> None:
+    """Staging folders in ``parent`` left by a killed process (SIGKILL, power loss), whatever output they were
+    for (a run folder of another time stamp included): their owner is gone."""
+    for stale in parent.glob(".*.*-*"):
+        match = _STAGING.match(stale.name)
+        if match and stale.is_dir() and not _pid_alive(int(match.group(1))):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_dir(final: str | os.PathLike, *, overwrite: bool = False, option: str = "--out",
+               marker: str = "summary.json") -> Iterator[Path]:  # fmt: skip
+    """Yield an empty staging folder; on success it becomes ``final`` whole, else it is removed.
+
+    ``final`` may be absent or an empty folder. A non-empty one is replaced only with ``overwrite`` and only
+    if it holds ``marker`` (an earlier run's output), so a mistyped ``--out`` cannot wipe unrelated files.
+    """
+    final = check_output_folder(final, option)
+    if final.is_dir() and any(final.iterdir()):
+        if not overwrite:
+            raise InputError(f"{option}: already holds results; pass --overwrite to replace them, or choose "
+                             "another folder", source=str(final))  # fmt: skip
+        if not (final / marker).is_file():
+            raise InputError(f"{option}: not a hicache-sim output folder (no {marker}); refusing to replace it",
+                             source=str(final))  # fmt: skip
+    parent = final.absolute().parent
+    created = [p for p in (parent, *parent.parents) if not p.exists()]  # removed again if the run fails
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-{os.getpid()}-", dir=parent))
+    except OSError as exc:
+        raise InputError(f"{option}: cannot create the output folder: {exc.strerror or exc}",
+                         source=str(final)) from None  # fmt: skip
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; results are ordinary folders
+        yield tmp
+        old = None
+        if final.is_dir() and any(final.iterdir()):  # an empty one (a claimed run folder) is renamed over at once
+            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-{os.getpid()}-", dir=parent))
+            os.replace(final, old / final.name)
+        os.replace(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+            for folder in created:  # innermost first; stops at the first one that is not empty
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break

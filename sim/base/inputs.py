@@ -1,0 +1,267 @@
+"""The input-structure rules every reader of a user's file goes through, whatever its format.
+
+One place says how big a file may be before it is read, how long one line of a JSON-lines file may be, how
+deep a document may nest, how far YAML aliases may expand, and which numbers any input may hold. Each rule is
+checked before the content is used, and each failure is an :class:`~sim.base.errors.InputError` of one line that
+names the file (and line) it came from, so no reader needs its own copy of these checks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.base.errors import InputError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_MAGNITUDE",
+    "MAX_SIMULATED_S",
+    "MAX_YAML_NODES",
+    "MIN_MAGNITUDE",
+    "iter_lines",
+    "number_problem",
+    "num_text",
+    "numbers_problem",
+    "parse_json",
+    "parse_yaml",
+    "read_text",
+]
+
+MAX_FILE_BYTES = 64 << 20  # a file read whole (scenario, config.json, cost table, bench results, call stream)
+MAX_LINE_BYTES = 64 << 20  # one JSON-lines record (a 4M-token token-id record is ~30 MB)
+MAX_DEPTH = 64  # nesting of a YAML document (no scenario nests more than 5 deep)
+MAX_YAML_NODES = 100_000  # YAML nodes once aliases are expanded (the largest shipped scenario: ~200)
+# The numbers any input may hold: finite, at most MAX_MAGNITUDE in size, and 0 or at least MIN_MAGNITUDE.
+# Wide enough for every real quantity in its unit here (FLOPs per token of a 5T-parameter model: 1e13; a rate
+# of one request per 12 days: 1e-6), narrow enough that products and quotients of a few stay finite.
+MAX_MAGNITUDE = 1e15
+MIN_MAGNITUDE = 1e-6
+MAX_REQUEST_TOKENS = 1 << 22  # input + output of one request (4x DeepSeek V4's 1M context)
+MAX_SIMULATED_S = 1e10  # ~300 years: arrival times and the expected length of a run
+
+
+def num_text(value: int | float) -> str:
+    """A number as a message shows it; huge integers by their size (str() refuses over 4,300 digits)."""
+    if isinstance(value, int) and abs(value) >= 10**15:
+        digits = value.bit_length() * 0.30103
+        return f"{'-' if value < 0 else ''}~1e{digits:.0f}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def number_problem(value: Any, *, floor: bool = True) -> str | None:
+    """What is wrong with ``value`` as a number of any input (None if nothing, or if it is no number).
+    ``floor=False`` lifts the lower bound, for measured times that are rightly below a microsecond."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value!r}"
+    if abs(value) > MAX_MAGNITUDE:
+        return f"{num_text(value)} is out of range (any number here is at most {MAX_MAGNITUDE:g} in size)"
+    if floor and value and abs(value) < MIN_MAGNITUDE:
+        return f"{num_text(value)} is out of range (any non-zero number here is at least {MIN_MAGNITUDE:g} in size)"
+    return None
+
+
+def numbers_problem(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(dotted path, problem) of the first number in a decoded document that :func:`number_problem` refuses."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = numbers_problem(item, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = numbers_problem(item, f"{path}.{i}" if path else str(i))
+            if found:
+                return found
+        return None
+    problem = number_problem(value)
+    return (path, problem) if problem else None
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def read_text(path: str | Path, what: str, *, source: str | None = None) -> str:
+    """The whole of a UTF-8 text file, refused before it is read in full when over ``MAX_FILE_BYTES``
+    (``/dev/zero`` or a wrong file named by mistake costs one line, not the machine's memory)."""
+    source = source or str(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=source) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise InputError(f"larger than {MAX_FILE_BYTES >> 20} MiB; not a {what}?", source=source)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a UTF-8 text file (byte {exc.start})", source=source) from None
+
+
+def iter_lines(path: str | Path, what: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line, each decoded as UTF-8 and at most ``MAX_LINE_BYTES``."""
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 (closed below; generator)
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=str(path)) from None
+    with fh:
+        lineno = 0
+        while raw := fh.readline(MAX_LINE_BYTES + 1):
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputError(f"line longer than {MAX_LINE_BYTES >> 20} MiB; not a JSON-lines {what}?", source=str(path),
+                                 line=lineno)  # fmt: skip
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"not a UTF-8 text file (a JSON-lines {what})", source=str(path), line=lineno) from None
+            if line.strip():
+                yield lineno, line
+
+
+# ------------------------------------------------------------------------------------------------ JSON
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows (values must be finite)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a number (values must be finite)")
+    return value
+
+
+def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each record of a JSON-lines trace; a record that is not an object is refused."""
+    for lineno, line in iter_lines(path, "trace"):
+        rec = parse_json(line, str(path), line=lineno)
+        if not isinstance(rec, dict):
+            raise InputError("expected a JSON object", source=str(path), line=lineno)
+        yield lineno, rec
+
+
+def parse_json(text: str, source: str, *, line: int | None = None, what: str = "JSON") -> Any:
+    """Strict JSON: no NaN or Infinity, no number that overflows a float, bounded nesting."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed {what}: {exc.msg}", source=source,
+                         line=line if line is not None else exc.lineno) from None  # fmt: skip
+    except RecursionError:
+        raise InputError(f"{what} nested too deeply", source=source, line=line) from None
+    except ValueError as exc:  # a constant, an overflowing float, an integer of over 4,300 digits
+        text = str(exc) if "digits" not in str(exc) else "an integer of over 4,300 digits"
+        raise InputError(text.splitlines()[0], source=source, line=line) from None
+
+
+# ------------------------------------------------------------------------------------------------ YAML
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads ``1e9`` as a float (YAML 1.1 wants ``1.0e+9``) and rejects duplicate keys;
+    merge keys (``<<: *base``) are kept, and a key they bring may be overridden."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value",
+                                                    key_node.start_mark) from None  # fmt: skip
+        if duplicate:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _check_shape(root: yaml.Node, source: str) -> None:
+    """Refuse a document deeper than ``MAX_DEPTH``, recursive, or over ``MAX_YAML_NODES`` nodes once its
+    aliases are expanded (an alias bomb), before anything is built from it. Sizes are memoised per node,
+    so the check is linear in the text however far the aliases would expand."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node, depth: int) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if depth > MAX_DEPTH:
+            raise InputError(f"malformed YAML: nested deeper than {MAX_DEPTH} levels", source=source,
+                             line=node.start_mark.line + 1)  # fmt: skip
+        if key in open_nodes:
+            raise InputError("malformed YAML: an alias refers to a node that holds it", source=source,
+                             line=node.start_mark.line + 1)  # fmt: skip
+        total = 1
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            open_nodes.add(key)
+            children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else node.value
+            for child in children:
+                total += size(child, depth + 1)
+                if total > MAX_YAML_NODES:
+                    raise InputError(f"malformed YAML: over {MAX_YAML_NODES:,} values once its aliases are "
+                                     "expanded (an alias bomb?)", source=source)  # fmt: skip
+            open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root, 0)
+
+
+def yaml_problem(exc: yaml.YAMLError) -> tuple[str, int | None]:
+    """(one-line description, 1-based line or None) of a YAML error; PyYAML's own text spans lines."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    return " ".join(problem.split()), mark.line + 1 if mark else None
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """A YAML document under the rules above; every failure is one line naming ``source`` (and the line)."""
+    loader = None
+    try:
+        loader = _Loader(text)  # its reader refuses control characters at once
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_shape(node, source)
+        return loader.construct_document(node)
+    except InputError:
+        raise
+    except yaml.YAMLError as exc:
+        problem, line = yaml_problem(exc)
+        raise InputError(f"malformed YAML: {problem}", source=source, line=line) from None
+    except RecursionError:
+        raise InputError(f"malformed YAML: nested deeper than {MAX_DEPTH} levels", source=source) from None
+    except ValueError:  # Python refuses to read an integer of over 4,300 digits
+        raise InputError("malformed YAML: an integer of over 4,300 digits", source=source) from None
+    finally:
+        if loader is not None:
+            loader.dispose()

@@ -1,0 +1,332 @@
+"""The timed engine's cache interface over DeepSeek V4's exact prefix cache (:mod:`sim.cache.v4.swacache`).
+
+The engine drives one cache object per instance through a small set of calls (lookup, admit, commit, release,
+acks, L3 reservations) and reads pool usage for its samples. :class:`V4HiCache` answers those calls for a V4
+model from :class:`~sim.cache.v4.swacache.SWACache`, so a timed run makes exactly the cache calls a request makes in
+SGLang (the ones ``hicache-sim tree`` checks against SGLang's recordings), and adds what only the engine needs:
+
+- **admission budget** (``managers/schedule_policy.py`` ``PrefillAdder``): a request is admitted while the Full
+  pool's free plus evictable tokens cover its uncached prompt plus ``new_token_ratio`` of its output, after the
+  same share of every running request's remaining output is set aside; ``new_token_ratio`` starts at 0.7 and
+  decays to 0.7 x 0.14 over 600 decode steps (``SGLANG_INIT_NEW_TOKEN_RATIO``, ``..._MIN_NEW_TOKEN_RATIO_FACTOR``,
+  ``..._NEW_TOKEN_RATIO_DECAY_STEPS``, ``scheduler_components/new_token_ratio_tracker.py``); after a
+  retraction the engine resets it from what the surviving requests made;
+- **decode pages on demand**: a decoding request's state is brought up to date only at the steps where it
+  allocates a page (the steps where its SWA boundary can move coincide with them), so a batch costs one call
+  per request per page, not per token;
+- **L3**: host pages reserved for a read, and the pages a read brought placed in the tree as host-only nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sim.base.errors import InputError
+from sim.cache.v4.swacache import Backup, Running, SWACache, v4_cache
+from sim.cache.v4.unified import UNode
+from sim.model.pools import ModelSpec
+
+__all__ = ["V4HiCache", "check_v4_setup", "request_keys", "v4_metrics"]
+
+CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py: the output share a request is budgeted for is capped here
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
+NEW_TOKEN_RATIO = (0.7, 0.7 * MIN_NEW_TOKEN_RATIO_FACTOR, 600)  # init, min, decay steps
+
+
+def check_v4_setup(model: ModelSpec, *, page_tokens: int, write_policy: str, eviction_policy: str) -> None:
+    """Raise the one-line error for a V4 setup the exact cache does not model (yet)."""
+    if page_tokens != model.page_size:
+        raise InputError(f"hicache.page_size: {model.name} pages by {model.page_size} tokens "
+                         f"(SGLang asserts it), got {page_tokens}")  # fmt: skip
+    if write_policy == "boundary" or eviction_policy != "lru":
+        raise InputError("hicache: the boundary write policy and eviction policies other than lru are not "
+                         f"modelled on DeepSeek V4's cache yet ({model.name})")  # fmt: skip
+
+
+@dataclass
+class V4Lookup:
+    """A match with no lock taken: what a router, lpm or the L3 lookup reads."""
+
+    keys: Sequence
+    input_tokens: int
+    device_pages: int
+    host_pages: int
+    best_node: UNode
+
+
+@dataclass
+class V4Admission:
+    """An admitted request: the fields the engine records, and the cache's request record."""
+
+    run: Running
+    device_tokens: int
+    host_tokens: int
+    computed_tokens: int
+    load_kv_pages: int
+    load_swa_pages: int
+
+
+class _Tier:
+    """Page usage of one tier, as the engine's sampler reads it."""
+
+    def __init__(self, cache: SWACache, host: bool) -> None:
+        self._c, self._host = cache, host
+
+    @property
+    def kv_used(self) -> int:
+        """Pages in use, host reservations for L3 reads in flight included."""
+        c = self._c
+        return (c.tree.host_tokens + c.host_reserved if self._host else c.full_used) // c.page
+
+    @property
+    def swa_used(self) -> int:
+        c = self._c
+        return (c.tree.host_swa_tokens + c.host_swa_reserved if self._host else c.swa_used) // c.page
+
+    def free(self, kv_pages: int, swa_pages: int) -> None:
+        """Give back a host reservation (an L3 read that ended)."""
+        self._c.host_reserved -= kv_pages * self._c.page
+        self._c.host_swa_reserved -= swa_pages * self._c.page
+
+
+class _TreeView:
+    """The tree calls the engine makes: a side-effect-free peek and host locks around an L3 read."""
+
+    def __init__(self, cache: SWACache) -> None:
+        self._t = cache.tree
+
+    def peek(self, keys: Sequence, max_pages: int | None = None) -> tuple[int, int]:
+        return self._t.peek(keys if max_pages is None else keys[:max_pages])
+
+    def host_lock(self, node: UNode) -> None:
+        self._t.host_lock_path(node)
+
+    def host_unlock(self, node: UNode) -> None:
+        self._t.host_unlock_path(node)
+
+    @property
+    def evictable_tokens(self) -> int:
+        return self._t.full_evictable
+
+
+class V4HiCache:
+    """One instance's V4 cache, as the engine sees it. *l1_pages*/*l2_pages* are Full pool pages of the
+    model's page size; the SWA pools are ``swa_full_tokens_ratio`` of them."""
+
+    def __init__(self, model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str,
+                 load_back_threshold: int, page_tokens: int, swa_full_tokens_ratio: float,
+                 chunked_prefill_size: int, decode_lookahead: int = 0,
+                 conservativeness: float = 1.0) -> None:  # fmt: skip
+        self.model = model
+        self.c = v4_cache(model, l1_pages=l1_pages, l2_pages=l2_pages, policy=policy, page=page_tokens,
+                          load_back_threshold=load_back_threshold, swa_ratio=swa_full_tokens_ratio,
+                          chunked_prefill_size=chunked_prefill_size)  # fmt: skip
+        self.c.decode_lookahead = decode_lookahead  # speculative decoding's draft slots (sim.model.speculative)
+        self.page_tokens = page_tokens
+        self.load_back_threshold = load_back_threshold
+        self.window_pages = math.ceil(model.sliding_window / page_tokens)
+        self.page_bytes = {p.name: p.bytes_per_page for p in model.pools}
+        self.l1, self.l2 = _Tier(self.c, host=False), _Tier(self.c, host=True)
+        self.tree = _TreeView(self.c)
+        # --schedule-conservativeness scales the ratio's start and floor (new_token_ratio_tracker.py:20-32)
+        init = min(1.0, NEW_TOKEN_RATIO[0] * conservativeness)
+        self.ratio_init, self.ratio_min = init, min(1.0, init * MIN_NEW_TOKEN_RATIO_FACTOR)
+        self.new_token_ratio = init
+        self.prefilling: dict[int, V4Admission] = {}
+        self.decoding: dict[int, V4Admission] = {}
+        self._decode_left: int | None = None  # the decoding requests' clipped remaining outputs, while unchanged
+
+    # ----- what the engine reads ----------------------------------------------------------------
+    @property
+    def stats(self) -> Counter:
+        return self.c.stats
+
+    @stats.setter
+    def stats(self, value: Counter) -> None:  # /flush_cache keeps the counters across a new cache
+        self.c.stats = self.c.tree.counts = value
+
+    @property
+    def pending(self) -> dict[int, Backup]:
+        return self.c.pending
+
+    @property
+    def write_back_copies(self) -> list[list[Backup]]:
+        return self.c.write_back_copies
+
+    def pool_bytes(self, kv_pages: int, swa_pages: int) -> dict[str, int]:
+        out = {}
+        for pool in self.model.pools:
+            n = kv_pages if pool.anchor == "kv" else swa_pages
+            if n and pool.bytes_per_page:
+                out[pool.name] = n * pool.bytes_per_page
+        return out
+
+    def metrics(self) -> dict:
+        return v4_metrics(self.c, self.model)
+
+    # ----- lookups --------------------------------------------------------------------------------
+    def lookup(self, keys: Sequence, input_tokens: int) -> V4Lookup:
+        m = self.c.lookup(keys, input_tokens)
+        p = self.page_tokens
+        return V4Lookup(keys, input_tokens, m.device // p, (m.best_len - m.device) // p, m.best)
+
+    def abandon(self, lk: V4Lookup) -> None:
+        """Nothing to undo: a lookup takes no lock."""
+
+    # ----- admission, prefill, decode, release ----------------------------------------------------
+    def admit_request(self, keys: Sequence, input_len: int, output_len: int) -> V4Admission | None:
+        """Admit if the budget allows (see the module docstring); None leaves the request waiting."""
+        c, p = self.c, self.page_tokens
+        m = c.lookup(keys, input_len)
+        ratio = self.new_token_ratio
+        # Admitted prompts still to be allocated count in full, running outputs at the ratio.
+        owed = sum(a.run.prompt_len - a.run.allocated for a in self.prefilling.values())
+        if self._decode_left is None:  # an admission pass asks once per request; decoding changes between passes
+            self._decode_left = sum(min(CLIP_MAX_NEW_TOKENS, a.run.output_len - a.run.emitted)
+                                    for a in self.decoding.values())  # fmt: skip
+        owed += ratio * self._decode_left
+        # A host hit takes device rows too: SGLang's load-back is admitted only if they fit with the extend
+        # and what the pass already reserved (the chunked request's chunk first; prepare_load_back,
+        # schedule_policy.py:1488-1505; prefill_budget.py:347-374), else the request waits.
+        need = input_len - m.device + ratio * min(CLIP_MAX_NEW_TOKENS, output_len)
+        if need > c.full_free() + c.tree.full_evictable - owed:
+            return None
+        if min(c.chunked_prefill_size, input_len - m.best_len) + p > c.swa_free() + c.tree.swa.evictable:
+            return None
+        r = c.admit(keys, input_len, output_len, match=m)  # SGLang matches once: the budget check reads it
+        adm = V4Admission(r, r.match.device, r.host_hit, input_len - r.prefilled, r.load_full // p,
+                          r.load_swa // p)  # fmt: skip
+        self.prefilling[id(r)] = adm
+        return adm
+
+    def extend(self, adm: V4Admission, tokens: int) -> int:
+        """Run up to ``tokens`` more prompt tokens of ``adm`` (a truncated chunk ends on a page, as SGLang's
+        chunking does); returns the tokens run, 0 if the pools cannot take them now."""
+        r, p = adm.run, self.page_tokens
+        start = r.prefilled
+        end = min(r.prompt_len, start + tokens)
+        if end < r.prompt_len:
+            end = end // p * p
+        if end <= start:
+            return 0
+        try:
+            self.c.extend(r, end - start)
+        except MemoryError:
+            return 0
+        if r.prefilled >= r.prompt_len:
+            del self.prefilling[id(r)]
+            if not r.finished:
+                self.decoding[id(r)] = adm
+                self._decode_left = None
+        return end - start
+
+    def steps_to_page(self, adm: V4Admission) -> int:
+        """Decode steps until ``adm`` next allocates a page (the step included)."""
+        r, p = adm.run, self.page_tokens
+        seqlen = r.prompt_len + r.emitted  # the next step allocates row seqlen - 1 (+ the draft slots)
+        row = -(-r.allocated // p) * p  # the first row of the next page
+        return max(1, row - seqlen - self.c.decode_lookahead + 2)
+
+    def decode(self, adm: V4Admission, steps: int) -> None:
+        """Bring ``adm`` ``steps`` decode steps forward (raises :class:`MemoryError` if a pool runs dry)."""
+        r = adm.run
+        self._decode_left = None
+        self.c.decode_many(r, steps)
+        lo = self.ratio_min
+        self.new_token_ratio = max(lo, self.new_token_ratio - steps * (self.ratio_init - lo) / NEW_TOKEN_RATIO[2])
+        if r.finished:
+            self.decoding.pop(id(r), None)
+
+    def retract(self, adm: V4Admission, keep_free: int = 0) -> None:
+        """Give a decoding request's KV back without caching its output, then evict from the tree until
+        ``keep_free`` tokens are free for the requests that stay (``release_req``,
+        ``managers/schedule_batch.py:2388-2392``); it will be admitted again (V4 recomputes it)."""
+        self.decoding.pop(id(adm.run), None)
+        self._decode_left = None
+        self.c.abort(adm.run)
+        if keep_free:
+            self.c.evict_to_free(keep_free, keep_free)
+
+    def commit(self, adm: V4Admission, keys: Sequence | None = None) -> list[Backup]:
+        """The backups the request's inserts started since the last call (the inserts themselves ran per
+        chunk, in :meth:`extend`, :meth:`decode` and :meth:`release`)."""
+        return self.c.take_new_backups()
+
+    def release(self, adm: V4Admission) -> None:
+        r = adm.run
+        if not r.finished:
+            self.c.finish(r)
+        self.decoding.pop(id(r), None)
+        self._decode_left = None
+
+    def ack(self, op: Backup) -> None:
+        self.c.ack(op)
+
+    def serve(self, keys: Sequence, input_tokens: int, output_tokens: int = 1) -> V4Admission:
+        """A whole request at once, acks included, with no clock (to set a cache up)."""
+        r = self.c.admit(keys, input_tokens, output_tokens)
+        self.c.finish(r)
+        self.c.ack_all()
+        return V4Admission(r, r.match.device, r.host_hit, input_tokens - r.match.best_len, r.load_full, r.load_swa)
+
+    # ----- L3 ---------------------------------------------------------------------------------------
+    def reserve_host(self, pages: int, swa_pages: int, min_pages: int) -> int:
+        """Reserve host room for an L3 read: all ``pages``, else as many as fit if at least ``min_pages``;
+        host leaves are evicted to make room (``unified_radix_cache.py:3111-3140``)."""
+        c, p = self.c, self.page_tokens
+        short = pages * p - c.host_full_free()
+        if short > 0:
+            c.stats["host_evicted_tokens"] += c.tree.evict_host(int(short))
+        fit = min(pages, int(c.host_full_free() // p))
+        if fit < pages and fit < min_pages:
+            return 0
+        swa = swa_pages if fit == pages else 0
+        c.host_reserved += fit * p
+        c.host_swa_reserved += swa * p
+        return fit
+
+    def insert_host(self, keys: Sequence, n_pages: int, window: bool) -> int:
+        """Place pages read from L3 in the tree as host-only nodes; returns the pages added."""
+        return self.c.tree.insert_host(list(keys[:n_pages]), self.window_pages if window else 0)
+
+
+def request_keys(req, page: int) -> list:
+    """Page keys of a request's whole prompt + output pages: the trace's or workload's own where it gives
+    them (``final_keys``), else the prompt's followed by keys unique to this request's output."""
+    total = (req.input_len + max(1, req.output_len)) // page
+    keys = req.final_keys if req.final_keys and len(req.final_keys) >= total else req.keys
+    return list(keys[:total]) + [("out", req.rid, j) for j in range(len(keys), total)]
+
+
+def v4_metrics(c: SWACache, model: ModelSpec) -> dict:
+    """The V4 cache's counters under SGLang's metric names and label sets (``sim_`` for the simulator's own)."""
+    s = c.stats
+    per_token = {p.name: p.bytes_per_page / model.page_size for p in model.pools if p.bytes_per_page}
+    full_pools = {p.name for p in model.pools if p.anchor == "kv"}
+
+    def by_pool(full: int, swa: int) -> dict[str, int]:
+        return {n: int((full if n in full_pools else swa) * b) for n, b in per_token.items()}
+
+    backup = by_pool(s["backup_full_tokens"], s["backup_swa_tokens"])
+    load = by_pool(s["load_full_tokens"], s["load_swa_tokens"])
+    # SGLang pre-seeds host_pressure, and write_through_unbacked_eviction under write_through only
+    # (unified_radix_cache.py:565-574).
+    reasons = ["host_pressure"] + (["write_through_unbacked_eviction"] if c.write_policy == "write_through" else [])
+    return {
+        "cached_tokens_total": {"device": s["device_hit_tokens"], "host": s["host_hit_tokens"]},
+        "evicted_tokens_total": s["evicted_tokens"],
+        "hicache_dropped_tokens_total": {r: {"kv": c.dropped[r]} for r in reasons} if c.hicache else {},
+        "hicache_backup_tokens_total": {"kv": s["backup_full_tokens"], "swa": s["backup_swa_tokens"]},
+        "hicache_backup_bytes_total": sum(backup.values()),
+        "load_back_tokens_total": {"kv": s["load_full_tokens"], "swa": s["load_swa_tokens"]},
+        "load_back_bytes_total": sum(load.values()),
+        "hicache_host_used_tokens": c.tree.host_tokens,
+        "hicache_host_total_tokens": None if c.host_full_cap == math.inf else int(c.host_full_cap),
+        "sim_computed_tokens_total": s["input_tokens"] - s["device_hit_tokens"] - s["host_hit_tokens"],
+        "sim_swa_evicted_tokens_total": s["swa_evicted_tokens"],
+        "sim_hicache_backup_bytes_by_pool": backup,
+        "sim_load_back_bytes_by_pool": load,
+    }  # fmt: skip

@@ -1,0 +1,575 @@
+"""DeepSeek V4's prefix cache over paged Full and SWA pools, and the cache calls a running request makes.
+
+:class:`SWACache` owns the two page pools and the :class:`~sim.cache.v4.unified.UnifiedTree`; :class:`Running` is a
+request's KV record (SGLang's ``Req.kv``: the tree-owned prefix, the SWA-evicted boundary, the rows it
+allocated). The calls follow SGLang 0.5.23 (paths relative to ``sglang/srt/``):
+
+- **admit** (``managers/schedule_batch.py:1692-1775``): match the prompt with the key capped at
+  ``len - 1`` (V4.1's bounded SWA replay caps it ``replay_tail`` tokens lower, ``mem_cache/common.py:193-211``),
+  lock the match end;
+- **extend** one prefill chunk (``managers/schedule_policy.py:1140, 1665``): the first chunk of a prompt
+  longer than ``chunked_prefill_size`` ends on a page, later ones take up to the chunk size; every token of
+  the chunk gets a Full and an SWA slot, allocated by pages after evicting from the tree for the chunk
+  plus one page (``mem_cache/allocation.py:175-258``, ``allocator/swa.py:203-214``); a chunk that does not
+  end the prompt is checkpointed into the tree, as is the end of a prefill that does not finish the request;
+- **decode** one step: before every step but the first, once ``seqlen - 1 - window`` has passed the
+  SWA-evicted boundary by 128 tokens, the request frees its out-of-window SWA
+  (``managers/schedule_batch.py:4047-4123``); then one page's worth is made free by eviction and a page is
+  allocated when the new token starts one (``mem_cache/allocation.py:572-623``);
+- **checkpoint** (``mem_cache/unified_radix_cache.py:1164-1336``): an unfinished request frees its
+  out-of-window SWA up to the key first; a request with a branching point inserts only up to it; the insert
+  moves the lock to the new end;
+- **release** (``mem_cache/common.py:400-437``): a checkpoint of prompt + output minus the last token, then
+  every row the tree did not take goes back to the pools.
+
+Pool usage is derived, not tracked row by row: after any insert the tree owns the request's rows below
+``protected`` (its duplicates freed, ``unified_tree_core.py:1332-1366``), so the request holds its Full pages
+from ``protected`` and its SWA pages from ``max(protected, evicted)`` up to what it allocated.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sim.cache.v4.swa import SWA_EVICTION_INTERVAL, out_of_window_boundary
+from sim.cache.v4.unified import Match, UnifiedTree, UNode
+from sim.model.pools import ModelSpec
+
+__all__ = ["Backup", "OutOfMemory", "Running", "SWACache", "v4_cache"]
+
+WRITE_THRESHOLD = {"write_through": 1, "write_through_selective": 2}  # unified_radix_cache.py:558-560
+
+
+class OutOfMemory(MemoryError):
+    """An allocation failed even after eviction (SGLang raises; a scheduler would retract)."""
+
+
+@dataclass(slots=True)
+class Backup:
+    """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
+    the other ``nodes`` (``swa`` tokens in all). Under write-through the node is locked until the ack
+    (``unified_radix_cache.py:1681-1818``)."""
+
+    node: UNode
+    nodes: list[UNode]
+    full: int
+    swa: int
+    page: int
+    lock_uuid: int | None = None
+    locked: bool = False
+
+    @property
+    def kv_pages(self) -> int:
+        return self.full // self.page
+
+    @property
+    def swa_pages(self) -> int:
+        return self.swa // self.page
+
+    @property
+    def storage_nodes(self) -> list[UNode]:
+        """What goes on to L3 after the ack: the node whose Full KV this copied."""
+        return [self.node] if self.full else []
+
+
+@dataclass(slots=True)
+class Running:
+    """One request's KV record. ``keys``: page keys of its whole pages of prompt + output, so a checkpoint
+    of the first ``n`` tokens inserts ``keys[: n // page]`` (token ids themselves are never needed)."""
+
+    keys: Sequence
+    prompt_len: int
+    output_len: int
+    match: Match
+    lock_node: UNode
+    lock_uuid: int | None
+    protected: int  # tokens owned by the tree (cache_protected_len)
+    branching: int | None
+    evicted: int = 0  # SWA-evicted boundary
+    inserted: int = 0  # cache_inserted_len
+    allocated: int = 0  # rows with KV slots
+    prefilled: int = 0  # extend_end
+    emitted: int = 0  # output tokens produced
+    decode_steps: int = 0
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    finished: bool = False
+    host_hit: int = 0  # tokens loaded back from host at admission
+    load_full: int = 0  # tokens of Full KV and of window state that admission loaded back
+    load_swa: int = 0
+    evicted_full: int = 0  # tree tokens evicted by this request's allocations (the caller resets them)
+    evicted_swa: int = 0
+    held_full: int = 0  # pages it holds outside the tree, as last accounted
+    held_swa: int = 0
+
+    @property
+    def kv_len(self) -> int:
+        """Tokens whose KV is computed: the prompt part prefilled plus every output token but the newest."""
+        return self.prefilled + max(0, self.emitted - 1)
+
+
+class SWACache:
+    """Paged Full and SWA pools (``full_pages``/``swa_pages`` of ``page`` tokens; None: unbounded) under a
+    FULL + SWA tree."""
+
+    def __init__(
+        self,
+        *,
+        page: int,
+        window: int,
+        full_pages: int | None,
+        swa_pages: int | None,
+        chunked_prefill_size: int = 8192,
+        replay_tail: int = 0,
+        host_full_pages: int | None = 0,
+        host_swa_pages: int | None = 0,
+        write_policy: str = "write_through",
+        load_back_threshold: int = 10,
+    ) -> None:
+        self.page = page
+        self.window = window
+        inf = float("inf")
+        self.full_cap = inf if full_pages is None else full_pages * page
+        self.swa_cap = inf if swa_pages is None else swa_pages * page
+        self.host_full_cap = inf if host_full_pages is None else host_full_pages * page
+        self.host_swa_cap = inf if host_swa_pages is None else host_swa_pages * page
+        self.chunked_prefill_size = chunked_prefill_size
+        self.replay_tail = replay_tail
+        # Speculative decoding: a decode step holds this many slots past the new token (sim.model.speculative).
+        self.decode_lookahead = 0
+        self.hicache = host_full_pages != 0
+        if write_policy not in ("write_through", "write_through_selective", "write_back"):
+            raise ValueError(f"unknown write policy {write_policy!r}")
+        self.write_policy = write_policy
+        self.threshold = WRITE_THRESHOLD.get(write_policy)
+        self.load_back_threshold = load_back_threshold
+        self.tree = UnifiedTree(page, window, hicache=self.hicache)
+        if self.hicache:
+            self.tree.backup = self._backup_on_insert
+            self.tree.evict_unbacked = self._evict_unbacked
+            if write_policy == "write_back":
+                self.tree.back_up_window = lambda node: self.back_up(node, lock=False)
+                self.tree.duplicates = {}
+        self.pending: dict[int, Backup] = {}  # write-through copies not yet acknowledged
+        self.write_back_copies: list[list[Backup]] = []  # copies made at eviction, for a clocked caller
+        self._new_backups: list[Backup] = []
+        self.host_reserved = 0  # host tokens held for L3 reads in flight
+        self.host_swa_reserved = 0
+        self.stats: Counter = self.tree.counts  # one set of counters: the tree's and the controller's
+        self.dropped: Counter = Counter()  # tokens by reason, as hicache_dropped_tokens_total
+        self.running: set[int] = set()
+        # A clocked caller holds each load-back's locks until its ack (load_done); otherwise they drop at once.
+        self.hold_loads = False
+        self.loads: list[tuple] = []
+        self._req_full = 0  # pages held by running requests
+        self._req_swa = 0
+
+    # ----- pool usage -------------------------------------------------------------------------
+    @property
+    def full_used(self) -> int:
+        return self.tree.full_tokens + self._req_full * self.page
+
+    @property
+    def swa_used(self) -> int:
+        return self.tree.swa_tokens + self._req_swa * self.page
+
+    def full_free(self) -> float:
+        t = self.tree
+        return self.full_cap - t.full_evictable - t.full_protected - self._req_full * self.page
+
+    def swa_free(self) -> float:
+        swa = self.tree.swa
+        return self.swa_cap - swa.evictable - swa.protected - self._req_swa * self.page
+
+    def host_full_free(self) -> float:
+        return self.host_full_cap - self.tree.host_tokens - self.host_reserved
+
+    def host_swa_free(self) -> float:
+        return self.host_swa_cap - self.tree.host_swa_tokens - self.host_swa_reserved
+
+    # ----- host tier --------------------------------------------------------------------------
+    def _backup_on_insert(self, node: UNode) -> None:
+        """Write-through: back up a node whose hit count reached the threshold, unbacked ancestors first."""
+        if self.threshold is None or node.hit_count < self.threshold:
+            return
+        chain = [node]
+        x = node.parent
+        while x is not self.tree.root and not x.host:
+            chain.append(x)
+            x = x.parent
+        for n in reversed(chain):
+            if not self.back_up(n, lock=True):
+                return
+
+    def back_up(self, node: UNode, *, lock: bool) -> bool:
+        """Allocate host copies of ``node``'s Full KV and its unbacked window state, evicting host leaves if
+        short, and commit them at once (``unified_radix_cache.py:1681-1760``); False if the host is full."""
+        swa_nodes = self.tree.swa.unbacked_window(node)
+        full = 0 if node.host else node.tokens
+        swa = sum(x.tokens for x in swa_nodes)
+        if not full and not swa:
+            return True
+        # The KV host pool first, asking host eviction for its shortfall (unified_radix_cache.py:1737-1762); then
+        # the SWA host pool, reclaiming the whole request once if short (pool_host/group.py:176-245).
+        failed = None
+        if full > self.host_full_free():
+            self.stats["host_evicted_tokens"] += self.tree.evict_host(int(full - self.host_full_free()))
+            if full > self.host_full_free():
+                failed = {}
+        if failed is None and swa > self.host_swa_free():
+            self.tree.evict_host_swa(swa)
+            if swa > self.host_swa_free():
+                failed = {"swa": swa}
+        if failed is not None:
+            self.stats["backup_failed_tokens"] += full
+            if self.tree.events is not None:
+                self.tree.events.append({"backup": self.tree.ref(node), "tokens": full, **failed, "failed": True})
+            return False
+        events = self.tree.events
+        if events is not None:
+            events.append({"backup": self.tree.ref(node), "tokens": full, **({"swa": swa} if swa else {})})
+        self.tree.set_host(node, swa_nodes)
+        op = Backup(node, [node, *swa_nodes], full, swa, self.page)
+        if lock:  # the write-through window: pending and device-locked until the ack
+            op.lock_uuid, op.locked = self.tree.lock(node), True
+            for x in op.nodes:
+                x.pending = op
+            self.pending[id(op)] = op
+            self._new_backups.append(op)
+        else:
+            self._count_backup(op)
+            if events is not None:
+                events.append({"ack": self.tree.ref(node), "wait": True})
+            self.tree.settle(node)
+            self.write_back_copies.append([op])
+        return True
+
+    def take_new_backups(self) -> list[Backup]:
+        """Write-through backups started since the last call (for a caller that times their copies)."""
+        ops, self._new_backups = self._new_backups, []
+        return ops
+
+    def _count_backup(self, op: Backup) -> None:
+        self.stats["backup_full_tokens"] += op.full
+        self.stats["backup_swa_tokens"] += op.swa
+
+    def ack(self, op: Backup) -> None:
+        """The copy of ``op`` landed: clear the pending marks and release the window's lock."""
+        del self.pending[id(op)]
+        events = self.tree.events
+        if events is not None:
+            refs = [self.tree.ref(x) for x in op.nodes if x.parent is not None and x.pending is op]
+            if refs:
+                last = max(refs, key=lambda r: r[1])
+                events.append({"ack": [min(r[0] for r in refs), last[1], last[2]]})
+        for x in op.nodes:
+            if x.pending is op:
+                x.pending = None
+        if op.locked and op.node.parent is not None:
+            self.tree.unlock(op.node, op.lock_uuid)
+        for x in op.nodes:
+            if x.parent is not None:
+                self.tree.update_leaf(x)
+                self.tree.settle(x)
+        self._count_backup(op)
+
+    def ack_all(self) -> list[Backup]:
+        ops = list(self.pending.values())
+        for op in ops:
+            self.ack(op)
+        return ops
+
+    def _evict_unbacked(self, node: UNode, tracker: list[int]) -> None:
+        """An unbacked device victim: write-back copies it first (dropping it if the host is full);
+        write-through deletes it and counts the loss (``unified_radix_cache.py:1003-1075``)."""
+        if self.write_policy == "write_back":
+            if self.back_up(node, lock=False):
+                self.stats["demoted_tokens"] += node.tokens
+                self.tree.demote(node, tracker)
+                return
+            reason = "host_pressure"
+        else:
+            reason = "write_through_unbacked_eviction"
+        self.dropped[reason] += node.tokens
+        if self.tree.events is not None:
+            if reason == "write_through_unbacked_eviction" and self.write_policy != "write_through":
+                pass  # write_through_selective records nothing (unified_radix_cache.py:1060-1065)
+            else:
+                self.tree.events.append({"drop": reason, "tokens": node.tokens})
+            self.tree.events.append({"delete": self.tree.ref(node)})
+        self.tree.delete_leaf(node, tracker)
+
+    def _load_back(self, r: Running) -> None:
+        """Bring a host hit back to the device at admission when it reaches ``load_back_threshold`` or brings
+        window state (``unified_radix_cache.py:1820-1937``); the request's prefix is then the best match."""
+        tree, m = self.tree, r.match
+        best = m.best
+        if best is m.node and not m.swa_host:
+            return
+        path = list(tree.path_up(best))
+        full_nodes = [x for x in path if not x.full]
+        swa_nodes = []
+        n = 0
+        for x in path:
+            if n >= self.window:
+                break
+            if not x.swa and x.host_swa:
+                swa_nodes.append(x)
+            n += x.tokens
+        kv = sum(x.tokens for x in full_nodes)
+        swa = sum(x.tokens for x in swa_nodes)
+        if kv < max(1, self.load_back_threshold) and not swa_nodes:
+            self.stats["load_back_skipped_tokens"] += kv
+            return
+        tree.host_lock_path(best)
+        uuid = tree.lock(best)
+        if kv > self.full_free() or swa > self.swa_free():
+            self._make_free(r, 0, full=kv, swa=swa)
+        ok = kv <= self.full_free() and swa <= self.swa_free()
+        if ok:
+            for x in reversed(full_nodes):
+                x.loading = self.hold_loads
+                tree.load(x)
+            for x in swa_nodes:
+                tree.swa.publish(x)
+            if tree.events is not None:
+                tree.events.append({"load": tree.ref(best), "tokens": kv, **({"swa": swa} if swa else {})})
+        if ok and self.hold_loads:  # locked on both tiers until the load's ack (load_done)
+            self.loads.append((best, uuid, kv))
+        else:
+            tree.unlock(best, uuid)
+            tree.host_unlock_path(best)
+        if not ok:
+            return
+        tree.unlock(r.lock_node, r.lock_uuid)
+        r.lock_node, r.lock_uuid = best, tree.lock(best)
+        r.host_hit = m.best_len - m.device
+        r.protected = r.prefilled = r.allocated = m.best_len
+        r.load_full, r.load_swa = kv, swa
+        self.stats["load_full_tokens"] += kv
+        self.stats["load_swa_tokens"] += swa
+
+    def load_done(self, load: tuple) -> None:
+        """A load-back's ack: its node unlocks on both tiers (``unified_radix_cache.py:3530-3584``)."""
+        node, uuid, _ = load
+        tree = self.tree
+        if tree.events is not None:
+            tree.events.append({"load_done": tree.ref(node)})
+        tree.unlock(node, uuid)
+        tree.host_unlock_path(node)
+        for x in tree.path_up(node):
+            x.loading = False
+            tree.settle(x)
+
+    def _account(self, r: Running) -> None:
+        """Re-derive the pages ``r`` holds from its record."""
+        p = self.page
+        top = -(-r.allocated // p)
+        protected = r.protected // p
+        full = top - protected if top > protected else 0
+        dead = (r.protected if r.protected > r.evicted else r.evicted) // p
+        swa = top - dead if top > dead else 0
+        self._req_full += full - r.held_full
+        self._req_swa += swa - r.held_swa
+        r.held_full, r.held_swa = full, swa
+
+    def evict_to_free(self, full: int, swa: int) -> tuple[int, int]:
+        """Evict from the tree until ``full`` Full and ``swa`` SWA tokens are free (``allocator/swa.py:203-214``);
+        returns the (Full, SWA) tree tokens evicted."""
+        full_short = max(0, full - self.full_free())
+        swa_short = max(0, swa - self.swa_free())
+        if not (full_short or swa_short):
+            return 0, 0
+        f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
+        self.stats["evicted_tokens"] += f
+        self.stats["swa_evicted_tokens"] += s
+        return f, s
+
+    def _make_free(self, r: Running, tokens: int, *, full: int | None = None, swa: int | None = None) -> None:
+        f, s = self.evict_to_free(tokens if full is None else full, tokens if swa is None else swa)
+        r.evicted_full += f
+        r.evicted_swa += s
+
+    def _alloc_rows(self, r: Running, end: int) -> None:
+        p = self.page
+        new_pages = -(-end // p) - -(-r.allocated // p)
+        if new_pages > 0 and (new_pages * p > self.full_free() or new_pages * p > self.swa_free()):
+            raise OutOfMemory(f"cannot allocate {new_pages} pages for tokens [{r.allocated}, {end})")
+        r.allocated = end
+        self._account(r)
+
+    # ----- request calls ----------------------------------------------------------------------
+    def lookup(self, keys: Sequence, prompt_len: int) -> Match:
+        """SGLang's admission match: the key capped at ``prompt_len - 1`` (and ``replay_tail`` lower), in
+        whole pages; ``keys`` may run past the prompt."""
+        limit = max(0, prompt_len - 1 - self.replay_tail) // self.page
+        return self.tree.match(keys[:limit])
+
+    def admit(self, keys: Sequence, prompt_len: int, output_len: int = 0, match: Match | None = None) -> Running:
+        """Match (unless the caller's admission check already did: ``match``) and lock a request whose
+        prompt + output pages are ``keys``."""
+        m = self.lookup(keys, prompt_len) if match is None else match
+        uuid = self.tree.lock(m.node)
+        r = Running(keys, prompt_len, output_len, m, m.node, uuid, m.device, m.branching)
+        r.prefilled = r.allocated = m.device
+        if self.hicache:
+            self._load_back(r)
+        self._account(r)
+        s = self.stats
+        s["requests"] += 1
+        s["input_tokens"] += prompt_len
+        s["input_pages"] += prompt_len // self.page
+        s["device_hit_tokens"] += m.device
+        s["host_hit_tokens"] += r.host_hit
+        self.running.add(id(r))
+        return r
+
+    def next_chunk(self, r: Running) -> tuple[int, int]:
+        start, n = r.prefilled, r.prompt_len
+        c = self.chunked_prefill_size
+        if not r.chunks and n - start > c:
+            return start, (start + c // self.page * self.page) // self.page * self.page
+        return start, start + min(n - start, c)
+
+    def extend(self, r: Running, tokens: int | None = None, *, defer: bool = False) -> tuple[int, int]:
+        """Run one prefill chunk, SGLang's next one or the next ``tokens``; returns its token range. A middle
+        chunk is checkpointed at once, or with ``defer`` by the caller at the start of the next scheduler
+        iteration, as SGLang does (``managers/scheduler.py:3916-3919``)."""
+        start, end = self.next_chunk(r) if tokens is None else (r.prefilled, r.prefilled + tokens)
+        self._make_free(r, end - start + self.page)
+        self._alloc_rows(r, end)
+        r.prefilled = end
+        r.chunks.append((start, end))
+        if end < r.prompt_len:
+            if not defer:
+                self.checkpoint(r, end)
+            return start, end
+        r.emitted = 1 if r.output_len else 0
+        if r.output_len <= 1:
+            self.release(r)
+        else:
+            self.checkpoint(r, end)
+        return start, end
+
+    def decode(self, r: Running) -> None:
+        """One decode step: free out-of-window SWA, allocate the new token's slot, emit a token."""
+        seqlen = r.prompt_len + r.emitted
+        if r.decode_steps >= 1 and seqlen - 1 - self.window >= r.evicted + SWA_EVICTION_INTERVAL:
+            self._free_window(r, seqlen - 1)
+        self._make_free(r, self.page)
+        self._alloc_rows(r, max(r.allocated, seqlen + self.decode_lookahead))
+        r.decode_steps += 1
+        r.emitted += 1
+        if r.emitted >= r.output_len:
+            self.release(r)
+
+    def decode_many(self, r: Running, n: int) -> None:
+        """``n`` decode steps (fewer if the request finishes): the same state as ``n`` calls of :meth:`decode`.
+
+        A step evicts only when less than a page is free before it allocates, so the steps run in segments:
+        as many as the free pages cover with one page to spare go in bulk, visiting only the steps where the
+        SWA boundary can move; the step after a segment runs alone (it may evict). A replay of long outputs
+        then costs O(pages), not O(tokens).
+        """
+        p = self.page
+        while not r.finished and n > 0:
+            free = min(self.full_free(), self.swa_free())
+            spare = r.output_len if free == float("inf") else int(free // p) - 1  # pages the segment may allocate
+            first = r.prompt_len + r.emitted  # seqlen at the next step; it allocates row first - 1
+            ahead = self.decode_lookahead
+            k = min(n, r.output_len - r.emitted, (-(-r.allocated // p) + spare) * p - first + 1 - ahead)
+            if k <= 0:
+                self.decode(r)
+                n -= 1
+                continue
+            end = first + k - 1
+            start = first if r.decode_steps >= 1 else first + 1  # the first decode step never frees
+            r.evicted = _bulk_window(r.evicted, start, end, r.protected, self.window, p)
+            r.allocated = max(r.allocated, end + ahead)
+            r.decode_steps += k
+            r.emitted += k
+            n -= k
+            self._account(r)
+            if r.emitted >= r.output_len:
+                self.release(r)
+
+    def finish(self, r: Running) -> None:
+        """Run ``r`` to its end: remaining chunks, then decode steps, then release."""
+        while not r.finished and r.prefilled < r.prompt_len:
+            self.extend(r)
+        if not r.finished:
+            self.decode_many(r, r.output_len)
+
+    def _free_window(self, r: Running, pre_len: int) -> None:
+        r.evicted = out_of_window_boundary(r.evicted, pre_len, r.protected, self.window, self.page)
+        self._account(r)
+
+    def checkpoint(self, r: Running, up_to: int) -> None:
+        """Insert the request's first ``up_to`` tokens and move its lock to where they end."""
+        cache_len = up_to
+        branching = r.branching if r.branching is not None and r.branching > r.protected else None
+        if branching is not None and branching <= up_to:
+            cache_len = branching
+        else:
+            branching = None
+        if not r.finished:
+            self._free_window(r, cache_len - 1)
+        keys = r.keys[: cache_len // self.page]
+        if keys:
+            res = self.tree.insert(keys, prev_prefix=r.protected, inserted=r.inserted, window_start=r.evicted,
+                                   branching=branching)  # fmt: skip
+            r.inserted = max(r.inserted, len(keys) * self.page)
+            r.lock_uuid = self.tree.relock(r.lock_node, r.lock_uuid, res.node)
+            r.lock_node = res.node
+            r.protected = len(keys) * self.page
+            if res.branch_inserted:
+                r.branching = None
+                if not r.finished:
+                    self._free_window(r, r.prefilled - 1)  # get_fill_ids() stops at extend_end
+        self._account(r)
+
+    def abort(self, r: Running) -> None:
+        """Drop a running request without caching what it computed beyond its tree-owned prefix."""
+        self.tree.unlock(r.lock_node, r.lock_uuid)
+        r.allocated = r.protected
+        self._account(r)
+        self.running.discard(id(r))
+        self.stats["retractions"] += 1
+
+    def release(self, r: Running) -> None:
+        """The request finished: the tree keeps prompt + output minus the newest token; the rest is freed."""
+        r.finished = True
+        self.checkpoint(r, r.kv_len)
+        self.tree.unlock(r.lock_node, r.lock_uuid)
+        r.allocated = r.protected
+        self._account(r)
+        self.running.discard(id(r))
+
+
+def _bulk_window(evicted: int, first: int, last: int, dead_lo: int, window: int, page: int) -> int:
+    """The SWA-evicted boundary after decode steps with ``seqlen`` from ``first`` to ``last``: each step frees
+    once ``seqlen - 1 - window`` is an eviction interval past the boundary. Visits only the steps where
+    the boundary can move."""
+    keep = -(-max(window, page) // page) * page
+    s = first
+    while True:
+        s = max(s, evicted + SWA_EVICTION_INTERVAL + window + 1)  # the next step that triggers a free
+        if s > last:
+            return evicted
+        new = out_of_window_boundary(evicted, s - 1, dead_lo, window, page)
+        if new == evicted:  # nothing to free until the threshold passes the boundary by a page
+            s = max(s + 1, evicted + page + keep + 1)
+        else:
+            evicted, s = new, s + 1
+
+
+def v4_cache(model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str, page: int,
+             load_back_threshold: int, swa_ratio: float, chunked_prefill_size: int = 8192) -> SWACache:
+    """SGLang's V4 cache for ``model``: the SWA pools are ``swa_ratio`` of the Full ones on each tier
+    (``model_executor/pool_configurator.py:1046``; host pages = device pages x ratio, so the same share)."""
+    swa = lambda pages: None if pages is None else max(1, int(round(pages * swa_ratio, 6)))  # noqa: E731
+    return SWACache(page=page, window=model.sliding_window, full_pages=l1_pages, swa_pages=swa(l1_pages),
+                    host_full_pages=l2_pages, host_swa_pages=swa(l2_pages) if l2_pages else 0,
+                    write_policy=policy, load_back_threshold=load_back_threshold,
+                    chunked_prefill_size=chunked_prefill_size)  # fmt: skip

@@ -1,0 +1,662 @@
+"""HiSparse decode model: per-(request, C4 layer) GPU hot buffers, their misses, and the batch they allow.
+
+State owned here: for one access stream, a hot buffer of ``device_buffer_size`` C4 slots plus one slot for
+the newest compressed token (outside the replacement order, never a miss), under one of three policies:
+
+- ``lru``: SGLang's swap-in kernel (hisparse.cuh). Per step the order is rewritten as
+  [stale evictables | newly loaded misses | hits]; misses take the evictables at the LRU end, in top-k order;
+  hits keep their previous relative order at the MRU end.
+- ``clock``: second chance. Hits set the reference bit, a miss takes the first slot after the hand whose bit
+  is clear (clearing set bits on the way), loaded slots get the bit set; this step's hits are never taken.
+  Generic CLOCK, not checked against an upstream kernel.
+- ``belady``: offline optimum (evict the resident id whose next use is furthest); needs the whole stream.
+
+When a new C4 token appears (every 4th step) the previous newest is backed up D2H (counted); it stays on
+the GPU only while the whole history fits the buffer, so a sequence whose compressed length fits never
+misses (SGLang's fast path); past that, its slot goes to the next newest token. Then: the decode GPU's pools
+as SGLang sizes them with and without HiSparse, the max decode batch they admit, and a roofline decode
+throughput. Everything here is numpy; no clock, no SimPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+import pandas as pd
+
+from sim.cache.v4.swa import swa_tokens_per_request
+from sim.hisparse.topk import C4_RATIO, AccessModel, StreamTrace, TraceAccess, compressed_len
+
+FP4_INDEXER_ROW_BYTES = 128 // 2 + 128 // 32  # fp4 payload + scales (deepseek_v4_memory_pool.py:53-57)
+
+Policy = Literal["lru", "clock", "belady"]
+POLICIES: tuple[Policy, ...] = ("lru", "clock", "belady")
+InitialFill = Literal["direct", "staging"]
+INITIAL_FILLS: tuple[InitialFill, ...] = ("direct", "staging")
+_BIG = np.iinfo(np.int64).max
+
+
+class SwapInCost(Protocol):
+    """The part of ``sim.model.costs`` cost tables this module uses."""
+
+    def swap_in_seconds(self, n_requests: int, top_k: int, n_misses: int, row_bytes: int) -> float: ...
+
+    def transfer_seconds(self, op: str, backend: str, n_items: int, item_bytes: int) -> float: ...
+
+
+# --------------------------------------------------------------------------------------------------
+# Hot buffers
+# --------------------------------------------------------------------------------------------------
+
+
+class _HotBuffer:
+    """Slots and the id<->slot maps shared by all policies. Ids are compressed-token positions."""
+
+    def __init__(self, size: int, n_ids: int) -> None:
+        if size < 1:
+            raise ValueError(f"device_buffer_size must be >= 1, got {size}")
+        self.size = size
+        self.slot_of_id = np.full(max(n_ids, 1), -1, dtype=np.int32)
+        self.id_of_slot = np.full(size, -1, dtype=np.int64)
+        self.n_empty = size
+
+    def resident(self) -> set[int]:
+        return {int(i) for i in self.id_of_slot if i >= 0}
+
+    def admit(self, cid: int, step: int) -> bool:
+        """Put ``cid`` in an empty slot if there is one (no IO: it is already on the GPU)."""
+        if self.n_empty == 0 or self.slot_of_id[cid] >= 0:
+            return False
+        slot = int(np.flatnonzero(self.id_of_slot < 0)[0])
+        self.id_of_slot[slot] = cid
+        self.slot_of_id[cid] = slot
+        self.n_empty -= 1
+        self._touch_admitted(slot, cid, step)
+        return True
+
+    def access(self, ids: np.ndarray, step: int) -> int:
+        """Serve one step's distinct ids (newest excluded); return the number of misses."""
+        slots = self.slot_of_id[ids]
+        hit = slots >= 0
+        miss_ids = ids[~hit]
+        m = int(miss_ids.size)
+        if m > self.size - int(hit.sum()):
+            raise ValueError(f"top-k of {ids.size} distinct ids exceeds the buffer of {self.size} slots")
+        self._step(ids, slots[hit], hit, miss_ids, step)
+        return m
+
+    def _place(self, victims: np.ndarray, miss_ids: np.ndarray) -> None:
+        old = self.id_of_slot[victims]
+        self.n_empty -= int((old < 0).sum())
+        self.slot_of_id[old[old >= 0]] = -1
+        self.id_of_slot[victims] = miss_ids
+        self.slot_of_id[miss_ids] = victims
+
+    def _touch_admitted(self, slot: int, cid: int, step: int) -> None:
+        raise NotImplementedError
+
+    def _step(self, ids: np.ndarray, hit_slots: np.ndarray, hit: np.ndarray, miss_ids: np.ndarray,
+              step: int) -> None:
+        raise NotImplementedError
+
+
+class LruBuffer(_HotBuffer):
+    """SGLang's LRU. ``stamp`` orders slots; empty slots sort first, in slot order."""
+
+    def __init__(self, size: int, n_ids: int) -> None:
+        super().__init__(size, n_ids)
+        self.stamp = np.arange(-size, 0, dtype=np.int64)
+        self.clock = 0
+
+    def lru_order(self) -> list[int]:
+        """Resident ids from LRU to MRU."""
+        order = np.argsort(self.stamp)
+        return [int(i) for i in self.id_of_slot[order] if i >= 0]
+
+    def _touch_admitted(self, slot: int, cid: int, step: int) -> None:
+        self.stamp[slot] = self.clock
+        self.clock += 1
+
+    def _step(self, ids, hit_slots, hit, miss_ids, step) -> None:
+        old_hit = self.stamp[hit_slots]
+        m = miss_ids.size
+        if m:
+            self.stamp[hit_slots] = _BIG
+            victims = np.argpartition(self.stamp, m - 1)[:m] if m < self.size else np.arange(self.size)
+            self._place(victims, miss_ids)
+            self.stamp[victims] = self.clock + np.arange(m)
+            self.clock += m
+        if hit_slots.size:
+            ranked = hit_slots[np.argsort(old_hit, kind="stable")]
+            self.stamp[ranked] = self.clock + np.arange(ranked.size)
+            self.clock += ranked.size
+
+
+class ClockBuffer(_HotBuffer):
+    """Second-chance CLOCK with one reference bit per slot and a hand."""
+
+    def __init__(self, size: int, n_ids: int) -> None:
+        super().__init__(size, n_ids)
+        self.ref = np.zeros(size, dtype=bool)
+        self.hand = 0
+        self._base = np.arange(size)
+
+    def _touch_admitted(self, slot: int, cid: int, step: int) -> None:
+        self.ref[slot] = True
+
+    def _step(self, ids, hit_slots, hit, miss_ids, step) -> None:
+        self.ref[hit_slots] = True
+        m = miss_ids.size
+        if not m:
+            return
+        order = self._base + self.hand
+        order[order >= self.size] -= self.size
+        free = np.ones(self.size, dtype=bool)
+        free[hit_slots] = False
+        free_rot = free[order]
+        ref_rot = self.ref[order]
+        first = np.flatnonzero(free_rot & ~ref_rot)
+        if first.size >= m:
+            last = int(first[m - 1])
+            victims_pos = first[:m]
+            swept = order[:last][free_rot[:last]]
+            self.ref[swept] = False
+        else:  # a full turn clears every free slot's bit; the second turn takes the first of them.
+            self.ref[order[free_rot]] = False
+            second = np.flatnonzero(free_rot & ref_rot)[: m - first.size]
+            victims_pos = np.concatenate([first, second])
+            last = int(second[-1])
+        victims = order[victims_pos]
+        self._place(victims, miss_ids)
+        self.ref[victims] = True
+        self.hand = (self.hand + last + 1) % self.size
+
+
+class BeladyBuffer(_HotBuffer):
+    """Belady's MIN over a known stream: evict the id whose next use is furthest (never used: first)."""
+
+    def __init__(self, size: int, n_ids: int, stream: StreamTrace) -> None:
+        super().__init__(size, n_ids)
+        self.nxt = np.full(size, _BIG, dtype=np.int64)
+        self._span = np.int64(stream.n_steps + 1)
+        self._rows = stream.ids
+        valid = stream.ids >= 0
+        rows, _ = np.nonzero(valid)
+        full = stream.ids[valid].astype(np.int64) * self._span + rows
+        keys = np.sort(full)
+        self._keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
+        # Next use of every (step, id) selection, precomputed in one pass: the next key of the same id.
+        after = np.append(self._keys[1:], -1)
+        nxt_key = np.where(after // self._span == self._keys // self._span, after % self._span, _BIG - 1)
+        self._next_full = np.full(stream.ids.shape, _BIG - 1, dtype=np.int64)
+        self._next_full[valid] = nxt_key[np.searchsorted(self._keys, full)]
+        self._scratch = np.zeros(max(n_ids, 1), dtype=np.int64)
+
+    def next_use(self, ids: np.ndarray, after: int) -> np.ndarray:
+        """First step > ``after`` at which each id is selected; ``_BIG - 1`` if never."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if not self._keys.size:
+            return np.full(ids.shape, _BIG - 1, dtype=np.int64)
+        pos = np.searchsorted(self._keys, ids * self._span + after, side="right")
+        found = np.where(pos < self._keys.size, self._keys[np.minimum(pos, self._keys.size - 1)], -1)
+        ok = (pos < self._keys.size) & (found // self._span == ids)
+        return np.where(ok, found % self._span, _BIG - 1)
+
+    def _touch_admitted(self, slot: int, cid: int, step: int) -> None:
+        self.nxt[slot] = self.next_use(np.array([cid]), step - 1)[0]
+
+    def _step(self, ids, hit_slots, hit, miss_ids, step) -> None:
+        row = self._rows[step]
+        valid = row >= 0
+        self._scratch[row[valid]] = self._next_full[step][valid]
+        nu = self._scratch[ids]
+        m = miss_ids.size
+        if m:
+            self.nxt[hit_slots] = -1
+            victims = np.argpartition(self.nxt, self.size - m)[self.size - m:]
+            self._place(victims, miss_ids)
+            self.nxt[victims] = nu[~hit]
+        self.nxt[hit_slots] = nu[hit]
+
+
+def make_buffer(policy: Policy, size: int, stream: StreamTrace) -> _HotBuffer:
+    n_ids = stream.max_compressed
+    if policy == "lru":
+        return LruBuffer(size, n_ids)
+    if policy == "clock":
+        return ClockBuffer(size, n_ids)
+    if policy == "belady":
+        return BeladyBuffer(size, n_ids, stream)
+    raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
+
+
+def step_ids(row: np.ndarray, newest: int) -> np.ndarray:
+    """Distinct selected ids of one top-k row in first-appearance order, padding and newest removed."""
+    row = row[(row >= 0) & (row != newest)]
+    if row.size < 2:
+        return row.astype(np.int64)
+    _, first = np.unique(row, return_index=True)
+    return row[np.sort(first)].astype(np.int64)
+
+
+@dataclass
+class StreamResult:
+    """Misses per step of one stream, and what was needed to serve it."""
+
+    misses: np.ndarray  # int64 (n_steps,)
+    accesses: np.ndarray  # distinct non-newest ids per step
+    backups: int  # new C4 tokens backed up D2H (rows per layer)
+    buffer: _HotBuffer
+
+
+def run_stream(stream: StreamTrace, buffer_size: int, policy: Policy = "lru",
+               initial_fill: InitialFill = "direct") -> StreamResult:
+    """Replay one (request, layer) stream through a hot buffer.
+
+    What the buffer holds before step 0 depends on how the request reached decode (SGLang 0.5.23):
+
+    - ``direct`` (a PD decode instance; prefill wrote C4 straight into host memory): every prompt id when
+      the compressed prompt fits the buffer (preloaded, the kernel's no-IO fast path), else nothing: the
+      slots' token ids are reset to -1 (managers/hisparse_coordinator.py:878-909; hisparse.cuh:419).
+    - ``staging`` (prefill ran on this GPU and its C4 was staged to host): the buffer reuses the prefill's
+      device slots for compressed ids 0..device_buffer_size-1, the *oldest* tokens, with id 0 at the LRU
+      end; the newest goes to the reserved slot (hisparse_coordinator.py:937-983,
+      mem_cache/allocator/hisparse.py:494-542).
+    """
+    if initial_fill not in INITIAL_FILLS:
+        raise ValueError(f"unknown initial_fill {initial_fill!r}; expected one of {', '.join(INITIAL_FILLS)}")
+    buf = make_buffer(policy, buffer_size, stream)
+    n_steps = stream.n_steps
+    misses = np.zeros(n_steps, dtype=np.int64)
+    accesses = np.zeros(n_steps, dtype=np.int64)
+    if n_steps == 0:
+        return StreamResult(misses, accesses, 0, buf)
+    newest = int(compressed_len(int(stream.seq_len[0]))) - 1
+    if initial_fill == "staging" or newest + 1 <= buffer_size:
+        for cid in range(min(newest, buffer_size)):
+            buf.admit(cid, 0)
+    backups = 0
+    for s in range(n_steps):
+        n_now = int(compressed_len(int(stream.seq_len[s])))
+        while newest < n_now - 1:  # a new C4 token: the previous newest is backed up D2H
+            # It stays on the GPU only on the fast path (the whole history fits the buffer); otherwise its
+            # slot goes to the next newest token and it lives on host until a top-k misses on it.
+            if newest >= 0 and newest + 1 <= buffer_size:
+                buf.admit(newest, s)
+            backups += s > 0
+            newest += 1
+        ids = step_ids(stream.ids[s], newest)
+        accesses[s] = ids.size
+        misses[s] = buf.access(ids, s) if ids.size else 0
+    return StreamResult(misses, accesses, backups, buf)
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory, batch and throughput
+# --------------------------------------------------------------------------------------------------
+
+# Paths below are SGLang 0.5.23, relative to sglang/srt/.
+
+
+def _ceil_to(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
+
+@dataclass(frozen=True)
+class DecodeModelShape:
+    """What a decode GPU holds and reads. Defaults: DeepSeek-V4-Flash, ``v4`` layout (DESIGN.md 1.1).
+
+    Per-token bytes are the page-padded ones SGLang sizes its pools with (pool_configurator.py:1353-1388):
+    a 256-slot SWA page is 149,760 B, a 64-slot C4 page 37,440 B, a 2-slot C128 page 1,728 B per layer.
+    """
+
+    name: str = "DeepSeek-V4-Flash"
+    n_layers: int = 43
+    n_c4_layers: int = 21
+    n_c128_layers: int = 20
+    index_topk: int = 512
+    kv_row_bytes: int = 584  # one C4 row as read and swapped in: 576 data + 8 scale
+    c4_indexer_row_bytes: int = 132  # fp8 128 + 4 scale (deepseek_v4_memory_pool.py:53-57); fp4: 68
+    c4_indexer_sizing_bytes: int | None = None  # what the pools are sized with, if not the row (fp4 on NVIDIA)
+    swa_window: int = 128
+    page_size: int = 256  # full/SWA page (kv_cache_configurator.py:2068-2070)
+    c4_page_slots: int = 64  # a C4 page: 256 tokens / 4; HiSparse's extra page (hisparse_coordinator.py:644)
+    swa_token_bytes: float = 149_760 / 256
+    c4_token_bytes: float = 37_440 / 64
+    c128_token_bytes: float = 1_728 / 2
+    c4_ring_rows: int = 8  # C4 compressor ring per SWA page (deepseek_v4_memory_pool.py:60-79)
+    c4_state_row_bytes: int = 2 * 2 * 512 * 4 + 2 * 2 * 128 * 4  # C4 + C4-indexer state row, fp32, per layer
+    c128_ring_rows: int = 128
+    c128_state_row_bytes: int = 2 * 512 * 4
+    # Weights read per decode step per GPU. Assumption: ~284e9 params, FP4 experts + FP8 rest
+    # (~0.56 B/param), sharded over 8 GPUs, all experts touched at large batch.
+    weight_bytes_per_gpu: float = 20e9
+
+    @classmethod
+    def v4_pro(cls) -> DecodeModelShape:
+        """V4-Pro: 61 layers, 30 C4, 31 C128, top-k 1024. Weights: assumption, ~1.6e12 params / 8 GPUs."""
+        return cls(name="DeepSeek-V4-Pro", n_layers=61, n_c4_layers=30, n_c128_layers=31, index_topk=1024,
+                   weight_bytes_per_gpu=110e9)
+
+    def c4_bytes(self, seq_len: int) -> int:
+        """C4 KV of one request, all C4 layers: what HiSparse moves to host memory."""
+        return self.n_c4_layers * (seq_len // C4_RATIO) * self.kv_row_bytes
+
+    def swa_bytes_per_token(self) -> float:
+        """One SWA slot over all layers, plus the C4 compressor state priced per SWA slot
+        (pool_configurator.py:1372-1388)."""
+        state = self.c4_ring_rows / self.page_size * self.c4_state_row_bytes * self.n_c4_layers
+        return self.swa_token_bytes * self.n_layers + state
+
+    def full_bytes_per_token(self, swa_full_tokens_ratio: float, host_to_device_ratio: int = 1) -> float:
+        """GPU bytes one full token costs (pool_configurator.py:1390-1446): its share of the SWA pool, C4 KV
+        shrunk by HiSparse's ``host_to_device_ratio`` (:1397-1402, the ratio read at :1153), the C4
+        indexer (never offloaded), and C128."""
+        indexer = self.c4_indexer_sizing_bytes or self.c4_indexer_row_bytes
+        c4 = self.c4_token_bytes / (C4_RATIO * host_to_device_ratio) + indexer / C4_RATIO
+        return (swa_full_tokens_ratio * self.swa_bytes_per_token() + self.n_c4_layers * c4
+                + self.n_c128_layers * self.c128_token_bytes / 128)
+
+    def c128_state_bytes(self, max_running_requests: int) -> int:
+        """C128 compressor rings, fixed per request slot (pool_configurator.py:1504-1531; decode role:
+        max_running_requests + 1 slots, no extra slots)."""
+        rows = (max_running_requests + 1) * self.c128_ring_rows + self.c128_ring_rows + 1
+        return _ceil_to(rows, 128) * self.c128_state_row_bytes * self.n_c128_layers
+
+    def swa_tokens_per_request(self) -> int:
+        """SWA slots a decoding request holds at worst (:func:`sim.cache.v4.swa.swa_tokens_per_request`)."""
+        return swa_tokens_per_request(self.swa_window, self.page_size)
+
+    def kv_read_bytes(self, seq_len: int, top_k: int | None = None) -> int:
+        """KV bytes one decode step reads for one request: the top-k C4 rows, every C4 indexer key (the
+        indexer scores all compressed tokens: deep_gemm fp8_paged_mqa_logits over compressed_seq_lens,
+        layers/attention/dsv4/indexer.py:880, 1074-1098), dense C128 and the SWA window."""
+        k = min(top_k or self.index_topk, seq_len // C4_RATIO)
+        return (self.n_c4_layers * (k * self.kv_row_bytes + (seq_len // C4_RATIO) * self.c4_indexer_row_bytes)
+                + self.n_c128_layers * (seq_len // 128) * self.kv_row_bytes
+                + self.n_layers * min(seq_len, self.swa_window) * self.kv_row_bytes)
+
+    def indexer_read_bytes(self, seq_len: int) -> int:
+        """The indexer's share of :meth:`kv_read_bytes`."""
+        return self.n_c4_layers * (seq_len // C4_RATIO) * self.c4_indexer_row_bytes
+
+
+@dataclass(frozen=True)
+class DecodePools:
+    """A decode GPU's pools as SGLang sizes them from its KV memory (pool_configurator.py:1638-1703)."""
+
+    full_tokens: int  # logical full-token pool; C4 indexer and C128 scale with it
+    swa_tokens: int
+    c4_device_slots: int  # C4 KV slots on the GPU (with HiSparse: the hot buffers' pool)
+    bytes_per_full_token: float
+    fixed_bytes: int  # C128 state rings, per request slot
+
+    def max_batch(self, shape: DecodeModelShape, final_len: int, max_running_requests: int,
+                  device_buffer_size: int | None = None) -> tuple[int, str]:
+        """Requests decoding at once, and the pool that caps them (``full``, ``swa``, ``c4_buffer``,
+        ``max_running``). A request is admitted for prompt + max_new_tokens full tokens, page-aligned
+        (disaggregation/decode.py:508-517); with HiSparse each needs device_buffer_size + one 64-slot page
+        of the C4 pool (hisparse_coordinator.py:644-646, disaggregation/decode.py:1418-1430)."""
+        bounds = {"full": self.full_tokens // _ceil_to(max(final_len, 1), shape.page_size),
+                  "swa": self.swa_tokens // shape.swa_tokens_per_request(),
+                  "max_running": max_running_requests}
+        if device_buffer_size is not None:
+            bounds["c4_buffer"] = self.c4_device_slots // (device_buffer_size + shape.c4_page_slots)
+        limit = min(bounds, key=bounds.__getitem__)
+        return max(bounds[limit], 0), limit
+
+
+def size_pools(shape: DecodeModelShape, kv_bytes: float, swa_full_tokens_ratio: float,
+               max_running_requests: int, host_to_device_ratio: int | None = None) -> DecodePools:
+    """SGLang's DSV4 pool sizes for ``kv_bytes`` of GPU KV memory; ``host_to_device_ratio`` None: no HiSparse.
+
+    Full tokens = (KV bytes - C128 state) / bytes per full token, page-aligned (pool_configurator.py:1668-1669);
+    the device C4 pool = full // (4 x host_to_device_ratio) (:1492). Ratio mode for SWA (the pool is
+    ``swa_full_tokens_ratio`` x full tokens, :1457-1461).
+    SGLang switches to its cap mode (SWA sized from max_running_requests) when the ratio is left at its
+    default and --max-running-requests is given (:1328-1351); a decode instance's cap adds transfer slots
+    (:957-961) and is not modelled here (serving instances have it: :func:`sim.cache.v4.swa.swa_cap_tokens`).
+    """
+    r = host_to_device_ratio or 1
+    if r < 1:
+        raise ValueError(f"host_to_device_ratio must be >= 1, got {r}")
+    fixed = shape.c128_state_bytes(max_running_requests)
+    per_token = shape.full_bytes_per_token(swa_full_tokens_ratio, r)
+    full = int(max(kv_bytes - fixed, 0) / per_token) // shape.page_size * shape.page_size
+    swa = int(full * swa_full_tokens_ratio) // shape.page_size * shape.page_size
+    return DecodePools(full, swa, full // (C4_RATIO * r), per_token, fixed)
+
+
+@dataclass(frozen=True)
+class HbmBudget:
+    """KV budget of one decode GPU. Defaults: an H200 (141 GB, 4.8 TB/s); the rest are assumptions."""
+
+    hbm_bytes: float = 141e9
+    hbm_bandwidth: float = 4.8e12
+    mem_fraction_static: float = 0.88  # SGLang-style static fraction for weights + KV pools (assumption)
+    weight_bytes: float = 20e9  # per GPU; see DecodeModelShape.weight_bytes_per_gpu
+    host_bytes: float | None = None  # host memory for the C4 mirror per GPU; None: not a limit
+
+    @property
+    def kv_bytes(self) -> float:
+        return self.hbm_bytes * self.mem_fraction_static - self.weight_bytes
+
+
+@dataclass(frozen=True)
+class DecodeCapacity:
+    """Pools, max batch and roofline step time, with and without HiSparse, at one final length."""
+
+    pools_baseline: DecodePools
+    pools_hisparse: DecodePools
+    bytes_per_request_baseline: int  # pool bytes one request's full tokens take
+    bytes_per_request_hisparse: int
+    max_batch_baseline: int
+    max_batch_hisparse: int
+    limit_baseline: str
+    limit_hisparse: str
+    step_seconds_baseline: float
+    step_seconds_hisparse: float
+    swap_in_seconds_per_step: float
+
+    @property
+    def batch_gain(self) -> float:
+        return self.max_batch_hisparse / self.max_batch_baseline if self.max_batch_baseline else float("inf")
+
+    @property
+    def tokens_per_s_baseline(self) -> float:
+        return self.max_batch_baseline / self.step_seconds_baseline if self.max_batch_baseline else 0.0
+
+    @property
+    def tokens_per_s_hisparse(self) -> float:
+        return self.max_batch_hisparse / self.step_seconds_hisparse if self.max_batch_hisparse else 0.0
+
+
+def decode_capacity(shape: DecodeModelShape, budget: HbmBudget, seq_len: int, device_buffer_size: int,
+                    misses_per_layer_step: float = 0.0, cost_table: SwapInCost | None = None,
+                    top_k: int | None = None, swa_full_tokens_ratio: float = 0.1,
+                    host_to_device_ratio: int = 2, max_running_requests: int = 256) -> DecodeCapacity:
+    """Pools and max batch within ``budget.kv_bytes`` at ``seq_len`` (a request's final length), and step time.
+
+    Roofline, one GPU's view: step = (weights + batch x KV read) / HBM bandwidth, plus for HiSparse one
+    swap-in kernel per C4 layer over the batch (``n_misses`` = the batch's misses in that layer). V4 swaps in
+    synchronously inside each C4 layer: its shared-index prefetch, which overlaps IO with compute, is only
+    for DSA-architecture models (hisparse_coordinator.py:90-91, 1599-1605), so the swap-in adds to the step.
+    KV read is the same with and without HiSparse (the same rows are read, from the hot buffer).
+    """
+    k = top_k or shape.index_topk
+    base = size_pools(shape, budget.kv_bytes, swa_full_tokens_ratio, max_running_requests)
+    hs = size_pools(shape, budget.kv_bytes, swa_full_tokens_ratio, max_running_requests, host_to_device_ratio)
+    nb, lb = base.max_batch(shape, seq_len, max_running_requests)
+    nh, lh = hs.max_batch(shape, seq_len, max_running_requests, device_buffer_size)
+    if budget.host_bytes is not None:
+        host_cap = int(budget.host_bytes // max(shape.c4_bytes(seq_len), 1))
+        if host_cap < nh:
+            nh, lh = host_cap, "host"
+    read = shape.kv_read_bytes(seq_len, k)
+
+    def roofline(batch: int) -> float:
+        return (shape.weight_bytes_per_gpu + batch * read) / budget.hbm_bandwidth
+
+    swap = 0.0
+    if cost_table is not None and nh and misses_per_layer_step > 0:
+        per_layer = cost_table.swap_in_seconds(nh, k, int(round(misses_per_layer_step * nh)), shape.kv_row_bytes)
+        swap = shape.n_c4_layers * per_layer
+    aligned = _ceil_to(seq_len, shape.page_size)
+    return DecodeCapacity(base, hs, int(aligned * base.bytes_per_full_token), int(aligned * hs.bytes_per_full_token),
+                          nb, nh, lb, lh, roofline(nb), roofline(nh) + swap, swap)
+
+
+# --------------------------------------------------------------------------------------------------
+# Whole-instance simulation
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HiSparseConfig:
+    """HiSparse settings (``--hisparse-config``) and how much of the decode to simulate.
+
+    Sampling (an approximation; defaults simulate everything but 2 of the C4 layers): ``layers_simulated``
+    C4 layers per request, each with its own access stream, stand for all C4 layers (misses scale by
+    n_c4_layers / layers_simulated). With ``step_windows`` set, only that many windows of ``window_steps``
+    steps, evenly spread over the output, are counted, each after ``warmup_steps`` uncounted steps that
+    start from an empty buffer; totals scale by output_len / counted steps. Replayed traces always run whole.
+    """
+
+    device_buffer_size: int = 4096
+    top_k: int | None = None  # None: the model's index_topk (SGLang overrides the config's 2048)
+    policy: Policy = "lru"
+    initial_fill: InitialFill = "direct"
+    host_to_device_ratio: int = 2
+    io_backend: str = "kernel"
+    layers_simulated: int = 2
+    step_windows: int | None = None
+    window_steps: int = 256
+    warmup_steps: int = 128
+
+    def __post_init__(self) -> None:
+        if self.device_buffer_size < 1 or self.layers_simulated < 1:
+            raise ValueError("device_buffer_size and layers_simulated must be >= 1")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; expected one of {', '.join(POLICIES)}")
+        if self.initial_fill not in INITIAL_FILLS:
+            raise ValueError(f"unknown initial_fill {self.initial_fill!r}; expected one of {', '.join(INITIAL_FILLS)}")
+        if self.host_to_device_ratio < 1:
+            raise ValueError("host_to_device_ratio must be >= 1")
+
+
+@dataclass(frozen=True)
+class HiSparseResult:
+    """Per-step misses of the simulated streams, and the decode capacity they imply."""
+
+    steps: np.ndarray  # decode step index of each counted step
+    misses: np.ndarray  # (n_requests, layers_simulated, n_counted_steps)
+    accesses: np.ndarray  # same shape: distinct non-newest ids selected
+    swap_in_seconds: np.ndarray  # per counted step, all C4 layers, the simulated requests as one batch
+    d2h_backup_bytes: int  # eager backups of new C4 tokens, all C4 layers, simulated requests, whole decode
+    d2h_backup_seconds: float  # same, on the side stream (overlapped, not added to step time)
+    capacity: DecodeCapacity
+
+    @property
+    def misses_per_step(self) -> np.ndarray:
+        """Mean misses per (request, layer) at each counted step."""
+        return self.misses.mean(axis=(0, 1)) if self.misses.size else np.zeros(0)
+
+    @property
+    def total_misses(self) -> int:
+        return int(self.misses.sum())
+
+    @property
+    def miss_rate(self) -> float:
+        total = int(self.accesses.sum())
+        return self.total_misses / total if total else 0.0
+
+
+def simulate_hisparse(config: HiSparseConfig, shape: DecodeModelShape, access: AccessModel,
+                      n_requests: int, input_len: int, output_len: int, cost_table: SwapInCost | None,
+                      rng: np.random.Generator, budget: HbmBudget | None = None,
+                      swa_full_tokens_ratio: float = 0.1, max_running_requests: int = 256) -> HiSparseResult:
+    """Simulate ``n_requests`` identical-length decodes and size the instance around them."""
+    budget = budget or HbmBudget(weight_bytes=shape.weight_bytes_per_gpu)
+    k = config.top_k or shape.index_topk
+    plan = _windows(config, output_len, isinstance(access, TraceAccess))
+    per_req: list[list[np.ndarray]] = []
+    per_acc: list[list[np.ndarray]] = []
+    backups = 0
+    for r in range(n_requests):
+        rows, accs = [], []
+        for layer in range(config.layers_simulated):
+            m_parts, a_parts = [], []
+            for start, warm, count in plan:
+                st = access.stream(r, layer, input_len + start - warm, warm + count, k, rng)
+                res = run_stream(st, config.device_buffer_size, config.policy, config.initial_fill)
+                m_parts.append(res.misses[warm:])
+                a_parts.append(res.accesses[warm:])
+            rows.append(np.concatenate(m_parts))
+            accs.append(np.concatenate(a_parts))
+        per_req.append(rows)
+        per_acc.append(accs)
+        backups += (input_len + output_len) // C4_RATIO - (input_len + 1) // C4_RATIO
+    misses = np.array(per_req, dtype=np.int64)
+    accesses = np.array(per_acc, dtype=np.int64)
+    steps = np.concatenate([np.arange(s, s + c) for s, _, c in plan]) if plan else np.zeros(0, dtype=np.int64)
+    swap = np.zeros(steps.size)
+    if cost_table is not None:
+        for j in range(steps.size):
+            per_layer = [cost_table.swap_in_seconds(n_requests, k, int(misses[:, li, j].sum()), shape.kv_row_bytes)
+                         for li in range(config.layers_simulated)]
+            swap[j] = float(np.mean(per_layer)) * shape.n_c4_layers
+    d2h_rows = backups * shape.n_c4_layers
+    d2h_bytes = d2h_rows * shape.kv_row_bytes
+    d2h_s = (cost_table.transfer_seconds("d2h", config.io_backend, d2h_rows, shape.kv_row_bytes)
+             if cost_table is not None and d2h_rows else 0.0)
+    mean_layer_step = float(misses.mean()) if misses.size else 0.0
+    cap = decode_capacity(shape, budget, input_len + output_len, config.device_buffer_size,
+                          mean_layer_step, cost_table, k, swa_full_tokens_ratio, config.host_to_device_ratio,
+                          max_running_requests)
+    return HiSparseResult(steps, misses, accesses, swap, d2h_bytes, d2h_s, cap)
+
+
+def _windows(config: HiSparseConfig, output_len: int, recorded: bool) -> list[tuple[int, int, int]]:
+    """(first counted step, warm-up steps, counted steps) of each simulated window."""
+    if recorded or config.step_windows is None or config.step_windows * config.window_steps >= output_len:
+        return [(0, 0, output_len)] if output_len > 0 else []
+    n = config.step_windows
+    starts = np.linspace(0, output_len - config.window_steps, n).astype(int)
+    return [(int(s), min(config.warmup_steps, int(s)), config.window_steps) for s in starts]
+
+
+def miss_curve(buffer_sizes: list[int], policies: list[Policy], access: AccessModel, input_len: int,
+               n_steps: int, top_k: int, n_streams: int, rng: np.random.Generator,
+               per_step: bool = False, initial_fill: InitialFill = "direct") -> pd.DataFrame:
+    """Misses against buffer size and policy, every pair replaying the same ``n_streams`` streams.
+
+    ``per_step=False``: one row per (policy, buffer_size) with mean/p50/p99 misses per (stream, step) and
+    the miss rate. ``per_step=True``: one row per (policy, buffer_size, step) with the mean over streams.
+    """
+    streams = [access.stream(i, 0, input_len, n_steps, top_k, rng) for i in range(n_streams)]
+    rows = []
+    for policy in policies:
+        for size in buffer_sizes:
+            results = [run_stream(st, size, policy, initial_fill) for st in streams]
+            m = np.array([r.misses for r in results])
+            a = np.array([r.accesses for r in results])
+            if per_step:
+                mean = m.mean(axis=0)
+                rows += [{"policy": policy, "buffer_size": size, "step": s, "mean_misses": float(mean[s])}
+                         for s in range(mean.size)]
+            else:
+                rows.append({"policy": policy, "buffer_size": size,
+                             "mean_misses": float(m.mean()), "p50_misses": float(np.percentile(m, 50)),
+                             "p99_misses": float(np.percentile(m, 99)),
+                             "miss_rate": float(m.sum() / max(a.sum(), 1))})
+    return pd.DataFrame(rows)
+
+
+__all__ = [
+    "FP4_INDEXER_ROW_BYTES", "INITIAL_FILLS", "POLICIES", "BeladyBuffer", "ClockBuffer", "DecodeCapacity", "DecodeModelShape",
+    "DecodePools", "HbmBudget", "HiSparseConfig", "HiSparseResult", "InitialFill", "LruBuffer", "Policy",
+    "StreamResult", "SwapInCost", "decode_capacity", "make_buffer", "miss_curve", "run_stream",
+    "simulate_hisparse", "size_pools", "step_ids",
+]

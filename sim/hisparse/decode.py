@@ -1,0 +1,327 @@
+"""A PD decode instance in time, with HiSparse on or off (DESIGN.md 1.6).
+
+Requests arrive already prefilled. The GPU's KV memory is cut into SGLang's pools (full tokens, SWA, and
+with HiSparse a C4 pool of full / (4 x host_to_device_ratio) slots: :func:`sim.hisparse.buffer.size_pools`); a
+request is admitted while the pools hold its final length in full tokens, its SWA tail and, with HiSparse,
+its hot buffer plus one page. A step costs the roofline's weights-plus-KV read (with a model config, the routed
+experts the batch touches at their stored dtype too) and, with HiSparse, one
+swap-in kernel per C4 layer for the batch's misses, priced by the cost table; with ``compute.backend:
+aiconfigurator`` the step's forward is aiconfigurator-core's measured decode pass instead (its V4 sparse
+attention module reads the top-k rows, wherever HiSparse keeps them), plus the same swap-ins. The scheduler's own time
+(``compute.step_overhead_ms``) overlaps the previous step's GPU work, as SGLang's overlap event loop for
+decode instances does (disaggregation/decode.py:3165-3260), so a step lasts the longer of the two.
+
+Misses come from :func:`sim.hisparse.buffer.simulate_hisparse` run on a few sample requests (the access model and
+policy of the scenario); a running request at decode step *j* contributes the sampled mean misses at *j*
+(interpolated between simulated windows). KV read per request is affine in the sequence length for long
+sequences, so a batch's read is computed from the sum of its lengths.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from sim.base.errors import InputError
+from sim.hisparse.buffer import (
+    FP4_INDEXER_ROW_BYTES,
+    DecodeModelShape,
+    HbmBudget,
+    HiSparseConfig,
+    HiSparseResult,
+    simulate_hisparse,
+)
+from sim.hisparse.topk import ParametricAccess, ParametricAccessParams, TraceAccess, load_topk_trace
+from sim.model.compute import Roofline, step_model
+from sim.model.costs import CostTable
+from sim.serve.metrics import Recorder, percentiles
+from sim.workload.request import Request
+
+__all__ = ["DecodeRun", "decode_shape", "run_decode"]
+
+_SHAPES = {"deepseek-v4-flash": DecodeModelShape(), "deepseek-v4-pro": DecodeModelShape.v4_pro()}
+
+
+def decode_shape(model_name: str, weight_bytes: float, fp4_indexer: bool = False,
+                 fp4_sized: bool = False) -> DecodeModelShape:  # fmt: skip
+    """The decode GPU's shape; with the fp4 indexer its keys are read at 68 B each, and the pools are sized at
+    that only where SGLang sizes them so (``fp4_sized``: ROCm, ``pool_configurator.py:1109-1114``)."""
+    if model_name not in _SHAPES:
+        raise InputError(f"model: HiSparse decode is modelled for {', '.join(_SHAPES)}, not {model_name!r}")
+    shape = replace(_SHAPES[model_name], weight_bytes_per_gpu=weight_bytes)
+    if fp4_indexer:
+        shape = replace(shape, c4_indexer_row_bytes=FP4_INDEXER_ROW_BYTES,
+                        c4_indexer_sizing_bytes=None if fp4_sized else shape.c4_indexer_row_bytes)  # fmt: skip
+    return shape
+
+
+@dataclass
+class DecodeRun:
+    summary: dict
+    rec: Recorder
+    misses: pd.DataFrame
+
+
+class _Decoder:
+    """The decode scheduler: admission by memory, one step per batch, finishes by step count."""
+
+    def __init__(self, env: simpy.Environment, sc, shape: DecodeModelShape, hs: HiSparseResult,
+                 costs: CostTable, roofline: Roofline, rec: Recorder, steps=None) -> None:  # fmt: skip
+        self.env, self.sc, self.shape, self.hs, self.costs, self.roofline, self.rec = (
+            env, sc, shape, hs, costs, roofline, rec)  # fmt: skip
+        self.steps = steps if steps is not None and steps.name != "roofline" else None  # measured kernels
+        self.enabled = sc.hisparse.enabled
+        self.k = sc.hisparse_top_k or shape.index_topk
+        cap = hs.capacity
+        self.pools = cap.pools_hisparse if self.enabled else cap.pools_baseline
+        self.c4_need = sc.hisparse.device_buffer_size + shape.c4_page_slots if self.enabled else 0
+        self.swa_need = shape.swa_tokens_per_request()
+        self.used_full = self.used_swa = self.used_c4 = 0
+        self.waiting: deque[Request] = deque()
+        self.running: list[tuple[int, int, Request, float, int]] = []  # (finish step, rid, req, admitted, start)
+        self.step_ends: list[float] = []  # when each step ended: a request's first token is its first step
+        self.step = 0
+        self.seq_sum = 0
+        self.wake = env.event()
+        self.max_batch_seen = 0
+        self.expected = 0
+        self.all_done = env.event()  # fires when every expected request has finished or been dropped
+        self.swap_s = 0.0
+        self.busy_s = 0.0
+        # Mean misses per (request, layer) at each decode step offset, interpolated between simulated windows
+        # and held at the last value past them; indexed by the running requests' offsets every step.
+        if self.enabled and hs.steps.size:
+            self.miss_table = np.interp(np.arange(int(hs.steps.max()) + 1), hs.steps, hs.misses_per_step)
+        else:
+            self.miss_table = np.zeros(1)
+        self.starts: list[int] = []  # decode step each running request started at
+        self._starts_arr: np.ndarray | None = None
+        s0 = 1 << 16
+        self.read0 = shape.kv_read_bytes(s0, self.k)
+        self.read_slope = (shape.kv_read_bytes(s0 + 4096, self.k) - self.read0) / 4096
+        self.s0 = s0
+
+    def full_tokens(self, req: Request) -> int:
+        """Full tokens admission reserves: prompt + max new tokens, page-aligned (disaggregation/decode.py:508-517)."""
+        page = self.shape.page_size
+        return -(-(req.input_len + req.output_len) // page) * page
+
+    def submit(self, req: Request) -> None:
+        self.waiting.append(req)
+        if not self.wake.triggered:
+            self.wake.succeed()
+
+    def run(self):
+        env, cfg = self.env, self.sc.scheduler
+        while True:
+            self._admit(cfg.max_running_requests)
+            if not self.running:
+                yield self.wake
+                self.wake = env.event()
+                continue
+            n = len(self.running)
+            if self.steps is not None:
+                gpu = self.steps.decode_seconds(n, self.seq_sum)
+            else:
+                read = n * self.read0 + self.read_slope * (self.seq_sum - n * self.s0)
+                weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
+                gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
+            if self.enabled:
+                swap = self._swap_in_seconds()
+                self.swap_s += swap
+                gpu += swap
+            dt = max((self.steps or self.roofline).overhead_s, gpu)
+            yield env.timeout(dt)
+            self.busy_s += dt
+            self.step_ends.append(env.now)
+            self.step += 1
+            self.seq_sum += n
+            self.rec.counters["steps"] += 1
+            while self.running and self.running[0][0] <= self.step:
+                _, _, req, admitted, start = heapq.heappop(self.running)
+                self.seq_sum -= req.input_len + (self.step - start)
+                self.starts.remove(start)
+                self._starts_arr = None
+                self.used_full -= self.full_tokens(req)
+                self.used_swa -= self.swa_need
+                self.used_c4 -= self.c4_need
+                self._record(req, admitted, self.step_ends[start], env.now)
+
+    def _admit(self, max_running: int) -> None:
+        while self.waiting and len(self.running) < max_running:
+            req = self.waiting[0]
+            need = self.full_tokens(req)
+            p = self.pools
+            if need > p.full_tokens or self.swa_need > p.swa_tokens or self.c4_need > p.c4_device_slots:
+                self.waiting.popleft()
+                self.rec.dropped["exceeds_kv_capacity"] += 1
+                self._check_done()
+                continue
+            if (self.used_full + need > p.full_tokens or self.used_swa + self.swa_need > p.swa_tokens
+                    or self.used_c4 + self.c4_need > p.c4_device_slots):
+                self.rec.counters["admission_stalls"] += 1
+                return
+            self.waiting.popleft()
+            self.used_full += need
+            self.used_swa += self.swa_need
+            self.used_c4 += self.c4_need
+            heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.env.now, self.step))
+            self.starts.append(self.step)
+            self._starts_arr = None
+            self.seq_sum += req.input_len
+        self.max_batch_seen = max(self.max_batch_seen, len(self.running))
+
+    def _swap_in_seconds(self) -> float:
+        """The batch's misses in one C4 layer at this step, priced per layer, times the C4 layers."""
+        if self._starts_arr is None:
+            self._starts_arr = np.array(self.starts, dtype=np.int64)
+        offsets = np.minimum(self.step - self._starts_arr, self.miss_table.size - 1)
+        misses = float(self.miss_table[offsets].sum())
+        n = len(self.running)
+        per_layer = self.costs.swap_in_seconds(n, self.k, min(int(round(misses)), n * self.k),
+                                               self.shape.kv_row_bytes)  # fmt: skip
+        return per_layer * self.shape.n_c4_layers
+
+    def _record(self, req: Request, admitted: float, first: float, now: float) -> None:
+        self.rec.request((
+            req.rid, 0, req.session, req.round, req.arrival_s, admitted, first, now,
+            req.input_len, req.output_len, 0, 0, 0, 0, 0.0, admitted - req.arrival_s,
+            first - req.arrival_s, now - req.arrival_s, 0, 0, 0,
+        ))  # fmt: skip
+        self._check_done()
+
+    def _check_done(self) -> None:
+        if self.rec.n_finished + sum(self.rec.dropped.values()) >= self.expected and not self.all_done.triggered:
+            self.all_done.succeed()
+
+    def sampler(self, interval: float):
+        while True:
+            yield self.env.timeout(interval)
+            self.rec.samples.append({"time_s": self.env.now, "instance": 0, "waiting": len(self.waiting),
+                                     "running": len(self.running),
+                                     "kv_used_bytes": self.used_full * self.pools.bytes_per_full_token})  # fmt: skip
+
+
+def decode_swa_ratio(sc) -> float:
+    """The decode instance's SWA share: SGLang's decode role sizes cap mode differently (extra slots for
+    transfers, ``pool_configurator.py:957-961``), which is not modelled, so a number is required."""
+    ratio = sc.hicache.swa_full_tokens_ratio
+    if ratio == "cap":
+        raise InputError("hicache.swa_full_tokens_ratio: cap mode is modelled for serving instances only; give a "
+                         "decode instance a ratio")  # fmt: skip
+    return ratio
+
+
+def _access_model(sc):
+    a = sc.hisparse.access
+    if a.kind == "trace":
+        return TraceAccess(load_topk_trace(a.trace_path))
+    return ParametricAccess(ParametricAccessParams(a.sink_tokens, a.recent_fraction, a.overlap, a.zipf_alpha))
+
+
+def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
+               progress=None, rec: Recorder | None = None) -> DecodeRun:  # fmt: skip
+    """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
+    ``rec`` is the recorder to fill (one with a sink streams per-request records)."""
+    roofline = Roofline.from_scenario(sc, costs.compute_params)
+    steps = step_model(sc, costs.compute_params)
+    shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
+    h = sc.hisparse
+    hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
+                            initial_fill=h.initial_fill, host_to_device_ratio=h.host_to_device_ratio,
+                            io_backend=sc.hicache.cost_backend, layers_simulated=h.access.layers_simulated,
+                            step_windows=h.step_windows, window_steps=h.window_steps)  # fmt: skip
+    input_len = int(np.median([r.input_len for r in requests]))
+    output_len = int(np.median([r.output_len for r in requests]))
+    budget = HbmBudget(hbm_bytes=sc.hardware.kv_mem_gb * 1e9, hbm_bandwidth=roofline.hbm_Bps * roofline.mbu,
+                       mem_fraction_static=1.0, weight_bytes=0.0)  # fmt: skip
+    hs = simulate_hisparse(hs_cfg, shape, _access_model(sc), h.sample_requests, input_len, output_len, costs,
+                           rng, budget, decode_swa_ratio(sc),
+                           sc.scheduler.max_running_requests)  # fmt: skip
+    env = simpy.Environment()
+    rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)
+    dec = _Decoder(env, sc, shape, hs, costs, roofline, rec, steps)
+
+    def arrivals():
+        for req in requests:
+            if req.arrival_s > env.now:
+                yield env.timeout(req.arrival_s - env.now)
+            dec.submit(req)
+
+    dec.expected = len(requests)
+    env.process(arrivals())
+    env.process(dec.run())
+    env.process(dec.sampler(sc.output.timeseries_interval_s))
+    env.run(until=sc.duration_s if sc.duration_s is not None else dec.all_done)
+    if progress is not None:
+        progress.update(env.now)
+    return DecodeRun(_summary(sc, dec, hs, env.now, len(requests)), rec, _misses_frame(hs, hs_cfg))
+
+
+def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
+    r, layers, steps = hs.misses.shape
+    idx = np.indices((r, layers, steps)).reshape(3, -1)
+    return pd.DataFrame({
+        "step": hs.steps[idx[2]].astype(np.int64), "request": idx[0], "layer": idx[1],
+        "misses": hs.misses.reshape(-1), "accesses": hs.accesses.reshape(-1),
+        "policy": cfg.policy, "device_buffer_size": cfg.device_buffer_size,
+    })  # fmt: skip
+
+
+def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int) -> dict:
+    rec = dec.rec
+    out_tokens = rec.token_totals()["output_tokens"]
+    cap = hs.capacity
+    dropped = dict(rec.dropped)
+    return {
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "model": sc.model.name,
+        "role": "decode",
+        "compute": dec.steps.describe() if dec.steps is not None else {
+            "backend": "roofline", "mbu": dec.roofline.mbu, "step_overhead_ms": dec.roofline.overhead_s * 1e3},
+        "simulated_s": horizon,
+        "requests": {"arrived": arrived, "finished": rec.n_finished, "dropped": dropped,
+                     "unfinished": arrived - rec.n_finished - sum(dropped.values())},  # fmt: skip
+        "throughput": {
+            "requests_per_s": rec.n_finished / horizon if horizon else 0.0,
+            "input_tokens_per_s": 0.0,
+            "output_tokens_per_s": out_tokens / horizon if horizon else 0.0,
+        },
+        "ttft_s": percentiles(rec.ttft),
+        "e2e_s": percentiles(rec.e2e),
+        "tpot_s": percentiles(rec.tpot),
+        "queue_wait_s": percentiles(rec.queue_wait),
+        "engine": {"steps": rec.counters["steps"], "admission_stalls": rec.counters["admission_stalls"],
+                   "busy_s": dec.busy_s},  # fmt: skip
+        "hisparse": {
+            "enabled": sc.hisparse.enabled,
+            "policy": sc.hisparse.policy,
+            "device_buffer_size": sc.hisparse.device_buffer_size,
+            "top_k": dec.k,
+            "bytes_per_request": cap.bytes_per_request_hisparse if sc.hisparse.enabled else cap.bytes_per_request_baseline,
+            "bytes_per_request_baseline": cap.bytes_per_request_baseline,
+            "bytes_per_request_hisparse": cap.bytes_per_request_hisparse,
+            "max_batch": cap.max_batch_hisparse if sc.hisparse.enabled else cap.max_batch_baseline,
+            "max_batch_baseline": cap.max_batch_baseline,
+            "max_batch_hisparse": cap.max_batch_hisparse,
+            "batch_gain": cap.batch_gain,
+            "batch_limit": cap.limit_hisparse if sc.hisparse.enabled else cap.limit_baseline,
+            "host_to_device_ratio": sc.hisparse.host_to_device_ratio,
+            "initial_fill": sc.hisparse.initial_fill,
+            "pools": {"full_tokens": dec.pools.full_tokens, "swa_tokens": dec.pools.swa_tokens,
+                      "c4_device_slots": dec.pools.c4_device_slots,
+                      "bytes_per_full_token": dec.pools.bytes_per_full_token,
+                      "fixed_bytes": dec.pools.fixed_bytes},  # fmt: skip
+            "peak_batch": dec.max_batch_seen,
+            **({"misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
+                "miss_rate": hs.miss_rate,
+                "swap_in_share": dec.swap_s / dec.busy_s if dec.busy_s else 0.0,
+                "d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if sc.hisparse.enabled else {}),  # off: no hot buffer
+        },
+    }

@@ -1,0 +1,307 @@
+"""A model from its Hugging Face ``config.json``: KV bytes per rank, parameters, and the compute shape.
+
+Three families are told apart by their fields: MHA/GQA (Qwen3, Llama: ``num_key_value_heads`` x
+``head_dim`` per layer, sharded over TP), MLA (DeepSeek V2/V3/R1: ``kv_lora_rank + qk_rope_head_dim`` per
+layer, replicated on every rank, SGLang ``cache_controller.py:771-802``), and DeepSeek V4/V4.1
+(``compress_ratios``: mapped to the multi-pool catalog of :mod:`sim.model.pools`). Parameters are counted from the
+layer shapes (norms and biases left out), so that weights per rank, FLOPs per token and, for MoE, the
+experts a decode step touches follow from the config alone. Bundled configs live in ``sim/data/models/``;
+a Hugging Face id (``deepseek-ai/DeepSeek-V4-Pro``) names the config aiconfigurator-core ships, when that
+extra is installed (:func:`sim.model.aic.shipped_models`). A V4 config's layer structure must be the one its
+catalog pools are built from (the same formulas, :mod:`sim.model.pools`), else it is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sim.base.errors import InputError
+from sim.base.inputs import parse_json, read_text
+
+__all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "expert_dtype_of",
+           "is_named", "load_config", "model_spec"]
+
+# SGLang --kv-cache-dtype values and their bytes per element; "auto" is the model's dtype.
+KV_DTYPE_BYTES = {"auto": None, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1,
+                  "fp8": 1, "fp4_e2m1": 0.5}  # fmt: skip
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Bytes per routed-expert weight by model.expert_dtype. MXFP4 (DeepSeek V4's FP4 experts): two e2m1 values per
+# byte (layers/quantization/fp8.py:1603-1621) and one e8m0 scale per 32 weights (fp8.py:1694-1716, the
+# checkpoint's uint8 scales, models/deepseek_v4.py:5783). FP8: one byte (128 x 128 block scales are noise).
+EXPERT_DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 32}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the cache and the step-time model need from a config, per TP rank where it says so."""
+
+    name: str
+    family: str  # "mha", "mla" or "dsv4"
+    layers: int
+    params: float
+    active_params: float
+    weight_bytes_per_rank: float
+    kv_bytes_per_token: float  # per rank (MHA: this rank's heads; MLA/V4: the replicated whole)
+    # Step-time model inputs, per rank:
+    flops_per_token: float  # linear layers (2 x active params) plus per-token attention constants
+    attn_flops_per_pair: float  # per (query, context token) pair
+    dense_weight_bytes: float  # weights every decode step reads (all but the routed experts)
+    expert_bytes: float  # one routed expert over all MoE layers
+    n_experts: int
+    experts_per_token: int
+    kv_read_bytes_per_token: float  # decode: bytes read per context token
+    kv_read_bytes_per_request: float  # decode: bytes read per request whatever its length (windows, top-k)
+    compute_dtype: str
+    catalog: str | None = None  # DeepSeek V4: the catalog entry holding the pools
+    fp4_indexer: bool = False  # DeepSeek V4: C4 indexer keys in fp4 (--enable-deepseek-v4-fp4-indexer)
+    mlp_flops_per_token: float = 0.0  # per GPU: the MLP/MoE share of flops_per_token (DP attention gathers it)
+
+
+def bundled_configs() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("sim").joinpath("data", "models").iterdir()
+                  if p.name.endswith(".json"))  # fmt: skip
+
+
+# Every config.json field the derivation reads, with the least value it may take (all are integers, at most
+# MAX_CONFIG_INT): checked where the file is read, so an error names the file and the field, not what follows.
+MAX_CONFIG_INT = 10**9
+CONFIG_INTS = {
+    "num_hidden_layers": 1, "hidden_size": 1, "num_attention_heads": 1, "vocab_size": 1, "intermediate_size": 0,
+    "num_key_value_heads": 1, "head_dim": 1, "kv_lora_rank": 1, "qk_rope_head_dim": 0, "qk_nope_head_dim": 0,
+    "v_head_dim": 1, "q_lora_rank": 0, "o_lora_rank": 0, "o_groups": 0, "moe_intermediate_size": 1,
+    "num_experts_per_tok": 1, "n_routed_experts": 0, "num_experts": 0, "n_shared_experts": 0,
+    "first_k_dense_replace": 0, "sliding_window": 0, "index_topk": 0, "index_n_heads": 0, "index_head_dim": 0,
+}  # fmt: skip
+
+
+def is_named(ref: str) -> bool:
+    """Whether ``ref`` names a config (bundled, or a Hugging Face id aiconfigurator-core ships) rather
+    than a file."""
+    from sim.model.aic import model_config_path
+
+    return ref.lower() in bundled_configs() or model_config_path(ref) is not None
+
+
+def load_config(ref: str) -> tuple[dict[str, Any], str]:
+    """A config by path (a ``config.json`` or a folder holding one), by bundled name, or by a Hugging Face id
+    aiconfigurator-core ships; (config, name)."""
+    from sim.model.aic import model_config_path
+
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    shipped = model_config_path(ref)
+    if shipped is not None:
+        source = str(shipped)
+        data, name = parse_json(read_text(shipped, "model config.json"), source, what="model config"), ref
+    elif path.suffix == ".json" and path.exists():
+        source = str(path)
+        data = parse_json(read_text(path, "model config.json"), source, what="model config")
+        name = path.parent.name if path.name == "config.json" else path.stem
+    else:
+        bundled = resources.files("sim").joinpath("data", "models", f"{ref.lower()}.json")
+        if not bundled.is_file():
+            extra = " (a Hugging Face id needs the aic extra: pip install 'hicache-sim[aic]')" if "/" in ref else ""
+            raise InputError(f"model config {ref!r}: no such file, and not a bundled config "
+                             f"(bundled: {', '.join(bundled_configs())}){extra}")  # fmt: skip
+        data, name, source = json.loads(bundled.read_text()), ref.lower(), ref
+    if not isinstance(data, dict):
+        raise InputError("model config: expected a JSON object", source=source)
+    if "num_hidden_layers" not in data and "text_config" in data:
+        data = data["text_config"]
+        if not isinstance(data, dict):
+            raise InputError("text_config: expected a JSON object", source=source)
+    check_config(data, source)
+    try:  # derived once where it is read, so a field the derivation misses is named with the file
+        derive(data, name=name)
+    except InputError as exc:
+        raise InputError(str(exc), source=source) from None
+    return data, name
+
+
+def check_config(cfg: dict[str, Any], source: str) -> None:
+    """Refuse a config whose fields the derivation reads are of the wrong kind or out of range."""
+    for key, least in CONFIG_INTS.items():
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_CONFIG_INT:
+            raise InputError(f"{key}: must be an integer from {least} to {MAX_CONFIG_INT:.0e}, got {value!r}",
+                             source=source)  # fmt: skip
+    ratios = cfg.get("compress_ratios")
+    if ratios is not None and not (isinstance(ratios, list) and all(
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_CONFIG_INT for r in ratios)):  # fmt: skip
+        raise InputError("compress_ratios: must be a list of non-negative integers", source=source)
+    if not isinstance(cfg.get("quantization_config") or {}, dict):
+        raise InputError("quantization_config: expected a JSON object", source=source)
+    heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")
+    if "head_dim" not in cfg and isinstance(heads, int) and isinstance(hidden, int) and heads > hidden:
+        raise InputError(f"num_attention_heads: {heads} heads of a {hidden}-wide hidden state leave no head_dim "
+                         "(give head_dim)", source=source)  # fmt: skip
+
+
+def _need(cfg: dict, key: str, name: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise InputError(f"{key}: required field missing (model {name!r})")
+    return cfg[key]
+
+
+def _moe(cfg: dict, name: str, hidden: int, layers: int) -> tuple[float, float, float, int, int]:
+    """(all MLP params, active MLP params, one routed expert's params over MoE layers, experts, top-k)."""
+    n_exp = int(cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
+    inter = int(cfg.get("intermediate_size") or 0)
+    if not n_exp:
+        dense = 3 * hidden * _need(cfg, "intermediate_size", name)
+        return layers * dense, layers * dense, 0.0, 0, 0
+    moe_inter = _need(cfg, "moe_intermediate_size", name)
+    k = int(_need(cfg, "num_experts_per_tok", name))
+    shared = int(cfg.get("n_shared_experts") or 0)
+    dense_layers = int(cfg.get("first_k_dense_replace") or 0)
+    moe_layers = layers - dense_layers
+    expert = 3 * hidden * moe_inter
+    dense_part = dense_layers * 3 * hidden * inter
+    total = dense_part + moe_layers * (n_exp + shared) * expert + moe_layers * hidden * n_exp  # + router
+    active = dense_part + moe_layers * (k + shared) * expert + moe_layers * hidden * n_exp
+    return total, active, moe_layers * expert, n_exp, k
+
+
+def expert_dtype_of(cfg: dict[str, Any], expert_dtype: str = "auto") -> str:
+    """The routed experts' dtype: as given, else the checkpoint's: fp4 when its quantization_config marks the
+    routed experts mxfp4 (SGLang ``configs/model_config.py:722-733``), else its weights' dtype."""
+    if expert_dtype != "auto":
+        if expert_dtype not in EXPERT_DTYPE_BYTES:
+            raise InputError(f"expert_dtype: unknown {expert_dtype!r} (known: auto, {', '.join(EXPERT_DTYPE_BYTES)})")
+        return expert_dtype
+    quant = cfg.get("quantization_config") or {}
+    if quant.get("routed_experts_quant_method") == "mxfp4":
+        return "fp4"
+    return "fp8" if quant.get("quant_method") in ("fp8", "deepseek_v4_fp8") else "bf16"
+
+
+def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", name: str = "model",
+           expert_dtype: str = "auto", fp4_indexer: bool = False, attn_dp_size: int = 1) -> ModelShape:  # fmt: skip
+    """The :class:`ModelShape` of a config at ``tp_size`` ranks with KV stored as ``kv_dtype``.
+
+    With ``attn_dp_size`` attention-DP ranks (SGLang's DP attention) the attention weights are sharded over
+    ``tp_size / attn_dp_size`` GPUs (the attention TP group, ``arg_groups/fields/parallel.py:81-90, 316-320``)
+    and replicated across the DP ranks, while the MLP/MoE and embeddings stay sharded over all ``tp_size``.
+    """
+    if isinstance(tp_size, bool) or not isinstance(tp_size, int) or tp_size < 1:
+        raise InputError(f"tp_size: must be an integer >= 1, got {tp_size!r}")
+    if not isinstance(kv_dtype, str) or kv_dtype not in KV_DTYPE_BYTES:
+        raise InputError(f"kv_dtype: unknown {kv_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})")
+    if attn_dp_size < 1 or tp_size % attn_dp_size:
+        raise InputError(f"attn_dp_size {attn_dp_size} does not divide tp_size {tp_size}")
+    attn_tp = tp_size // attn_dp_size
+    layers = int(_need(cfg, "num_hidden_layers", name))
+    hidden = int(_need(cfg, "hidden_size", name))
+    heads = int(_need(cfg, "num_attention_heads", name))
+    vocab = int(_need(cfg, "vocab_size", name))
+    model_bytes = _DTYPE_BYTES.get(str(cfg.get("torch_dtype", "bfloat16")), 2)
+    quant = (cfg.get("quantization_config") or {}).get("quant_method")
+    weight_b = 1 if quant in ("fp8", "deepseek_v4_fp8") else model_bytes
+    experts = expert_dtype_of(cfg, expert_dtype)
+    own = expert_dtype == "auto" and experts != "fp4"  # stored like the other weights
+    expert_b = weight_b if own else EXPERT_DTYPE_BYTES[experts]
+    kv_b = KV_DTYPE_BYTES[kv_dtype] or model_bytes
+    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    mlp, mlp_active, expert, n_exp, k = _moe(cfg, name, hidden, layers)
+    per_tok_attn = 0.0  # attention FLOPs per token independent of context (windows, top-k), whole model
+    kv_req = 0.0
+    catalog = None
+    if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
+        family = "dsv4"
+        hd, q_lora = int(_need(cfg, "head_dim", name)), int(_need(cfg, "q_lora_rank", name))
+        o_lora = int(cfg.get("o_lora_rank") or q_lora)
+        attn = hidden * q_lora + q_lora * heads * hd + hidden * hd + heads * hd * o_lora + int(cfg.get("o_groups") or 1) * o_lora * hidden
+        ratios = [int(r) for r in cfg["compress_ratios"][:layers]]
+        window, topk = int(cfg.get("sliding_window") or 128), int(cfg.get("index_topk") or 512)
+        ih, ihd = int(cfg.get("index_n_heads") or 64), int(cfg.get("index_head_dim") or 128)
+        pair = 0.0
+        for r in ratios:
+            per_tok_attn += 4 * heads * hd * window
+            if r == 4:
+                pair += 2 * ih * ihd / 4
+                per_tok_attn += 4 * heads * hd * topk
+            elif r > 4:
+                pair += 4 * heads * hd / r
+        from sim.model.pools import get_model
+
+        catalog = "deepseek-v4.1-flash" if "kv_source_layer_ids" in cfg else (
+            "deepseek-v4-flash" if layers <= 43 else "deepseek-v4-pro")  # fmt: skip
+        spec = get_model(catalog, fp4_indexer=fp4_indexer)
+        if catalog != "deepseek-v4.1-flash":
+            _check_v4_layout(spec, name, layers, ratios.count(4), ratios.count(128), window, topk, fp4_indexer)
+        kv_tok = spec.bytes_per_page / spec.page_size
+        c4 = ratios.count(4)
+        read_tok = sum(p.bytes_per_page for p in spec.pools if p.name in ("c4_indexer", "c128")) / spec.page_size
+        kv_req = c4 * topk * 584 + layers * window * 584  # top-k C4 rows and the SWA window, v4 layout rows
+        attn_pair = pair
+    elif "kv_lora_rank" in cfg:  # MLA
+        family = "mla"
+        lora, rope = int(_need(cfg, "kv_lora_rank", name)), int(_need(cfg, "qk_rope_head_dim", name))
+        nope, v = int(_need(cfg, "qk_nope_head_dim", name)), int(_need(cfg, "v_head_dim", name))
+        q_lora = int(cfg.get("q_lora_rank") or 0)
+        q = hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope)
+        attn = q + hidden * (lora + rope) + lora * heads * (nope + v) + heads * v * hidden
+        kv_tok = layers * (lora + rope) * kv_b  # replicated on every rank
+        read_tok = kv_tok
+        attn_pair = layers * heads * (2 * (nope + rope) + 2 * v)
+    else:  # MHA / GQA
+        family = "mha"
+        kv_heads = int(cfg.get("num_key_value_heads") or heads)
+        hd = int(cfg.get("head_dim") or hidden // heads)
+        attn = hidden * heads * hd * 2 + 2 * hidden * kv_heads * hd
+        # KV heads split over TP; with more ranks than KV heads each rank keeps one (replicated).
+        kv_tok = 2 * layers * max(1, math.ceil(kv_heads / attn_tp)) * hd * kv_b
+        read_tok = kv_tok
+        attn_pair = 4 * layers * heads * hd
+    params = embed + layers * attn + mlp
+    active = embed + layers * attn + mlp_active
+    embed_bytes = embed * model_bytes
+    routed = n_exp * expert  # routed-expert params over all MoE layers, stored as expert_b each
+    weight_bytes = (params - embed) * weight_b + embed_bytes + routed * (expert_b - weight_b)
+    # DP attention: attention weights and FLOPs are split over attn_tp GPUs only (0 extra when attn_tp == tp).
+    attn_extra = 1 / attn_tp - 1 / tp_size
+    dense_bytes = (weight_bytes - routed * expert_b) / tp_size + layers * attn * weight_b * attn_extra
+    return ModelShape(
+        name=name, family=family, layers=layers, params=params, active_params=active,
+        weight_bytes_per_rank=weight_bytes / tp_size + layers * attn * weight_b * attn_extra, kv_bytes_per_token=kv_tok,
+        flops_per_token=(2 * (active - embed) + per_tok_attn) / tp_size  # embeddings: a lookup, and logits only for the last token
+        + (2 * layers * attn + per_tok_attn) * attn_extra,
+        attn_flops_per_pair=attn_pair / attn_tp,
+        dense_weight_bytes=dense_bytes, expert_bytes=expert * expert_b / tp_size,
+        n_experts=n_exp, experts_per_token=k, kv_read_bytes_per_token=read_tok, kv_read_bytes_per_request=kv_req,
+        compute_dtype="fp8" if weight_b == 1 else "bf16", catalog=catalog, fp4_indexer=fp4_indexer and catalog is not None,
+        mlp_flops_per_token=2 * mlp_active / tp_size,
+    )  # fmt: skip
+
+
+def _check_v4_layout(spec, name: str, layers: int, c4: int, c128: int, window: int, topk: int,
+                     fp4_indexer: bool) -> None:  # fmt: skip
+    """Refuse a V4 config whose layer structure is not the one the catalog pools were built from."""
+    from sim.model.pools import v4_pools
+
+    if (v4_pools(spec.page_size, layers, c4, c128, fp4_indexer) != spec.pools or window != spec.sliding_window
+            or topk != spec.index_topk):  # fmt: skip
+        raise InputError(f"model config {name!r}: {layers} layers ({c4} C4, {c128} C128), window {window}, "
+                         f"index_topk {topk} is not the layout of the catalog's {spec.name} ({spec.notes})")  # fmt: skip
+
+
+def model_spec(shape: ModelShape, page_size: int):
+    """The :class:`sim.model.pools.ModelSpec`: the V4 catalog's pools, else one ``kv`` pool of the per-rank bytes."""
+    from sim.model.pools import HitPolicy, ModelSpec, Pool, get_model
+
+    if shape.catalog is not None:
+        return get_model(shape.catalog, page_size=page_size, fp4_indexer=shape.fp4_indexer)
+    per_page = round(shape.kv_bytes_per_token * page_size)
+    pool = Pool("kv", per_page, "kv", HitPolicy.ALL_PAGES, rank_replicated=shape.family == "mla")
+    return ModelSpec(shape.name, page_size, (pool,), layers=shape.layers,
+                     notes=f"{shape.family}, {shape.kv_bytes_per_token:,.0f} B/token per rank (from config.json)")  # fmt: skip

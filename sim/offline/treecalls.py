@@ -1,0 +1,374 @@
+"""Drive the V4 prefix cache with a stream of calls in the format of ``shared/vectors/v4`` and answer each
+call with the same field names SGLang's recorded answers use, so that a recording from any SGLang version
+checks this model in one command (``hicache-sim tree CALLS.jsonl``).
+
+Token fields hold integers and ``[first, count]`` runs. The ops: ``config``, ``request`` (admit to release),
+``admit``, ``extend`` (one chunk), ``decode`` (``n`` steps), ``finish``, ``match`` (a bare admission match),
+``state`` (the tree's paths). See ``shared/vectors/v4/README.md`` for the full format. Host-tier streams
+(``shared/vectors/hicache``: a header naming the ``model``, or a config call with ``hicache_ratio``) go to
+:mod:`sim.offline.hostcalls`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sim.base.errors import InputError
+from sim.base.inputs import MAX_REQUEST_TOKENS, parse_json, read_text
+from sim.cache.radix import RadixTree
+from sim.cache.v4.swacache import OutOfMemory, Running, SWACache
+from sim.offline.calls import expand_tokens, token_runs
+from sim.offline.hostcalls import PlainHostDriver
+from sim.offline.v4hostcalls import V4HostDriver
+
+__all__ = ["RadixDriver", "TreeDriver", "compare", "HostDriver", "driver_for", "read_calls", "run_calls"]
+
+_POOL_FIELDS = ("full_used", "swa_used", "full_evictable", "full_protected", "swa_evictable", "swa_protected")
+
+
+# What each call may carry, by op: name -> (kind, least value, required). Kinds: int, int? (null allowed), bool,
+# tokens (ids and [first, count] runs), ids (plain ids), rid. Every call is checked against this before it is
+# applied, so a stream gets one line naming the file, line and field for a missing or mistyped one.
+_TOKENS, _OUTPUT, _RID = ("tokens", 0, True), ("tokens", 0, False), ("rid", 0, True)
+Fields = dict[str, tuple[str, int, bool]]
+CALL_FIELDS: dict[str, Fields] = {
+    "config": {"page_size": ("int", 1, False), "window": ("int", 0, False), "full_pages": ("int?", 1, False),
+               "swa_pages": ("int?", 1, False), "chunked_prefill_size": ("int", -(1 << 31), False),
+               "unbounded": ("bool", 0, False)},
+    "request": {"tokens": _TOKENS, "output": _OUTPUT},
+    "admit": {"tokens": _TOKENS, "output": _OUTPUT, "rid": _RID},
+    "extend": {"rid": _RID},
+    "decode": {"rid": _RID, "n": ("int", 0, False)},
+    "finish": {"rid": _RID},
+    "match": {"tokens": _TOKENS},
+    "state": {},
+}  # fmt: skip
+RADIX_CALL_FIELDS: dict[str, Fields] = {
+    "insert": {"tokens": ("ids", 0, True)}, "match": {"tokens": ("ids", 0, True)}, "evict": {"n": ("int", 0, True)},
+    "state": {},
+}  # fmt: skip
+HEADER_FIELDS: Fields = {"page_size": ("int", 1, False), "window": ("int", 0, False)}
+MAX_ID = 1 << 63
+MAX_COUNT = MAX_REQUEST_TOKENS  # tokens one call may name, and decode steps one call may ask for
+
+
+def check_call(call: dict, fields: dict[str, Fields]) -> None:
+    """Raise InputError naming the field of ``call`` that its op's declaration refuses."""
+    op = call.get("op")
+    if not isinstance(op, str) or op not in fields:
+        raise InputError(f"op: unknown op {op!r} (known: {', '.join(fields)})")
+    check_fields(call, fields[op])
+
+
+def check_fields(obj: dict, spec: Fields) -> None:
+    for name, (kind, least, required) in spec.items():
+        if name not in obj:
+            if required:
+                raise InputError(f"{name}: required field missing")
+            continue
+        problem = _problem(obj[name], kind, least)
+        if problem:
+            raise InputError(f"{name}: {problem}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _problem(value, kind: str, least: int) -> str | None:
+    if kind == "bool":
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
+    if kind == "rid":
+        return None if isinstance(value, str) or _is_int(value) else f"expected a string or integer, got {value!r}"
+    if kind in ("int", "int?"):
+        if value is None and kind == "int?":
+            return None
+        if not _is_int(value) or not least <= value <= MAX_COUNT:
+            return f"expected an integer from {least} to {MAX_COUNT:,}, got {value!r}"
+        return None
+    if not isinstance(value, list):
+        return f"expected a list of token ids{' and [first, count] runs' if kind == 'tokens' else ''}"
+    total = 0
+    for item in value:
+        if _is_int(item) and abs(item) < MAX_ID:
+            total += 1
+        elif (kind == "tokens" and isinstance(item, list) and len(item) == 2 and all(_is_int(x) for x in item)
+              and abs(item[0]) < MAX_ID and 0 <= item[1] <= MAX_COUNT):  # fmt: skip
+            total += item[1]
+        else:
+            return f"expected token ids (integers below 2^63){' or [first, count] runs' if kind == 'tokens' else ''}" \
+                   f", got {item!r}"[:200]
+        if total > MAX_COUNT:
+            return f"over {MAX_COUNT:,} tokens in one call"
+    return None
+
+
+@dataclass
+class TreeDriver:
+    """Applies calls to one :class:`SWACache`, rebuilt by each ``config`` call."""
+
+    config: dict = field(default_factory=lambda: {"page_size": 256, "window": 128, "full_pages": None,
+                                                  "swa_pages": None, "chunked_prefill_size": 8192})  # fmt: skip
+    cache: SWACache | None = None
+    requests: dict[str, Running] = field(default_factory=dict)
+
+    def __call__(self, call: dict) -> dict:
+        check_call(call, CALL_FIELDS)
+        op = call["op"]
+        handler = getattr(self, f"_op_{op}")
+        if op != "config" and self.cache is None:
+            self._op_config({})
+        out = {"op": op, **({"id": call["id"]} if "id" in call else {}), **({"rid": call["rid"]} if "rid" in call else {})}
+        out.update(handler(call))
+        c = self.cache
+        out.update(full_used=c.full_used, swa_used=c.swa_used, full_evictable=c.tree.full_evictable,
+                   full_protected=c.tree.full_protected, swa_evictable=c.tree.swa.evictable,
+                   swa_protected=c.tree.swa.protected, running=len(c.running))  # fmt: skip
+        return out
+
+    def _op_config(self, call: dict) -> dict:
+        for k in ("page_size", "window", "full_pages", "swa_pages", "chunked_prefill_size"):
+            if k in call:
+                self.config[k] = call[k]
+        cfg = self.config
+        unbounded = call.get("unbounded", False)
+        chunk = cfg["chunked_prefill_size"]
+        if chunk <= 0:  # SGLang turns chunking off for a size <= 0 (managers/scheduler.py:1372-1373)
+            chunk = MAX_COUNT
+        elif chunk < cfg["page_size"]:
+            raise InputError(f"chunked_prefill_size: {chunk} is below one page ({cfg['page_size']}): SGLang rounds a "
+                             "chunk down to whole pages and admits no prompt longer than it (schedule_policy.py:1664-1672)")
+        self.cache = SWACache(page=cfg["page_size"], window=cfg["window"],
+                              full_pages=None if unbounded else cfg["full_pages"],
+                              swa_pages=None if unbounded else cfg["swa_pages"],
+                              chunked_prefill_size=chunk)  # fmt: skip
+        self.requests.clear()
+        return {"config": {k: cfg[k] for k in ("page_size", "window", "full_pages", "swa_pages",
+                                                "chunked_prefill_size")}}  # fmt: skip
+
+    @staticmethod
+    def _match(r: Running) -> dict:
+        return {"matched": r.match.device, "full_hit": r.match.full_hit, "swa_branching": r.match.branching}
+
+    @staticmethod
+    def _evictions(r: Running) -> dict:
+        return {"evicted_full": r.evicted_full, "evicted_swa": r.evicted_swa}
+
+    def _finished(self, r: Running) -> dict:
+        return {**self._match(r), "chunks": [list(c) for c in r.chunks], "cached_len": r.protected,
+                "swa_evicted_at_finish": r.evicted}  # fmt: skip
+
+    def _admit(self, call: dict) -> Running:
+        prompt, output = expand_tokens(call["tokens"]), expand_tokens(call.get("output", []))
+        return self.cache.admit(self.cache.tree.page_keys(prompt + output), len(prompt), len(output))
+
+    def _op_request(self, call: dict) -> dict:
+        r = self._admit(call)
+        self.cache.finish(r)
+        return {**self._finished(r), **self._evictions(r)}
+
+    def _op_admit(self, call: dict) -> dict:
+        r = self._admit(call)
+        self.requests[call["rid"]] = r
+        return {**self._match(r), "evicted_full": 0, "evicted_swa": 0}
+
+    def _running(self, call: dict) -> Running:
+        try:
+            return self.requests[call["rid"]]
+        except KeyError:
+            raise InputError(f"rid: no running request {call.get('rid')!r}") from None
+
+    def _op_extend(self, call: dict) -> dict:
+        r = self._running(call)
+        r.evicted_full = r.evicted_swa = 0
+        chunk = self.cache.extend(r)
+        out = {"chunk": list(chunk), "prefilled": r.prefilled >= r.prompt_len, "finished": r.finished,
+               **self._evictions(r)}  # fmt: skip
+        return {**out, **self._finished(r)} if r.finished else out
+
+    def _op_decode(self, call: dict) -> dict:
+        r = self._running(call)
+        r.evicted_full = r.evicted_swa = 0
+        self.cache.decode_many(r, call.get("n", 1))
+        out = {"steps": r.decode_steps, "finished": r.finished, **self._evictions(r)}
+        return {**out, **self._finished(r)} if r.finished else out
+
+    def _op_finish(self, call: dict) -> dict:
+        r = self._running(call)
+        r.evicted_full = r.evicted_swa = 0
+        self.cache.finish(r)
+        del self.requests[call["rid"]]
+        return {**self._finished(r), **self._evictions(r)}
+
+    def _op_match(self, call: dict) -> dict:
+        tokens = expand_tokens(call["tokens"])
+        m = self.cache.lookup(self.cache.tree.page_keys(tokens), len(tokens))
+        return {"matched": m.device, "full_hit": m.full_hit, "swa_branching": m.branching}
+
+    def _op_state(self, call: dict) -> dict:
+        tree = self.cache.tree
+        paths = []
+        for path in tree.paths():
+            tokens = [t for node in path for key in node.key for t in key]
+            nodes, pages, pos = [], [], 0
+            for node in path:
+                flag = "S" if node.swa else "T"
+                nodes.append([pos, pos + node.tokens, flag])
+                pages.append(flag * len(node.key))
+                pos += node.tokens
+            paths.append((tokens, {"len": pos, "tokens": token_runs(tokens), "pages": "".join(pages), "nodes": nodes}))
+        paths.sort(key=lambda p: p[0])
+        return {"num_nodes": tree.num_nodes, "paths": [p for _, p in paths]}
+
+
+@dataclass
+class RadixDriver:
+    """Applies SGLang ``RadixCache`` calls (``insert``/``match``/``evict``/``state``) to a device-only
+    :class:`~sim.cache.radix.RadixTree` (``shared/vectors/sglang_radix_*.jsonl``)."""
+
+    page_size: int = 1
+    tree: RadixTree = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tree = RadixTree(page_size=self.page_size)
+
+    def __call__(self, call: dict) -> dict:
+        check_call(call, RADIX_CALL_FIELDS)
+        tree, op = self.tree, call.get("op")
+        out: dict = {"op": op, **({"id": call["id"]} if "id" in call else {})}
+        if op == "insert":
+            res = tree.insert(tree.page_keys(call["tokens"]))
+            out.update(prefix_len=res.prefix_pages * tree.page_size, inserted=res.inserted_pages * tree.page_size)
+        elif op == "match":
+            out["matched"] = tree.match(tree.page_keys(call["tokens"])).device_pages * tree.page_size
+        elif op == "evict":
+            out["evicted"], out["freed_calls"] = tree.evict(call["n"])
+        elif op == "state":
+            paths = tree.paths()
+            if tree.page_size > 1:
+                paths = [[t for page in p for t in page] for p in paths]
+            out.update(paths=paths, num_nodes=tree.num_nodes - 1)  # SGLang counts nodes below the root
+        else:
+            raise InputError(f"op: unknown RadixCache op {op!r}")
+        out.update(evictable=tree.evictable_tokens, protected=tree.protected_tokens, total=tree.device_tokens())
+        return out
+
+
+def driver_for(header: dict | None, first_call: dict | None):
+    """The driver a call file needs: V4 (``window`` in its header, or V4 ops) or ``RadixCache``."""
+    v4_ops = {"config", "request", "admit", "extend", "decode", "finish"}
+    if (header and "model" in header) or (first_call and "hicache_ratio" in first_call):
+        return HostDriver()
+    if (header and "window" in header) or (first_call and first_call.get("op") in v4_ops):
+        return TreeDriver()
+    return RadixDriver(page_size=(header or {}).get("page_size", 1))
+
+
+def run_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
+    """Answer every call of ``path``: (line number, answer, expect or None). A bad call, or one SGLang's
+    allocator would fail (the pools cannot hold it), stops the stream with its file and line."""
+    header = None
+    driver = None
+    for lineno, call, expect in read_calls(path):
+        try:
+            if lineno == 0:
+                check_fields(call, HEADER_FIELDS)
+                header = call
+                continue
+            if driver is None:
+                driver = driver_for(header, call)
+            answer = driver(call)
+        except InputError as exc:
+            raise InputError(str(exc), source=str(path), line=lineno or 1) from None
+        except OutOfMemory as exc:
+            raise InputError(f"the pools cannot hold this call (SGLang's allocator fails here too): {exc}",
+                             source=str(path), line=lineno) from None  # fmt: skip
+        yield lineno, answer, expect
+
+
+def read_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
+    """(line number, call, expect or None) for each call line; a first line that is no call (a header) comes
+    as line 0. Raises InputError naming the file and line."""
+    text = read_text(path, "call stream")
+    first = True
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        obj = parse_json(line, str(path), line=lineno)
+        if not isinstance(obj, dict):
+            raise InputError("a call line must be a JSON object", source=str(path), line=lineno)
+        if "call" in obj:
+            if not isinstance(obj["call"], dict) or not isinstance(obj.get("expect") or {}, dict):
+                raise InputError("call and expect must be JSON objects", source=str(path), line=lineno)
+            yield lineno, obj["call"], obj.get("expect")
+        elif "op" in obj:
+            yield lineno, obj, None
+        elif first:
+            yield 0, obj, None
+        else:
+            raise InputError("expected a call: an object with op, or {call, expect}", source=str(path), line=lineno)
+        first = False
+
+
+def compare(answer: dict, expect: dict, unnamed: set | None = None) -> list[str]:
+    """Fields of ``expect`` that ``answer`` gets wrong, as ``field: got X, expected Y``.
+
+    ``unnamed`` (one set per call stream, owned by the caller) remembers the nodes the recorder could not name
+    (below), so that a later host eviction the recorder lists without them still compares."""
+    if unnamed is not None and answer.get("op") == "config":
+        unnamed.clear()  # a new segment: new pools, new tree
+    out = []
+    for key, want in expect.items():
+        if key == "config":  # the recording names SGLang's tree backend too; only the pool settings compare
+            got = answer.get(key, {})
+            want = {k: v for k, v in want.items() if k in got}
+        else:
+            got = answer.get(key)
+        if key == "events" and isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+            seen = set() if unnamed is None else unnamed
+            got = [_recorder_names(g, w, seen) for g, w in zip(got, want)]
+        if got != want:
+            out.append(f"{key}: got {got!r}, expected {want!r}")
+    return out
+
+
+def _recorder_names(got: dict, want: dict, unnamed: set) -> dict:
+    """A few recorded events name a node whose last token id the recorder could not read (``[start, end,
+    null]``); such a reference compares by its position only, and the node it stands for joins ``unnamed``.
+    The recorder leaves such a node out of a later ``host_evict``'s ``nodes`` list altogether (vector
+    ``v6.34`` frees 256 host tokens naming no node: the 256-token host leaf ``v6.22`` demoted as
+    ``[0, 256, null]``), so a node of ``unnamed`` missing from a recorded list is not a difference."""
+    if not isinstance(got, dict) or not isinstance(want, dict):
+        return got
+    out = dict(got)
+    for k, w in want.items():
+        g = got.get(k)
+        if isinstance(w, list) and len(w) == 3 and w[2] is None and isinstance(g, list) and len(g) == 3:
+            unnamed.add(tuple(g))
+            out[k] = [g[0], g[1], None]
+    g, w = got.get("nodes"), want.get("nodes")
+    if "host_evict" in want and isinstance(g, list) and isinstance(w, list) and len(g) > len(w):
+        out["nodes"] = [n for n in g if n in w or tuple(n) not in unnamed]
+    return out
+
+
+class HostDriver:
+    """The host-tier format's driver: each ``config`` call picks the plain model's cache or V4's."""
+
+    def __init__(self) -> None:
+        self.driver: PlainHostDriver | None = None
+
+    def __call__(self, call: dict) -> dict:
+        if call.get("op") == "config":
+            model = call.get("model", "plain")
+            if model == "plain":
+                self.driver = PlainHostDriver()
+            elif model == "v4":
+                self.driver = V4HostDriver()
+            else:
+                raise InputError(f"model: unknown model {model!r} (known: plain, v4)")
+        if self.driver is None:
+            raise InputError("op: a host-tier stream starts with a config call")
+        return self.driver(call)

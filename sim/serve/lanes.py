@@ -1,0 +1,231 @@
+"""Lane replay of agentic trajectories as aiperf plays them for InferenceX's AgentX, and AgentX's report.
+
+aiperf's agentic replay (``docs/benchmark-modes/semianalysis-agentx-faq.md`` §2, §4-§6; the Weka loader
+``src/aiperf/dataset/loader/weka_trace.py``):
+
+- ``--concurrency C`` is C *lanes*, each holding one trajectory tree (the parent and its subagents) at a
+  time; when the whole tree has drained, the lane draws the next trajectory (sequentially through the
+  dataset) and replays it from its first call, as a new session whose cache keys are its own
+  (``--cache-bust``: sessions never share a prefix, a session and its subagents do).
+- A call is sent when the previous call of its chain has finished plus the recorded idle gap, measured end
+  to start (``t_k - t_{k-1} - api_time_{k-1}``, at least 0), capped at ``--trace-idle-gap-cap-seconds``.
+- A subagent group is spawned at its recorded gap after the parent call before it and runs as a chain of its
+  own, concurrently with the parent and with other groups; the parent's first later call recorded after the
+  group ended waits for it (the join), then for the recorded gap after the group's end.
+- Each lane's first trajectory starts at a point t* drawn uniformly between ``trajectory_start_min_ratio``
+  and ``..._max_ratio`` of its recorded span, so lanes are out of phase: the
+  ``warmup_requests_per_lane`` parent calls just before t* are sent first, back to back, to warm the cache
+  (they are not measured); when every lane has warmed, the measured phase starts and each lane goes on from
+  t*. Later trajectories start from their first call.
+- After ``benchmark_duration_s`` of the measured phase no new call is sent; calls in flight have
+  ``benchmark_grace_period_s`` more to finish (aiperf's ``--benchmark-grace-period``, 30 s by default; null
+  waits for all), and the run ends then: a call still running is left unfinished and out of the report.
+
+The report follows InferenceX's ``utils/process_agentic_result.py``: throughput is (sum of input + output
+tokens) / (last finish - first start) of the measured calls, divided by the GPUs; ITL is each call's
+(end - first token) / (output tokens - 1) and percentiles interpolate linearly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from sim.workload.request import Request
+from sim.workload.trajectory import Call, Subagent, Trajectory, end_to_start
+
+__all__ = ["LanePlayer", "agentx_report", "format_agentx_report"]
+
+
+class LanePlayer:
+    """The arrival process of a lane replay (``w``: a LanesWorkload or AgenticWorkload)."""
+
+    def __init__(self, sim, trajectories: list[Trajectory], w) -> None:
+        self.sim, self.env, self.trajs, self.w = sim, sim.env, trajectories, w
+        self.cap = w.idle_gap_cap_s
+        self._events: dict[int, object] = {}
+        self._rid = 0
+        self._session = 0
+        self._cursor = w.lanes  # lane l starts with trajectory l; then the dataset in order
+        self.boundary_s = 0.0  # the measured phase starts here
+        self.stop_s = float("inf")
+        self.cutoff_s = float("inf")  # the run ends here (sim.serve.engine.Simulation.run)
+        self.sessions_started = 0
+        self._measured = sim.env.event()
+
+    # ----- sending -----------------------------------------------------------------------------------
+    def _finished(self, req: Request) -> None:
+        ev = self._events.pop(req.rid, None)
+        if ev is not None:
+            ev.succeed(self.env.now)
+
+    def _send(self, call: Call, session: int, turn: int):
+        req = Request(self._rid, self.env.now, call.input_len, call.output_len,
+                      [(session, p) for p in call.pages], session=session, round=turn)  # fmt: skip
+        self._rid += 1
+        ev = self.env.event()
+        self._events[req.rid] = ev
+        self.sim.dispatch(req)
+        return ev
+
+    def _gap(self, seconds: float) -> float:
+        return seconds if self.cap is None else min(seconds, self.cap)
+
+    # ----- one trajectory ----------------------------------------------------------------------------
+    def _subagent(self, group: Subagent, session: int, spawn_delay: float, first_turn: int):
+        env = self.env
+        yield env.timeout(self._gap(spawn_delay))
+        prev = None
+        for k, call in enumerate(group.calls):
+            gap = max(0.0, call.t - group.t) if prev is None else end_to_start(prev, call.t)
+            yield env.timeout(self._gap(gap))
+            if env.now >= self.stop_s:
+                return env.now
+            yield self._send(call, session, first_turn + k)
+            prev = call
+        return env.now
+
+    def _tree(self, traj: Trajectory, session: int, start: int, t_ref: float):
+        """Play ``traj`` from step ``start``, the first call's gap counted from recorded time ``t_ref``."""
+        env, steps = self.env, traj.steps
+        groups: dict[int, object] = {}
+        prev: Call | None = None
+        turn = sum(len(s.calls) if isinstance(s, Subagent) else 1 for s in steps[:start])
+        for i in range(start, len(steps)):
+            step = steps[i]
+            if isinstance(step, Subagent):
+                delay = end_to_start(prev, step.t) if prev else max(0.0, step.t - t_ref)
+                groups[i] = env.process(self._subagent(step, session, delay, turn))
+                turn += len(step.calls)
+                continue
+            ended = env.now
+            ready = ended + self._gap(end_to_start(prev, step.t) if prev else max(0.0, step.t - t_ref))
+            joins = [j for j in step.joins if j in groups]
+            if joins:
+                yield env.all_of([groups[j] for j in joins])
+                last = max(groups[j].value for j in joins)
+                ready = max(ready, last + self._gap(max(0.0, step.t - max(steps[j].end_t for j in joins))))
+            if ready > env.now:
+                yield env.timeout(ready - env.now)
+            if env.now >= self.stop_s:
+                break
+            yield self._send(step, session, turn)
+            turn += 1
+            prev = step
+        alive = [p for p in groups.values() if p.is_alive]
+        if alive:  # a lane is held until its whole tree drains
+            yield env.all_of(alive)
+
+    # ----- lanes -------------------------------------------------------------------------------------
+    def _start_point(self, traj: Trajectory, rng: np.random.Generator) -> tuple[float, int, list[Call]]:
+        """(t*, the first step at or after it, the warm-up calls before it) for a lane's first trajectory."""
+        w = self.w
+        main = traj.main
+        t0, t1 = main[0][1].t, main[-1][1].t
+        ratio = rng.uniform(w.trajectory_start_min_ratio, w.trajectory_start_max_ratio)
+        t_star = t0 + ratio * (t1 - t0)
+        start = next((i for i, s in enumerate(traj.steps) if s.t >= t_star), len(traj.steps))
+        if start == 0:
+            return t_star, 0, []
+        before = [c for i, c in main if i < start]
+        return t_star, start, before[len(before) - w.warmup_requests_per_lane:] if w.warmup_requests_per_lane else []
+
+    def _lane(self, lane: int, plan: tuple[float, int, list[Call]], warmed):
+        env, trajs = self.env, self.trajs
+        traj = trajs[lane % len(trajs)]
+        t_star, start, warm = plan
+        session = self._new_session()
+        for call in warm:
+            yield self._send(call, session, -1)
+        warmed.append(lane)
+        if len(warmed) == self.w.lanes:
+            self._begin()
+        yield self._measured
+        yield from self._tree(traj, session, start, t_star)
+        while env.now < self.stop_s:
+            traj = trajs[self._cursor % len(trajs)]
+            self._cursor += 1
+            yield from self._tree(traj, self._new_session(), 0, traj.steps[0].t)
+
+    def _new_session(self) -> int:
+        self._session += 1
+        self.sessions_started += 1
+        return self._session
+
+    def _begin(self) -> None:
+        self.boundary_s = self.env.now
+        self.stop_s = self.env.now + self.w.benchmark_duration_s
+        if self.w.benchmark_grace_period_s is not None:
+            self.cutoff_s = self.stop_s + self.w.benchmark_grace_period_s
+        self._measured.succeed()
+
+    def run(self):
+        """The arrival process: every lane, until the duration ends and their trees drain."""
+        env, rng = self.env, self.sim.rng
+        self.sim.on_finish = self._finished
+        plans = [self._start_point(self.trajs[lane % len(self.trajs)], rng) for lane in range(self.w.lanes)]
+        warmed: list[int] = []
+        lanes = env.all_of([env.process(self._lane(lane, plans[lane], warmed)) for lane in range(self.w.lanes)])
+        yield self._measured
+        if self.cutoff_s < float("inf"):
+            yield lanes | env.timeout(self.cutoff_s - env.now)
+        else:
+            yield lanes
+
+
+# ----- AgentX's report -----------------------------------------------------------------------------------
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else 0.0
+
+
+def agentx_report(df: pd.DataFrame, player: LanePlayer, samples: list[dict], *, gpus: int, l1_pages: int,
+                  page_tokens: int) -> dict:  # fmt: skip
+    """The figures AgentX publishes, over the measured phase (warm-up calls excluded)."""
+    m = df[df["arrival_s"] >= player.boundary_s] if not df.empty else df
+    out: dict = {"client": "aiperf_agentic", "lanes": player.w.lanes, "gpus": gpus, "requests": len(m),
+                 "sessions_started": player.sessions_started, "measured_from_s": player.boundary_s}  # fmt: skip
+    if m.empty:
+        return out
+    duration = float(m["finish_s"].max() - m["arrival_s"].min())
+    n_in, n_out = int(m["input_tokens"].sum()), int(m["output_tokens"].sum())
+    dec = m[m["output_tokens"] > 1]
+    itl = ((dec["e2e_s"] - dec["ttft_s"]) / (dec["output_tokens"] - 1)).to_numpy(float)
+    itl = itl[itl > 0]
+    ttft = m["ttft_s"].to_numpy(float)
+    dev, host, sto = (int(m[c].sum()) for c in ("device_hit_tokens", "host_hit_tokens", "storage_hit_tokens"))
+    live = [s for s in samples if player.boundary_s <= s["time_s"] <= m["finish_s"].max()]
+    queue = np.array([s["waiting"] for s in live], float)
+    running = np.array([s["running"] for s in live], float)
+    usage = np.array([(s["l1_kv_pages"] * page_tokens - s["evictable_tokens"]) / (l1_pages * page_tokens)
+                      for s in live], float)  # fmt: skip
+    out.update({
+        "duration_s": duration,
+        "tok_per_s_per_gpu": (n_in + n_out) / duration / gpus if duration else 0.0,
+        "input_tok_per_s_per_gpu": n_in / duration / gpus if duration else 0.0,
+        "output_tok_per_s_per_gpu": n_out / duration / gpus if duration else 0.0,
+        "ttft_s": {"mean": float(ttft.mean()), "p50": _pct(ttft, 50), "p90": _pct(ttft, 90)},
+        "itl_s": {"mean": float(itl.mean()) if len(itl) else 0.0, "p50": _pct(itl, 50), "p90": _pct(itl, 90)},
+        "prefix_hit": (dev + host + sto) / max(1, n_in),
+        "gpu_hit": dev / max(1, n_in), "cpu_hit": host / max(1, n_in), "storage_hit": sto / max(1, n_in),
+        "queue_req": {"p50": _pct(queue, 50), "p90": _pct(queue, 90)},
+        "running_req": {"p50": _pct(running, 50), "p90": _pct(running, 90)},
+        "full_token_usage": {"mean": float(usage.mean()) if len(usage) else 0.0, "p90": _pct(usage, 90)},
+    })  # fmt: skip
+    return out
+
+
+def format_agentx_report(r: dict) -> str:
+    if "duration_s" not in r:
+        return f"aiperf agentic ({r['lanes']} lanes): no measured requests"
+    q, run, u = r["queue_req"], r["running_req"], r["full_token_usage"]
+    return "\n".join([
+        f"aiperf agentic, {r['lanes']} lanes: {r['requests']:,} measured requests over {r['duration_s']:,.1f} s, "
+        f"{r['sessions_started']:,} sessions",
+        f"  tok/s/GPU {r['tok_per_s_per_gpu']:,.0f} (in {r['input_tok_per_s_per_gpu']:,.0f}, "
+        f"out {r['output_tok_per_s_per_gpu']:,.0f}) on {r['gpus']} GPU(s)",
+        f"  TTFT mean {r['ttft_s']['mean']:.3f} s, p50 {r['ttft_s']['p50']:.3f} s; ITL p90 {r['itl_s']['p90'] * 1e3:.1f} ms",
+        f"  prefix hit {r['prefix_hit']:.1%} (GPU {r['gpu_hit']:.1%}, CPU {r['cpu_hit']:.1%}"
+        + (f", storage {r['storage_hit']:.1%})" if r["storage_hit"] else ")"),
+        f"  #queue-req p50 {q['p50']:.0f} / p90 {q['p90']:.0f}; #running-req p50 {run['p50']:.0f} / p90 {run['p90']:.0f}; "
+        f"full token usage mean {u['mean']:.2f}, p90 {u['p90']:.2f}",
+    ])  # fmt: skip

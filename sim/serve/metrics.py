@@ -1,0 +1,228 @@
+"""What a timed run records, and how it is summarised.
+
+The engine appends plain tuples on its hot path (per-request records, link busy intervals, periodic
+samples); DataFrames and percentiles are built once, at the end. Per-request records go to a sink in
+batches (``requests.parquet`` written as the run goes) or stay in memory for library callers; the summary
+reads only running totals and the per-request latencies, so memory does not grow by ~4 KB a request.
+Counter names follow SGLang's
+Prometheus metrics (``observability/metrics_collector.py``; ``shared/reference/sglang_hicache.md`` s7).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Recorder", "RequestWriter", "SampleBuffer",
+           "busy_fraction", "dropped_by_reason"]
+
+LINKS = ("h2d", "d2h", "l3_read", "l3_write")
+REQUEST_COLUMNS = (
+    "rid", "instance", "session", "round", "arrival_s", "admitted_s", "first_token_s", "finish_s",
+    "input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
+    "computed_tokens", "load_back_s", "queue_wait_s", "ttft_s", "e2e_s",
+    "retractions", "reprocessed_computed_tokens", "reprocessed_cached_tokens",
+)  # fmt: skip
+# A record's invariants (tests/sim/app/test_records.py): arrival <= admitted <= first token <= finish; the hits
+# and ``computed_tokens`` are the first admission's and add up to ``input_tokens``; a retracted request's
+# re-prefills (its prompt and the outputs it had made, again) are in the ``reprocessed_*`` columns only.
+SUMMED = ("input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
+          "computed_tokens", "retractions", "reprocessed_computed_tokens", "reprocessed_cached_tokens")  # fmt: skip
+_INT_COLUMNS = {"rid", "instance", "session", "round", *SUMMED}
+REQUEST_DTYPES = {c: "int64" if c in _INT_COLUMNS else "float64" for c in REQUEST_COLUMNS}
+_SUMMED_AT = tuple(REQUEST_COLUMNS.index(c) for c in SUMMED)
+BATCH_ROWS = 65_536  # per-request records held before a sink takes them
+MAX_TIMESERIES_ROWS = 50_000  # ~2.5 KB a row while running (a dict of ~20 columns)
+
+
+class SampleBuffer(list):
+    """The periodic samples, bounded: past ``max_rows`` it keeps every other sampling tick, as if sampled
+    at twice the interval (``stride`` says by how much the interval grew). A tick is ``rows_per_tick``
+    consecutive appends (one row per instance); tick k (1-based) is kept when k is a multiple of ``stride``."""
+
+    def __init__(self, rows_per_tick: int = 1, max_rows: int = MAX_TIMESERIES_ROWS) -> None:
+        super().__init__()
+        self.rows_per_tick, self.max_rows = rows_per_tick, max(max_rows, 2 * rows_per_tick)
+        self.stride = 1
+        self._appended = 0
+
+    def append(self, row) -> None:
+        tick = self._appended // self.rows_per_tick + 1
+        self._appended += 1
+        if tick % self.stride == 0:
+            super().append(row)
+            if len(self) > self.max_rows and self._appended % self.rows_per_tick == 0:
+                self._thin()
+
+    def _thin(self) -> None:
+        """Keep the stored ticks at multiples of 2 x stride: the 2nd, 4th... stored group."""
+        n = self.rows_per_tick
+        kept = [row for j in range(1, len(self) // n, 2) for row in self[j * n : (j + 1) * n]]
+        self[:] = kept
+        self.stride *= 2
+
+ENGINE_COUNTERS = (
+    "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
+    "sim_prefetches_total", "sim_prefetch_requested_tokens_total", "sim_prefetch_retries_total",
+    "sim_prefetch_rate_limited_total", "sim_write_back_wait_seconds_total",
+    "num_retracted_requests_total", "num_retracted_input_tokens_total", "num_retracted_output_tokens_total",
+)  # fmt: skip
+UNFULFILLED_REASONS = ("below_threshold", "host_capacity", "storage_transfer", "deadline")
+
+
+@dataclass
+class Recorder:
+    """Everything one run records. ``links[(instance, link)]`` holds (start, end, bytes) intervals.
+
+    With a ``sink``, per-request records are handed to it in batches of ``BATCH_ROWS`` (call
+    :meth:`flush` at the end); without one they accumulate in ``requests``.
+    """
+
+    record_requests: bool = True
+    sink: Callable[[list[tuple]], None] | None = None
+    requests: list[tuple] = field(default_factory=list)
+    links: dict[tuple[int, str], list[tuple[float, float, int]]] = field(default_factory=lambda: defaultdict(list))
+    samples: list[dict] = field(default_factory=SampleBuffer)
+    dropped: Counter = field(default_factory=Counter)  # requests, by reason
+    counters: Counter = field(default_factory=Counter)  # engine-level: steps, stalls, prefetches...
+    # Aggregates kept even when per-request records are off.
+    n_finished: int = 0
+    totals: list[int] = field(default_factory=lambda: [0] * len(SUMMED))
+    ttft: array = field(default_factory=lambda: array("d"))
+    e2e: array = field(default_factory=lambda: array("d"))
+    queue_wait: array = field(default_factory=lambda: array("d"))
+    tpot: array = field(default_factory=lambda: array("d"))  # (finish - first token) / (output tokens - 1)
+
+    def engine_metrics(self) -> dict:
+        """The engine's counters under SGLang's names (L3 traffic, ``metrics_collector.py:2213-2290``),
+        then the simulator's own, prefixed ``sim_``. ``storage_prefetch_unfulfilled_tokens_total`` carries
+        only the reasons the model produces."""
+        c = self.counters
+        out = {k: c[k] for k in ENGINE_COUNTERS}
+        out["storage_prefetch_unfulfilled_tokens_total"] = {
+            r: c[f"storage_prefetch_unfulfilled_tokens_total:{r}"] for r in UNFULFILLED_REASONS}  # fmt: skip
+        return out
+
+    def transfer(self, instance: int, link: str, start: float, end: float, nbytes: int) -> None:
+        self.links[(instance, link)].append((start, end, nbytes))
+
+    def request(self, rec: tuple) -> None:
+        self.n_finished += 1
+        self.ttft.append(rec[16])
+        self.e2e.append(rec[17])
+        self.queue_wait.append(rec[15])
+        self.tpot.append((rec[7] - rec[6]) / max(rec[9] - 1, 1))
+        totals = self.totals
+        for i, at in enumerate(_SUMMED_AT):
+            totals[i] += rec[at]
+        if self.record_requests:
+            self.requests.append(rec)
+            if self.sink is not None and len(self.requests) >= BATCH_ROWS:
+                self.flush()
+
+    def flush(self) -> None:
+        """Hand the held records to the sink."""
+        if self.sink is not None and self.requests:
+            self.sink(self.requests)
+            self.requests = []
+
+    def token_totals(self) -> dict[str, int]:
+        """The finished requests' token columns summed (``retractions`` is a count, not tokens: left out)."""
+        return {c: int(v) for c, v in zip(SUMMED, self.totals) if c != "retractions"}
+
+    def requests_frame(self) -> pd.DataFrame:
+        """The records held in memory (all of them when there is no sink)."""
+        return _frame(self.requests)
+
+
+    def link_bytes(self, link: str) -> int:
+        return sum(b for (_, name), iv in self.links.items() if name == link for _, _, b in iv)
+
+    def link_utilization(self, link: str, instances: int, horizon: float) -> float:
+        """Busy time over ``horizon`` seconds, averaged over instances."""
+        if horizon <= 0:
+            return 0.0
+        busy = sum(e - s for (_, name), iv in self.links.items() if name == link for s, e, _ in iv)
+        return busy / (horizon * instances)
+
+    def timeseries_frame(self, interval: float, instances: int) -> pd.DataFrame:
+        """The periodic samples, with each link's busy fraction over the interval before each sample
+        (``interval`` is the sampling interval actually kept)."""
+        df = pd.DataFrame.from_records(list(self.samples))
+        if df.empty:
+            return df
+        for link in LINKS:
+            col = np.zeros(len(df))
+            for i in range(instances):
+                mask = (df["instance"] == i).to_numpy()
+                times = df.loc[mask, "time_s"].to_numpy()
+                col[mask] = busy_fraction(self.links.get((i, link), []), times - interval, times)
+            df[f"util_{link}"] = col
+        return df
+
+
+def _frame(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS)).astype(REQUEST_DTYPES)
+
+
+class RequestWriter:
+    """A Recorder sink: appends each batch of records to one Parquet file as a row group."""
+
+    def __init__(self, path: str | Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._pa = pa
+        schema = pa.Table.from_pandas(_frame([]), preserve_index=False).schema
+        self._writer = pq.ParquetWriter(Path(path), schema)
+
+    def __call__(self, rows: list[tuple]) -> None:
+        self._writer.write_table(self._pa.Table.from_pandas(_frame(rows), preserve_index=False))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def busy_fraction(intervals: list[tuple[float, float, int]], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Share of each window [lo, hi) covered by the (non-overlapping) busy intervals."""
+    if not intervals or len(lo) == 0:
+        return np.zeros(len(lo))
+    iv = np.asarray([(s, e) for s, e, _ in intervals], dtype=float)
+    starts, ends = iv[:, 0], iv[:, 1]
+    cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
+
+    def covered(t: np.ndarray) -> np.ndarray:
+        """Busy time in [0, t)."""
+        k = np.searchsorted(starts, t, side="right")  # intervals starting before t
+        full = cum[np.maximum(k - 1, 0)]
+        last = np.where(k > 0, np.clip(t - starts[np.maximum(k - 1, 0)], 0.0, ends[np.maximum(k - 1, 0)] - starts[np.maximum(k - 1, 0)]), 0.0)
+        return np.where(k > 0, full + last, 0.0)
+
+    width = np.maximum(hi - lo, 1e-12)
+    return (covered(hi) - covered(lo)) / width
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0}
+    a = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {"mean": float(a.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def dropped_by_reason(metrics: dict) -> dict[str, int]:
+    """Dropped tokens by reason: ``hicache_dropped_tokens_total`` summed over its ``pool`` label, plus
+    the simulator's own ``sim_device_full_tokens_total`` (replayed requests L1 could not hold) as
+    ``device_full`` when there are any."""
+    out = {reason: sum(pools.values()) for reason, pools in metrics.get("hicache_dropped_tokens_total", {}).items()}
+    if metrics.get("sim_device_full_tokens_total"):
+        out["device_full"] = metrics["sim_device_full_tokens_total"]
+    return out

@@ -1,0 +1,25 @@
+"""The request: what every workload yields and every layer above consumes.
+
+Every request carries its input as *page keys* (see :mod:`sim.cache.radix`), so the tree never hashes token
+lists on the hot path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Request"]
+
+
+@dataclass(slots=True)
+class Request:
+    """One request. ``keys``: whole pages of the input; ``final_keys``: of input + output, if known."""
+
+    rid: int
+    arrival_s: float
+    input_len: int
+    output_len: int
+    keys: list
+    final_keys: list | None = None
+    session: int = -1
+    round: int = 0

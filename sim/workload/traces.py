@@ -1,0 +1,188 @@
+"""Request traces: Mooncake-format and token-id traces, and the dispatch to the agentic formats.
+
+Every request carries its input as *page keys* (see :mod:`sim.cache.radix`), so the tree never hashes token
+lists on the hot path.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from sim.base.errors import InputError
+from sim.base.inputs import MAX_REQUEST_TOKENS, MAX_SIMULATED_S, json_objects, num_text
+from sim.workload import trajectory
+from sim.workload.request import Request
+
+__all__ = ["detect_format", "read_mooncake", "read_token_trace", "read_trace", "token_page_keys"]
+
+
+def _block_keys(hash_ids: list[int], block: int, page: int, n_tokens: int) -> list:
+    """Whole ``page``-token keys covering the first ``n_tokens`` tokens of a block-hashed input."""
+    n_pages = n_tokens // page
+    if page == block:
+        return hash_ids[:n_pages]
+    if block % page == 0:
+        per = block // page
+        return [(hash_ids[i // per], i % per) for i in range(n_pages)]
+    if page % block == 0:
+        per = page // block
+        return [tuple(hash_ids[i * per : (i + 1) * per]) for i in range(n_pages)]
+    raise InputError(f"page size {page} and block size {block}: one must divide the other")
+
+
+def read_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | None = None,
+                  time_scale: float = 1.0, max_requests: int | None = None,
+                  whole_blocks: bool = False) -> list[Request]:  # fmt: skip
+    """Read a Mooncake FAST'25 trace: one JSON object per line with ``timestamp`` (ms),
+    ``input_length``, ``output_length`` and ``hash_ids`` (one id per ``block_size`` tokens).
+    ``whole_blocks``: the partial last block counts as a whole one (the prompt is rounded up to blocks), as
+    SGLang's policy simulator counts every hash id a page; SGLang's server never caches a partial page."""
+    page = page_size or block_size
+    if block_size <= 0 or page <= 0:
+        raise InputError("block and page sizes must be > 0", source=str(path))
+    out = []
+    for lineno, rec in json_objects(path):
+        if max_requests is not None and len(out) >= max_requests:
+            break
+        ts = _field(rec, "timestamp", (int, float), path, lineno)
+        n_in = _field(rec, "input_length", int, path, lineno)
+        n_out = _field(rec, "output_length", int, path, lineno)
+        ids = _field(rec, "hash_ids", list, path, lineno)
+        if ts < 0 or n_in <= 0 or n_out < 0:
+            raise InputError("timestamp and output_length must be >= 0, input_length > 0", source=str(path), line=lineno)
+        _check_length(n_in + n_out, path, lineno)
+        if len(ids) < math.ceil(n_in / block_size) or not all(isinstance(h, int) for h in ids):
+            raise InputError(f"hash_ids: need {math.ceil(n_in / block_size)} integer ids for {n_in} tokens"
+                             f" at block size {block_size}, got {len(ids)}", source=str(path), line=lineno)  # fmt: skip
+        arrival = _arrival(ts / 1000.0, time_scale, "timestamp", path, lineno)
+        _check_order(out, arrival, path, lineno)
+        if whole_blocks:
+            n_in = math.ceil(n_in / block_size) * block_size
+        out.append(Request(len(out), arrival, n_in, n_out, _block_keys(ids, block_size, page, n_in)))
+    _check_nonempty(out, path)
+    return out
+
+
+def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.0,
+                     max_requests: int | None = None) -> list[Request]:  # fmt: skip
+    """Read a token-id trace: JSON lines with ``input_tok_ids`` (or ``input_ids``), ``output_toks`` (or
+    ``output_length``), and ``arrival_time_ns`` (or ``timestamp`` in ms). Output token ids
+    (``output_tok_ids``), when present, are cached with the input at the end of the request."""
+    out = []
+    for lineno, rec in json_objects(path):
+        if max_requests is not None and len(out) >= max_requests:
+            break
+        ids_field = "input_tok_ids" if "input_tok_ids" in rec else "input_ids"
+        ids = _field(rec, ids_field, list, path, lineno)
+        if not ids or not all(isinstance(t, int) for t in ids):
+            raise InputError(f"{ids_field}: expected a non-empty list of integer token ids", source=str(path), line=lineno)
+        time_field = "arrival_time_ns" if "arrival_time_ns" in rec else "timestamp"
+        t = _field(rec, time_field, (int, float), path, lineno) / (1e9 if time_field == "arrival_time_ns" else 1e3)
+        out_ids = rec.get("output_tok_ids")
+        if isinstance(out_ids, list) and not all(isinstance(o, int) for o in out_ids):
+            raise InputError("output_tok_ids: expected a list of integer token ids", source=str(path), line=lineno)
+        n_out = len(out_ids) if isinstance(out_ids, list) else _field(
+            rec, "output_toks" if "output_toks" in rec else "output_length", int, path, lineno)  # fmt: skip
+        if t < 0 or n_out < 0:
+            raise InputError("arrival time and output length must be >= 0", source=str(path), line=lineno)
+        _check_length(len(ids) + n_out, path, lineno)
+        keys = token_page_keys(ids, page_size)
+        final = token_page_keys(ids + out_ids, page_size) if isinstance(out_ids, list) else None
+        arrival = _arrival(t, time_scale, time_field, path, lineno)
+        _check_order(out, arrival, path, lineno)
+        out.append(Request(len(out), arrival, len(ids), n_out, keys, final))
+    _check_nonempty(out, path)
+    return out
+
+
+def read_trace(path: str | Path, *, fmt: str = "auto", block_size: int | None = None, page_size: int | None = None,
+               time_scale: float = 1.0, max_requests: int | None = None,
+               whole_blocks: bool = False) -> list[Request]:  # fmt: skip
+    """Read a trace of any format; ``auto`` looks at the first record's fields. ``block_size`` None: the
+    format's own (Mooncake 512, Bailian 16; Weka files carry theirs); ``whole_blocks``: see
+    :func:`read_mooncake`."""
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt == "mooncake":
+        return read_mooncake(path, block_size=block_size or 512, page_size=page_size, time_scale=time_scale,
+                             max_requests=max_requests, whole_blocks=whole_blocks)  # fmt: skip
+    if fmt == "tokens":
+        return read_token_trace(path, page_size=page_size or 1, time_scale=time_scale, max_requests=max_requests)
+    if fmt in ("bailian", "weka"):
+        page = page_size or block_size or 256
+        if fmt == "bailian":
+            return trajectory.read_bailian(path, page_size=page, block_size=block_size or 16, time_scale=time_scale,
+                                           max_requests=max_requests)  # fmt: skip
+        reqs = trajectory.trajectory_requests(trajectory.read_weka(path, page_size=page))[:max_requests]
+        for r in reqs:
+            r.arrival_s *= time_scale
+        return reqs
+    raise InputError(f"unknown trace format {fmt!r} (known: auto, mooncake, tokens, bailian, weka)")
+
+
+def detect_format(path: str | Path) -> str:
+    """``weka`` for a folder or ``.json`` file or a record with ``requests``; ``bailian`` for one with
+    ``chat_id``; ``mooncake`` for one with ``hash_ids``; else ``tokens``."""
+    if Path(path).is_dir() or Path(path).suffix == ".json":
+        return "weka"
+    first = next(json_objects(path), None)
+    if first is None:
+        raise InputError("the trace holds no requests", source=str(path))
+    rec = first[1]
+    return "weka" if "requests" in rec else "bailian" if "chat_id" in rec else "mooncake" if "hash_ids" in rec else "tokens"
+
+
+def token_page_keys(ids: list[int], page: int) -> list[int]:
+    """Chained keys of the whole pages of ``ids``: each names its page and everything before it, as
+    SGLang's chained page hashes do, so equal keys mean equal prefixes (what L3 content addressing needs).
+    Python hashes tuples of ints the same in every process."""
+    keys, prev = [], 0
+    for i in range(0, len(ids) // page * page, page):
+        prev = hash((prev, tuple(ids[i : i + page])))
+        keys.append(prev)
+    return keys
+
+
+def _field(rec: dict, name: str, kind, path, lineno: int):
+    """A record's field of type ``kind``; an integer fits 64 bits (times are bounded as arrivals)."""
+    if name not in rec:
+        raise InputError(f"missing field {name!r}", source=str(path), line=lineno)
+    value = rec[name]
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise InputError(f"{name}: unexpected value {_short(value)}", source=str(path), line=lineno)
+    if isinstance(value, int) and abs(value) >= 1 << 63:
+        raise InputError(f"{name}: {num_text(value)} is out of range", source=str(path), line=lineno)
+    return value
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _arrival(seconds: float, time_scale: float, name: str, path, lineno: int) -> float:
+    """The scaled arrival time, within the longest simulated time a run may span."""
+    arrival = seconds * time_scale
+    if not arrival <= MAX_SIMULATED_S:
+        raise InputError(f"{name}: arrives at {arrival:.3g} s (x time_scale {time_scale:g}), over the limit of "
+                         f"{MAX_SIMULATED_S:g} s of simulated time", source=str(path), line=lineno)  # fmt: skip
+    return arrival
+
+
+def _check_length(tokens: int, path, lineno: int) -> None:
+    if tokens > MAX_REQUEST_TOKENS:
+        raise InputError(f"input + output of {tokens:,} tokens, over the limit of {MAX_REQUEST_TOKENS:,} per request",
+                         source=str(path), line=lineno)  # fmt: skip
+
+
+def _check_order(reqs: list[Request], arrival: float, path, lineno: int) -> None:
+    if reqs and arrival < reqs[-1].arrival_s:
+        raise InputError("timestamps go backwards (a trace is in arrival order)", source=str(path), line=lineno)
+
+
+def _check_nonempty(reqs: list[Request], path) -> None:
+    if not reqs:
+        raise InputError("the trace holds no requests", source=str(path))
+
+

@@ -1,0 +1,141 @@
+"""The classes of bad input issue 21 found, one example of each, through the command line: one line naming
+the origin and exit 2 (or the documented behaviour), before any work; nothing left behind."""
+
+import json
+import os
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sim.app.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = """name: tiny
+seed: 1
+hardware: {kv_mem_gb: 0.2}
+workload: {kind: multi_turn, num_clients: 2, max_parallel: 2, request_length: 64, output_length: 4,
+           num_rounds: 2, request_rate: null}
+"""
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    (tmp_path / "s.yaml").write_text(TINY)
+    return tmp_path / "s.yaml"
+
+
+class TestTracebacks:
+    def test_a_config_json_is_named_with_its_field(self, tmp_path, tiny, capsys):
+        cfg = json.loads(resources.files("sim").joinpath("data", "models", "qwen3-14b.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps({**cfg, "num_attention_heads": 0}))
+        tiny.write_text(TINY.replace("hardware:", f"model: {{name: q, config: {tmp_path / 'config.json'}}}\nhardware:"))
+        assert main(["validate", str(tiny)]) == 2
+        assert f"{tmp_path / 'config.json'}: num_attention_heads: must be an integer from 1" in one_line(capsys)
+
+    def test_an_unbalanced_quote_names_the_option(self, capsys):
+        assert main(["scenario", "from-sglang", "--gpu", "H200", "--launch", "python -m sglang.launch_server '"]) == 2
+        assert "--launch: cannot split the command" in one_line(capsys)
+
+    def test_a_tree_call_without_its_field_names_file_line_and_field(self, tmp_path, capsys):
+        calls = tmp_path / "c.jsonl"
+        calls.write_text('{"page_size": 1}\n{"op": "insert", "tokens": [1, 2]}\n{"op": "evict"}\n')
+        assert main(["tree", str(calls), "--quiet"]) == 2
+        assert f"{calls}:3: n: required field missing" in one_line(capsys)
+
+    def test_mixed_grid_values_make_one_typed_column(self, tmp_path, tiny, capsys):
+        out = tmp_path / "sw"
+        assert main(["sweep", str(tiny), "--grid", "hicache.hicache_ratio=2,1e1", "--out", str(out), "--workers", "1",
+                     "--no-progress"]) == 0  # fmt: skip
+        assert pd.read_parquet(out / "sweep.parquet")["hicache.hicache_ratio"].tolist() == [2.0, 10.0]
+
+    def test_a_closed_pipe_ends_quietly_with_sigpipes_status(self, tmp_path):
+        calls = tmp_path / "c.jsonl"  # ~2 MB of answers, far more than a pipe holds
+        calls.write_text("".join('{"op": "match", "tokens": [1, 2, 3]}\n' for _ in range(20_000)))
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-m", "sim.app.cli", "tree", str(calls)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)  # fmt: skip
+        proc.stdout.read(10)
+        proc.stdout.close()  # the reader goes away, as `| head` does
+        err = proc.stderr.read().decode()
+        assert proc.wait() == 141 and err == ""
+
+
+class TestHangs:
+    def test_a_chunk_below_a_page_is_refused_as_sglang_admits_nothing(self, tiny, capsys):
+        assert main(["validate", str(tiny), "--set", "scheduler.chunked_prefill_size=100"]) == 2
+        assert "--set scheduler.chunked_prefill_size=100: scheduler.chunked_prefill_size: 100 is below one page" \
+            in one_line(capsys)  # fmt: skip
+
+    def test_a_tree_chunk_of_0_turns_chunking_off_as_sglang_does(self, tmp_path, capsys):
+        calls = tmp_path / "c.jsonl"
+        calls.write_text('{"op": "config", "chunked_prefill_size": 0}\n{"op": "request", "tokens": [[0, 1000]]}\n')
+        assert main(["tree", str(calls)]) == 0
+        answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert answers[1]["chunks"] == [[0, 1000]]
+
+
+class TestNonsense:
+    def test_a_rate_of_1e_300_is_out_of_range(self, tiny, capsys):
+        assert main(["validate", str(tiny), "--set", "workload.request_rate=1e-300"]) == 2
+        assert "workload.request_rate: 1e-300 is out of range" in one_line(capsys)
+
+    def test_a_trace_time_past_the_longest_run_is_refused(self, tmp_path, capsys):
+        trace = tmp_path / "t.jsonl"
+        trace.write_text('{"timestamp": 1.7e308, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}\n')
+        assert main(["replay", str(trace), "--no-bound"]) == 2
+        assert f"{trace}:1: timestamp: arrives at 1.7e+305 s" in one_line(capsys)
+
+    def test_a_swa_pool_that_drops_every_request_is_refused_before_the_run(self, tmp_path, tiny, capsys):
+        out = tmp_path / "out"
+        assert main(["run", str(tiny), "--set", "hicache.swa_full_tokens_ratio=0.0001", "--out", str(out)]) == 2
+        assert "cannot admit the workload's smallest request" in one_line(capsys) and not out.exists()
+
+    def test_fix_mfu_5_is_held_to_compute_mfu_bounds(self, tmp_path, tiny, capsys):
+        (tmp_path / "p.csv").write_text("kind,tokens,context,batch,seconds\nprefill,2000,0,1,0.1\n")
+        argv = ["calibrate", "compute", str(tmp_path / "p.csv"), "--scenario", str(tiny), "--out", str(tmp_path / "t.json")]
+        assert main([*argv, "--fix", "mfu=5"]) == 2
+        assert "--fix mfu=5: must be <= 1" in one_line(capsys) and not (tmp_path / "t.json").exists()
+
+    def test_a_cost_table_without_entries_is_refused(self, tmp_path, capsys):
+        spec = json.loads(resources.files("sim").joinpath("data", "h200_spec.json").read_text())
+        (tmp_path / "new.json").write_text(json.dumps({**spec, "entries": []}))
+        (tmp_path / "base.json").write_text(json.dumps(spec))
+        assert main(["calibrate", "check", str(tmp_path / "new.json"), "--baseline", str(tmp_path / "base.json")]) == 2
+        assert f"{tmp_path / 'new.json'}: entries: expected a non-empty list" in one_line(capsys)
+
+    def test_plot_rounds_of_a_run_without_rounds_is_refused(self, tmp_path, tiny, capsys):
+        tiny.write_text(TINY.replace("workload: {kind: multi_turn, num_clients: 2, max_parallel: 2, request_length: 64, "
+                                     "output_length: 4,\n           num_rounds: 2, request_rate: null}",
+                                     "workload: {kind: synthetic, num_requests: 4, input_length: 64, output_length: 4}"))
+        assert main(["run", str(tiny), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+        capsys.readouterr()
+        assert main(["plot", "rounds", str(tmp_path / "run"), "--out", str(tmp_path / "r.png")]) == 2
+        assert "no rounds to plot" in one_line(capsys) and not (tmp_path / "r.png").exists()
+
+
+class TestOrigins:
+    def test_a_set_that_creates_a_section_is_blamed_not_the_file(self, tiny, capsys):
+        assert main(["validate", str(tiny), "--set", "model.config=null"]) == 2
+        assert one_line(capsys).startswith("hicache-sim: error: --set model.config=null: model.name")
+
+    def test_a_grid_value_a_cross_check_refuses_is_blamed_on_the_grid(self, tmp_path, tiny, capsys):
+        assert main(["sweep", str(tiny), "--grid", "hardware.gpu_mem_gb=0.1,100", "--out", str(tmp_path / "sw")]) == 2
+        assert "--grid hardware.gpu_mem_gb=0.1: hardware.kv_mem_gb" in one_line(capsys)
+
+    def test_compare_checks_its_plot_before_the_comparison(self, tmp_path, capsys):
+        assert main(["compare", "no-such-trace", "--policies", "lru", "--l1-pages", "10", "--plot", "/proc/x.png"]) == 2
+        assert "--plot: cannot write into /proc" in one_line(capsys)
+
+    def test_an_output_name_too_long_for_the_file_system_is_refused(self, tmp_path, tiny, capsys):
+        assert main(["run", str(tiny), "--out", str(tmp_path / ("x" * 300))]) == 2
+        assert "--out: a name of 300 bytes in the path is too long" in one_line(capsys)

@@ -1,0 +1,547 @@
+"""Fuzzing every input kind through the real command line, in process: whatever a user feeds a command, the
+answer is exit 0 with a whole result, or exit 2 with exactly one line that names where the bad input came
+from; never a traceback, never a partial output or a staging folder left behind, and within bounded time and
+memory.
+
+The hostile values come from the inputs' own declarations, not from a hand list: the scenario's pydantic models
+(every field of every section, each workload kind's and each list item's fields, their declared bounds), the
+config.json fields :data:`sim.model.modelcfg.CONFIG_INTS` says the derivation reads, the tree calls' declarations
+(:data:`sim.offline.treecalls.CALL_FIELDS`), the fields of the bundled cost table, SGLang's flag table, the trace and
+bench-result formats' fields. A field added to any of these is fuzzed with no change here.
+
+``HYPOTHESIS_PROFILE=long`` runs ten times as many examples (by hand; CI runs the default profile).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import time
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from sim.app.cli import main
+from sim.app.fromsglang import _LAUNCH
+from sim.app.scenario import Scenario
+from sim.base.inputs import MAX_MAGNITUDE, MIN_MAGNITUDE
+from sim.model.modelcfg import CONFIG_INTS
+from sim.offline.treecalls import CALL_FIELDS, RADIX_CALL_FIELDS
+
+SCALE = 10 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 1
+# Hypothesis's own warnings (a large repr) must not be read as the command's second line of stderr.
+pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
+
+
+def fuzz_settings(examples: int):
+    return settings(max_examples=examples * SCALE, deadline=None, derandomize=SCALE == 1, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                           HealthCheck.data_too_large])  # fmt: skip
+
+
+TINY = """name: tiny
+seed: 1
+hardware: {kv_mem_gb: 0.2}
+workload: {kind: multi_turn, num_clients: 2, max_parallel: 2, request_length: 64, output_length: 4,
+           num_rounds: 2, request_rate: null}
+"""
+RUN_OUTPUTS = {"requests.parquet", "scenario.yaml", "summary.json", "timeseries.parquet"}
+SECONDS_PER_COMMAND = 30.0  # the slowest accepted example is a sub-second run; a hang or a 1e300-s run is not
+MAX_RSS_GROWTH_KB = 2 << 20  # 2 GB over the whole module: a bomb expanded in memory would pass it
+
+
+# ------------------------------------------------------------------------------------- hostile values
+
+
+class Raw(str):
+    """YAML text used as it is (what no Python value dumps to: a 5,000-digit integer, an alias, a merge)."""
+
+
+RAW_YAML = [Raw(t) for t in (
+    "1" * 5000, "&a [*a]", "{<<: {a: 1}, b: 2}", "[" * 200 + "]" * 200, "!!python/object/apply:os.system [ls]",
+    "1e1", "0x10", "0o17", "1_000", "~", "'", '"', "{a: 1, a: 2}", ".NaN", "-.inf", "1e-300", "1.7976931348623157e308",
+    "2e308", "-0.0", "0", "'1'", "[1, [2, [3]]]", "{? [1]: 2}", "\u00e9", "a: b: c",
+)]  # fmt: skip
+TEXT = st.sampled_from(["", "x", "a b", "../../x", "/dev/zero", "x" * 300, "~", "\u00e9t\u00e9", "cap", "auto",
+                        "deepseek-v4-flash", "generic", "H200", "null", "1", "true"])  # fmt: skip
+
+
+def _edges(bounds: list[float]) -> list[Any]:
+    """Numbers at and just beside each declared bound, and at the bounds every input has (sim.base.inputs)."""
+    out: list[Any] = [0, 1, -1, 2, 7, 255, 256, 1024, 2**31, 2**63, 2**64, 10**20, 0.5, -0.5, 1e-300, 1e-9,
+                      MIN_MAGNITUDE, MIN_MAGNITUDE / 2, MAX_MAGNITUDE, MAX_MAGNITUDE * 2, 1e308, math.nan, math.inf,
+                      -math.inf, 1e12]  # fmt: skip
+    for b in bounds:
+        out += [b, b - 1, b + 1, b * (1 - 1e-9), b * (1 + 1e-9), b / 2, b * 2, -b]
+        if float(b).is_integer():
+            out += [int(b), int(b) - 1, int(b) + 1]
+    return out
+
+
+def _bounds(info) -> list[float]:
+    return [float(v) for m in info.metadata for a in ("ge", "gt", "le", "lt") if (v := getattr(m, a, None)) is not None]
+
+
+def _types(annotation: Any) -> list[Any]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _types(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [t for arg in typing.get_args(annotation) for t in _types(arg)]
+    return [annotation]
+
+
+def hostile(info, depth: int = 0) -> st.SearchStrategy:
+    """Values for one field: its own kinds at and beside its bounds, every other kind, and raw YAML."""
+    kinds = _types(info.annotation)
+    parts: list[st.SearchStrategy] = [st.sampled_from(RAW_YAML), TEXT, st.none(), st.booleans(),
+                                      st.sampled_from(_edges(_bounds(info))), st.lists(st.integers(), max_size=3),
+                                      st.dictionaries(st.sampled_from(["a", "kind", "name"]), st.integers(), max_size=2)]  # fmt: skip
+    default = info.default
+    if isinstance(default, int | float) and not isinstance(default, bool):  # near the default: runs that go on
+        plausible = [default, default * 2, default // 2 if isinstance(default, int) else default / 2, default + 1]
+        parts += [st.sampled_from(plausible)] * 6
+    elif isinstance(default, str | bool) or default is None:
+        parts += [st.just(default)] * 6
+    for kind in kinds:
+        if typing.get_origin(kind) is Literal:
+            parts += [st.sampled_from(list(typing.get_args(kind)))] * 6
+        elif kind in (int, float):
+            parts += [st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True)]
+        elif typing.get_origin(kind) is list:
+            (item,) = typing.get_args(kind)
+            if isinstance(item, type) and issubclass(item, BaseModel) and depth < 2:
+                parts.append(st.lists(model_dict(item, depth + 1), max_size=3))
+        elif isinstance(kind, type) and issubclass(kind, BaseModel) and depth < 2:
+            parts.append(model_dict(kind, depth + 1))
+    return st.one_of(parts)
+
+
+def model_dict(model: type[BaseModel], depth: int = 0) -> st.SearchStrategy:
+    """A mapping of some of ``model``'s fields to hostile values (a list item, a nested section)."""
+    fields = {name: hostile(info, depth) for name, info in model.model_fields.items()}
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+def scenario_leaves() -> list[tuple[str, Any, str | None]]:
+    """(dotted path, field info, the workload kind it belongs to) for every field of the scenario schema."""
+    out: list[tuple[str, Any, str | None]] = []
+
+    def walk(model: type[BaseModel], prefix: str, kind: str | None) -> None:
+        for name, info in model.model_fields.items():
+            subs = [t for t in _types(info.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
+            if subs:
+                for sub in subs:
+                    sub_kind = sub.model_fields["kind"].default if "kind" in sub.model_fields else kind
+                    walk(sub, f"{prefix}{name}.", sub_kind if prefix + name == "workload" else kind)
+                if typing.get_origin(info.annotation) is not None and str not in _types(info.annotation):
+                    continue
+            out.append((f"{prefix}{name}", info, kind))
+
+    walk(Scenario, "", None)
+    return out
+
+
+LEAVES = scenario_leaves()
+
+
+class _Dumper(yaml.SafeDumper):
+    """Dumps a Raw inside a list or mapping as the plain string it is."""
+
+
+_Dumper.add_representer(Raw, lambda dumper, value: dumper.represent_str(str(value)))
+
+
+def as_yaml(value: Any) -> str:
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    return yaml.dump(value, Dumper=_Dumper, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
+
+
+@st.composite
+def overrides(draw) -> list[str]:
+    """1-3 ``--set`` overrides of fields anywhere in the schema; a workload kind's field comes with its kind."""
+    items = []
+    for path, info, kind in draw(st.lists(st.sampled_from(LEAVES), min_size=1, max_size=2)):
+        if kind is not None and path != "workload.kind":
+            items.append(f"workload.kind={kind}")
+        items.append(f"{path}={as_yaml(draw(hostile(info)))}")
+    return items
+
+
+# ------------------------------------------------------------------------------------------ the contract
+
+
+def command(argv: list[str], capsys, *, origins: list[str], outputs: list[Path] = (),
+            folder_outputs: set[str] | None = None) -> int:  # fmt: skip
+    """Run ``argv``; assert exit 0 with every output whole, or exit 2 with one error line naming an origin and
+    no output at all; never a traceback, never a staging file left, within the time bound."""
+    start = time.perf_counter()
+    code = main(argv)
+    elapsed = time.perf_counter() - start
+    err = capsys.readouterr().err
+    assert code in (0, 2), err  # anything else raised out of main with its traceback, failing the test
+    assert "Traceback" not in err, err
+    assert elapsed < SECONDS_PER_COMMAND, (argv, elapsed)
+    lines = [line for line in err.splitlines() if not line.startswith("hicache-sim: note: ")]
+    event(f"{' '.join(a for a in argv[:2] if not a.startswith('/'))}: exit {code}")  # the mix, in the statistics
+    if code == 0:
+        for out in outputs:
+            assert out.exists(), argv
+            if folder_outputs is not None and out.is_dir():
+                assert {p.name for p in out.iterdir()} >= folder_outputs, argv
+                json.loads((out / "summary.json").read_text())  # strict JSON, whole
+    else:
+        assert len(lines) == 1 and lines[0].startswith("hicache-sim: error: "), err
+        assert any(o in lines[0] for o in origins), (lines[0], origins)
+        for out in outputs:
+            assert not out.exists(), (argv, lines[0])
+    for out in outputs:
+        left = [p.name for p in out.parent.iterdir() if p.name.startswith(".")] if out.parent.exists() else []
+        assert not left, left  # no staging file or folder
+    return code
+
+
+@pytest.fixture(scope="module")
+def rss():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    yield
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < MAX_RSS_GROWTH_KB
+
+
+@pytest.fixture
+def fresh(tmp_path_factory):
+    return lambda: tmp_path_factory.mktemp("fuzz")
+
+
+# ------------------------------------------------------------------------------------------ scenarios
+
+
+@fuzz_settings(150)
+@given(sets=overrides())
+def test_any_field_set_to_anything_gives_a_whole_run_or_one_line(fresh, capsys, rss, sets):
+    d = fresh()
+    (d / "s.yaml").write_text(TINY)
+    args = [str(d / "s.yaml"), *(x for s in sets for x in ("--set", s))]
+    if command(["validate", *args], capsys, origins=["--set "]) == 0:
+        command(["run", *args, "--out", str(d / "out"), "--no-progress"], capsys,
+                origins=[str(d / "s.yaml"), "--set "], outputs=[d / "out"], folder_outputs=RUN_OUTPUTS)  # fmt: skip
+
+
+@st.composite
+def scenario_documents(draw) -> str:
+    """A scenario file: the tiny one with hostile values written into its YAML, or a hostile structure."""
+    doc = yaml.safe_load(TINY)
+    raws: list[Raw] = []
+    for path, info, kind in draw(st.lists(st.sampled_from(LEAVES), min_size=1, max_size=3)):
+        node = doc
+        parts = path.split(".")
+        if kind is not None:
+            doc["workload"] = {"kind": kind} if doc["workload"].get("kind") != kind else doc["workload"]
+        for part in parts[:-1]:
+            child = node.get(part) if isinstance(node, dict) else None
+            node[part] = child = child if isinstance(child, dict) else {}
+            node = child
+        value = draw(hostile(info))
+        if isinstance(value, Raw):  # placed as text after the dump, since no Python value dumps to it
+            raws.append(value)
+            value = f"__RAW{len(raws) - 1}__"
+        node[parts[-1]] = value
+    text = yaml.dump(doc, Dumper=_Dumper, default_flow_style=False, width=10**9)
+    for i, raw in enumerate(raws):
+        text = text.replace(f"__RAW{i}__", raw)
+    structure = draw(st.sampled_from(["none", "bomb", "deep", "merge", "duplicate", "binary", "control", "huge"]))
+    return {
+        "none": text,
+        "bomb": "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)) + text,
+        "deep": text + "description: " + "[" * 5000 + "]" * 5000 + "\n",
+        "merge": "base: &b {kv_mem_gb: 0.2}\n" + text.replace("hardware:\n", "hardware:\n  <<: *b\n", 1),
+        "duplicate": text + "seed: 2\n",
+        "binary": text + "description: \"\\xff\"\n\udcff",
+        "control": text + "description: a\x00b\n",
+        "huge": text + "description: '" + "x" * (70 << 20) + "'\n",
+    }[structure]
+
+
+@fuzz_settings(60)
+@given(text=scenario_documents())
+def test_any_scenario_file_gives_a_whole_run_or_one_line(fresh, capsys, rss, text):
+    d = fresh()
+    path = d / "s.yaml"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    if command(["validate", str(path)], capsys, origins=[str(path)]) == 0:
+        command(["run", str(path), "--out", str(d / "out"), "--no-progress"], capsys, origins=[str(path)],
+                outputs=[d / "out"], folder_outputs=RUN_OUTPUTS)  # fmt: skip
+
+
+GRID_LEAVES = [leaf for leaf in LEAVES if leaf[2] is None]
+
+
+@fuzz_settings(12)
+@given(axis=st.sampled_from(GRID_LEAVES), values=st.data())
+def test_any_grid_gives_a_whole_sweep_or_one_line(fresh, capsys, rss, axis, values):
+    path, info, _ = axis
+    vals = values.draw(st.lists(hostile(info), min_size=1, max_size=3, unique_by=as_yaml))
+    spec = f"{path}={','.join(as_yaml(v) for v in vals)}"
+    d = fresh()
+    (d / "s.yaml").write_text(TINY)
+    code = main(["sweep", str(d / "s.yaml"), "--grid", spec, "--out", str(d / "sw"), "--workers", "1", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code in (0, 2) and "Traceback" not in err, err
+    if code == 0 or (d / "sw" / "sweep.parquet").exists():  # some points may fail with their reasons recorded
+        import pandas as pd
+
+        assert len(pd.read_parquet(d / "sw" / "sweep.parquet")) >= 1
+    else:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and ("--grid " in lines[0] or str(d) in lines[0]), err
+        assert not (d / "sw").exists()
+
+
+# --------------------------------------------------------------------------------------------- traces
+
+
+MOONCAKE = {"timestamp": float, "input_length": int, "output_length": int, "hash_ids": list}
+TOKENS = {"input_ids": list, "output_length": int, "timestamp": float, "arrival_time_ns": int,
+          "output_tok_ids": list, "input_tok_ids": list, "output_toks": int}  # fmt: skip
+def _containers(kids: st.SearchStrategy) -> st.SearchStrategy:
+    return st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=3), kids, max_size=3)
+
+
+ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=5),
+                        _containers, max_leaves=8)  # fmt: skip
+
+
+def record_values(kind) -> st.SearchStrategy:
+    if kind is list:
+        return st.one_of(st.lists(st.integers(-(2**64), 2**64), max_size=12), ANY_JSON,
+                         st.just([[[[[[1]]]]]]))  # fmt: skip
+    return st.one_of(st.sampled_from(_edges([0, 1e13])), ANY_JSON)
+
+
+@st.composite
+def trace_lines(draw) -> bytes:
+    fmt = draw(st.sampled_from([MOONCAKE, TOKENS]))
+    good = ({"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]} if fmt is MOONCAKE
+            else {"input_ids": list(range(300)), "output_length": 4, "timestamp": 0})  # fmt: skip
+    lines = []
+    for i in range(draw(st.integers(1, 4))):
+        rec = {**good, "timestamp": i}
+        for name in draw(st.lists(st.sampled_from(sorted(fmt)), max_size=2)):
+            rec[name] = draw(record_values(fmt[name]))
+        lines.append(json.dumps(rec, allow_nan=True).encode())
+    tail = draw(st.sampled_from([b"", b"{", b"\xff\xfe", b"[" * 100000, b"NaN", b'{"timestamp": 1e999}', b"1" * 5000]))
+    return b"\n".join(lines + [tail]) + b"\n"
+
+
+@fuzz_settings(100)
+@given(body=trace_lines())
+def test_any_trace_gives_a_whole_replay_and_run_or_one_line(fresh, capsys, rss, body):
+    d = fresh()
+    trace = d / "t.jsonl"
+    trace.write_bytes(body)
+    command(["replay", str(trace), "--model", "generic", "--no-bound", "--json", str(d / "r.json")], capsys,
+            origins=[str(trace)], outputs=[d / "r.json"])  # fmt: skip
+    (d / "s.yaml").write_text(f"name: tr\nhardware: {{kv_mem_gb: 0.2}}\nworkload: {{kind: trace, path: {trace}}}\n")
+    if command(["validate", str(d / "s.yaml")], capsys, origins=[str(trace), str(d / "s.yaml")]) == 0:
+        command(["run", str(d / "s.yaml"), "--out", str(d / "out"), "--no-progress"], capsys,
+                origins=[str(trace), str(d / "s.yaml")], outputs=[d / "out"], folder_outputs=RUN_OUTPUTS)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------- config.json
+
+
+QWEN = json.loads(resources.files("sim").joinpath("data", "models", "qwen3-14b.json").read_text())
+
+
+@fuzz_settings(60)
+@given(changes=st.dictionaries(st.sampled_from(sorted(CONFIG_INTS) + ["compress_ratios", "quantization_config",
+                                                                       "text_config", "torch_dtype"]),
+                               st.one_of(st.sampled_from(_edges([1, 1e9])), ANY_JSON), min_size=1, max_size=3))
+def test_any_config_json_gives_a_whole_run_or_one_line(fresh, capsys, rss, changes):
+    d = fresh()
+    cfg = d / "config.json"
+    cfg.write_text(json.dumps({**QWEN, **changes}, allow_nan=True))
+    (d / "s.yaml").write_text(TINY.replace("hardware: {kv_mem_gb: 0.2}", f"model: {{name: m, config: {cfg}}}\n"
+                                           "hardware: {kv_mem_gb: 2, tp_size: 2}\nhicache: {page_size: 16}"))
+    if command(["validate", str(d / "s.yaml")], capsys, origins=[str(cfg)]) == 0:
+        command(["run", str(d / "s.yaml"), "--out", str(d / "out"), "--no-progress"], capsys,
+                origins=[str(d / "s.yaml")], outputs=[d / "out"], folder_outputs=RUN_OUTPUTS)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------- cost tables
+
+
+SPEC = json.loads(resources.files("sim").joinpath("data", "h200_spec.json").read_text())
+
+
+def json_leaves(value: Any, path: tuple = ()) -> list[tuple]:
+    """Every path into a decoded JSON document, containers included."""
+    out = [path]
+    if isinstance(value, dict):
+        out += [p for k, v in value.items() for p in json_leaves(v, (*path, k))]
+    elif isinstance(value, list):
+        out += [p for i, v in enumerate(value[:3]) for p in json_leaves(v, (*path, i))]
+    return out
+
+
+SPEC_PATHS = json_leaves(SPEC)[1:]
+
+
+def replaced(doc: Any, path: tuple, value: Any) -> Any:
+    doc = json.loads(json.dumps(doc))
+    node = doc
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return doc
+
+
+@fuzz_settings(60)
+@given(path=st.sampled_from(SPEC_PATHS), value=st.one_of(st.sampled_from(_edges([0, 1])), ANY_JSON, st.just([])))
+def test_any_cost_table_gives_a_whole_check_and_run_or_one_line(fresh, capsys, rss, path, value):
+    d = fresh()
+    table = d / "t.json"
+    table.write_text(json.dumps(replaced(SPEC, path, value), allow_nan=True))
+    base = d / "base.json"
+    base.write_text(json.dumps(SPEC))
+    code = main(["calibrate", "check", str(table), "--baseline", str(base)])
+    err = capsys.readouterr().err
+    assert code in (0, 1, 2) and "Traceback" not in err, err  # 1: a regression, as documented
+    if code == 2:
+        named = str(table) in err or str(base) in err or "incompatible" in err or "nothing to check" in err
+        assert len(err.strip().splitlines()) == 1 and named, err
+    (d / "s.yaml").write_text(TINY.replace("hardware: {kv_mem_gb: 0.2}", f"hardware: {{kv_mem_gb: 0.2, cost_table: {table}}}"))
+    command(["run", str(d / "s.yaml"), "--out", str(d / "out"), "--no-progress"], capsys,
+            origins=[str(table), str(d / "s.yaml")], outputs=[d / "out"], folder_outputs=RUN_OUTPUTS)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------ bench result files
+
+
+BENCH_FIELDS = {"input_lens": list, "output_lens": list, "ttfts": list, "itls": list, "cached_tokens": list,
+                "max_concurrency": int}  # fmt: skip
+GOOD_RUNS = [  # runs the spec-derived model fits (concurrency 1: prefill and decode points; 4: decode)
+    {"input_lens": [1000, 2000, 8000], "output_lens": [10, 10, 10], "ttfts": [0.05, 0.1, 0.45],
+     "itls": [[0.006, 0.006], [0.0061, 0.0062], [0.0065, 0.0066]], "max_concurrency": 1},
+    {"input_lens": [20000] * 4, "output_lens": [10] * 4, "ttfts": [1] * 4, "itls": [[0.02]] * 4, "max_concurrency": 4},
+]  # fmt: skip
+GOOD_POINTS = ("kind,tokens,context,batch,seconds\nprefill,2000,0,1,0.1\nprefill,8000,0,1,0.45\ndecode,0,1000,1,0.006\n"
+               "decode,0,200000,8,0.02\ndecode,0,1000000,32,0.06\n")  # fmt: skip
+
+
+@fuzz_settings(60)
+@given(changes=st.dictionaries(st.sampled_from(sorted(BENCH_FIELDS)),
+                               st.one_of(ANY_JSON, st.lists(st.sampled_from(_edges([0, 1])), max_size=3)), max_size=2),
+       csv_row=st.sampled_from(["prefill,100,0,1,0.01", "decode,0,100,nan,0.01", "prefill,1e400,0,1,1",
+                                "bogus,1,1,1,1", "prefill,,,,", "decode,0,10,4,inf", "prefill,10,0,1,-1"]))
+def test_any_bench_result_gives_a_whole_fit_or_one_line(fresh, capsys, rss, changes, csv_row):
+    d = fresh()
+    res = d / "r.jsonl"
+    res.write_text("".join(json.dumps(r) + "\n" for r in GOOD_RUNS) + (json.dumps({**GOOD_RUNS[0], **changes},
+                                                                                   allow_nan=True) + "\n" if changes else ""))
+    pts = d / "p.csv"
+    pts.write_text(GOOD_POINTS + f"{csv_row}\n")
+    (d / "s.yaml").write_text(TINY)
+    for measured in (res, pts):
+        out = d / f"fit-{measured.stem}.json"
+        command(["calibrate", "compute", str(measured), "--scenario", str(d / "s.yaml"), "--out", str(out)], capsys,
+                origins=[str(measured), "prefill points", "decode points"], outputs=[out])  # fmt: skip
+
+
+@fuzz_settings(30)
+@given(key=st.sampled_from(["mfu", "mbu", "step_overhead_ms", "attn_flops_scale", "bogus", ""]),
+       value=st.sampled_from(["5", "0", "-1", "nan", "inf", "1e-300", "0.5", "x", "", "1e308"]))
+def test_any_fix_gives_a_whole_fit_or_one_line(fresh, capsys, rss, key, value):
+    d = fresh()
+    pts = d / "p.csv"
+    pts.write_text(GOOD_POINTS)
+    (d / "s.yaml").write_text(TINY)
+    out = d / "fit.json"
+    command(["calibrate", "compute", str(pts), "--scenario", str(d / "s.yaml"), "--out", str(out),
+             "--fix", f"{key}={value}"], capsys, origins=["--fix ", str(pts)], outputs=[out])  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------- tree calls
+
+
+def call_value(kind: str, least: int) -> st.SearchStrategy:
+    own = {
+        "int": st.integers(least - 2, least + 600) | st.sampled_from(_edges([least])),
+        "int?": st.none() | st.integers(least - 2, least + 40),
+        "bool": st.booleans(),
+        "tokens": st.lists(st.integers(0, 5000) | st.tuples(st.integers(0, 5000), st.integers(-1, 2000)).map(list),
+                           max_size=4) | st.just([[0, 10**15]]),
+        "ids": st.lists(st.integers(0, 50), max_size=40),
+        "rid": st.sampled_from(["r1", "r2", 1]),
+    }[kind]
+    return st.one_of(own, ANY_JSON)
+
+
+@st.composite
+def call_streams(draw) -> str:
+    v4 = draw(st.booleans())
+    fields = CALL_FIELDS if v4 else RADIX_CALL_FIELDS
+    lines = [json.dumps({"page_size": draw(st.sampled_from([1, 4, 16, 256, 0, -1, "x"])), **({"window": 128} if v4 else {})})]
+    for _ in range(draw(st.integers(1, 8))):
+        op = draw(st.sampled_from([*fields, "bogus"]))
+        call = {"op": op}
+        for name, (kind, least, _) in fields.get(op, {}).items():
+            if draw(st.integers(0, 4)):  # mostly present
+                call[name] = draw(call_value(kind, least))
+        lines.append(json.dumps(call if draw(st.integers(0, 3)) else {"call": call, "expect": {"op": op}}))
+    return "\n".join(lines + [draw(st.sampled_from(["", "{", "[1]", '{"x": 1}', "\xff"]))]) + "\n"
+
+
+@fuzz_settings(150)
+@given(text=call_streams())
+def test_any_call_stream_gives_answers_or_one_line(fresh, capsys, rss, text):
+    d = fresh()
+    calls = d / "c.jsonl"
+    calls.write_text(text, errors="surrogateescape")
+    start = time.perf_counter()
+    code = main(["tree", str(calls), "--quiet"])
+    err = capsys.readouterr().err
+    assert code in (0, 1, 2) and "Traceback" not in err, err  # 1: answers that disagree with the expects
+    assert time.perf_counter() - start < SECONDS_PER_COMMAND
+    if code == 2:
+        assert len(err.strip().splitlines()) == 1 and f"{calls}:" in err, err
+
+
+# ------------------------------------------------------------------------------------ SGLang commands
+
+
+SGLANG_FLAGS = json.loads(resources.files("sim").joinpath("data", "sglang_flags.json").read_text())
+FLAG = st.sampled_from(sorted(SGLANG_FLAGS["launch_server"])) | st.sampled_from(sorted(_LAUNCH))  # mapped ones often
+BENCH_FLAG = st.sampled_from(sorted(SGLANG_FLAGS["bench_serving"]) + ["--num-clients", "--num-rounds", "--request-length"])
+FLAG_VALUE = st.sampled_from(["", "1", "0", "-1", "1e308", "nan", "x", "'", '"a', "8192", "100", "0.5", "{bad", "lpm",
+                              "true", "1" * 5000])  # fmt: skip
+
+
+@fuzz_settings(80)
+@given(flags=st.lists(st.tuples(FLAG, FLAG_VALUE), max_size=4),
+       bench=st.lists(st.tuples(BENCH_FLAG, FLAG_VALUE), max_size=3),
+       client=st.sampled_from(["python -m sglang.bench_serving", "python bench_multiturn.py --disable-auto-run"]))
+def test_any_sglang_command_gives_a_whole_scenario_or_one_line(fresh, capsys, rss, flags, bench, client):
+    d = fresh()
+    launch = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B " + " ".join(f"{f} {v}" for f, v in flags)
+    bench = f"{client} " + " ".join(f"{f} {v}" for f, v in bench) if bench else ""
+    out = d / "m.yaml"
+    argv = ["scenario", "from-sglang", "--gpu", "H200", "--launch", launch, "--out", str(out)]
+    command(argv + (["--bench", bench] if bench else []), capsys, origins=["--launch", "--bench", "from-sglang", "--"],
+            outputs=[out])  # fmt: skip
+    if out.exists():
+        command(["validate", str(out)], capsys, origins=[str(out)])

@@ -1,0 +1,122 @@
+"""Figures over seeds: Student-t intervals, paired comparisons, and ``run --seeds`` / ``sweep --seeds`` / ``diff``."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sim.app.cli import main
+from sim.app.seeds import aggregate, compare, interval, parse_seeds, t_quantile
+from sim.base.errors import InputError
+
+QUICKSTART = str(Path(__file__).resolve().parents[3] / "scenarios" / "quickstart.yaml")
+SMALL = ["--set", "workload.num_clients=16", "--set", "workload.num_rounds=2"]
+
+
+class TestInterval:
+    def test_t_quantiles_match_scipy(self):
+        stats = pytest.importorskip("scipy.stats")
+        for df in (1, 2, 4, 9, 29, 30, 31, 45, 100, 1000):
+            assert t_quantile(df) == pytest.approx(stats.t.ppf(0.975, df), rel=2e-4)
+
+    def test_the_interval_is_mean_plus_minus_t_times_standard_error(self):
+        iv = interval([1.0, 2.0, 3.0, 4.0, 5.0])
+        assert iv.mean == 3.0
+        assert iv.half == pytest.approx(2.7764 * math.sqrt(2.5) / math.sqrt(5), rel=1e-4)
+        assert (iv.lo, iv.hi) == pytest.approx((3.0 - iv.half, 3.0 + iv.half))
+
+    def test_one_seed_has_no_spread(self):
+        iv = interval([7.0])
+        assert (iv.mean, iv.lo, iv.hi, iv.half) == (7.0, 7.0, 7.0, None)
+
+    def test_a_95_percent_interval_covers_the_mean_about_95_percent_of_the_time(self):
+        rng = np.random.default_rng(0)
+        covered = 0
+        for _ in range(2000):
+            iv = interval(rng.normal(10.0, 2.0, 5))
+            covered += iv.lo <= 10.0 <= iv.hi
+        assert 0.93 <= covered / 2000 <= 0.97
+
+
+class TestSeedLists:
+    def test_a_count_starts_at_the_scenario_seed(self):
+        assert parse_seeds("3", base=7) == [7, 8, 9]
+
+    def test_a_list_is_taken_as_given(self):
+        assert parse_seeds("4,1,9", base=7) == [4, 1, 9]
+
+    @pytest.mark.parametrize("text", ["0", "x", "1,1", "-1,2", ","])
+    def test_bad_seed_lists_are_refused(self, text):
+        with pytest.raises(InputError):
+            parse_seeds(text, base=1)
+
+
+class TestCompare:
+    def test_a_paired_shift_far_above_its_noise_is_outside_the_noise(self):
+        a = pd.DataFrame({"seed": [1, 2, 3, 4, 5], "input_tokens_per_s": [100.0, 200.0, 150.0, 120.0, 180.0]})
+        b = a.assign(input_tokens_per_s=a["input_tokens_per_s"] * 1.1)
+        (d,) = compare(a, b, ["input_tokens_per_s"])
+        assert d.test == "paired t" and d.significant and d.ratio == pytest.approx(1.1)
+
+    def test_the_same_shift_between_unpaired_seed_lists_is_lost_in_the_spread(self):
+        a = pd.DataFrame({"seed": [1, 2, 3, 4, 5], "input_tokens_per_s": [100.0, 200.0, 150.0, 120.0, 180.0]})
+        b = pd.DataFrame({"seed": [6, 7, 8, 9, 10], "input_tokens_per_s": list(a["input_tokens_per_s"] * 1.1)})
+        (d,) = compare(a, b, ["input_tokens_per_s"])
+        assert d.test == "Welch t" and not d.significant
+
+    def test_aggregate_groups_by_grid_columns_and_leaves_out_failed_rows(self):
+        df = pd.DataFrame({"x": [1, 1, 2, 2, 2], "seed": [1, 2, 1, 2, 3], "status": ["ok"] * 4 + ["failed"],
+                           "hit_total": [0.1, 0.3, 0.5, 0.7, np.nan]})  # fmt: skip
+        agg = aggregate(df, ["x"], ["hit_total"])
+        assert list(agg["seeds"]) == [2, 2]
+        assert list(agg["hit_total_mean"]) == pytest.approx([0.2, 0.6])
+
+
+class TestCommands:
+    def test_run_seeds_writes_every_seed_and_the_intervals_and_repeats_exactly(self, tmp_path, capsys):
+        outs = []
+        for name in ("a", "b"):
+            out = tmp_path / name
+            assert main(["run", QUICKSTART, "--seeds", "3", "--workers", "2", "--out", str(out),
+                         "--no-progress"]) == 0  # fmt: skip
+            outs.append(out)
+        text = capsys.readouterr().out
+        assert "3 seeds (1, 2, 3)" in text and "±" in text
+        s = json.loads((outs[0] / "summary.json").read_text())
+        assert s["seeds"] == [1, 2, 3]
+        per_seed = pd.read_csv(outs[0] / "seeds.csv")
+        fig = s["figures"]["input_tokens_per_s"]
+        assert fig["mean"] == pytest.approx(per_seed["input_tokens_per_s"].mean())
+        assert fig["lo"] < fig["mean"] < fig["hi"]
+        assert len(set(per_seed["input_tokens_per_s"])) > 1  # the seed changes the run
+        assert (outs[0] / "summary.json").read_bytes() == (outs[1] / "summary.json").read_bytes()
+
+    def test_diff_pairs_two_seeded_runs_and_names_what_is_outside_the_noise(self, tmp_path, capsys):
+        on, off = tmp_path / "on", tmp_path / "off"
+        main(["run", QUICKSTART, *SMALL, "--seeds", "3", "--out", str(on), "--no-progress"])
+        main(["run", QUICKSTART, *SMALL, "--seeds", "3", "--out", str(off), "--no-progress",
+              "--set", "hicache.enabled=false"])  # fmt: skip
+        capsys.readouterr()
+        assert main(["diff", str(off), str(on), "--json", str(tmp_path / "d.json")]) == 0
+        rows = {d["metric"]: d for d in json.loads((tmp_path / "d.json").read_text())}
+        assert rows["hit_host"]["test"] == "paired t"
+        assert rows["hit_host"]["significant"] and rows["hit_host"]["diff_lo"] > 0  # L2 hits only with L2
+        assert rows["hit_storage"]["significant"] is False  # no L3 in either
+
+    def test_sweep_seeds_adds_a_seed_axis_and_writes_intervals_per_point(self, tmp_path, capsys):
+        out = tmp_path / "sw"
+        assert main(["sweep", QUICKSTART, *SMALL, "--grid", "hicache.enabled=true,false", "--seeds", "2",
+                     "--out", str(out), "--workers", "2", "--no-progress"]) == 0  # fmt: skip
+        rows = pd.read_parquet(out / "sweep.parquet")
+        assert sorted(set(rows["seed"])) == [1, 2] and len(rows) == 4
+        agg = pd.read_csv(out / "sweep_seeds.csv")
+        assert list(agg["seeds"]) == [2, 2]
+        assert "±" in capsys.readouterr().out
+
+    def test_diff_of_something_that_is_not_a_run_is_one_line_and_exit_2(self, tmp_path, capsys):
+        (tmp_path / "summary.json").write_text("{}")
+        assert main(["diff", str(tmp_path), str(tmp_path)]) == 2
+        assert "not a hicache-sim run summary" in capsys.readouterr().err

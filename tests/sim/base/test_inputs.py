@@ -1,0 +1,90 @@
+"""The input-structure rules every reader goes through (``sim.base.inputs``), and the schema-wide number rule."""
+
+import time
+
+import pytest
+from pydantic import Field, ValidationError
+
+from sim.app.schema import _Section
+from sim.base.errors import InputError
+from sim.base.inputs import MAX_FILE_BYTES, iter_lines, number_problem, parse_json, parse_yaml, read_text
+
+
+def error_of(fn, *args) -> str:
+    with pytest.raises(InputError) as info:
+        fn(*args)
+    return str(info.value)
+
+
+class TestYaml:
+    def test_an_alias_bomb_is_refused_before_it_expands(self):
+        bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))  # 9^9 values
+        start = time.perf_counter()
+        assert "once its aliases are expanded" in error_of(parse_yaml, bomb, "s.yaml")
+        assert time.perf_counter() - start < 2
+
+    def test_deep_nesting_and_recursive_aliases_are_one_line_errors(self):
+        assert "nested deeper than 64" in error_of(parse_yaml, "[" * 100 + "]" * 100, "s.yaml")
+        assert "nested deeper than 64" in error_of(parse_yaml, "[" * 100_000, "s.yaml")
+        assert "refers to a node that holds it" in error_of(parse_yaml, "a: &a [*a]", "s.yaml")
+
+    def test_merge_keys_work_and_a_merged_key_may_be_overridden(self):
+        data = parse_yaml("base: &b {kv_mem_gb: 0.2, tp_size: 2}\nhardware:\n  <<: *b\n  tp_size: 4\n", "s.yaml")
+        assert data["hardware"] == {"kv_mem_gb": 0.2, "tp_size": 4}
+
+    def test_a_duplicate_key_is_still_refused(self):
+        assert error_of(parse_yaml, "a: 1\na: 2\n", "s.yaml") == "s.yaml:2: malformed YAML: duplicate key 'a'"
+
+    @pytest.mark.parametrize("text", ["{a: 1\n b: [", "a: b: c", "? [1]\n: 2", "a: \x00", "a: " + "1" * 5000, "'"])
+    def test_every_yaml_error_is_one_line(self, text):
+        message = error_of(parse_yaml, text, "s.yaml")
+        assert message.startswith("s.yaml") and "\n" not in message
+
+    def test_1e9_reads_as_a_number(self):
+        assert parse_yaml("a: 1e9", "s") == {"a": 1e9}
+
+
+class TestFiles:
+    def test_a_file_without_end_is_refused_after_the_limit(self):
+        assert f"larger than {MAX_FILE_BYTES >> 20} MiB" in error_of(read_text, "/dev/zero", "scenario")
+
+    def test_a_line_without_end_is_refused_after_the_limit(self):
+        with pytest.raises(InputError, match="/dev/zero:1: line longer than 64 MiB"):
+            next(iter_lines("/dev/zero", "trace"))
+
+    def test_json_nesting_constants_and_overflow_are_one_line_errors(self):
+        assert "nested too deeply" in error_of(parse_json, "[" * 100_000 + "]" * 100_000, "t.jsonl", )
+        assert "NaN is not a number JSON allows" in error_of(parse_json, '{"a": NaN}', "t")
+        assert "too large" in error_of(parse_json, '{"a": 1e999}', "t")
+        assert "over 4,300 digits" in error_of(parse_json, "1" * 5000, "t")
+
+
+class TestNumbers:
+    @pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e308, 10**400, -1e16, 1e-300, -1e-7])
+    def test_out_of_bounds_numbers_are_named(self, value):
+        assert number_problem(value) is not None
+
+    @pytest.mark.parametrize("value", [0, 0.0, 1, -1, 1e-6, 1e15, 2.6e10, True, "x", None])
+    def test_real_quantities_and_non_numbers_pass(self, value):
+        assert number_problem(value) is None
+
+    def test_a_measured_time_may_be_below_a_microsecond(self):
+        assert number_problem(1e-8, floor=False) is None and number_problem(1e-8) is not None
+
+    def test_a_section_field_added_later_is_bounded_with_no_change_to_the_rule(self):
+        class NewSection(_Section):  # as another helper would add one: no bound of its own
+            rate_per_s: float = Field(1.0, description="a new field")
+            caps: dict[str, int] | None = None
+
+        assert NewSection(rate_per_s=2.5).rate_per_s == 2.5
+        for bad in ({"rate_per_s": 1e-300}, {"rate_per_s": 1e308}, {"caps": {"x": 10**20}}):
+            with pytest.raises(ValidationError, match="out of range"):
+                NewSection(**bad)
+
+    def test_a_fields_own_bound_speaks_first(self):
+        class Bounded(_Section):
+            share: float = Field(0.5, ge=0.01, le=1)
+
+        with pytest.raises(ValidationError, match="greater than or equal to 0.01"):
+            Bounded(share=1e-9)

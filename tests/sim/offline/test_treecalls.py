@@ -1,0 +1,70 @@
+"""The prefix-cache models answer SGLang 0.5.23's recorded call streams exactly, through the same code the
+replay uses: ``RadixCache`` (page sizes 1, 4, 16) and DeepSeek-V4's ``UnifiedRadixCache`` (FULL + SWA:
+matched, full hit, branching, chunks, cached length, pool usage, evictions and tree dumps after every call).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sim.app.cli import main
+from sim.offline.calls import expand_tokens
+from sim.offline.treecalls import compare, run_calls
+
+DATA = Path(__file__).parents[2] / "data" / "sglang_vectors"
+VECTORS = sorted(DATA.glob("*.jsonl")) + sorted((DATA / "v4").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("path", VECTORS, ids=[p.stem for p in VECTORS])
+def test_every_answer_matches_sglangs(path):
+    checked = 0
+    for lineno, answer, expect in run_calls(path):
+        assert expect is not None
+        assert compare(answer, expect) == [], f"{path.name}:{lineno}"
+        checked += 1
+    assert checked > 50
+
+
+def test_token_runs_expand():
+    assert expand_tokens([[1000, 3], 7]) == [1000, 1001, 1002, 7]
+
+
+def test_cli_checks_a_recording_and_fails_on_a_changed_answer(tmp_path, capsys):
+    src = (DATA / "v4" / "v4_scenarios.jsonl").read_text().splitlines()
+    assert main(["tree", str(DATA / "v4" / "v4_scenarios.jsonl"), "--quiet"]) == 0
+    assert "72/72 answers agree" in capsys.readouterr().err
+    rec = json.loads(src[2])
+    rec["expect"]["matched"] += 256  # a recording from a (hypothetical) SGLang that matched one page more
+    bad = tmp_path / "calls.jsonl"
+    bad.write_text("\n".join([src[0], src[1], json.dumps(rec)]) + "\n")
+    assert main(["tree", str(bad), "--quiet"]) == 1
+    assert "matched: got 0, expected 256" in capsys.readouterr().err
+
+
+def test_cli_prints_one_answer_per_call_without_expects(tmp_path, capsys):
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text('{"op": "request", "tokens": [[1, 600]], "output": [[900, 2]]}\n{"op": "state"}\n')
+    assert main(["tree", str(calls)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(x)["op"] for x in lines] == ["request", "state"]
+    assert json.loads(lines[0])["cached_len"] == 512
+
+
+def test_cli_rejects_a_bad_line_in_one_line(tmp_path, capsys):
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text('{"op": "request", "tokens": [[1, 600]]}\nnot json\n')
+    assert main(["tree", str(calls), "--quiet"]) == 2
+    assert f"{calls}:2: malformed JSON" in capsys.readouterr().err
+
+
+def test_a_node_the_recorder_could_not_name_may_be_left_out_of_a_later_host_eviction():
+    unnamed: set = set()
+    demote = {"events": [{"demote": [0, 256, 5723]}]}
+    assert compare(demote, {"events": [{"demote": [0, 256, None]}]}, unnamed) == []
+    freed = {"events": [{"host_evict": 256, "got": 256, "nodes": [[0, 256, 5723]]}]}
+    assert compare(freed, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) == []
+    other = {"events": [{"host_evict": 256, "got": 256, "nodes": [[256, 512, 6000]]}]}
+    assert compare(other, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) != []
+    assert compare({"op": "config", "events": []}, {"events": []}, unnamed) == [] and not unnamed
+    assert compare(freed, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) != []
