@@ -18,6 +18,7 @@ from sim.app.scenario import Scenario, apply_overrides, build_model_spec, scenar
 from sim.app.seeds import interval
 from sim.base.errors import InputError
 from sim.model.hostmem import V4_AUTO_REFUSED, HostCandidate, auto_ratio, host_bytes, host_candidate
+from sim.model.pools import ModelSpec
 
 __all__ = ["PlanSpec", "make_plan", "parse_slo"]
 
@@ -128,15 +129,80 @@ def _candidate_scenario(sc: Scenario, c: HostCandidate, policy: str | None = Non
     return _variant(sc, sets, c.label)
 
 
+@dataclass
+class _Setup:
+    """What every section's runs are built from: the scenario, its model and the host candidates; a scenario on
+    ``boundary`` (the policy simulator's rule, not a server's) is run on write_through."""
+
+    spec: PlanSpec
+    model: ModelSpec
+    cands: list[HostCandidate]
+    swa_ratio: float
+    l1: int
+    auto: float | None
+
+    @property
+    def sc(self) -> Scenario:
+        return self.spec.scenario
+
+    @property
+    def page(self) -> int:
+        return self.sc.hicache.page_size
+
+    @property
+    def startable(self) -> list[HostCandidate]:
+        return [c for c in self.cands if c.status != "refused"]
+
+    @property
+    def base_policy(self) -> str:
+        return self.sc.hicache.write_policy if self.sc.hicache.write_policy != "boundary" else "write_through"
+
+    def bytes_per_node(self, l2_pages: int) -> int:
+        ranks = min(self.sc.hardware.tp_size, self.spec.gpus_per_node)
+        return host_bytes(self.model, l2_pages, self.swa_ratio if self.model.has_swa else 0.0, self.page) * ranks
+
+
+@dataclass
+class _Curve:
+    """The host sizes the hit-rate curve is read at (``dense``: the one-pass curve's finer grid)."""
+
+    grid: list[int]
+    dense: list[int]
+    exact: bool
+    why: str
+
+
 def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = False, executor: str = "local",
               ray_address: str | None = None) -> dict:  # fmt: skip
-    """Run everything the report needs; return its data (plain, JSON-ready)."""
-    from tqdm import tqdm
+    """Run everything the report needs; return its data (plain, JSON-ready).
 
-    from sim.app.parallel import run_calls
-    from sim.cache.mrc import applies_to
-    from sim.offline.replay import pages_for_bytes
+    Every section's runs are listed first (one progress bar has their total), run together, then read back."""
+    setup, notes = _setup(spec)
+    spec, model, jobs = setup.spec, setup.model, _Jobs()
+    _add_timed_jobs(jobs, setup)
+    curve = _add_curve_jobs(jobs, setup)
+    wp_cand = _add_policy_jobs(jobs, setup)
+    l3_cand = _add_l3_jobs(jobs, setup)
+    swa_rows_spec = _add_swa_jobs(jobs, setup)
+    _add_hisparse_jobs(jobs, spec)
+    _run(jobs, workers=workers, progress=progress, executor=executor, ray_address=ray_address)
+    data = {
+        "scenario": spec.scenario.name, "model": model.name, "pools": len(model.pools), "seeds": list(spec.seeds),
+        "slo": dict(spec.slo), "runs": len(jobs.calls), "notes": notes,
+        "failed_runs": [{"key": list(map(str, k)), "error": jobs.error(k)} for k in jobs.keys if jobs.error(k)],
+        "host_memory": _host_section(setup), "value": _value_with_curve(setup, jobs, curve),
+        "write_policy": _policy_section(spec, jobs, wp_cand),
+        "l3": _l3_section(spec, jobs, l3_cand),
+        "swa": _swa_section(jobs, swa_rows_spec) if model.has_swa else {"applies": False,
+                                                                        "reason": f"{model.name} has no SWA pool"},
+        "hisparse": _hisparse_section(spec, jobs),
+    }  # fmt: skip
+    data["recommendation"] = _recommend(spec, data, setup.cands)
+    return data
 
+
+def _setup(spec: PlanSpec) -> tuple[_Setup, list[str]]:
+    """Check the main scenario, keep one seed for a trace, size the host candidates."""
     sc = spec.scenario
     model = build_model_spec(sc)
     if sc.cluster.role == "decode":
@@ -148,100 +214,124 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
         notes.append("a trace replays its own arrivals and prompts, so the seed changes nothing: one seed, no "
                      "intervals")  # fmt: skip
     cands, swa_ratio, l1, auto = _host_candidates(spec, sc)
-    startable = [c for c in cands if c.status != "refused"]
-    base_policy = sc.hicache.write_policy if sc.hicache.write_policy != "boundary" else "write_through"
-    jobs = _Jobs()
-    page = sc.hicache.page_size
-    l1_only = _variant(sc, ["hicache.enabled=false"], "L1 only")
+    return _Setup(spec, model, cands, swa_ratio, l1, auto), notes
 
-    # value of host memory: timed runs at each startable candidate and L1 only, every seed
-    for seed in spec.seeds:
+
+def _add_timed_jobs(jobs: _Jobs, s: _Setup) -> None:
+    """Value of host memory: timed runs at each startable candidate and L1 only, every seed."""
+    l1_only = _variant(s.sc, ["hicache.enabled=false"], "L1 only")
+    for seed in s.spec.seeds:
         jobs.add(("timed", "L1 only", seed), tasks.timed_run, l1_only.model_copy(update={"seed": seed}))
-        for c in startable:
+        for c in s.startable:
             jobs.add(("timed", c.label, seed), tasks.timed_run,
-                     _candidate_scenario(sc, c, base_policy).model_copy(update={"seed": seed}))  # fmt: skip
-    # the hit-rate curve over host sizes: replays (V4) or the one-pass curve (single pool), and the bound
-    top = max([c.l2_pages for c in cands] + [l1 * 2])
-    grid = sorted({0, *(round(top * i / (spec.curve_points - 1)) for i in range(spec.curve_points)),
-                   *(c.l2_pages for c in cands)})  # fmt: skip
-    exact, why = applies_to(model)
+                     _candidate_scenario(s.sc, c, s.base_policy).model_copy(update={"seed": seed}))  # fmt: skip
+
+
+def _add_curve_jobs(jobs: _Jobs, s: _Setup) -> _Curve:
+    """The hit-rate curve over host sizes: replays (V4) or the one-pass curve (single pool), and the bound."""
+    from sim.cache.mrc import applies_to
+
+    sc, l1, points = s.sc, s.l1, s.spec.curve_points
+    top = max([c.l2_pages for c in s.cands] + [l1 * 2])
+    grid = sorted({0, *(round(top * i / (points - 1)) for i in range(points)), *(c.l2_pages for c in s.cands)})
+    exact, why = applies_to(s.model)
+    dense = sorted({round(top * i / 400) for i in range(401)}) if exact else []
     if exact:
-        dense = sorted({round(top * i / 400) for i in range(401)})
         jobs.add(("mrc",), tasks.mrc_curve, sc, [max(l1, g) for g in grid], [max(l1, g) for g in dense])
         for g in grid:
-            jobs.add(("replay", g), tasks.replay_single, sc, l1, g, base_policy)
+            jobs.add(("replay", g), tasks.replay_single, sc, l1, g, s.base_policy)
     else:
         for g in grid:
-            jobs.add(("replay", g), tasks.replay_swa, sc, l1, g, swa_ratio, base_policy)
+            jobs.add(("replay", g), tasks.replay_swa, sc, l1, g, s.swa_ratio, s.base_policy)
     jobs.add(("bound",), tasks.clairvoyant_hits, sc, [l1 + g for g in grid])
-    # write policy at the scenario's own host size (or ratio 2)
-    wp_cand = next((c for c in startable if c.ratio == sc.hicache.hicache_ratio and c.size_gb is None),
-                   startable[0] if startable else None)  # fmt: skip
-    if wp_cand is not None:
-        for pol in spec.policies:
-            for seed in spec.seeds:
+    return _Curve(grid, dense, exact, why)
+
+
+def _add_policy_jobs(jobs: _Jobs, s: _Setup) -> HostCandidate | None:
+    """Write policy at the scenario's own host size (or the first startable candidate)."""
+    startable = s.startable
+    cand = next((c for c in startable if c.ratio == s.sc.hicache.hicache_ratio and c.size_gb is None),
+                startable[0] if startable else None)  # fmt: skip
+    if cand is not None:
+        for pol in s.spec.policies:
+            for seed in s.spec.seeds:
                 jobs.add(("policy", pol, seed), tasks.timed_run,
-                         _candidate_scenario(sc, wp_cand, pol).model_copy(update={"seed": seed}))  # fmt: skip
-    # L3: at the smallest startable host pool (where L2 evicts most), storage on
-    l3_cand = min(startable, key=lambda c: c.l2_pages) if startable else None
-    if l3_cand is not None:
-        base_l3 = _candidate_scenario(sc, l3_cand, base_policy)
-        for pol in spec.l3_policies:
-            for th in spec.l3_thresholds:
+                         _candidate_scenario(s.sc, cand, pol).model_copy(update={"seed": seed}))  # fmt: skip
+    return cand
+
+
+def _add_l3_jobs(jobs: _Jobs, s: _Setup) -> HostCandidate | None:
+    """L3: at the smallest startable host pool (where L2 evicts most), storage on."""
+    cand = min(s.startable, key=lambda c: c.l2_pages) if s.startable else None
+    if cand is not None:
+        base_l3 = _candidate_scenario(s.sc, cand, s.base_policy)
+        for pol in s.spec.l3_policies:
+            for th in s.spec.l3_thresholds:
                 v = _variant(base_l3, ["l3.enabled=true", f"hicache.prefetch_policy={pol}",
                                        f"hicache.prefetch_threshold={th}"], f"L3 {pol} {th}")  # fmt: skip
-                for seed in spec.seeds:
+                for seed in s.spec.seeds:
                     jobs.add(("l3", pol, th, seed), tasks.timed_run, v.model_copy(update={"seed": seed}))
-    # DeepSeek-V4: the SWA pool's share of the same KV bytes, L1 only and with the scenario's host ratio
-    swa_rows_spec = []
-    if model.has_swa:
-        kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
-        ratio = sc.hicache.hicache_ratio
-        for r in spec.swa_ratios:
-            full = pages_for_bytes(model, kv_bytes, page, r)
-            host = int(full * ratio)
-            swa_rows_spec.append((r, full, host))
-            for tier, l2 in (("l1", 0), ("l1l2", host)):
-                jobs.add(("swa", r, tier), tasks.replay_swa, sc, full, l2, r, base_policy)
-                jobs.add(("nowin", r, tier), tasks.replay_single, sc, full, l2, base_policy)
-        jobs.add(("nowin", "unbounded"), tasks.replay_single, sc, None, 0, base_policy)  # first-seen misses
-    # HiSparse on a decode instance: throughput against the batch cap, on and off
-    if spec.decode is not None:
-        for b in spec.decode_batches:
-            for on in (True, False):
-                v = _variant(spec.decode, [f"scheduler.max_running_requests={b}", f"hisparse.enabled={str(on).lower()}"],
-                             f"HiSparse batch {b}")  # fmt: skip
-                jobs.add(("hisparse", b, on), tasks.timed_run, v)
+    return cand
+
+
+def _add_swa_jobs(jobs: _Jobs, s: _Setup) -> list[tuple[float, int, int]]:
+    """DeepSeek-V4: the SWA pool's share of the same KV bytes, L1 only and with the scenario's host ratio;
+    returns (swa ratio, Full pages, host pages) per share."""
+    from sim.offline.replay import pages_for_bytes
+
+    if not s.model.has_swa:
+        return []
+    sc, rows_spec = s.sc, []
+    kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
+    for r in s.spec.swa_ratios:
+        full = pages_for_bytes(s.model, kv_bytes, s.page, r)
+        host = int(full * sc.hicache.hicache_ratio)
+        rows_spec.append((r, full, host))
+        for tier, l2 in (("l1", 0), ("l1l2", host)):
+            jobs.add(("swa", r, tier), tasks.replay_swa, sc, full, l2, r, s.base_policy)
+            jobs.add(("nowin", r, tier), tasks.replay_single, sc, full, l2, s.base_policy)
+    jobs.add(("nowin", "unbounded"), tasks.replay_single, sc, None, 0, s.base_policy)  # first-seen misses
+    return rows_spec
+
+
+def _add_hisparse_jobs(jobs: _Jobs, spec: PlanSpec) -> None:
+    """HiSparse on a decode instance: throughput against the batch cap, on and off."""
+    if spec.decode is None:
+        return
+    for b in spec.decode_batches:
+        for on in (True, False):
+            v = _variant(spec.decode, [f"scheduler.max_running_requests={b}", f"hisparse.enabled={str(on).lower()}"],
+                         f"HiSparse batch {b}")  # fmt: skip
+            jobs.add(("hisparse", b, on), tasks.timed_run, v)
+
+
+def _run(jobs: _Jobs, *, workers: int | None, progress: bool, executor: str, ray_address: str | None) -> None:
+    from tqdm import tqdm
+
+    from sim.app.parallel import run_calls
 
     with tqdm(total=len(jobs.calls), desc="plan", unit="run", disable=not progress, file=sys.stderr,
               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} runs [{elapsed}<{remaining}]") as bar:  # fmt: skip
         outcomes = run_calls(jobs.calls, workers=workers, bar=bar, executor=executor, ray_address=ray_address)
     jobs.results = dict(zip(jobs.keys, outcomes))
 
-    host = {"node_dram_gb": spec.node_dram_gb, "gpus_per_node": spec.gpus_per_node, "tp_size": sc.hardware.tp_size,
-            "l1_pages": l1, "page_tokens": page, "auto_ratio": auto,
+
+def _host_section(s: _Setup) -> dict:
+    spec, model, page = s.spec, s.model, s.page
+    return {"node_dram_gb": spec.node_dram_gb, "gpus_per_node": spec.gpus_per_node, "tp_size": s.sc.hardware.tp_size,
+            "l1_pages": s.l1, "page_tokens": page, "auto_ratio": s.auto,
             "pools": [{"name": p.name, "anchor": p.anchor, "bytes_per_page": int(p.bytes_per_page * page / model.page_size)}
                       for p in model.pools if p.bytes_per_page],
-            "candidates": [c.as_dict() for c in cands]}  # fmt: skip
-    ranks = min(sc.hardware.tp_size, spec.gpus_per_node)
-    per_node = lambda g: host_bytes(model, g, swa_ratio if model.has_swa else 0.0, page) * ranks  # noqa: E731
-    value = _value_section(spec, jobs, cands, startable, grid, per_node, exact, why)
-    if exact and jobs.get(("mrc",)):
-        value["one_pass_dense"] = [{"l2_pages": g, "host_gb_per_node": per_node(g) / 1e9, "hit": h}
-                                   for g, h in zip(dense, jobs.get(("mrc",))["dense"])]  # fmt: skip
-    data = {
-        "scenario": sc.name, "model": model.name, "pools": len(model.pools), "seeds": list(spec.seeds),
-        "slo": dict(spec.slo), "runs": len(jobs.calls), "notes": notes,
-        "failed_runs": [{"key": list(map(str, k)), "error": jobs.error(k)} for k in jobs.keys if jobs.error(k)],
-        "host_memory": host, "value": value,
-        "write_policy": _policy_section(spec, jobs, wp_cand),
-        "l3": _l3_section(spec, jobs, l3_cand),
-        "swa": _swa_section(jobs, swa_rows_spec) if model.has_swa else {"applies": False,
-                                                                        "reason": f"{model.name} has no SWA pool"},
-        "hisparse": _hisparse_section(spec, jobs),
-    }  # fmt: skip
-    data["recommendation"] = _recommend(spec, data, cands)
-    return data
+            "candidates": [c.as_dict() for c in s.cands]}  # fmt: skip
+
+
+def _value_with_curve(s: _Setup, jobs: _Jobs, curve: _Curve) -> dict:
+    """The value section, with the one-pass curve on its dense grid where it applies."""
+    value = _value_section(s.spec, jobs, s.cands, s.startable, curve.grid, s.bytes_per_node, curve.exact, curve.why)
+    if curve.exact and jobs.get(("mrc",)):
+        value["one_pass_dense"] = [{"l2_pages": g, "host_gb_per_node": s.bytes_per_node(g) / 1e9, "hit": h}
+                                   for g, h in zip(curve.dense, jobs.get(("mrc",))["dense"])]  # fmt: skip
+    return value
 
 
 def _figures(rows: list[dict]) -> dict:

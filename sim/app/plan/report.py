@@ -284,7 +284,20 @@ def write_report(data: dict, folder: Path, *, command: str = "") -> list[str]:
 
 
 def _markdown(d: dict, command: str) -> str:
-    h, v, rec = d["host_memory"], d["value"], d["recommendation"]
+    """The report, section by section: the recommendation first, since it is what the reader came for."""
+    out = _md_header(d, command) + _md_recommendation(d) + _md_host_memory(d["host_memory"]) + _md_value(d["value"])
+    out += _md_write_policy(d["write_policy"]) + _md_l3(d["l3"]) + _md_swa(d["swa"]) + _md_hisparse(d["hisparse"])
+    if d["failed_runs"]:
+        out += ["## Failed runs", ""] + [f"- {' '.join(f['key'])}: {f['error']}" for f in d["failed_runs"]] + [""]
+    out += ["Data: `plan.json` (everything above), CSVs per section. Regenerate with the command at the top."]
+    return "\n".join(out) + "\n"
+
+
+def _md_notes(section: dict) -> list[str]:
+    return [f"- note: {n}" for n in section.get("notes", [])] + ([""] if section.get("notes") else [])
+
+
+def _md_header(d: dict, command: str) -> list[str]:
     slo = ", ".join(f"{k} <= {t:g} s" for k, t in d["slo"].items()) or "none"
     seeds = ", ".join(map(str, d["seeds"]))
     out = [f"# Plan: {d['scenario']} ({d['model']}, {d['pools']} pools)", ""]
@@ -292,15 +305,20 @@ def _markdown(d: dict, command: str) -> str:
         out += ["```", command, "```", ""]
     out += [f"{d['runs']} runs ({len(d['failed_runs'])} failed), seeds {seeds}; SLOs: {slo}. Intervals are 95% "
             "Student-t over seeds: `mean [lo, hi]` (lower ends clipped at 0).", ""]  # fmt: skip
-    out += [f"- note: {n}" for n in d.get("notes", [])] + ([""] if d.get("notes") else [])
-    # recommendation first: it is what the reader came for
-    out += ["## Recommendation", ""]
+    return out + _md_notes(d)
+
+
+def _md_recommendation(d: dict) -> list[str]:
+    rec = d["recommendation"]
+    out = ["## Recommendation", ""]
     if rec["choice"] is None:
         out += [f"**No candidate meets the SLOs** ({rec['criterion']}).", ""]
     else:
         out += [f"**{rec['choice']}**: {rec['criterion']}; pins {_fmt_gb(rec['host_bytes_per_node'])} GB per node.",
                 "", "```", rec["launch"], "```", ""]  # fmt: skip
-        out += [f"- note: {n}" for n in rec.get("notes", [])] + ([""] if rec.get("notes") else [])
+        out += _md_notes(rec)
+    if not d["slo"]:
+        return out
     heads = ["candidate", "host GB / node", *[f"{m} (upper / target)" for m in d["slo"]], "meets"]
     rows = []
     for vd in rec["verdicts"]:
@@ -310,38 +328,41 @@ def _markdown(d: dict, command: str) -> str:
             cells.append("-" if c is None else f"{c['upper']:.3f} / {c['target']:g}")
         cells.append("yes" if vd["meets"] else "no")
         rows.append(cells)
-    if d["slo"]:
-        out += [_table(heads, rows), ""]
-    # host memory
-    out += ["## Host memory", "", "![host memory](host_memory.png)", "",
-            f"Pinned host pools per rank and per node ({h['tp_size']} TP rank{'s' if h['tp_size'] > 1 else ''}, "
-            f"{h['gpus_per_node']} GPUs per node) "
-            f"for each candidate, against {h['node_dram_gb']:g} GB of node DRAM and SGLang's start-up check (a rank "
-            "may pin the available memory less a 10 GiB reserve over the ranks on the node; "
-            "`srt/mem_cache/pool_host/base.py:84-108, 248-257`). L1 holds "
-            f"{h['l1_pages']:,} Full pages of {h['page_tokens']} tokens. "
-            + (f"With neither `--hicache-ratio` nor `--hicache-size`, SGLang's auto-sizing would pick ratio "
-               f"{h['auto_ratio']:.3g} (`mem_cache/hicache_auto_size.py:86-118`)." if h["auto_ratio"] is not None else
-               "SGLang cannot auto-size this model's host pools: without `--hicache-ratio` HiCache does not start "
-               "(`mem_cache/hicache_auto_size.py:63-72`)."), ""]  # fmt: skip
+    return out + [_table(heads, rows), ""]
+
+
+def _md_host_memory(h: dict) -> list[str]:
+    out = ["## Host memory", "", "![host memory](host_memory.png)", "",
+           f"Pinned host pools per rank and per node ({h['tp_size']} TP rank{'s' if h['tp_size'] > 1 else ''}, "
+           f"{h['gpus_per_node']} GPUs per node) "
+           f"for each candidate, against {h['node_dram_gb']:g} GB of node DRAM and SGLang's start-up check (a rank "
+           "may pin the available memory less a 10 GiB reserve over the ranks on the node; "
+           "`srt/mem_cache/pool_host/base.py:84-108, 248-257`). L1 holds "
+           f"{h['l1_pages']:,} Full pages of {h['page_tokens']} tokens. "
+           + (f"With neither `--hicache-ratio` nor `--hicache-size`, SGLang's auto-sizing would pick ratio "
+              f"{h['auto_ratio']:.3g} (`mem_cache/hicache_auto_size.py:86-118`)." if h["auto_ratio"] is not None else
+              "SGLang cannot auto-size this model's host pools: without `--hicache-ratio` HiCache does not start "
+              "(`mem_cache/hicache_auto_size.py:63-72`)."), ""]  # fmt: skip
     pools = [p["name"] for p in h["pools"]]
     rows = [[c["label"], f"{c['l2_pages']:,}", *[_fmt_gb(c["pool_bytes_per_rank"].get(p, 0)) for p in pools],
              _fmt_gb(c["bytes_per_rank"]), _fmt_gb(c["bytes_per_node"]), c["status"] + (f": {c['reason']}" if c["reason"] else "")]
             for c in h["candidates"]]  # fmt: skip
-    out += [_table(["candidate", "L2 Full pages", *[f"{p} GB/rank" for p in pools], "GB / rank", "GB / node", "SGLang"],
-                   rows), ""]  # fmt: skip
-    # value of host memory
-    out += ["## The value of host memory", "", "![value of host memory](value.png)", "",
-            f"Left: hit rate against pinned host GB per node; the line is {v['curve_method']}"
-            + (f" ({v['curve_reason']})" if v["curve_reason"] else "")
-            + (f"; its largest gap to the replays is {100 * v['one_pass_max_gap']:.2f} points" if v["one_pass_max_gap"] is not None else "")
-            + ". Replays serve the requests in order (a multi-turn workload round by round, clients in turn: "
-            "LRU's worst case), the timed runs in the client's own order, so the two can differ. "
-            "The clairvoyant ceiling is Belady's rule over L1 + L2 pages (no eviction policy does better; for "
-            "DeepSeek-V4 it ignores the window, so it is a ceiling on Full-page hits). Dots: timed runs with their "
-            "95% intervals. "
-            + (f"The hit curve bends most at **{v['knee_gb_per_node']:.2f} GB per node** (the knee)."
-               if v["knee_gb_per_node"] is not None else "The curve has no knee (flat or too few points)."), ""]  # fmt: skip
+    return out + [_table(["candidate", "L2 Full pages", *[f"{p} GB/rank" for p in pools], "GB / rank", "GB / node",
+                          "SGLang"], rows), ""]  # fmt: skip
+
+
+def _md_value(v: dict) -> list[str]:
+    out = ["## The value of host memory", "", "![value of host memory](value.png)", "",
+           f"Left: hit rate against pinned host GB per node; the line is {v['curve_method']}"
+           + (f" ({v['curve_reason']})" if v["curve_reason"] else "")
+           + (f"; its largest gap to the replays is {100 * v['one_pass_max_gap']:.2f} points" if v["one_pass_max_gap"] is not None else "")
+           + ". Replays serve the requests in order (a multi-turn workload round by round, clients in turn: "
+           "LRU's worst case), the timed runs in the client's own order, so the two can differ. "
+           "The clairvoyant ceiling is Belady's rule over L1 + L2 pages (no eviction policy does better; for "
+           "DeepSeek-V4 it ignores the window, so it is a ceiling on Full-page hits). Dots: timed runs with their "
+           "95% intervals. "
+           + (f"The hit curve bends most at **{v['knee_gb_per_node']:.2f} GB per node** (the knee)."
+              if v["knee_gb_per_node"] is not None else "The curve has no knee (flat or too few points)."), ""]  # fmt: skip
     rows = [[p["label"], _fmt_gb(p["host_bytes_per_node"]), _iv(p, "hit_device", "{:.1%}"), _iv(p, "hit_host", "{:.1%}"),
              _iv(p, "input_tokens_per_s", "{:,.0f}"), _iv(p, "ttft_mean_s"), _iv(p, "ttft_p90_s"),
              _iv(p, "tpot_mean_s", "{:.1f}", 1e3)] for p in v["points"]]  # fmt: skip
@@ -352,57 +373,61 @@ def _markdown(d: dict, command: str) -> str:
         out += [_table(["from", "to", "+GB / node", "hit points per GB", "input tok/s per GB"],
                        [[m["from"], m["to"], f"{m['gb_per_node']:.2f}", f"{m['hit_points_per_gb']:+.2f}",
                          f"{m['input_tok_s_per_gb']:+,.0f}"] for m in v["marginal"]]), ""]  # fmt: skip
-    # write policy
-    wp = d["write_policy"]
-    if wp["rows"]:
-        out += ["## Write policy", "", "![write policy](write_policy.png)", "",
-                f"At {wp['candidate']}. Dropped tokens by SGLang's reasons (`hicache_dropped_tokens_total`).", ""]
-        rows = [[r["policy"], _iv(r, "hit_total", "{:.1%}"), _iv(r, "ttft_p90_s"), _iv(r, "input_tokens_per_s", "{:,.0f}"),
-                 _fmt_gb(r["d2h_bytes"] or 0), ", ".join(f"{k} {v:,.0f}" for k, v in r["dropped_tokens_by_reason"].items()) or "0"]
-                for r in wp["rows"]]  # fmt: skip
-        out += [_table(["policy", "hit total", "TTFT p90 s", "input tok/s", "D2H GB", "dropped tokens"], rows), ""]
-    # L3
-    l3 = d["l3"]
-    if l3["rows"]:
-        out += ["## L3 storage", "", "![L3](l3.png)", "",
-                f"L3 on, at the smallest host pool ({l3['candidate']}), where L2 evicts most. Prefetches: storage "
-                "lookups that found a span past the L1 + L2 match at or above the threshold; cut: requested tokens "
-                "that did not land (below the threshold, or past the timeout).", ""]  # fmt: skip
-        rows = [[r["prefetch_policy"], str(r["prefetch_threshold"]), f"{r['prefetches'] or 0:,.1f}",
-                 f"{r['requested_tokens'] or 0:,.0f}", f"{r['cut_below_threshold'] or 0:,.0f}", f"{r['cut_deadline'] or 0:,.0f}",
-                 _iv(r, "hit_storage", "{:.1%}"), _iv(r, "ttft_p90_s")] for r in l3["rows"]]  # fmt: skip
-        out += [_table(["policy", "threshold", "prefetches", "requested tokens", "cut: threshold", "cut: timeout",
-                        "L3 hit", "TTFT p90 s"], rows), ""]  # fmt: skip
-    # SWA
-    if d["swa"].get("applies"):
-        out += ["## DeepSeek-V4: hit rate lost to the SWA pool", "", "![SWA](swa.png)", "",
-                "Request-order replays at each `swa_full_tokens_ratio` with the same KV bytes (a bigger SWA share "
-                "leaves fewer Full pages). *No window* is the same keys on a tree without window state at the same "
-                "Full pages: the gap is what the SWA pool costs (windows gone, and Full leaves its LRU deleted). "
-                "What even that tree misses is split into *evicted* and *first seen* (a prefix no earlier request "
-                "had: missed at any size, "
-                + ("-" if d["swa"].get("missed_first_seen") is None else f"{100 * d['swa']['missed_first_seen']:.1f}%")
-                + " of input tokens here). The one-pass curve does not apply here: the SWA validator "
-                "breaks LRU's inclusion property (`docs/notes/mrc.md`).", ""]  # fmt: skip
-        rows = [[f"{r['swa_full_tokens_ratio']:g}", f"{r['l1_full_pages']:,}", _pct(r.get("l1_hit_v4")),
-                 _pct(r.get("l1_lost_to_swa")), _pct(r.get("l1l2_hit_v4")), _pct(r.get("l1l2_lost_to_swa")),
-                 _pct(r.get("l1l2_missed_evicted"))] for r in d["swa"]["rows"]]  # fmt: skip
-        out += [_table(["swa ratio", "L1 Full pages", "L1 hit", "L1 lost to SWA", "L1+L2 hit", "L1+L2 lost to SWA",
-                        "L1+L2 missed: evicted"], rows), ""]  # fmt: skip
-    # HiSparse
-    hs = d["hisparse"]
-    out += ["## HiSparse (decode instance)", ""]
-    if hs.get("applies"):
-        out += ["![HiSparse](hisparse.png)", "",
-                (f"HiSparse pays from a batch cap of **{hs['crossover_batch']}** on (the crossover)."
-                 if hs["crossover_batch"] is not None else "HiSparse does not pay at any batch tried."), ""]  # fmt: skip
-        rows = [[str(r["batch_cap"]), f"{r['on_output_tok_s'] or 0:,.0f}", f"{r['off_output_tok_s'] or 0:,.0f}",
-                 f"{r['on_peak_batch'] or 0}", f"{r['off_peak_batch'] or 0}",
-                 "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"] for r in hs["rows"]]  # fmt: skip
-        out += [_table(["batch cap", "on tok/s", "off tok/s", "on peak batch", "off peak batch", "on / off"], rows), ""]
-    else:
-        out += [f"Not run: {hs['reason']}.", ""]
-    if d["failed_runs"]:
-        out += ["## Failed runs", ""] + [f"- {' '.join(f['key'])}: {f['error']}" for f in d["failed_runs"]] + [""]
-    out += ["Data: `plan.json` (everything above), CSVs per section. Regenerate with the command at the top."]
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _md_write_policy(wp: dict) -> list[str]:
+    if not wp["rows"]:
+        return []
+    out = ["## Write policy", "", "![write policy](write_policy.png)", "",
+           f"At {wp['candidate']}. Dropped tokens by SGLang's reasons (`hicache_dropped_tokens_total`).", ""]
+    rows = [[r["policy"], _iv(r, "hit_total", "{:.1%}"), _iv(r, "ttft_p90_s"), _iv(r, "input_tokens_per_s", "{:,.0f}"),
+             _fmt_gb(r["d2h_bytes"] or 0), ", ".join(f"{k} {v:,.0f}" for k, v in r["dropped_tokens_by_reason"].items()) or "0"]
+            for r in wp["rows"]]  # fmt: skip
+    return out + [_table(["policy", "hit total", "TTFT p90 s", "input tok/s", "D2H GB", "dropped tokens"], rows), ""]
+
+
+def _md_l3(l3: dict) -> list[str]:
+    if not l3["rows"]:
+        return []
+    out = ["## L3 storage", "", "![L3](l3.png)", "",
+           f"L3 on, at the smallest host pool ({l3['candidate']}), where L2 evicts most. Prefetches: storage "
+           "lookups that found a span past the L1 + L2 match at or above the threshold; cut: requested tokens "
+           "that did not land (below the threshold, or past the timeout).", ""]  # fmt: skip
+    rows = [[r["prefetch_policy"], str(r["prefetch_threshold"]), f"{r['prefetches'] or 0:,.1f}",
+             f"{r['requested_tokens'] or 0:,.0f}", f"{r['cut_below_threshold'] or 0:,.0f}", f"{r['cut_deadline'] or 0:,.0f}",
+             _iv(r, "hit_storage", "{:.1%}"), _iv(r, "ttft_p90_s")] for r in l3["rows"]]  # fmt: skip
+    return out + [_table(["policy", "threshold", "prefetches", "requested tokens", "cut: threshold", "cut: timeout",
+                          "L3 hit", "TTFT p90 s"], rows), ""]  # fmt: skip
+
+
+def _md_swa(swa: dict) -> list[str]:
+    if not swa.get("applies"):
+        return []
+    out = ["## DeepSeek-V4: hit rate lost to the SWA pool", "", "![SWA](swa.png)", "",
+           "Request-order replays at each `swa_full_tokens_ratio` with the same KV bytes (a bigger SWA share "
+           "leaves fewer Full pages). *No window* is the same keys on a tree without window state at the same "
+           "Full pages: the gap is what the SWA pool costs (windows gone, and Full leaves its LRU deleted). "
+           "What even that tree misses is split into *evicted* and *first seen* (a prefix no earlier request "
+           "had: missed at any size, "
+           + ("-" if swa.get("missed_first_seen") is None else f"{100 * swa['missed_first_seen']:.1f}%")
+           + " of input tokens here). The one-pass curve does not apply here: the SWA validator "
+           "breaks LRU's inclusion property (`docs/notes/mrc.md`).", ""]  # fmt: skip
+    rows = [[f"{r['swa_full_tokens_ratio']:g}", f"{r['l1_full_pages']:,}", _pct(r.get("l1_hit_v4")),
+             _pct(r.get("l1_lost_to_swa")), _pct(r.get("l1l2_hit_v4")), _pct(r.get("l1l2_lost_to_swa")),
+             _pct(r.get("l1l2_missed_evicted"))] for r in swa["rows"]]  # fmt: skip
+    return out + [_table(["swa ratio", "L1 Full pages", "L1 hit", "L1 lost to SWA", "L1+L2 hit", "L1+L2 lost to SWA",
+                          "L1+L2 missed: evicted"], rows), ""]  # fmt: skip
+
+
+def _md_hisparse(hs: dict) -> list[str]:
+    out = ["## HiSparse (decode instance)", ""]
+    if not hs.get("applies"):
+        return out + [f"Not run: {hs['reason']}.", ""]
+    out += ["![HiSparse](hisparse.png)", "",
+            (f"HiSparse pays from a batch cap of **{hs['crossover_batch']}** on (the crossover)."
+             if hs["crossover_batch"] is not None else "HiSparse does not pay at any batch tried."), ""]  # fmt: skip
+    rows = [[str(r["batch_cap"]), f"{r['on_output_tok_s'] or 0:,.0f}", f"{r['off_output_tok_s'] or 0:,.0f}",
+             f"{r['on_peak_batch'] or 0}", f"{r['off_peak_batch'] or 0}",
+             "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"] for r in hs["rows"]]  # fmt: skip
+    return out + [_table(["batch cap", "on tok/s", "off tok/s", "on peak batch", "off peak batch", "on / off"], rows), ""]
