@@ -185,6 +185,30 @@ def expert_dtype_of(cfg: dict[str, Any], expert_dtype: str = "auto") -> str:
     return "fp8" if quant.get("quant_method") in ("fp8", "deepseek_v4_fp8") else "bf16"
 
 
+@dataclass(frozen=True)
+class _Bytes:
+    """Bytes per element: the checkpoint's dtype, the dense weights (fp8 when quantized), routed experts, KV."""
+
+    model: float
+    weight: float
+    expert: float
+    kv: float
+
+
+@dataclass(frozen=True)
+class _Attention:
+    """One attention family's share of the shape: per-layer params, KV bytes and FLOPs before the TP split."""
+
+    family: str
+    params: int  # per layer
+    kv_bytes_per_token: float
+    kv_read_bytes_per_token: float
+    flops_per_pair: float  # per (query token, context token) pair, whole model
+    flops_per_token: float = 0.0  # independent of context (windows, top-k), whole model
+    kv_read_bytes_per_request: float = 0.0
+    catalog: str | None = None
+
+
 def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", name: str = "model",
            expert_dtype: str = "auto", fp4_indexer: bool = False, attn_dp_size: int = 1) -> ModelShape:  # fmt: skip
     """The :class:`ModelShape` of a config at ``tp_size`` ranks with KV stored as ``kv_dtype``.
@@ -193,95 +217,108 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
     ``tp_size / attn_dp_size`` GPUs (the attention TP group, ``arg_groups/fields/parallel.py:81-90, 316-320``)
     and replicated across the DP ranks, while the MLP/MoE and embeddings stay sharded over all ``tp_size``.
     """
+    _check_parallel(tp_size, kv_dtype, attn_dp_size)
+    attn_tp = tp_size // attn_dp_size
+    layers = int(_need(cfg, "num_hidden_layers", name))
+    hidden = int(_need(cfg, "hidden_size", name))
+    heads = int(_need(cfg, "num_attention_heads", name))
+    vocab = int(_need(cfg, "vocab_size", name))
+    b = _dtype_bytes(cfg, kv_dtype, expert_dtype)
+    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    mlp, mlp_active, expert, n_exp, k = _moe(cfg, name, hidden, layers)
+    if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
+        att = _v4_attention(cfg, name, hidden, heads, layers, fp4_indexer)
+    elif "kv_lora_rank" in cfg:
+        att = _mla_attention(cfg, name, hidden, heads, layers, b.kv)
+    else:
+        att = _mha_attention(cfg, hidden, heads, layers, b.kv, attn_tp)
+    attn, per_tok_attn = att.params, att.flops_per_token
+    params = embed + layers * attn + mlp
+    active = embed + layers * attn + mlp_active
+    routed = n_exp * expert  # routed-expert params over all MoE layers, stored as b.expert each
+    weight_bytes = (params - embed) * b.weight + embed * b.model + routed * (b.expert - b.weight)
+    # DP attention: attention weights and FLOPs are split over attn_tp GPUs only (0 extra when attn_tp == tp).
+    attn_extra = 1 / attn_tp - 1 / tp_size
+    dense_bytes = (weight_bytes - routed * b.expert) / tp_size + layers * attn * b.weight * attn_extra
+    return ModelShape(
+        name=name, family=att.family, layers=layers, params=params, active_params=active,
+        weight_bytes_per_rank=weight_bytes / tp_size + layers * attn * b.weight * attn_extra, kv_bytes_per_token=att.kv_bytes_per_token,
+        flops_per_token=(2 * (active - embed) + per_tok_attn) / tp_size  # embeddings: a lookup, and logits only for the last token
+        + (2 * layers * attn + per_tok_attn) * attn_extra,
+        attn_flops_per_pair=att.flops_per_pair / attn_tp,
+        dense_weight_bytes=dense_bytes, expert_bytes=expert * b.expert / tp_size,
+        n_experts=n_exp, experts_per_token=k, kv_read_bytes_per_token=att.kv_read_bytes_per_token,
+        kv_read_bytes_per_request=att.kv_read_bytes_per_request, compute_dtype="fp8" if b.weight == 1 else "bf16",
+        catalog=att.catalog, fp4_indexer=fp4_indexer and att.catalog is not None, mlp_flops_per_token=2 * mlp_active / tp_size,
+    )  # fmt: skip
+
+
+def _check_parallel(tp_size: int, kv_dtype: str, attn_dp_size: int) -> None:
     if isinstance(tp_size, bool) or not isinstance(tp_size, int) or tp_size < 1:
         raise InputError(f"tp_size: must be an integer >= 1, got {tp_size!r}")
     if not isinstance(kv_dtype, str) or kv_dtype not in KV_DTYPE_BYTES:
         raise InputError(f"kv_dtype: unknown {kv_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})")
     if attn_dp_size < 1 or tp_size % attn_dp_size:
         raise InputError(f"attn_dp_size {attn_dp_size} does not divide tp_size {tp_size}")
-    attn_tp = tp_size // attn_dp_size
-    layers = int(_need(cfg, "num_hidden_layers", name))
-    hidden = int(_need(cfg, "hidden_size", name))
-    heads = int(_need(cfg, "num_attention_heads", name))
-    vocab = int(_need(cfg, "vocab_size", name))
+
+
+def _dtype_bytes(cfg: dict[str, Any], kv_dtype: str, expert_dtype: str) -> _Bytes:
     model_bytes = _DTYPE_BYTES.get(str(cfg.get("torch_dtype", "bfloat16")), 2)
     quant = (cfg.get("quantization_config") or {}).get("quant_method")
     weight_b = 1 if quant in ("fp8", "deepseek_v4_fp8") else model_bytes
     experts = expert_dtype_of(cfg, expert_dtype)
     own = expert_dtype == "auto" and experts != "fp4"  # stored like the other weights
     expert_b = weight_b if own else EXPERT_DTYPE_BYTES[experts]
-    kv_b = KV_DTYPE_BYTES[kv_dtype] or model_bytes
-    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
-    mlp, mlp_active, expert, n_exp, k = _moe(cfg, name, hidden, layers)
-    per_tok_attn = 0.0  # attention FLOPs per token independent of context (windows, top-k), whole model
-    kv_req = 0.0
-    catalog = None
-    if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
-        family = "dsv4"
-        hd, q_lora = int(_need(cfg, "head_dim", name)), int(_need(cfg, "q_lora_rank", name))
-        o_lora = int(cfg.get("o_lora_rank") or q_lora)
-        attn = hidden * q_lora + q_lora * heads * hd + hidden * hd + heads * hd * o_lora + int(cfg.get("o_groups") or 1) * o_lora * hidden
-        ratios = [int(r) for r in cfg["compress_ratios"][:layers]]
-        window, topk = int(cfg.get("sliding_window") or 128), int(cfg.get("index_topk") or 512)
-        ih, ihd = int(cfg.get("index_n_heads") or 64), int(cfg.get("index_head_dim") or 128)
-        pair = 0.0
-        for r in ratios:
-            per_tok_attn += 4 * heads * hd * window
-            if r == 4:
-                pair += 2 * ih * ihd / 4
-                per_tok_attn += 4 * heads * hd * topk
-            elif r > 4:
-                pair += 4 * heads * hd / r
-        from sim.model.pools import get_model
+    return _Bytes(model_bytes, weight_b, expert_b, KV_DTYPE_BYTES[kv_dtype] or model_bytes)
 
-        catalog = "deepseek-v4.1-flash" if "kv_source_layer_ids" in cfg else (
-            "deepseek-v4-flash" if layers <= 43 else "deepseek-v4-pro")  # fmt: skip
-        spec = get_model(catalog, fp4_indexer=fp4_indexer)
-        if catalog != "deepseek-v4.1-flash":
-            _check_v4_layout(spec, name, layers, ratios.count(4), ratios.count(128), window, topk, fp4_indexer)
-        kv_tok = spec.bytes_per_page / spec.page_size
-        c4 = ratios.count(4)
-        read_tok = sum(p.bytes_per_page for p in spec.pools if p.name in ("c4_indexer", "c128")) / spec.page_size
-        kv_req = c4 * topk * 584 + layers * window * 584  # top-k C4 rows and the SWA window, v4 layout rows
-        attn_pair = pair
-    elif "kv_lora_rank" in cfg:  # MLA
-        family = "mla"
-        lora, rope = int(_need(cfg, "kv_lora_rank", name)), int(_need(cfg, "qk_rope_head_dim", name))
-        nope, v = int(_need(cfg, "qk_nope_head_dim", name)), int(_need(cfg, "v_head_dim", name))
-        q_lora = int(cfg.get("q_lora_rank") or 0)
-        q = hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope)
-        attn = q + hidden * (lora + rope) + lora * heads * (nope + v) + heads * v * hidden
-        kv_tok = layers * (lora + rope) * kv_b  # replicated on every rank
-        read_tok = kv_tok
-        attn_pair = layers * heads * (2 * (nope + rope) + 2 * v)
-    else:  # MHA / GQA
-        family = "mha"
-        kv_heads = int(cfg.get("num_key_value_heads") or heads)
-        hd = int(cfg.get("head_dim") or hidden // heads)
-        attn = hidden * heads * hd * 2 + 2 * hidden * kv_heads * hd
-        # KV heads split over TP; with more ranks than KV heads each rank keeps one (replicated).
-        kv_tok = 2 * layers * max(1, math.ceil(kv_heads / attn_tp)) * hd * kv_b
-        read_tok = kv_tok
-        attn_pair = 4 * layers * heads * hd
-    params = embed + layers * attn + mlp
-    active = embed + layers * attn + mlp_active
-    embed_bytes = embed * model_bytes
-    routed = n_exp * expert  # routed-expert params over all MoE layers, stored as expert_b each
-    weight_bytes = (params - embed) * weight_b + embed_bytes + routed * (expert_b - weight_b)
-    # DP attention: attention weights and FLOPs are split over attn_tp GPUs only (0 extra when attn_tp == tp).
-    attn_extra = 1 / attn_tp - 1 / tp_size
-    dense_bytes = (weight_bytes - routed * expert_b) / tp_size + layers * attn * weight_b * attn_extra
-    return ModelShape(
-        name=name, family=family, layers=layers, params=params, active_params=active,
-        weight_bytes_per_rank=weight_bytes / tp_size + layers * attn * weight_b * attn_extra, kv_bytes_per_token=kv_tok,
-        flops_per_token=(2 * (active - embed) + per_tok_attn) / tp_size  # embeddings: a lookup, and logits only for the last token
-        + (2 * layers * attn + per_tok_attn) * attn_extra,
-        attn_flops_per_pair=attn_pair / attn_tp,
-        dense_weight_bytes=dense_bytes, expert_bytes=expert * expert_b / tp_size,
-        n_experts=n_exp, experts_per_token=k, kv_read_bytes_per_token=read_tok, kv_read_bytes_per_request=kv_req,
-        compute_dtype="fp8" if weight_b == 1 else "bf16", catalog=catalog, fp4_indexer=fp4_indexer and catalog is not None,
-        mlp_flops_per_token=2 * mlp_active / tp_size,
-    )  # fmt: skip
+
+def _v4_attention(cfg: dict, name: str, hidden: int, heads: int, layers: int, fp4_indexer: bool) -> _Attention:
+    """DeepSeek V4 / V4.1: KV bytes from the catalog's pools; every layer attends its SWA window, C4 layers
+    their indexer's top-k rows too."""
+    from sim.model.pools import get_model
+
+    hd, q_lora = int(_need(cfg, "head_dim", name)), int(_need(cfg, "q_lora_rank", name))
+    o_lora = int(cfg.get("o_lora_rank") or q_lora)
+    attn = hidden * q_lora + q_lora * heads * hd + hidden * hd + heads * hd * o_lora + int(cfg.get("o_groups") or 1) * o_lora * hidden
+    ratios = [int(r) for r in cfg["compress_ratios"][:layers]]
+    window, topk = int(cfg.get("sliding_window") or 128), int(cfg.get("index_topk") or 512)
+    ih, ihd = int(cfg.get("index_n_heads") or 64), int(cfg.get("index_head_dim") or 128)
+    pair = per_tok_attn = 0.0
+    for r in ratios:
+        per_tok_attn += 4 * heads * hd * window
+        if r == 4:
+            pair += 2 * ih * ihd / 4
+            per_tok_attn += 4 * heads * hd * topk
+        elif r > 4:
+            pair += 4 * heads * hd / r
+    catalog = "deepseek-v4.1-flash" if "kv_source_layer_ids" in cfg else (
+        "deepseek-v4-flash" if layers <= 43 else "deepseek-v4-pro")  # fmt: skip
+    spec = get_model(catalog, fp4_indexer=fp4_indexer)
+    if catalog != "deepseek-v4.1-flash":
+        _check_v4_layout(spec, name, layers, ratios.count(4), ratios.count(128), window, topk, fp4_indexer)
+    read_tok = sum(p.bytes_per_page for p in spec.pools if p.name in ("c4_indexer", "c128")) / spec.page_size
+    kv_req = ratios.count(4) * topk * 584 + layers * window * 584  # top-k C4 rows and the SWA window, v4 layout rows
+    return _Attention("dsv4", attn, spec.bytes_per_page / spec.page_size, read_tok, pair, per_tok_attn, kv_req, catalog)
+
+
+def _mla_attention(cfg: dict, name: str, hidden: int, heads: int, layers: int, kv_b: float) -> _Attention:
+    """MLA: one latent (``kv_lora_rank + qk_rope_head_dim``) per layer, replicated on every rank."""
+    lora, rope = int(_need(cfg, "kv_lora_rank", name)), int(_need(cfg, "qk_rope_head_dim", name))
+    nope, v = int(_need(cfg, "qk_nope_head_dim", name)), int(_need(cfg, "v_head_dim", name))
+    q_lora = int(cfg.get("q_lora_rank") or 0)
+    q = hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope)
+    attn = q + hidden * (lora + rope) + lora * heads * (nope + v) + heads * v * hidden
+    kv_tok = layers * (lora + rope) * kv_b
+    return _Attention("mla", attn, kv_tok, kv_tok, layers * heads * (2 * (nope + rope) + 2 * v))
+
+
+def _mha_attention(cfg: dict, hidden: int, heads: int, layers: int, kv_b: float, attn_tp: int) -> _Attention:
+    """MHA / GQA: KV heads split over the attention TP group; with more ranks than KV heads each rank keeps one
+    (replicated)."""
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    hd = int(cfg.get("head_dim") or hidden // heads)
+    kv_tok = 2 * layers * max(1, math.ceil(kv_heads / attn_tp)) * hd * kv_b
+    return _Attention("mha", hidden * heads * hd * 2 + 2 * hidden * kv_heads * hd, kv_tok, kv_tok, 4 * layers * heads * hd)
 
 
 def _check_v4_layout(spec, name: str, layers: int, c4: int, c128: int, window: int, topk: int,
