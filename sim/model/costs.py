@@ -421,7 +421,10 @@ class _Reader:
 
 
 def parse_cost_table(data: Any, source: str, *, max_extrapolation: float | None = None) -> CostTable:
-    """Validate decoded JSON into a :class:`CostTable`; raises :class:`InputError` naming ``source`` and the field."""
+    """Validate decoded JSON into a :class:`CostTable`; raises :class:`InputError` naming ``source`` and the field.
+
+    Sections are read in file order (header, source, ceilings, entries, fits, compute): the first bad field is
+    the one reported."""
     r = _Reader(source)
     top = r.obj(data, "table")
     if top.get("schema") != SCHEMA:
@@ -429,11 +432,21 @@ def parse_cost_table(data: Any, source: str, *, max_extrapolation: float | None 
     version = top.get("version")
     if version != VERSION:
         raise r.fail("version", f"unknown cost-table version {version!r}; this build reads version {VERSION}")
-    src = r.obj(top.get("source"), "source")
+    source_info = _parse_source(r, top.get("source"))
+    ceil = r.obj(top.get("ceilings"), "ceilings")
+    ceilings = {name: float(r.num(ceil, name, "ceilings", positive=True)) for name in CEILINGS}
+    entries = _parse_entries(r, top.get("entries"))
+    fits = _parse_fits(r, top.get("fits"))
+    compute = _parse_compute(r, top["compute"]) if top.get("compute") is not None else {}
+    return CostTable(source_info, ceilings, tuple(entries), fits, source, version, max_extrapolation, compute)
+
+
+def _parse_source(r: _Reader, value: Any) -> TableSource:
+    src = r.obj(value, "source")
     kind = r.choice(src, "kind", "source", ("measured", "spec-derived"))
     device = r.text(src, "device", "source", optional=False)
     notes = src.get("notes") or []
-    source_info = TableSource(
+    return TableSource(
         kind=kind,
         device=device,
         driver=r.text(src, "driver", "source"),
@@ -445,34 +458,38 @@ def parse_cost_table(data: Any, source: str, *, max_extrapolation: float | None 
         date=r.text(src, "date", "source"),
         notes=tuple(str(n) for n in (notes if isinstance(notes, list) else [notes])),
     )
-    ceil = r.obj(top.get("ceilings"), "ceilings")
-    ceilings = {name: float(r.num(ceil, name, "ceilings", positive=True)) for name in CEILINGS}
-    raw_entries = top.get("entries")
+
+
+def _parse_entries(r: _Reader, raw_entries: Any) -> list[CostEntry]:
     if not isinstance(raw_entries, list) or not raw_entries:
         raise r.fail("entries", "expected a non-empty list (a cost table holds at least one timed entry)")
-    entries = []
-    for i, raw in enumerate(raw_entries):
-        where = f"entries[{i}]"
-        e = r.obj(raw, where)
-        op = r.choice(e, "op", where, OPS)
-        swap = op == "swap_in"
-        entry = CostEntry(
-            op=op,
-            backend=r.choice(e, "backend", where, BACKENDS),
-            item_bytes=r.num(e, "item_bytes", where, integer=True, positive=True),
-            n_items=r.num(e, "n_items", where, integer=True, positive=not swap),
-            median_s=float(r.num(e, "median_s", where)),
-            p10_s=float(r.num(e, "p10_s", where)),
-            p90_s=float(r.num(e, "p90_s", where)),
-            n_requests=r.num(e, "n_requests", where, integer=True, positive=True, optional=not swap),
-            top_k=r.num(e, "top_k", where, integer=True, positive=True, optional=not swap),
-            hit_ratio=r.num(e, "hit_ratio", where, optional=not swap),
-            buffer_slots=r.num(e, "buffer_slots", where, integer=True, optional=True),
-        )
-        if entry.hit_ratio is not None and entry.hit_ratio > 1:
-            raise r.fail(f"{where}.hit_ratio", f"must be at most 1, got {entry.hit_ratio!r}")
-        entries.append(entry)
-    raw_fits = top.get("fits")
+    return [_parse_entry(r, raw, f"entries[{i}]") for i, raw in enumerate(raw_entries)]
+
+
+def _parse_entry(r: _Reader, raw: Any, where: str) -> CostEntry:
+    """One timed entry; a ``swap_in`` (HiSparse) entry also needs its batch shape and may have zero items."""
+    e = r.obj(raw, where)
+    op = r.choice(e, "op", where, OPS)
+    swap = op == "swap_in"
+    entry = CostEntry(
+        op=op,
+        backend=r.choice(e, "backend", where, BACKENDS),
+        item_bytes=r.num(e, "item_bytes", where, integer=True, positive=True),
+        n_items=r.num(e, "n_items", where, integer=True, positive=not swap),
+        median_s=float(r.num(e, "median_s", where)),
+        p10_s=float(r.num(e, "p10_s", where)),
+        p90_s=float(r.num(e, "p90_s", where)),
+        n_requests=r.num(e, "n_requests", where, integer=True, positive=True, optional=not swap),
+        top_k=r.num(e, "top_k", where, integer=True, positive=True, optional=not swap),
+        hit_ratio=r.num(e, "hit_ratio", where, optional=not swap),
+        buffer_slots=r.num(e, "buffer_slots", where, integer=True, optional=True),
+    )
+    if entry.hit_ratio is not None and entry.hit_ratio > 1:
+        raise r.fail(f"{where}.hit_ratio", f"must be at most 1, got {entry.hit_ratio!r}")
+    return entry
+
+
+def _parse_fits(r: _Reader, raw_fits: Any) -> dict[tuple[str, str], CostFit]:
     if not isinstance(raw_fits, list):
         raise r.fail("fits", "expected a list")
     fits: dict[tuple[str, str], CostFit] = {}
@@ -485,20 +502,23 @@ def parse_cost_table(data: Any, source: str, *, max_extrapolation: float | None 
             bandwidth_Bps=float(r.num(f, "bandwidth_Bps", where, positive=True)),
             per_item_s=float(r.num(f, "per_item_s", where, optional=True) or 0.0),
         )
-    compute: dict[str, Any] = {}
-    if top.get("compute") is not None:
-        from sim.model.compute import FITTED
+    return fits
 
-        raw = r.obj(top["compute"], "compute")
-        unknown = sorted(set(raw) - {*FITTED, "source"})
-        if unknown:
-            raise r.fail(f"compute.{unknown[0]}", f"unknown field (known: {', '.join(FITTED)}, source)")
-        compute = {k: float(r.num(raw, k, "compute", positive=k != "step_overhead_ms")) for k in FITTED if k in raw}
-        for k in ("mfu", "mbu"):
-            if compute.get(k, 0) > 1:
-                raise r.fail(f"compute.{k}", f"must be at most 1, got {compute[k]!r}")
-        compute["source"] = r.obj(raw.get("source") or {}, "compute.source")
-    return CostTable(source_info, ceilings, tuple(entries), fits, source, version, max_extrapolation, compute)
+
+def _parse_compute(r: _Reader, value: Any) -> dict[str, Any]:
+    """The fitted step-time parameters (``calibrate compute``) with their source."""
+    from sim.model.compute import FITTED
+
+    raw = r.obj(value, "compute")
+    unknown = sorted(set(raw) - {*FITTED, "source"})
+    if unknown:
+        raise r.fail(f"compute.{unknown[0]}", f"unknown field (known: {', '.join(FITTED)}, source)")
+    compute = {k: float(r.num(raw, k, "compute", positive=k != "step_overhead_ms")) for k in FITTED if k in raw}
+    for k in ("mfu", "mbu"):
+        if compute.get(k, 0) > 1:
+            raise r.fail(f"compute.{k}", f"must be at most 1, got {compute[k]!r}")
+    compute["source"] = r.obj(raw.get("source") or {}, "compute.source")
+    return compute
 
 
 def load_cost_table(path: str | Path, *, max_extrapolation: float | None = None) -> CostTable:
