@@ -479,6 +479,8 @@ GROUP_WHY = {
 
 
 def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None:
+    """launch_server's flags, each mapped onto the scenario or listed as ignored with why. ``--dp-size`` and
+    ``--hicache-size`` are resolved once every flag is read (they depend on others)."""
     sc = conv.scenario
     known = _sglang_flags()
     older = {k: v for flags in known["older_launch_server"].values() for k, v in flags.items()}
@@ -489,75 +491,18 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
     tp = next((v for f, v, _ in flags if f == "--tp-size"), "1")
     hicache_size = dp_size = None
     for flag, value, text in flags:
-        if flag == "--config":
-            raise InputError(f"launch_server {text}: the flags in that file are not on the command line; "
-                             "paste them into --launch instead")  # fmt: skip
-        if flag in OLD_SPELLINGS:  # SGLang 0.5.2's spelling of a 0.5.23 flag
-            new, fixed = OLD_SPELLINGS[flag]
-            flag, value = new, (tp if fixed == "tp" else fixed) if fixed else value
-            text = f"{text} (0.5.2's spelling of {new}{' ' + value if fixed else ''})"
-        elif flag in older:
-            conv.ignored.append(f"{text}: a flag of SGLang 0.5.2 that 0.5.23 no longer has; not modelled")
+        current = _current_spelling(conv, flag, value, text, tp, older)
+        if current is None:
             continue
-        if flag in ("--model-path", "--model"):
-            ref, name = _model_ref(value, model_config)
-            sc["name"] = sc.get("name") or name.lower()
-            _put(sc, "model.name", name)
-            _put(sc, "model.config", ref)
-            conv.mapped.append(f"{text} -> model.config: {ref}")
-        elif flag == "--dp-size":
+        flag, value, text = current
+        if flag == "--dp-size":
             dp_size = (_number(int, flag, value), text)  # replicas or DP-attention ranks: resolved below
-        elif flag == "--load-balance-method":
-            _put(sc, "scheduler.load_balance_method", value)
-            conv.mapped.append(f"{text} -> scheduler.load_balance_method: {value}")
-        elif flag == "--speculative-algorithm":
-            if value.upper() not in SPEC_ALGORITHMS:
-                raise InputError(f"--speculative-algorithm {value}: not modelled (the simulator has "
-                                 f"{', '.join(SPEC_ALGORITHMS)})")  # fmt: skip
-            _put(sc, "speculative.algorithm", value.upper())
-            conv.mapped.append(f"{text} -> speculative.algorithm: {value.upper()}")
-        elif flag == "--quantization" and value in QUANT_EXPERTS:
-            _put(sc, "model.expert_dtype", QUANT_EXPERTS[value])
-            conv.mapped.append(f"{text} -> model.expert_dtype: {QUANT_EXPERTS[value]} (the routed experts; other "
-                               "weights as the checkpoint stores them)")  # fmt: skip
-        elif flag in _LAUNCH:
-            path, kind = _LAUNCH[flag]
-            converted = _number(kind, flag, value)
-            if flag == "--schedule-policy" and converted not in ("fcfs", "lpm"):
-                raise InputError(f"--schedule-policy {value}: not modelled (the simulator has fcfs and lpm)")
-            if flag == "--hicache-storage-prefetch-policy" and converted not in ("best_effort", "wait_complete", "timeout"):
-                raise InputError(f"{flag} {value}: unknown policy")
-            _check_mapped(flag, converted, path)
-            _put(sc, path, converted)
-            conv.mapped.append(f"{text} -> {path}: {converted}")
-        elif flag in _SWITCHES:
-            path, v = _SWITCHES[flag]
-            _put(sc, path, v)
-            conv.mapped.append(f"{text} -> {path}: {v}")
         elif flag == "--hicache-size":
             hicache_size = _number(float, flag, value)
             conv.mapped.append(f"{text} -> " + ("hicache.host_pages (GB per rank over page bytes)" if hicache_size
                                                 else "0: hicache_ratio sizes the host pool"))  # fmt: skip
-        elif flag == "--hicache-storage-backend":
-            _put(sc, "l3.enabled", True)
-            conv.mapped.append(f"{text} -> l3.enabled: true (rates: l3 defaults, the measured EIC figures)")
-        elif flag == "--disaggregation-mode":
-            if value == "decode":
-                _put(sc, "cluster.role", "decode")
-                conv.mapped.append(f"{text} -> cluster.role: decode")
-            else:
-                conv.ignored.append(f"{text}: only a decode instance is modelled separately")
-        elif flag in OUT_OF_TREE:
-            _put(sc, "hicache.enabled", True)
-            _put(sc, "l3.enabled", True)
-            _put(sc, "l3.window_pages", "all")
-            _put(sc, "hicache.prefetch_policy", "wait_complete")
-            conv.mapped.append(f"{text} -> hicache.enabled, l3.enabled: true, l3.window_pages: all, "
-                               f"hicache.prefetch_policy: wait_complete ({OUT_OF_TREE[flag]})")
-        elif flag == "--skip-tokenizer-init":
-            conv.token_ids = True
-            conv.ignored.append(f"{text}: {_WHY[flag]}")
-        else:
+        elif not (_map_table_flag(conv, flag, value, text) or _map_model_flag(conv, flag, value, text, model_config)
+                  or _map_deployment_flag(conv, flag, value, text)):  # fmt: skip
             group = known["launch_server_groups"].get(flag, "")
             conv.ignored.append(f"{text}: {_WHY.get(flag) or GROUP_WHY.get(group, 'a launch option, not modelled')}")
     if "model" not in sc:
@@ -569,6 +514,97 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
         probe = Scenario.model_validate({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}})
         page_bytes = probe.model.page_bytes(probe.hicache.page_size, probe.hardware.tp_size)
         _put(sc, "hicache.host_pages", int(hicache_size * 1e9 // page_bytes))
+
+
+def _current_spelling(conv: Conversion, flag: str, value: str | None, text: str, tp: str,
+                      older: dict[str, Any]) -> tuple[str, str | None, str] | None:  # fmt: skip
+    """A flag as SGLang 0.5.23 spells it; None for a 0.5.2 flag that 0.5.23 dropped (listed as ignored)."""
+    if flag == "--config":
+        raise InputError(f"launch_server {text}: the flags in that file are not on the command line; "
+                         "paste them into --launch instead")  # fmt: skip
+    if flag in OLD_SPELLINGS:  # SGLang 0.5.2's spelling of a 0.5.23 flag
+        new, fixed = OLD_SPELLINGS[flag]
+        flag, value = new, (tp if fixed == "tp" else fixed) if fixed else value
+        text = f"{text} (0.5.2's spelling of {new}{' ' + value if fixed else ''})"
+    elif flag in older:
+        conv.ignored.append(f"{text}: a flag of SGLang 0.5.2 that 0.5.23 no longer has; not modelled")
+        return None
+    return flag, value, text
+
+
+def _map_table_flag(conv: Conversion, flag: str, value: str | None, text: str) -> bool:
+    """A flag of the ``_LAUNCH`` (one field, its value converted) or ``_SWITCHES`` (one field, set) tables."""
+    if flag in _LAUNCH:
+        path, kind = _LAUNCH[flag]
+        converted = _number(kind, flag, value)
+        if flag == "--schedule-policy" and converted not in ("fcfs", "lpm"):
+            raise InputError(f"--schedule-policy {value}: not modelled (the simulator has fcfs and lpm)")
+        if flag == "--hicache-storage-prefetch-policy" and converted not in ("best_effort", "wait_complete", "timeout"):
+            raise InputError(f"{flag} {value}: unknown policy")
+        _check_mapped(flag, converted, path)
+        _put(conv.scenario, path, converted)
+        conv.mapped.append(f"{text} -> {path}: {converted}")
+    elif flag in _SWITCHES:
+        path, v = _SWITCHES[flag]
+        _put(conv.scenario, path, v)
+        conv.mapped.append(f"{text} -> {path}: {v}")
+    else:
+        return False
+    return True
+
+
+def _map_model_flag(conv: Conversion, flag: str, value: str | None, text: str, model_config: str | None) -> bool:
+    """What the model is: its config, its routed experts' dtype, its speculative algorithm."""
+    sc = conv.scenario
+    if flag in ("--model-path", "--model"):
+        ref, name = _model_ref(value, model_config)
+        sc["name"] = sc.get("name") or name.lower()
+        _put(sc, "model.name", name)
+        _put(sc, "model.config", ref)
+        conv.mapped.append(f"{text} -> model.config: {ref}")
+    elif flag == "--speculative-algorithm":
+        if value.upper() not in SPEC_ALGORITHMS:
+            raise InputError(f"--speculative-algorithm {value}: not modelled (the simulator has "
+                             f"{', '.join(SPEC_ALGORITHMS)})")  # fmt: skip
+        _put(sc, "speculative.algorithm", value.upper())
+        conv.mapped.append(f"{text} -> speculative.algorithm: {value.upper()}")
+    elif flag == "--quantization" and value in QUANT_EXPERTS:
+        _put(sc, "model.expert_dtype", QUANT_EXPERTS[value])
+        conv.mapped.append(f"{text} -> model.expert_dtype: {QUANT_EXPERTS[value]} (the routed experts; other "
+                           "weights as the checkpoint stores them)")  # fmt: skip
+    else:
+        return False
+    return True
+
+
+def _map_deployment_flag(conv: Conversion, flag: str, value: str | None, text: str) -> bool:
+    """Where the server sits: its L3 storage, its PD role, its DP load balancer, its tokenizer."""
+    sc = conv.scenario
+    if flag == "--load-balance-method":
+        _put(sc, "scheduler.load_balance_method", value)
+        conv.mapped.append(f"{text} -> scheduler.load_balance_method: {value}")
+    elif flag == "--hicache-storage-backend":
+        _put(sc, "l3.enabled", True)
+        conv.mapped.append(f"{text} -> l3.enabled: true (rates: l3 defaults, the measured EIC figures)")
+    elif flag in OUT_OF_TREE:
+        _put(sc, "hicache.enabled", True)
+        _put(sc, "l3.enabled", True)
+        _put(sc, "l3.window_pages", "all")
+        _put(sc, "hicache.prefetch_policy", "wait_complete")
+        conv.mapped.append(f"{text} -> hicache.enabled, l3.enabled: true, l3.window_pages: all, "
+                           f"hicache.prefetch_policy: wait_complete ({OUT_OF_TREE[flag]})")
+    elif flag == "--disaggregation-mode":
+        if value == "decode":
+            _put(sc, "cluster.role", "decode")
+            conv.mapped.append(f"{text} -> cluster.role: decode")
+        else:
+            conv.ignored.append(f"{text}: only a decode instance is modelled separately")
+    elif flag == "--skip-tokenizer-init":
+        conv.token_ids = True
+        conv.ignored.append(f"{text}: {_WHY[flag]}")
+    else:
+        return False
+    return True
 
 
 def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
@@ -766,6 +802,24 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
         raise InputError(f"--launch: {exc}") from None
     _launch(conv, argv, model_config)
     _resolve_spec(conv, accept_length)
+    _hardware(conv, gpu, sglang_version, host_mem_gb)
+    _page_defaults(conv)
+    for i, bench in enumerate(benches):
+        _bench(conv, bench, i, sglang_version)
+    if conv.prompt_text and not conv.token_ids:  # SGLang tokenizes text prompts one after another
+        rate = TOKENIZER_TOKENS_PER_S[conv.prompt_text]
+        _put(conv.scenario, "scheduler.tokenizer_tokens_per_s", rate)
+        conv.mapped.append(f"the client sends {conv.prompt_text} text -> scheduler.tokenizer_tokens_per_s: {rate:g} "
+                           "(measured, bench/tokenizer.py; tokenizer_manager.py:1058-1066)")  # fmt: skip
+    conv.scenario["name"] = conv.scenario["name"].replace("/", "_")
+    order = ["name", "description", "seed", "model", "hardware", "hicache", "l3", "scheduler", "cluster", "hisparse",
+             "speculative", "workload"]  # fmt: skip
+    conv.scenario = {k: conv.scenario[k] for k in order if k in conv.scenario}
+    return conv
+
+
+def _hardware(conv: Conversion, gpu: str, sglang_version: str, host_mem_gb: float | None) -> None:
+    """What the command does not say: the GPU, whose defaults fill what it left out, the host's memory."""
     hw = conv.scenario.setdefault("hardware", {})
     hw["gpu"] = gpu
     if sglang_version != "0.5.23":
@@ -774,9 +828,14 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
                            "(its default mem_fraction_static and chunked_prefill_size)")  # fmt: skip
     if host_mem_gb is not None:
         hw["host_mem_gb"] = host_mem_gb
-    model = conv.scenario["model"]
+
+
+def _page_defaults(conv: Conversion) -> None:
+    """SGLang's page size for the model (256, asserted, for DeepSeek V4; else 1) and V4's SWA cap mode; HiCache
+    off unless the command enabled it."""
     from sim.model.modelcfg import derive, load_config
 
+    model, hw = conv.scenario["model"], conv.scenario["hardware"]
     try:
         shape = derive(load_config(model["config"])[0], tp_size=hw.get("tp_size", 1),
                        kv_dtype=model.get("kv_dtype", "auto"), expert_dtype=model.get("expert_dtype", "auto"))  # fmt: skip
@@ -792,27 +851,20 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     else:
         hc.setdefault("page_size", 1)  # SGLang's default --page-size
     hc.setdefault("enabled", False)  # no --enable-hierarchical-cache: GPU only
-    for i, bench in enumerate(benches):
-        try:
-            prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf"))
-        except InputError as exc:
-            raise InputError(f"--bench: {exc}") from None
-        if Path(prog).name == "aiperf":
-            _aiperf(conv, argv)
-        elif "bench_multiturn" in prog:
-            _bench_multiturn(conv, argv, sglang_version)
-        else:
-            _bench_serving(conv, argv, i)
-    if conv.prompt_text and not conv.token_ids:  # SGLang tokenizes text prompts one after another
-        rate = TOKENIZER_TOKENS_PER_S[conv.prompt_text]
-        _put(conv.scenario, "scheduler.tokenizer_tokens_per_s", rate)
-        conv.mapped.append(f"the client sends {conv.prompt_text} text -> scheduler.tokenizer_tokens_per_s: {rate:g} "
-                           "(measured, bench/tokenizer.py; tokenizer_manager.py:1058-1066)")  # fmt: skip
-    conv.scenario["name"] = conv.scenario["name"].replace("/", "_")
-    order = ["name", "description", "seed", "model", "hardware", "hicache", "l3", "scheduler", "cluster", "hisparse",
-             "speculative", "workload"]  # fmt: skip
-    conv.scenario = {k: conv.scenario[k] for k in order if k in conv.scenario}
-    return conv
+
+
+def _bench(conv: Conversion, bench: str, index: int, sglang_version: str) -> None:
+    """One client command, read by its program: aiperf, bench_multiturn.py or bench_serving."""
+    try:
+        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf"))
+    except InputError as exc:
+        raise InputError(f"--bench: {exc}") from None
+    if Path(prog).name == "aiperf":
+        _aiperf(conv, argv)
+    elif "bench_multiturn" in prog:
+        _bench_multiturn(conv, argv, sglang_version)
+    else:
+        _bench_serving(conv, argv, index)
 
 
 def to_yaml(conv: Conversion) -> str:
