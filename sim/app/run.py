@@ -424,23 +424,39 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
     df = records if records is not None else rec.requests_frame()
     horizon = sim.env.now if cfg.duration_s is not None else (sim.end_s or sim.env.now)  # a capped run: the cap
     totals = rec.token_totals()
-    n_in = totals["input_tokens"] or 1
+    metrics = _sglang_metrics(sim, totals)
+    return {
+        **_setup_summary(sc, sim),
+        "simulated_s": horizon,
+        **_served_summary(sim, totals, horizon),
+        "metrics": metrics,
+        **({"client": report} if (report := _client_report(sc, sim, df)) else {}),
+    }
+
+
+def _sglang_metrics(sim: Simulation, totals: dict) -> dict:
+    """The caches' and the engine's counters under SGLang's metric names.
+
+    Token figures come from the records, once: SGLang counts a request's cached tokens at its finish, from
+    its first admission (metrics_collector.py:2114-2130); every prefill pass's tokens, a retracted request's
+    re-prefills included, go to realtime_tokens_total (metrics_reporter.py:809-815). The cache's own count of
+    what it computed, re-prefills and unfinished requests included, would say a third thing: left out."""
     metrics: dict = {}
     for inst in sim.instances:
         _merge(metrics, inst.cache.metrics())
-    # Token figures come from the records, once: SGLang counts a request's cached tokens at its finish, from
-    # its first admission (metrics_collector.py:2114-2130); every prefill pass's tokens, a retracted request's
-    # re-prefills included, go to realtime_tokens_total (metrics_reporter.py:809-815). The cache's own count of
-    # what it computed, re-prefills and unfinished requests included, would say a third thing: left out.
     metrics.pop("sim_computed_tokens_total", None)
     metrics["cached_tokens_total"] = {t: totals[f"{t}_hit_tokens"] for t in ("device", "host", "storage")}
     hits = sum(metrics["cached_tokens_total"].values())
     metrics["realtime_tokens_total"] = {
         "prefill_compute": totals["computed_tokens"] + totals["reprocessed_computed_tokens"],
         "prefill_cache": hits + totals["reprocessed_cached_tokens"]}  # fmt: skip
-    metrics.update(rec.engine_metrics())
-    dropped = dict(rec.dropped)
-    unfinished = sim.arrived - rec.n_finished - sum(dropped.values())
+    metrics.update(sim.rec.engine_metrics())
+    return metrics
+
+
+def _setup_summary(sc: Scenario, sim: Simulation) -> dict:
+    """What was simulated: the scenario, the model, the step-time source and the pools' capacities."""
+    cfg = sim.cfg
     return {
         "scenario": sc.name,
         "seed": sc.seed,
@@ -456,7 +472,16 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
                            **_swa_pages(sc, sim),
                            **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
-        "simulated_s": horizon,
+    }
+
+
+def _served_summary(sim: Simulation, totals: dict, horizon: float) -> dict:
+    """What was served over ``horizon``: requests, throughput, latencies, hit rates, links and engine counters."""
+    rec, cfg = sim.rec, sim.cfg
+    n_in = totals["input_tokens"] or 1
+    dropped = dict(rec.dropped)
+    unfinished = sim.arrived - rec.n_finished - sum(dropped.values())
+    return {
         "requests": {"arrived": sim.arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": unfinished},  # fmt: skip
         "throughput": {
@@ -482,8 +507,6 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
             "blocked_s": sum(i.blocked_s for i in sim.instances),
             "backup_flushes": rec.counters["backup_flushes"],
         },
-        "metrics": metrics,
-        **({"client": report} if (report := _client_report(sc, sim, df)) else {}),
     }
 
 
