@@ -254,6 +254,37 @@ class SWAComponent:
             else:
                 self.host_lru.push_mru(new)
 
+    # ----- insert -----------------------------------------------------------------------------
+    def clip(self, node, start: int, end: int, window_start: int):
+        """The part of a tombstoned span ``[start, end)`` at or beyond ``window_start``, split off as its own
+        node; None if all of it is behind."""
+        live = max(start, window_start)
+        if live >= end:
+            return None
+        if live > start:
+            self.tree._split(node, (live - start) // self.tree.page)
+        return node
+
+    def restore(self, node, start: int, end: int, window_start: int) -> None:
+        """An insert that recomputed (or, on a host-only node, brought to the device) a tombstoned node inside
+        its window gives it SWA again (``swa.py:551-589``); a locked node keeps its Full KV and only takes
+        the SWA pages."""
+        part = self.clip(node, start, end, window_start)
+        if part is not None:
+            self.publish(part)
+
+    def populate(self, leaf, start: int, window_start: int) -> None:
+        """Publish a new leaf's in-window SWA, capping the locked run at one window of pages
+        (``swa.py:591-607, 622-660``)."""
+        part = self.clip(leaf, start, start + leaf.tokens, window_start)
+        if part is None:
+            return
+        page = self.tree.page
+        tail = -(-self.window // page) * page
+        if part.swa_lock == 0 and part.tokens > tail:
+            self.publish(self.tree._split(part, (part.tokens - tail) // page))
+        self.publish(part)
+
     # ----- locks ------------------------------------------------------------------------------
     def lock(self, node) -> int | None:
         """Lock the run of nodes covering the window behind ``node``; returns the boundary id."""

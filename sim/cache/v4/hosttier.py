@@ -1,0 +1,217 @@
+"""The host tier of DeepSeek V4's tree: host copies, host locks, host eviction, L3 reads placed as host nodes.
+
+SGLang keeps these in ``UnifiedTreeCore``'s HiCache part (``unified_tree_core.py:1931-2077, 2387-2490,
+2694-2733``): a backup marks a node's Full KV and its window's state as on host, a device victim with a host
+copy is demoted rather than deleted, host eviction frees least recently used host-only leaves (under
+write_back, host copies of Full KV also on device first), and the SWA host pool frees its own oldest window
+state. :class:`HostTier` is a base of :class:`~sim.cache.v4.unified.UnifiedTree` and works on its state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sim.cache.v4.node import PageKey, UNode, common_pages
+
+if TYPE_CHECKING:
+    from sim.cache.v4.swa import SWAComponent
+
+__all__ = ["HostTier"]
+
+
+class HostTier:
+    """Host ledgers (``host_tokens``, ``host_swa_tokens``) and the calls that move them."""
+
+    # Set by UnifiedTree.__init__.
+    root: UNode
+    page: int
+    window: int
+    swa: SWAComponent
+    num_nodes: int
+    full_evictable: int
+    full_protected: int
+    leaves: set[UNode]
+    host_leaves: set[UNode]
+    _host_heap: list[tuple[float, int, UNode]]
+    host_tokens: int
+    host_swa_tokens: int
+    counts: Counter
+    events: list[dict] | None
+    duplicates: dict[UNode, None] | None
+
+    # ----- host copies ----------------------------------------------------------------------------
+    def set_host(self, node: UNode, swa_nodes: Sequence[UNode]) -> None:
+        """Record a backup: ``node``'s Full KV and the window state of ``swa_nodes`` now have host copies."""
+        if not node.host:
+            node.host = True
+            self.host_tokens += node.tokens
+        for x in swa_nodes:
+            if not x.host_swa:
+                x.host_swa = True
+                self.host_swa_tokens += x.tokens
+                if not x.swa:
+                    self.swa.host_lru.push_mru(x)
+
+    def _free_host(self, node: UNode) -> None:
+        if node.host:
+            self.host_tokens -= node.tokens
+            node.host = False
+        if node.host_swa:
+            self.host_swa_tokens -= node.tokens
+            node.host_swa = False
+            self.swa.host_lru.remove(node)
+
+    def settle(self, node: UNode) -> None:
+        """Track ``node`` as a duplicate if its Full KV is on both tiers with no copy in flight (write_back)."""
+        if self.duplicates is not None and node.full and node.host and node.pending is None and not node.loading:
+            self.duplicates.setdefault(node)
+
+    def load(self, node: UNode) -> None:
+        """A host-only node's Full KV loaded back to the device (``commit_load_back``, ``:2694-2733``)."""
+        self._unevict(node)
+
+    def _unevict(self, node: UNode) -> None:
+        node.full = True
+        if self.duplicates is not None and not node.loading:
+            self.settle(node)
+        node.parent.full_kids += 1
+        if node.lock:
+            self.full_protected += node.tokens
+        else:
+            self.full_evictable += node.tokens
+        self.update_leaf(node)
+        self.update_leaf(node.parent)
+
+    def insert_host(self, keys: Sequence[PageKey], window_pages: int) -> int:
+        """Place pages read from L3 as a host-only leaf, the last ``window_pages`` of them with their window
+        state (``:2395-2490``); returns the pages added. Pages already in the tree are left as they are."""
+        node, pos, n = self.root, 0, len(keys)
+        while pos < n:
+            child = node.children.get(keys[pos])
+            if child is None:
+                break
+            matched = common_pages(child.key, keys, pos)
+            if matched < len(child.key):
+                child = self._split(child, matched)
+            node, pos = child, pos + matched
+        if pos >= n:
+            return 0
+        leaf = self._node(list(keys[pos:]), node)
+        leaf.full = False
+        node.children[leaf.key[0]] = leaf
+        self.num_nodes += 1
+        if 0 < window_pages < len(leaf.key):
+            self.set_host(self._split(leaf, len(leaf.key) - window_pages), [])
+        self.set_host(leaf, [leaf] if window_pages else [])
+        self.update_leaf(leaf)
+        self.update_leaf(node)
+        return n - pos
+
+    def _swa_host(self, node: UNode) -> int:
+        """Window tokens behind ``node`` that are only on host (what a load-back must bring in)."""
+        n = host = 0
+        while node is not self.root and n < self.window:
+            if node.swa:
+                n += node.tokens
+            elif node.host_swa:
+                n += node.tokens
+                host += node.tokens
+            else:
+                break
+            node = node.parent
+        return host
+
+    # ----- host locks -----------------------------------------------------------------------------
+    def _host_run(self, node: UNode):
+        """``node`` and the ancestors that cover the window behind it: what a host lock pins (the Full component
+        pins its anchor alone, ``components/full.py:290-301``; the SWA component the window run, ``swa.py:849-895``)."""
+        covered = 0
+        while node is not self.root and covered < self.window:
+            yield node
+            covered += node.tokens
+            node = node.parent
+
+    def host_lock_path(self, node: UNode) -> None:
+        """Keep ``node``'s host copies from host eviction while a load-back or an L3 read uses them."""
+        for x in self._host_run(node):
+            x.host_lock += 1
+            self.host_leaves.discard(x)
+
+    def host_unlock_path(self, node: UNode) -> None:
+        for x in self._host_run(node):
+            x.host_lock -= 1
+            if not x.host_lock:
+                self.update_leaf(x)
+
+    # ----- host eviction --------------------------------------------------------------------------
+    def _reclaim(self, tokens: int, nodes: list) -> int:
+        """Give up host copies of Full KV also on the device, sparing evictable device leaves in a first pass;
+        only the Full host layer goes, window state stays (``unified_tree_core.py:1975-2040``)."""
+        freed = 0
+        for spare in (True, False):
+            for x in list(self.duplicates):
+                if freed >= tokens:
+                    return freed
+                if x.parent is None or not (x.full and x.host):
+                    del self.duplicates[x]
+                    continue
+                if x.pending is not None or x.loading or x.host_lock or (spare and x in self.leaves):
+                    continue
+                if self.events is not None:
+                    nodes.append(self.ref(x))
+                freed += x.tokens
+                x.host = False
+                self.host_tokens -= x.tokens
+                del self.duplicates[x]
+        return freed
+
+    def evict_host(self, tokens: int) -> int:
+        """Delete least recently used host leaves until ``tokens`` host tokens are freed (``:1931-1960``)."""
+        freed = 0
+        tracker = [0, 0]
+        nodes = []
+        if self.duplicates is not None:
+            freed = self._reclaim(tokens, nodes)
+        while freed < tokens:
+            node = self._pop(self._host_heap, self.host_leaves)
+            if node is None:
+                break
+            if self.events is not None:
+                nodes.append(self.ref(node))
+            freed += node.tokens
+            self.counts["host_evictions"] += 1
+            parent = node.parent
+            self._remove(node, tracker)
+            if parent is not self.root:
+                self.update_leaf(parent)
+        if self.events is not None:
+            self.events.append({"host_evict": tokens, "got": freed, "nodes": sorted(nodes)})
+        return freed
+
+    def evict_host_swa(self, tokens: int) -> int:
+        """Free at least ``tokens`` of the SWA host pool, oldest host-only window first: a host leaf goes whole,
+        any other node loses only its host window state (``components/swa.py:1495-1549``)."""
+        freed = 0
+        tracker = [0, 0]
+        for x in self.swa.host_lru.oldest_first():
+            if freed >= tokens:
+                break
+            if x.host_lock or x.parent is None:
+                continue
+            freed += x.tokens
+            if x in self.host_leaves:
+                self.counts["host_evictions"] += 1
+                parent = x.parent
+                self._remove(x, tracker)
+                if parent is not self.root:
+                    self.update_leaf(parent)
+            else:
+                self.host_swa_tokens -= x.tokens
+                x.host_swa = False
+                self.swa.host_lru.remove(x)
+                self.update_leaf(x)
+        if self.events is not None:
+            self.events.append({"host_evict": tokens, "got": freed, "pool": "swa"})
+        return freed
