@@ -1,6 +1,7 @@
 """DeepSeek V4's prefix cache over paged Full and SWA pools, and the cache calls a running request makes.
 
-:class:`SWACache` owns the two page pools and the :class:`~sim.cache.v4.unified.UnifiedTree`; :class:`Running` is a
+:class:`SWACache` owns the two page pools (:mod:`sim.cache.v4.pools`), the host controller
+(:mod:`sim.cache.v4.controller`) and the :class:`~sim.cache.v4.unified.UnifiedTree`; :class:`Running` is a
 request's KV record (SGLang's ``Req.kv``: the tree-owned prefix, the SWA-evicted boundary, the rows it
 allocated). The calls follow SGLang 0.5.23 (paths relative to ``sglang/srt/``):
 
@@ -33,46 +34,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sim.cache.v4.controller import WRITE_THRESHOLD, Backup, HostController
+from sim.cache.v4.pools import OutOfMemory, PagedPools
 from sim.cache.v4.swa import SWA_EVICTION_INTERVAL, out_of_window_boundary
 from sim.cache.v4.unified import Match, UnifiedTree, UNode
 from sim.model.pools import ModelSpec
 
 __all__ = ["Backup", "OutOfMemory", "Running", "SWACache", "v4_cache"]
-
-WRITE_THRESHOLD = {"write_through": 1, "write_through_selective": 2}  # unified_radix_cache.py:558-560
-
-
-class OutOfMemory(MemoryError):
-    """An allocation failed even after eviction (SGLang raises; a scheduler would retract)."""
-
-
-@dataclass(slots=True)
-class Backup:
-    """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
-    the other ``nodes`` (``swa`` tokens in all). Under write-through the node is locked until the ack
-    (``unified_radix_cache.py:1681-1818``)."""
-
-    node: UNode
-    nodes: list[UNode]
-    full: int
-    swa: int
-    page: int
-    lock_uuid: int | None = None
-    locked: bool = False
-
-    @property
-    def kv_pages(self) -> int:
-        return self.full // self.page
-
-    @property
-    def swa_pages(self) -> int:
-        return self.swa // self.page
-
-    @property
-    def storage_nodes(self) -> list[UNode]:
-        """What goes on to L3 after the ack: the node whose Full KV this copied."""
-        return [self.node] if self.full else []
-
 
 @dataclass(slots=True)
 class Running:
@@ -109,7 +77,7 @@ class Running:
         return self.prefilled + max(0, self.emitted - 1)
 
 
-class SWACache:
+class SWACache(HostController, PagedPools):
     """Paged Full and SWA pools (``full_pages``/``swa_pages`` of ``page`` tokens; None: unbounded) under a
     FULL + SWA tree."""
 
@@ -164,240 +132,6 @@ class SWACache:
         self.loads: list[tuple] = []
         self._req_full = 0  # pages held by running requests
         self._req_swa = 0
-
-    # ----- pool usage -------------------------------------------------------------------------
-    @property
-    def full_used(self) -> int:
-        return self.tree.full_tokens + self._req_full * self.page
-
-    @property
-    def swa_used(self) -> int:
-        return self.tree.swa_tokens + self._req_swa * self.page
-
-    def full_free(self) -> float:
-        t = self.tree
-        return self.full_cap - t.full_evictable - t.full_protected - self._req_full * self.page
-
-    def swa_free(self) -> float:
-        swa = self.tree.swa
-        return self.swa_cap - swa.evictable - swa.protected - self._req_swa * self.page
-
-    def host_full_free(self) -> float:
-        return self.host_full_cap - self.tree.host_tokens - self.host_reserved
-
-    def host_swa_free(self) -> float:
-        return self.host_swa_cap - self.tree.host_swa_tokens - self.host_swa_reserved
-
-    # ----- host tier --------------------------------------------------------------------------
-    def _backup_on_insert(self, node: UNode) -> None:
-        """Write-through: back up a node whose hit count reached the threshold, unbacked ancestors first."""
-        if self.threshold is None or node.hit_count < self.threshold:
-            return
-        chain = [node]
-        x = node.parent
-        while x is not self.tree.root and not x.host:
-            chain.append(x)
-            x = x.parent
-        for n in reversed(chain):
-            if not self.back_up(n, lock=True):
-                return
-
-    def back_up(self, node: UNode, *, lock: bool) -> bool:
-        """Allocate host copies of ``node``'s Full KV and its unbacked window state, evicting host leaves if
-        short, and commit them at once (``unified_radix_cache.py:1681-1760``); False if the host is full."""
-        swa_nodes = self.tree.swa.unbacked_window(node)
-        full = 0 if node.host else node.tokens
-        swa = sum(x.tokens for x in swa_nodes)
-        if not full and not swa:
-            return True
-        # The KV host pool first, asking host eviction for its shortfall (unified_radix_cache.py:1737-1762); then
-        # the SWA host pool, reclaiming the whole request once if short (pool_host/group.py:176-245).
-        failed = None
-        if full > self.host_full_free():
-            self.stats["host_evicted_tokens"] += self.tree.evict_host(int(full - self.host_full_free()))
-            if full > self.host_full_free():
-                failed = {}
-        if failed is None and swa > self.host_swa_free():
-            self.tree.evict_host_swa(swa)
-            if swa > self.host_swa_free():
-                failed = {"swa": swa}
-        if failed is not None:
-            self.stats["backup_failed_tokens"] += full
-            if self.tree.events is not None:
-                self.tree.events.append({"backup": self.tree.ref(node), "tokens": full, **failed, "failed": True})
-            return False
-        events = self.tree.events
-        if events is not None:
-            events.append({"backup": self.tree.ref(node), "tokens": full, **({"swa": swa} if swa else {})})
-        self.tree.set_host(node, swa_nodes)
-        op = Backup(node, [node, *swa_nodes], full, swa, self.page)
-        if lock:  # the write-through window: pending and device-locked until the ack
-            op.lock_uuid, op.locked = self.tree.lock(node), True
-            for x in op.nodes:
-                x.pending = op
-            self.pending[id(op)] = op
-            self._new_backups.append(op)
-        else:
-            self._count_backup(op)
-            if events is not None:
-                events.append({"ack": self.tree.ref(node), "wait": True})
-            self.tree.settle(node)
-            self.write_back_copies.append([op])
-        return True
-
-    def take_new_backups(self) -> list[Backup]:
-        """Write-through backups started since the last call (for a caller that times their copies)."""
-        ops, self._new_backups = self._new_backups, []
-        return ops
-
-    def _count_backup(self, op: Backup) -> None:
-        self.stats["backup_full_tokens"] += op.full
-        self.stats["backup_swa_tokens"] += op.swa
-
-    def ack(self, op: Backup) -> None:
-        """The copy of ``op`` landed: clear the pending marks and release the window's lock."""
-        del self.pending[id(op)]
-        events = self.tree.events
-        if events is not None:
-            refs = [self.tree.ref(x) for x in op.nodes if x.parent is not None and x.pending is op]
-            if refs:
-                last = max(refs, key=lambda r: r[1])
-                events.append({"ack": [min(r[0] for r in refs), last[1], last[2]]})
-        for x in op.nodes:
-            if x.pending is op:
-                x.pending = None
-        if op.locked and op.node.parent is not None:
-            self.tree.unlock(op.node, op.lock_uuid)
-        for x in op.nodes:
-            if x.parent is not None:
-                self.tree.update_leaf(x)
-                self.tree.settle(x)
-        self._count_backup(op)
-
-    def ack_all(self) -> list[Backup]:
-        ops = list(self.pending.values())
-        for op in ops:
-            self.ack(op)
-        return ops
-
-    def _evict_unbacked(self, node: UNode, tracker: list[int]) -> None:
-        """An unbacked device victim: write-back copies it first (dropping it if the host is full);
-        write-through deletes it and counts the loss (``unified_radix_cache.py:1003-1075``)."""
-        if self.write_policy == "write_back":
-            if self.back_up(node, lock=False):
-                self.stats["demoted_tokens"] += node.tokens
-                self.tree.demote(node, tracker)
-                return
-            reason = "host_pressure"
-        else:
-            reason = "write_through_unbacked_eviction"
-        self.dropped[reason] += node.tokens
-        if self.tree.events is not None:
-            if reason == "write_through_unbacked_eviction" and self.write_policy != "write_through":
-                pass  # write_through_selective records nothing (unified_radix_cache.py:1060-1065)
-            else:
-                self.tree.events.append({"drop": reason, "tokens": node.tokens})
-            self.tree.events.append({"delete": self.tree.ref(node)})
-        self.tree.delete_leaf(node, tracker)
-
-    def _load_back(self, r: Running) -> None:
-        """Bring a host hit back to the device at admission when it reaches ``load_back_threshold`` or brings
-        window state (``unified_radix_cache.py:1820-1937``); the request's prefix is then the best match."""
-        tree, m = self.tree, r.match
-        best = m.best
-        if best is m.node and not m.swa_host:
-            return
-        path = list(tree.path_up(best))
-        full_nodes = [x for x in path if not x.full]
-        swa_nodes = []
-        n = 0
-        for x in path:
-            if n >= self.window:
-                break
-            if not x.swa and x.host_swa:
-                swa_nodes.append(x)
-            n += x.tokens
-        kv = sum(x.tokens for x in full_nodes)
-        swa = sum(x.tokens for x in swa_nodes)
-        if kv < max(1, self.load_back_threshold) and not swa_nodes:
-            self.stats["load_back_skipped_tokens"] += kv
-            return
-        tree.host_lock_path(best)
-        uuid = tree.lock(best)
-        if kv > self.full_free() or swa > self.swa_free():
-            self._make_free(r, 0, full=kv, swa=swa)
-        ok = kv <= self.full_free() and swa <= self.swa_free()
-        if ok:
-            for x in reversed(full_nodes):
-                x.loading = self.hold_loads
-                tree.load(x)
-            for x in swa_nodes:
-                tree.swa.publish(x)
-            if tree.events is not None:
-                tree.events.append({"load": tree.ref(best), "tokens": kv, **({"swa": swa} if swa else {})})
-        if ok and self.hold_loads:  # locked on both tiers until the load's ack (load_done)
-            self.loads.append((best, uuid, kv))
-        else:
-            tree.unlock(best, uuid)
-            tree.host_unlock_path(best)
-        if not ok:
-            return
-        tree.unlock(r.lock_node, r.lock_uuid)
-        r.lock_node, r.lock_uuid = best, tree.lock(best)
-        r.host_hit = m.best_len - m.device
-        r.protected = r.prefilled = r.allocated = m.best_len
-        r.load_full, r.load_swa = kv, swa
-        self.stats["load_full_tokens"] += kv
-        self.stats["load_swa_tokens"] += swa
-
-    def load_done(self, load: tuple) -> None:
-        """A load-back's ack: its node unlocks on both tiers (``unified_radix_cache.py:3530-3584``)."""
-        node, uuid, _ = load
-        tree = self.tree
-        if tree.events is not None:
-            tree.events.append({"load_done": tree.ref(node)})
-        tree.unlock(node, uuid)
-        tree.host_unlock_path(node)
-        for x in tree.path_up(node):
-            x.loading = False
-            tree.settle(x)
-
-    def _account(self, r: Running) -> None:
-        """Re-derive the pages ``r`` holds from its record."""
-        p = self.page
-        top = -(-r.allocated // p)
-        protected = r.protected // p
-        full = top - protected if top > protected else 0
-        dead = (r.protected if r.protected > r.evicted else r.evicted) // p
-        swa = top - dead if top > dead else 0
-        self._req_full += full - r.held_full
-        self._req_swa += swa - r.held_swa
-        r.held_full, r.held_swa = full, swa
-
-    def evict_to_free(self, full: int, swa: int) -> tuple[int, int]:
-        """Evict from the tree until ``full`` Full and ``swa`` SWA tokens are free (``allocator/swa.py:203-214``);
-        returns the (Full, SWA) tree tokens evicted."""
-        full_short = max(0, full - self.full_free())
-        swa_short = max(0, swa - self.swa_free())
-        if not (full_short or swa_short):
-            return 0, 0
-        f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
-        self.stats["evicted_tokens"] += f
-        self.stats["swa_evicted_tokens"] += s
-        return f, s
-
-    def _make_free(self, r: Running, tokens: int, *, full: int | None = None, swa: int | None = None) -> None:
-        f, s = self.evict_to_free(tokens if full is None else full, tokens if swa is None else swa)
-        r.evicted_full += f
-        r.evicted_swa += s
-
-    def _alloc_rows(self, r: Running, end: int) -> None:
-        p = self.page
-        new_pages = -(-end // p) - -(-r.allocated // p)
-        if new_pages > 0 and (new_pages * p > self.full_free() or new_pages * p > self.swa_free()):
-            raise OutOfMemory(f"cannot allocate {new_pages} pages for tokens [{r.allocated}, {end})")
-        r.allocated = end
-        self._account(r)
 
     # ----- request calls ----------------------------------------------------------------------
     def lookup(self, keys: Sequence, prompt_len: int) -> Match:
