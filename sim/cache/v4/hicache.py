@@ -212,9 +212,7 @@ class V4HiCache:
             end = end // p * p
         if end <= start:
             return 0
-        try:
-            self.c.extend(r, end - start)
-        except MemoryError:
+        if not self.c.try_extend(r, end):
             return 0
         if r.prefilled >= r.prompt_len:
             del self.prefilling[id(r)]

@@ -79,8 +79,8 @@ class PagedPools:
         returns the (Full, SWA) tree tokens evicted."""
         full_short = max(0, full - self.full_free())
         swa_short = max(0, swa - self.swa_free())
-        if not (full_short or swa_short):
-            return 0, 0
+        if not full_short and (not swa_short or not self.tree.swa.evictable):
+            return 0, 0  # nothing short, or SWA only and all of the tree's held by locked nodes: nothing to evict
         f, s = self.tree.evict(int(full_short), int(swa_short), self.full_free, self.swa_free)
         self.stats["evicted_tokens"] += f
         self.stats["swa_evicted_tokens"] += s
@@ -91,10 +91,15 @@ class PagedPools:
         r.evicted_full += f
         r.evicted_swa += s
 
-    def _alloc_rows(self, r: Running, end: int) -> None:
+    def _fits(self, r: Running, end: int) -> bool:
+        """Whether both pools have the pages ``r`` needs to hold rows up to ``end``."""
         p = self.page
-        new_pages = -(-end // p) - -(-r.allocated // p)
-        if new_pages > 0 and (new_pages * p > self.full_free() or new_pages * p > self.swa_free()):
+        new = (-(-end // p) - -(-r.allocated // p)) * p
+        return new <= 0 or (new <= self.full_free() and new <= self.swa_free())
+
+    def _alloc_rows(self, r: Running, end: int) -> None:
+        if not self._fits(r, end):
+            new_pages = -(-end // self.page) - -(-r.allocated // self.page)
             raise OutOfMemory(f"cannot allocate {new_pages} pages for tokens [{r.allocated}, {end})")
         r.allocated = end
         self._account(r)

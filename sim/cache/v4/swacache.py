@@ -171,20 +171,30 @@ class SWACache(HostController, PagedPools):
         chunk is checkpointed at once, or with ``defer`` by the caller at the start of the next scheduler
         iteration, as SGLang does (``managers/scheduler.py:3916-3919``)."""
         start, end = self.next_chunk(r) if tokens is None else (r.prefilled, r.prefilled + tokens)
+        if not self.try_extend(r, end, defer=defer):
+            self._alloc_rows(r, end)  # raises OutOfMemory, naming the pages
+        return start, end
+
+    def try_extend(self, r: Running, end: int, *, defer: bool = False) -> bool:
+        """:meth:`extend` up to ``end``; False if the pools cannot take the chunk even after eviction (a failed
+        attempt, without the cost of an exception)."""
+        start = r.prefilled
         self._make_free(r, end - start + self.page)
+        if not self._fits(r, end):
+            return False
         self._alloc_rows(r, end)
         r.prefilled = end
         r.chunks.append((start, end))
         if end < r.prompt_len:
             if not defer:
                 self.checkpoint(r, end)
-            return start, end
+            return True
         r.emitted = 1 if r.output_len else 0
         if r.output_len <= 1:
             self.release(r)
         else:
             self.checkpoint(r, end)
-        return start, end
+        return True
 
     def decode(self, r: Running) -> None:
         """One decode step: free out-of-window SWA, allocate the new token's slot, emit a token."""
