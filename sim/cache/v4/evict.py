@@ -1,7 +1,8 @@
 """Device eviction in DeepSeek V4's tree (``unified_radix_cache.py:697-1058``, ``unified_tree_core.py:1644-1929,
-2090-2123``): the Full walk takes least recently used device leaves, the SWA walk then follows the SWA LRU;
-a victim with a host copy is demoted, one without goes to the cache's ``evict_unbacked`` (or is deleted).
-:class:`DeviceEviction` is a base of :class:`~sim.cache.v4.unified.UnifiedTree` and works on its state.
+2090-2123``; bare line numbers below are the latter's): the Full walk takes least recently used device leaves,
+the SWA walk then follows the SWA LRU; a victim with a host copy is demoted, one without goes to the cache's
+``evict_unbacked`` (or is deleted). :class:`DeviceEviction` is a base of :class:`~sim.cache.v4.unified.UnifiedTree`
+and works on its state.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 A node exists while its Full KV does (on device or host); device eviction takes the least recently used
 unlocked device leaf (``components/full.py:209-246``, a heap on ``last_access_time``), host eviction the least
 recently used host leaf; a lock covers the whole root path (``components/full.py:290-301``) and, through the
-SWA component, the window run behind the node. :class:`FullComponent` is a base of
-:class:`~sim.cache.v4.unified.UnifiedTree` and works on its state: a base rather than a member because
-``update_leaf`` and the lock walks run for every node on every request's path.
+SWA component, the window run behind the node. Bare line numbers are ``unified_tree_core.py``'s.
+
+:class:`FullComponent` is a base of :class:`~sim.cache.v4.unified.UnifiedTree` and works on its state: a base
+rather than a member because ``update_leaf`` and the lock walks run for every node on every request's path.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The host tier of DeepSeek V4's tree: host copies, host locks, host eviction, L3 reads placed as host nodes.
 
 SGLang keeps these in ``UnifiedTreeCore``'s HiCache part (``unified_tree_core.py:1931-2077, 2387-2490,
-2694-2733``): a backup marks a node's Full KV and its window's state as on host, a device victim with a host
-copy is demoted rather than deleted, host eviction frees least recently used host-only leaves (under
-write_back, host copies of Full KV also on device first), and the SWA host pool frees its own oldest window
-state. :class:`HostTier` is a base of :class:`~sim.cache.v4.unified.UnifiedTree` and works on its state.
+2694-2733``; bare line numbers below are that file's): a backup marks a node's Full KV and its window's state
+as on host, a device victim with a host copy is demoted rather than deleted, host eviction frees least
+recently used host-only leaves (under write_back, host copies of Full KV also on device first), and the SWA
+host pool frees its own oldest window state. :class:`HostTier` is a base of
+:class:`~sim.cache.v4.unified.UnifiedTree` and works on its state.
 """
 
 from __future__ import annotations
