@@ -1,7 +1,9 @@
 """DeepSeek V4's prefix cache: per-page sliding-window state as SGLang keeps it (``sim.cache.v4.swacache``)."""
 
+import pytest
+
 from sim.cache.v4.swa import out_of_window_boundary
-from sim.cache.v4.swacache import SWACache
+from sim.cache.v4.swacache import OutOfMemory, SWACache
 
 
 def cache(**kw) -> SWACache:
@@ -172,3 +174,17 @@ def test_evict_to_free_evicts_lru_leaves_until_both_pools_have_room():
     assert full > 0 and c.full_free() >= 8 * 256 and c.swa_free() >= 8 * 256
     assert lookup(c, list(range(1000))).device == 0  # the least recently used prompt went first
     assert c.evict_to_free(8 * 256, 8 * 256) == (0, 0)  # already free: nothing more goes
+
+
+def test_a_chunk_the_pools_cannot_take_while_every_window_is_locked_changes_nothing():
+    # The SWA-starved engine's failed attempt: every node holding SWA is locked by a running request, so the
+    # eviction has nothing to walk and the allocation fails; try_extend says so without raising.
+    c = SWACache(page=256, window=128, full_pages=64, swa_pages=5)
+    running = admit(c, range(1000), range(5000, 5020))
+    assert c.try_extend(running, 1000) and c.tree.swa.evictable == 0 < c.tree.swa.protected
+    waiting = admit(c, range(20_000, 21_000), [1])
+    before = (c.full_used, c.swa_used, waiting.allocated, waiting.prefilled, c.stats["swa_evicted_tokens"])
+    assert not c.try_extend(waiting, 1000)
+    assert (c.full_used, c.swa_used, waiting.allocated, waiting.prefilled, c.stats["swa_evicted_tokens"]) == before
+    with pytest.raises(OutOfMemory):
+        c.extend(waiting, 1000)
