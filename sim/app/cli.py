@@ -455,8 +455,7 @@ def _cmd_replay(args) -> int:
         result = replay_v4(cache, model, requests, args.trace, progress=True)
     else:
         cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
-                        load_back_threshold=args.load_back_threshold, swa_full_tokens_ratio=args.swa_ratio,
-                        eviction_policy=args.eviction_policy,
+                        load_back_threshold=args.load_back_threshold, eviction_policy=args.eviction_policy,
                         eviction_config=_json_object(args.eviction_config, "--eviction-config"),
                         one_page_nodes=args.granularity == "page")  # fmt: skip
         result = replay(cache, requests, args.trace, progress=True, bound=not args.no_bound)

@@ -2,37 +2,27 @@
 
 The tree owns structure and bookkeeping only: which nodes exist, which tier holds them, who locks them,
 and in what order they would be evicted. It never allocates or frees memory; :mod:`sim.cache.hicache` decides
-that and calls the residency transitions here (``demote``, ``delete_leaf``, ``set_host``...). This mirrors
-SGLang's split of ``RadixCache``/``UnifiedTreeCore`` (tree decides, cache executes).
+that and calls the residency transitions (``demote``, ``delete_leaf``, ``set_host``...). This mirrors
+SGLang's split of ``RadixCache``/``UnifiedTreeCore`` (tree decides, cache executes). The structure (match,
+insert, split) is here; locks, residency and the LRU orders are its base, :class:`sim.cache.residency.TreeResidency`.
 
 Keys are *page keys*: a page of ``page_size`` token ids (a tuple, or the id itself when ``page_size`` is 1),
 or a pre-hashed block id from a trace. LRU time is a logical clock read exactly where SGLang 0.5.23's
 ``RadixCache`` reads ``time.monotonic()``, so eviction order matches SGLang's call for call
 (``shared/vectors``).
-
-Invariants kept here:
-- device residency is prefix-closed (a device node's ancestors are on device), because only device
-  leaves are demoted or deleted;
-- ``evictable_tokens + protected_tokens`` is the number of device-resident tokens;
-- a node is in the device LRU iff it is on device, unlocked, and has no device child; in the host LRU
-  iff it is host-only, host-unlocked, and childless.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from sim.cache.eviction import PriorityOrder
+from sim.cache.residency import TreeResidency
 
 __all__ = ["InsertResult", "MatchResult", "Node", "RadixTree", "node_ref"]
 
 PageKey = Hashable
-
 
 class Node:
     """One run of pages."""
@@ -42,9 +32,6 @@ class Node:
         "device", "host", "lock_ref", "host_lock_ref", "dev_children",
         "dev_mask", "host_mask", "pending", "loading",
     )  # fmt: skip
-    # Sliding-window state on host: only V4's tree has any (sim.cache.v4.unified); the engine's L3 write asks it of
-    # every node a backup copied, whichever cache made the backup.
-    host_swa = 0
 
     def __init__(self, key: list[PageKey], parent: Node | None, node_id: int, now: int) -> None:
         self.key = key
@@ -97,7 +84,7 @@ class InsertResult:
     revived: list[Node]
 
 
-class RadixTree:
+class RadixTree(TreeResidency):
     """The tree, usable on its own (``insert``/``match``/``evict`` as SGLang's ``RadixCache``) or driven
     by :class:`sim.cache.hicache.HiCache` with a host tier.
 
@@ -109,22 +96,15 @@ class RadixTree:
     def __init__(self, page_size: int = 1, *, one_page_nodes: bool = False) -> None:
         if page_size <= 0:
             raise ValueError("page_size must be > 0")
-        self.page_size = page_size
+        super().__init__(page_size)
         self.one_page_nodes = one_page_nodes
         self._ids = itertools.count()
         self._clock = 0
-        self.root = Node([], None, next(self._ids), self._tick())
-        self._tick()  # SGLang's TreeNode reads the clock twice (access and creation time)
+        self.num_nodes = 0
+        self.root = self._new_node([], None)
         self.root.lock_ref = 1
         self.root.host = True
-        self.evictable_tokens = 0
-        self.protected_tokens = 0
-        self.host_tokens = 0
-        self._dev_heap: list[tuple[int, int, Node]] = []
-        self._host_heap: list[tuple[int, int, Node]] = []
-        self._dev_order: PriorityOrder | None = None  # None: LRU on the heap above
         self.on_split: Callable[[Node], None] | None = None  # told of each new parent a split makes
-        self.num_nodes = 1
 
     # ----- keys -------------------------------------------------------------------------------
     def page_keys(self, tokens: Sequence[int]) -> list[PageKey]:
@@ -138,7 +118,7 @@ class RadixTree:
         self._clock += 1
         return self._clock
 
-    def _new_node(self, key: list[PageKey], parent: Node) -> Node:
+    def _new_node(self, key: list[PageKey], parent: Node | None) -> Node:
         node = Node(key, parent, next(self._ids), self._tick())
         self._tick()
         self.num_nodes += 1
@@ -268,155 +248,6 @@ class RadixTree:
             self.on_split(new)
         return new
 
-    # ----- locks ------------------------------------------------------------------------------
-    def lock(self, node: Node) -> None:
-        """Protect ``node`` and its ancestors from device eviction."""
-        page = self.page_size
-        while node is not self.root:
-            if node.lock_ref == 0 and node.device:
-                t = len(node.key) * page
-                self.evictable_tokens -= t
-                self.protected_tokens += t
-            node.lock_ref += 1
-            node = node.parent
-
-    def unlock(self, node: Node) -> None:
-        page = self.page_size
-        while node is not self.root:
-            if node.lock_ref <= 0:
-                raise RuntimeError(f"unlock of an unlocked node {node!r}")
-            node.lock_ref -= 1
-            if node.lock_ref == 0 and node.device:
-                t = len(node.key) * page
-                self.evictable_tokens += t
-                self.protected_tokens -= t
-                self._push_dev_if_leaf(node)
-            node = node.parent
-
-    def host_lock(self, node: Node) -> None:
-        """Keep ``node``'s host copy: only the node itself is pinned, its ancestors are no host leaves while it
-        is there (``unified_cache/components/full.py:290-301``)."""
-        if node is not self.root:
-            node.host_lock_ref += 1
-
-    def host_unlock(self, node: Node) -> None:
-        if node is not self.root:
-            node.host_lock_ref -= 1
-            if node.host_lock_ref == 0:
-                self._push_host_if_leaf(node)
-
-    # ----- residency transitions (called by the controller) -------------------------------------
-    def revive(self, node: Node) -> None:
-        """Make a host-only node device-resident again (loaded back, or recomputed by a request)."""
-        node.device = True  # no longer host-only: it leaves the host LRU lazily
-        self._on_device_added(node)
-
-    def _on_device_added(self, node: Node) -> None:
-        t = len(node.key) * self.page_size
-        if node.lock_ref:
-            self.protected_tokens += t
-        else:
-            self.evictable_tokens += t
-        parent = node.parent
-        parent.dev_children += 1
-        self._push_dev_if_leaf(node)
-
-    def _on_device_removed(self, node: Node) -> None:
-        node.device = False
-        node.dev_mask = 0
-        self.evictable_tokens -= len(node.key) * self.page_size
-        parent = node.parent
-        parent.dev_children -= 1
-        if parent.dev_children == 0:
-            self._push_dev_if_leaf(parent)
-
-    def demote(self, node: Node) -> None:
-        """Free ``node``'s device copy; it stays in the tree as host-only."""
-        self._on_device_removed(node)
-        self._push_host_if_leaf(node)
-
-    def delete_leaf(self, node: Node) -> None:
-        """Remove a childless node from the tree, from whichever tiers hold it."""
-        if node.children:
-            raise RuntimeError(f"delete of a node with children {node!r}")
-        if node.device:
-            self._on_device_removed(node)
-        if node.host:
-            self.host_tokens -= len(node.key) * self.page_size
-            node.host = False
-            node.host_mask = 0
-        parent = node.parent
-        del parent.children[node.key[0]]
-        node.parent = None
-        self.num_nodes -= 1
-        if not parent.children:
-            self._push_host_if_leaf(parent)
-
-    def set_host(self, node: Node, mask: int) -> None:
-        """Record a host copy of ``node`` in the pools of ``mask``."""
-        node.host = True
-        node.host_mask = mask
-        self.host_tokens += len(node.key) * self.page_size
-
-    def clear_host(self, node: Node) -> None:
-        """Drop the host copy of a node that stays on device (a duplicate given up for L2 room)."""
-        if not node.device:
-            raise RuntimeError(f"clear_host of a host-only node {node!r}: delete it instead")
-        node.host = False
-        node.host_mask = 0
-        self.host_tokens -= len(node.key) * self.page_size
-
-    # ----- LRU orders -------------------------------------------------------------------------
-    def use_eviction_order(self, order: PriorityOrder | None) -> None:
-        """Order device victims by ``order`` (:mod:`sim.cache.eviction`, SGLang's ``--radix-eviction-policy``)
-        instead of LRU; only on an empty tree."""
-        if self.num_nodes != 1:
-            raise RuntimeError("the eviction order is chosen before anything is cached")
-        self._dev_order = order
-
-    def _push_dev_if_leaf(self, node: Node) -> None:
-        if node is not self.root and _dev_evictable(node):
-            if self._dev_order is None:
-                self._file(self._dev_heap, node, _dev_evictable)
-            else:
-                self._dev_order.push(node, self.num_nodes, _dev_evictable)
-
-    def _push_host_if_leaf(self, node: Node) -> None:
-        if node is not self.root and _host_evictable(node):
-            self._file(self._host_heap, node, _host_evictable)
-
-    def _file(self, heap: list, node: Node, still_valid) -> None:
-        """Push ``node`` at its current time; stale entries are skipped on pop and compacted when they
-        dominate, so each operation stays O(log n) amortised."""
-        heapq.heappush(heap, (node.last_access, node.id, node))
-        if len(heap) > 4 * self.num_nodes + 1024:
-            _compact(heap, still_valid)
-
-    def refile(self, node: Node) -> None:
-        """Re-file ``node`` in whichever LRU order it belongs to, after its access time changed."""
-        if node.device:
-            if node.lock_ref == 0 and node.dev_children == 0:
-                self._push_dev_if_leaf(node)
-        elif not node.children and node.host_lock_ref == 0:
-            self._push_host_if_leaf(node)
-
-    def device_victims(self) -> Iterator[Node]:
-        """Evictable device leaves, least recently used first, as the tree changes under the caller.
-
-        The caller must demote or delete each node it takes before asking for the next one; a parent
-        that becomes a leaf joins the order with its own (older) time.
-        """
-        if self._dev_order is not None:
-            return self._dev_order.victims(_dev_evictable)
-        return _pop_valid(self._dev_heap, _dev_evictable)
-
-    def host_victims(self) -> Iterator[Node]:
-        """Evictable host leaves (host-only, childless, unlocked), least recently used first.
-
-        As with :meth:`device_victims`, the caller deletes each node before asking for the next.
-        """
-        return _pop_valid(self._host_heap, _host_evictable)
-
     # ----- device-only convenience, the RadixCache API -------------------------------------------
     def evict(self, num_tokens: int) -> tuple[int, int]:
         """Delete LRU device leaves until at least ``num_tokens`` are freed: (tokens freed, leaves)."""
@@ -443,9 +274,6 @@ class RadixTree:
             yield node
             stack.extend(node.children.values())
 
-    def device_tokens(self) -> int:
-        return self.evictable_tokens + self.protected_tokens
-
     def paths(self) -> list[list[PageKey]]:
         """Root-to-leaf key sequences of device-resident nodes, sorted (SGLang's ``state`` view)."""
         out: list[list[PageKey]] = []
@@ -459,28 +287,6 @@ class RadixTree:
 
         walk(self.root, [])
         return sorted(out)
-
-
-def _dev_evictable(node: Node) -> bool:
-    return node.device and node.lock_ref == 0 and node.dev_children == 0
-
-
-def _host_evictable(node: Node) -> bool:
-    return node.host and not node.device and not node.children and node.host_lock_ref == 0 and node.pending is None
-
-
-def _pop_valid(heap: list, still_valid) -> Iterator[Node]:
-    """Pop entries least recent first, yielding those still current (time unchanged, node in the tree)."""
-    while heap:
-        t, _, node = heapq.heappop(heap)
-        if node.last_access == t and node.parent is not None and still_valid(node):
-            yield node
-
-
-def _compact(heap: list, still_valid) -> None:
-    """Drop stale entries in place once they dominate, keeping operations O(log n) amortised."""
-    heap[:] = [e for e in heap if e[2].parent is not None and e[0] == e[2].last_access and still_valid(e[2])]
-    heapq.heapify(heap)
 
 
 def _common_prefix(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:

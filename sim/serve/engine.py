@@ -67,6 +67,7 @@ import numpy as np
 import simpy
 
 from sim.cache.hicache import Admission, BackupOp, HiCache
+from sim.cache.protocol import PrefixCache
 from sim.cache.radix import Node, RadixTree
 from sim.cache.v4.hicache import V4Admission, V4HiCache, check_v4_setup, request_keys
 from sim.cache.v4.swacache import Backup
@@ -371,7 +372,7 @@ class Instance:
         self.tokenizing = 0
         self.group: _DPGroup | None = None  # set by the Simulation for attention-DP ranks
 
-    def _new_cache(self) -> HiCache | V4HiCache:
+    def _new_cache(self) -> PrefixCache:
         """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.cache.v4.swacache`), else HiCache."""
         cfg = self.sim.cfg
         if cfg.model.has_swa:
@@ -385,8 +386,7 @@ class Instance:
                              conservativeness=DP_CONSERVATIVENESS if cfg.dp_size > 1 else 1.0)  # fmt: skip
         return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
                        load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                       swa_full_tokens_ratio=cfg.swa_full_tokens_ratio, eviction_policy=cfg.eviction_policy,
-                       eviction_config=cfg.eviction_config)  # fmt: skip
+                       eviction_policy=cfg.eviction_policy, eviction_config=cfg.eviction_config)  # fmt: skip
 
     @property
     def quiescent(self) -> bool:
@@ -610,11 +610,12 @@ class Instance:
             self._account_admission(run, adm)
             run.prefill_left = adm.computed_tokens
             run.prefill_pos = adm.device_tokens + adm.host_tokens
-            if adm.load_kv_pages or adm.load_swa_pages:
-                seconds = sim.transfer_seconds("h2d", adm.load_kv_pages, adm.load_swa_pages, cache)
+            load_swa = adm.load_swa_pages if cache.window else 0
+            if adm.load_kv_pages or load_swa:
+                seconds = sim.transfer_seconds("h2d", adm.load_kv_pages, load_swa, cache)
                 start, end = self.links["h2d"].submit(self.env.now, seconds)
                 sim.rec.transfer(self.idx, "h2d", start, end,
-                                 sum(cache.pool_bytes(adm.load_kv_pages, adm.load_swa_pages).values()))  # fmt: skip
+                                 sum(cache.pool_bytes(adm.load_kv_pages, load_swa).values()))  # fmt: skip
                 run.load_done_s = end
                 run.load_s += end - self.env.now  # every admission's load-back, a re-prefill's too
             self.prefilling.append(run)
@@ -846,7 +847,7 @@ class Instance:
             return
         ops, self.to_flush = self.to_flush, []
         kv = sum(op.kv_pages for op in ops)
-        swa = sum(op.swa_pages for op in ops)
+        swa = sum(op.swa_pages for op in ops) if self.cache.window else 0
         sim = self.sim
         seconds = sim.transfer_seconds("d2h", kv, swa, self.cache)
         start, end = self.links["d2h"].submit(self.env.now, seconds)
@@ -871,12 +872,12 @@ class Instance:
         sim, cache = self.sim, self.cache
         for ops in copies:
             kv = sum(op.kv_pages for op in ops)
-            swa = sum(op.swa_pages for op in ops)
+            swa = sum(op.swa_pages for op in ops) if cache.window else 0
             start, end = self.links["d2h"].submit(self.env.now, sim.transfer_seconds("d2h", kv, swa, cache))
             sim.rec.transfer(self.idx, "d2h", start, end, sum(cache.pool_bytes(kv, swa).values()))
             self.sync_until = max(self.sync_until, end)
             if sim.storage is not None:  # the keys as they are now: the nodes may be split or evicted later
-                writes = [_storage_pages(op) for op in ops]
+                writes = [_storage_pages(op, cache.window is not None) for op in ops]
                 self.env.timeout(end - self.env.now).callbacks.append(
                     lambda _e, writes=writes: [self._write_pages(*w) for w in writes])
         copies.clear()
@@ -884,7 +885,7 @@ class Instance:
     # ----- L3 ---------------------------------------------------------------------------------
     def _write_storage(self, op: BackupOp) -> None:
         """After the ack, TP0 writes the pages to storage."""
-        self._write_pages(*_storage_pages(op))
+        self._write_pages(*_storage_pages(op, self.cache.window is not None))
 
     def _write_pages(self, keys: list, window: bool, swa_pages: int) -> None:
         """Write pages to storage; they are readable, and counted in ``backuped_tokens_total``, once the
@@ -945,15 +946,16 @@ class Instance:
             run.lookup_done_s, run.lookup_deadline = looked_up, None
             return
         cache.tree.host_lock(anchor)  # not evicted to make room for its own read
-        pages = cache.reserve_host(hit, cache.window_pages, -(-threshold // pt))
+        window_pages = cache.window.pages if cache.window else 0
+        pages = cache.reserve_host(hit, window_pages, -(-threshold // pt))
         if pages < hit:  # SGLang: host_capacity (unified_radix_cache.py:3111-3140)
             counters["storage_prefetch_unfulfilled_tokens_total:host_capacity"] += (hit - pages) * pt
         if not pages:
             cache.tree.host_unlock(anchor)
             self.retries[req.rid] = None
             return
-        window = pages if cfg.l3_all_window_pages else cache.window_pages  # EIC reads whole pages per pool
-        swa = window if pages == hit and cache.window_pages else 0
+        window = pages if cfg.l3_all_window_pages else window_pages  # EIC reads whole pages per pool
+        swa = window if pages == hit and window_pages else 0
         sim.storage.touch(req.keys[start : start + pages])  # read: most recently used
         nbytes = sum(cache.pool_bytes(pages, swa).values())
         seconds = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(pages / cfg.l3_io_batch_pages)
@@ -1067,10 +1069,11 @@ class Instance:
             self._start_prefetch(run)
 
 
-def _storage_pages(op: BackupOp | Backup) -> tuple[list, bool, int]:
-    """What a backup writes to storage: its page keys, whether it carries window state, its window pages."""
-    nodes = op.storage_nodes
-    return [k for n in nodes for k in n.key], any(n.host_swa for n in op.nodes), op.swa_pages
+def _storage_pages(op: BackupOp | Backup, windowed: bool) -> tuple[list, bool, int]:
+    """What a backup writes to storage: its page keys, whether it carries window state, its window pages
+    (``windowed``: the cache has a window pool)."""
+    keys = [k for n in op.storage_nodes for k in n.key]
+    return (keys, any(n.host_swa for n in op.nodes), op.swa_pages) if windowed else (keys, False, 0)
 
 
 class Simulation:
@@ -1101,7 +1104,7 @@ class Simulation:
         # Pools that hold bytes, with their anchor: a copy moves kv-anchored pages and window pages.
         self._pool_items = [(p.name, p.anchor) for p in cfg.model.pools if p.bytes_per_page]
 
-    def transfer_seconds(self, op: str, kv_pages: int, swa_pages: int, cache: HiCache) -> float:
+    def transfer_seconds(self, op: str, kv_pages: int, swa_pages: int, cache: PrefixCache) -> float:
         """One merged copy of ``kv_pages`` pages (and window pages) in every pool, one call per pool."""
         backend, total = self.cfg.io_backend, 0.0
         layers = self.cfg.model.layers if self.cfg.host_layout == "layer_first" else 1
@@ -1174,17 +1177,18 @@ class Simulation:
         while True:
             yield env.timeout(interval)
             for inst in self.instances:
-                c = inst.cache
+                c, w = inst.cache, inst.cache.window
+                l1_swa, l2_swa = (w.l1_used, w.l2_used) if w else (0, 0)
                 row = {
                     "time_s": env.now, "instance": inst.idx, "waiting": len(inst.waiting),
                     "running": len(inst.prefilling) + len(inst.decoding),
-                    "l1_kv_pages": c.l1.kv_used, "l1_swa_pages": c.l1.swa_used,
-                    "l2_kv_pages": c.l2.kv_used, "l2_swa_pages": c.l2.swa_used,
+                    "l1_kv_pages": c.l1.kv_used, "l1_swa_pages": l1_swa,
+                    "l2_kv_pages": c.l2.kv_used, "l2_swa_pages": l2_swa,
                     "pending_backups": len(c.pending), "evictable_tokens": c.tree.evictable_tokens,
                 }  # fmt: skip
-                for name, nbytes in c.pool_bytes(c.l1.kv_used, c.l1.swa_used).items():
+                for name, nbytes in c.pool_bytes(c.l1.kv_used, l1_swa).items():
                     row[f"l1_bytes_{name}"] = nbytes
-                for name, nbytes in c.pool_bytes(c.l2.kv_used, c.l2.swa_used).items():
+                for name, nbytes in c.pool_bytes(c.l2.kv_used, l2_swa).items():
                     row[f"l2_bytes_{name}"] = nbytes
                 if self.storage is not None:  # shared by the instances: the same count on each row
                     row["l3_pages"] = len(self.storage)

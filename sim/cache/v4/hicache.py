@@ -86,10 +86,25 @@ class _Tier:
         c = self._c
         return (c.tree.host_swa_tokens + c.host_swa_reserved if self._host else c.swa_used) // c.page
 
-    def free(self, kv_pages: int, swa_pages: int) -> None:
+    def free(self, kv_pages: int, swa_pages: int = 0) -> None:
         """Give back a host reservation (an L3 read that ended)."""
         self._c.host_reserved -= kv_pages * self._c.page
         self._c.host_swa_reserved -= swa_pages * self._c.page
+
+
+class _Window:
+    """The SWA side of the cache (:class:`sim.cache.protocol.SlidingWindow`)."""
+
+    def __init__(self, l1: _Tier, l2: _Tier, pages: int) -> None:
+        self._l1, self._l2, self.pages = l1, l2, pages
+
+    @property
+    def l1_used(self) -> int:
+        return self._l1.swa_used
+
+    @property
+    def l2_used(self) -> int:
+        return self._l2.swa_used
 
 
 class _TreeView:
@@ -127,9 +142,9 @@ class V4HiCache:
         self.c.decode_lookahead = decode_lookahead  # speculative decoding's draft slots (sim.model.speculative)
         self.page_tokens = page_tokens
         self.load_back_threshold = load_back_threshold
-        self.window_pages = math.ceil(model.sliding_window / page_tokens)
         self.page_bytes = {p.name: p.bytes_per_page for p in model.pools}
         self.l1, self.l2 = _Tier(self.c, host=False), _Tier(self.c, host=True)
+        self.window = _Window(self.l1, self.l2, math.ceil(model.sliding_window / page_tokens))
         self.tree = _TreeView(self.c)
         # --schedule-conservativeness scales the ratio's start and floor (new_token_ratio_tracker.py:20-32)
         init = min(1.0, NEW_TOKEN_RATIO[0] * conservativeness)
@@ -156,7 +171,7 @@ class V4HiCache:
     def write_back_copies(self) -> list[list[Backup]]:
         return self.c.write_back_copies
 
-    def pool_bytes(self, kv_pages: int, swa_pages: int) -> dict[str, int]:
+    def pool_bytes(self, kv_pages: int, swa_pages: int = 0) -> dict[str, int]:
         out = {}
         for pool in self.model.pools:
             n = kv_pages if pool.anchor == "kv" else swa_pages
@@ -271,10 +286,10 @@ class V4HiCache:
         return V4Admission(r, r.match.device, r.host_hit, input_tokens - r.match.best_len, r.load_full, r.load_swa)
 
     # ----- L3 ---------------------------------------------------------------------------------------
-    def reserve_host(self, pages: int, swa_pages: int, min_pages: int) -> int:
-        """Reserve host room for an L3 read: all ``pages``, else as many as fit if at least ``min_pages``;
+    def reserve_host(self, kv_pages: int, swa_pages: int, min_kv_pages: int) -> int:
+        """Reserve host room for an L3 read: all ``kv_pages``, else as many as fit if at least ``min_kv_pages``;
         host leaves are evicted to make room (``unified_radix_cache.py:3111-3140``)."""
-        c, p = self.c, self.page_tokens
+        c, p, pages, min_pages = self.c, self.page_tokens, kv_pages, min_kv_pages
         short = pages * p - c.host_full_free()
         if short > 0:
             c.stats["host_evicted_tokens"] += c.tree.evict_host(int(short))
@@ -288,7 +303,7 @@ class V4HiCache:
 
     def insert_host(self, keys: Sequence, n_pages: int, window: bool) -> int:
         """Place pages read from L3 in the tree as host-only nodes; returns the pages added."""
-        return self.c.tree.insert_host(list(keys[:n_pages]), self.window_pages if window else 0)
+        return self.c.tree.insert_host(list(keys[:n_pages]), self.window.pages if window else 0)
 
 
 def request_keys(req, page: int) -> list:

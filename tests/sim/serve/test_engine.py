@@ -230,9 +230,9 @@ class TestPrefetch:
         run = self.request(0, "a", sim=sim)
         inst.submit(run)
         l2 = inst.cache.l2
-        assert (l2.kv_used, l2.swa_used) == (8, inst.cache.window_pages)
+        assert (l2.kv_used, l2.swa_used) == (8, inst.cache.window.pages)
         sim.env.run(until=run.prefetch.t_end + 1e-9)
-        assert run.prefetched_pages == 8 and (l2.kv_used, l2.swa_used) == (8, inst.cache.window_pages)
+        assert run.prefetched_pages == 8 and (l2.kv_used, l2.swa_used) == (8, inst.cache.window.pages)
 
     def test_a_host_too_small_for_the_hit_gets_a_partial_read(self):
         sim, inst = self.build(host_pages=6)
