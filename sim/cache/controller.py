@@ -118,7 +118,7 @@ class CacheController:
     def _ref(self, node: Node) -> list[int]:
         return node_ref(node, self.page_tokens)
 
-
+    # ----- backups and their acks -------------------------------------------------------------
     def _backup_node(self, node: Node) -> bool:
         """write_back: back up one device victim and wait for its copy; False if the host is full."""
         pages = len(node.key)
@@ -191,6 +191,7 @@ class CacheController:
             self.ack(op)
         return ops
 
+    # ----- the host side of L3 reads ----------------------------------------------------------
     def reserve_host(self, kv_pages: int, swa_pages: int, min_kv_pages: int) -> int:
         """Take host pages for an L3 read before it starts, as SGLang allocates a prefetch's host pages when
         its lookup hits, evicting host LRU leaves (``hybrid_cache_controller.py:796-829``): all of them,
@@ -229,6 +230,7 @@ class CacheController:
             self.tree.refile(node)
         return res.inserted_pages
 
+    # ----- load-back ------------------------------------------------------------------------
     def load_back(self, lk: Lookup) -> int:
         """Start loading ``lk``'s host hit back to the device, as SGLang's ``init_load_back`` does at admission
         (``unified_radix_cache.py:1857-1920``): nothing below ``load_back_threshold`` tokens; device room made by
@@ -275,6 +277,7 @@ class CacheController:
             x = x.parent
         self.tree.host_unlock(node)
 
+    # ----- inserts --------------------------------------------------------------------------
     def _back_up_hits(self, path: list[Node], inserted_pages: int) -> None:
         """Back up the nodes whose hit count this insert raised to the threshold: only those ending past what
         the request inserted before (``unified_tree_core.py:1368-1374, 1431-1439``), each with its unbacked

@@ -1,4 +1,5 @@
-"""The HiCache controller: residency decisions over the tree, atomic across every registered pool.
+"""HiCache for a model without sliding-window pools: residency decisions over the tree, atomic across every
+registered pool.
 
 It owns the per-pool page allocators of L1 (device) and L2 (host), the write policy, the write-through
 window (backups committed but not yet acknowledged), load-back decisions and the counters SGLang exports.
@@ -17,14 +18,16 @@ citations in ``shared/reference/sglang_hicache.md`` sections 1-3):
 - backups cover unbacked ancestors first, so host copies stay prefix-closed;
 - a write-through backup is committed at once and device-locked until its ack.
 
-The controller's transfers (backups, acks, load-backs, L3 placements) are :class:`sim.cache.controller.CacheController`,
-eviction on both tiers :class:`sim.cache.evictor.TierEvictor`, the counters :mod:`sim.cache.stats`; this module holds
-the request phases over them. Both HiCache and V4's cache implement :class:`sim.cache.protocol.PrefixCache`.
+This module holds the request phases; the controller's transfers (backups, acks, load-backs, L3 placements)
+are its base :class:`sim.cache.controller.CacheController`, eviction on both tiers its base
+:class:`sim.cache.evictor.TierEvictor`, the counters :mod:`sim.cache.stats`. The engine drives it, and V4's
+cache, through :class:`sim.cache.protocol.PrefixCache`.
 
 Models with sliding-window pools (DeepSeek V4) are not modelled here: their cache is SGLang's FULL + SWA
 tree (:mod:`sim.cache.v4.swacache`, driven by :mod:`sim.cache.v4.hicache` in the engine and ``sim.offline.replay.replay_v4`` in a
 replay), and :class:`HiCache` refuses them.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -77,7 +80,6 @@ class Admission:
     kv_reserved: int = 0
     held: list[Node] = field(default_factory=list)  # nodes this request locks until release
     inserted_pages: int = 0  # pages this request already inserted (SGLang's req.kv.cache_inserted_len)
-
 
 
 class HiCache(TierEvictor, CacheController):
@@ -150,10 +152,9 @@ class HiCache(TierEvictor, CacheController):
             self._duplicates = {}
             self.tree.on_split = self._split_duplicate
 
-
     # ----- pages and bytes --------------------------------------------------------------------
     def pool_bytes(self, kv_pages: int, swa_pages: int = 0) -> dict[str, int]:
-        """Bytes per pool of a transfer of ``kv_pages`` pages (there are no window pages: ``swa_pages`` must be 0)."""
+        """Bytes per pool of a transfer of ``kv_pages`` pages (no window pages: ``swa_pages`` must be 0)."""
         if swa_pages:
             no_window_pool("pool_bytes", swa_pages)
         if not kv_pages:
@@ -317,7 +318,6 @@ class HiCache(TierEvictor, CacheController):
         self.ack_all()
         return adm
 
-    # ----- reporting --------------------------------------------------------------------------
     # ----- reporting --------------------------------------------------------------------------
     def metrics(self) -> dict:
         """The counters under SGLang's metric names (:func:`sim.cache.stats.hicache_metrics`)."""
