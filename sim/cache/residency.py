@@ -4,7 +4,7 @@ This is the FULL component's share of SGLang's tree core (``unified_cache/compon
 :282-380, host locks :290-301; the evictable/protected sizes and leaf sets of ``unified_tree_core.py``):
 :class:`TreeResidency` is the base of :class:`sim.cache.radix.RadixTree`, which adds the structure (match,
 insert, split). It is a base class, not a member, because lock, unlock and refile run on every node a lookup
-or an insert walks: one more attribute hop there is a measurable share of a replay.
+or an insert walks: a member would add an attribute hop to each of those calls.
 
 Invariants kept here:
 - device residency is prefix-closed (a device node's ancestors are on device), because only device
@@ -194,7 +194,6 @@ class TreeResidency:
         As with :meth:`device_victims`, the caller deletes each node before asking for the next.
         """
         return _pop_valid(self._host_heap, _host_evictable)
-
 
     def device_tokens(self) -> int:
         return self.evictable_tokens + self.protected_tokens
