@@ -1,0 +1,111 @@
+"""The ``hardware`` and ``cluster`` sections: the GPU and host one instance runs on, its parallel layout, and the
+instances that share one L3."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from sim.app.schema.section import MAX_INSTANCES, _field_error, _resolve_file, _Section
+from sim.model.hardware import SGLANG_DEFAULTS
+
+# Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
+FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
+HIP_GPUS = ("MI300X", "MI355X")  # ROCm: SGLang sizes the fp4 indexer pool at its fp4 bytes (pool_configurator.py:1109-1114)
+
+
+class HardwareConfig(_Section):
+    """The GPU and host an instance runs on.
+
+    With ``gpu`` naming a catalog entry (``sim/data/hardware.json``), the GPU memory, HBM bandwidth and peak
+    FLOPs come from its datasheet; with a model ``config`` too, ``kv_mem_gb`` follows as SGLang sizes it
+    (``sim.model.hardware``): ``mem_fraction_static`` (or SGLang's default rule) of the memory minus the weights per
+    rank. Fields given explicitly win.
+    """
+
+    gpu: str | None = Field(None, description="Catalog GPU: H20, H100, H800, H200, B200, B300, A10, MI300X, MI355X.")
+    mem_fraction_static: float | None = Field(
+        None, gt=0, lt=1, description="SGLang --mem-fraction-static; null = SGLang's default rule for the GPU."
+    )
+    sglang_defaults: Literal[SGLANG_DEFAULTS] = Field(
+        "0.5.23",
+        description="Whose default rules fill mem_fraction_static and scheduler.chunked_prefill_size when they "
+        "are not given: SGLang 0.5.23 (modelled) or 0.5.2 (older published runs); nothing else changes.",
+    )
+    gpu_name: str = Field("H200", description="Label for reports.")
+    gpu_mem_gb: float = Field(141.0, gt=0, description="GPU memory in GB (1e9 B); H200 SXM: 141.")
+    kv_mem_gb: float = Field(
+        40.0,
+        gt=0,
+        description="GPU memory given to the KV pools (L1), GB; what is left after weights and activations.",
+    )
+    host_mem_gb: float = Field(
+        1024.0, gt=0, description="Host DRAM budget for the L2 pools of one instance (all ranks), GB."
+    )
+    tp_size: int = Field(
+        1, ge=1, description="Tensor-parallel ranks per instance; V4 pools are replicated on every rank."
+    )
+    dp_size: int = Field(
+        1, ge=1, le=64,
+        description="SGLang --dp-size: with enable_dp_attention, the attention data-parallel ranks inside the TP group "
+        "(one scheduler, KV pool, radix tree and host pool each; attention sharded over tp_size / dp_size GPUs, MoE "
+        "over all tp_size). Without it, independent replicas: use cluster.instances.",
+    )
+    enable_dp_attention: bool = Field(
+        False, description="SGLang --enable-dp-attention (turns dp_size into attention-DP ranks, parallel_hook.py:39-61)."
+    )
+    ep_size: int = Field(
+        1, ge=1,
+        description="SGLang --ep-size (MoE expert parallelism); must divide tp_size. Experts are split tp_size ways "
+        "either way, so per-GPU weight bytes do not change.",
+    )
+    cost_table: str | None = Field(
+        None,
+        description="Cost-table JSON from `calibrate`, relative to the scenario file; null = bundled spec-derived default.",
+    )
+    hbm_bandwidth_tbps: float = Field(4.8, gt=0, description="HBM bandwidth, TB/s (H200: 4.8).")
+    peak_tflops: float = Field(989.0, gt=0, description="Peak dense BF16 TFLOP/s (H200 SXM: 989).")
+
+    @field_validator("cost_table")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _resolve_file(value, info)
+
+    @property
+    def attn_dp_size(self) -> int:
+        """Attention-DP ranks per instance: dp_size with DP attention, else 1."""
+        return self.dp_size if self.enable_dp_attention else 1
+
+    @model_validator(mode="after")
+    def _parallel(self) -> HardwareConfig:
+        if self.dp_size > 1 and not self.enable_dp_attention:
+            raise _field_error("dp_size", "dp_size > 1 without enable_dp_attention is SGLang's replica DP: "
+                               "set cluster.instances instead (or enable_dp_attention: true)")  # fmt: skip
+        if self.tp_size % self.attn_dp_size:
+            raise _field_error("dp_size", f"{self.dp_size} does not divide tp_size {self.tp_size} "
+                               "(SGLang asserts it, parallel_hook.py:326)")  # fmt: skip
+        if self.tp_size % self.ep_size:
+            raise _field_error("ep_size", f"{self.ep_size} does not divide tp_size {self.tp_size}")
+        return self
+
+    @model_validator(mode="after")
+    def _kv_fits(self) -> HardwareConfig:
+        if self.kv_mem_gb > self.gpu_mem_gb:
+            raise _field_error(
+                "kv_mem_gb",
+                f"KV memory larger than the GPU ({self.kv_mem_gb:g} > gpu_mem_gb {self.gpu_mem_gb:g})",
+            )
+        return self
+
+
+class ClusterConfig(_Section):
+    """Instances sharing one L3; L1/L2 stay private to each instance."""
+
+    instances: int = Field(1, ge=1, le=MAX_INSTANCES, description="Inference servers (TP groups).")
+    router: Literal["round_robin", "cache_aware"] = Field(
+        "round_robin", description="How requests pick an instance."
+    )
+    role: Literal["colocated", "decode"] = Field(
+        "colocated", description="colocated prefill+decode, or a PD decode instance (HiSparse)."
+    )

@@ -1,0 +1,111 @@
+"""What every scenario section shares: the strict base model, the bound every number has, the limits that keep an
+accepted scenario within one machine's memory and time, and the field helpers (an error at a dotted path, a file
+found beside the scenario)."""
+
+from __future__ import annotations
+
+import operator
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
+
+from sim.base.inputs import numbers_problem
+
+# Limits that keep every accepted scenario within memory and time on one machine. Each is well above
+# what the shipped scenarios use (largest: 470K workload pages, 220K tokens per request).
+MAX_REQUESTS = 1_000_000  # requests a workload generates
+MAX_WORKLOAD_PAGES = 5_000_000  # page keys a synthetic or multi-turn workload holds (~100 B each)
+MAX_INSTANCES = 1024
+MAX_HISPARSE_IDS = 200_000_000  # top-k ids HiSparse simulates (sample requests x layers x steps x top-k)
+
+
+class _Section(BaseModel):
+    """Base of every schema model: strict types, no unknown keys, immutable once validated, and every number
+    within the bounds any input has (:func:`sim.base.inputs.number_problem`), whatever field holds it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_numbers(cls, data: Any) -> Any:
+        """A rule, not a list: it walks the raw values, so a field added later is covered with no change here.
+        Runs before any field's own checks, so a cross-field check never computes with an unbounded number."""
+        found = _number_problem_in(cls, data) if isinstance(data, dict) else None
+        if found is not None:
+            raise _field_error(*found)
+        return data
+
+
+_BOUND_OPS = (("ge", operator.ge), ("gt", operator.gt), ("le", operator.le), ("lt", operator.lt))
+
+
+def _declared_refuses(info: FieldInfo, value: Any) -> bool:
+    """Whether the field's own bounds (``ge``, ``lt``...) refuse ``value``: their message says it better."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return any((bound := getattr(m, attr, None)) is not None and not op(value, bound)
+                   for m in info.metadata for attr, op in _BOUND_OPS)  # fmt: skip
+    except TypeError:
+        return False
+
+
+def _holds_model(annotation: Any) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_model(arg) for arg in typing.get_args(annotation))
+
+
+def _number_problem_in(cls: type[BaseModel], data: dict) -> tuple[str, str] | None:
+    """(field path, problem) of the first number of ``cls``'s own fields in ``data`` that is out of bounds;
+    a section below checks its own, an unknown key is refused as such."""
+    for key, value in data.items():
+        info = cls.model_fields.get(key) if isinstance(key, str) else None
+        if info is None or (_holds_model(info.annotation) and isinstance(value, dict | list)):
+            continue
+        if not _declared_refuses(info, value) and (found := numbers_problem(value, key)) is not None:
+            return found
+    return None
+
+
+def _numbers_ok(cls: type[BaseModel], data: Any) -> bool:
+    """Whether every number of ``cls``'s own fields in ``data`` passes both its own and the global bounds."""
+    if not isinstance(data, dict):
+        return True
+    return _number_problem_in(cls, data) is None and not any(
+        _declared_refuses(cls.model_fields[k], v) for k, v in data.items() if k in cls.model_fields)
+
+
+def _field_error(path: str, message: str) -> PydanticCustomError:
+    """A validation error pointing at ``path`` (dotted, relative to the model raising it)."""
+    return PydanticCustomError("scenario_field", "{path}: {message}", {"path": path, "message": message})
+
+
+
+def _resolve_file(value: str | None, info: ValidationInfo) -> str | None:
+    """Find ``value`` beside the scenario file, else under the CWD; return it absolute.
+
+    Raises a validation error when it exists in neither place (unless the context turns checks off).
+    """
+    if value is None:
+        return None
+    ctx = info.context or {}
+    path = Path(value).expanduser()
+    candidates = (
+        [path] if path.is_absolute() else [Path(ctx["base_dir"]) / path] if ctx.get("base_dir") else []
+    )
+    if not path.is_absolute():
+        candidates.append(Path.cwd() / path)
+    for cand in candidates:
+        if cand.exists():
+            return str(cand.resolve())
+    if not ctx.get("check_files", True):
+        return value
+    where = " or ".join(str(c.parent) for c in candidates)
+    raise PydanticCustomError(
+        "file_not_found", "file not found: {value} (looked in {where})", {"value": value, "where": where}
+    )
