@@ -16,8 +16,6 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from sim.app.schema import (
-    _WORKLOAD_CLASSES,
-    _WORKLOAD_KINDS,
     CATALOG_MODELS,
     ClusterConfig,
     ComputeConfig,
@@ -36,6 +34,7 @@ from sim.app.schema import (
     TraceWorkload,
     build_model_spec,
 )
+from sim.app.schema.workload import _WORKLOAD_CLASSES, _WORKLOAD_KINDS
 from sim.base.errors import InputError
 from sim.base.inputs import numbers_problem, parse_yaml, read_text
 

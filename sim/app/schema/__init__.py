@@ -14,6 +14,7 @@ anywhere.
 
 from __future__ import annotations
 
+# ``X as X``: names outside __all__ that stay importable from here, as from the module this package replaced.
 from sim.app.schema.compute import ComputeConfig, SpeculativeConfig
 from sim.app.schema.hardware import FP4_INDEXER_GPUS as FP4_INDEXER_GPUS
 from sim.app.schema.hardware import HIP_GPUS as HIP_GPUS
@@ -30,8 +31,6 @@ from sim.app.schema.section import MAX_INSTANCES as MAX_INSTANCES
 from sim.app.schema.section import MAX_REQUESTS as MAX_REQUESTS
 from sim.app.schema.section import MAX_WORKLOAD_PAGES as MAX_WORKLOAD_PAGES
 from sim.app.schema.section import _Section as _Section
-from sim.app.schema.workload import _WORKLOAD_CLASSES as _WORKLOAD_CLASSES
-from sim.app.schema.workload import _WORKLOAD_KINDS as _WORKLOAD_KINDS
 from sim.app.schema.workload import (
     BenchServingWorkload,
     MultiTurnWorkload,
