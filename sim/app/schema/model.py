@@ -25,7 +25,6 @@ def _named_config(name: Any) -> str | None:
     return name if model_config_path(name) is not None else None
 
 
-
 class PoolConfig(_Section):
     """One KV pool of an inline model: its size per page, and how HiCache treats it (DESIGN.md 1.1).
 

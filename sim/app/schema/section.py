@@ -85,7 +85,6 @@ def _field_error(path: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("scenario_field", "{path}: {message}", {"path": path, "message": message})
 
 
-
 def _resolve_file(value: str | None, info: ValidationInfo) -> str | None:
     """Find ``value`` beside the scenario file, else under the CWD; return it absolute.
 
