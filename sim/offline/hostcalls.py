@@ -15,8 +15,8 @@ from sim.cache.radix import Node, node_ref
 from sim.model.pools import HitPolicy, ModelSpec, Pool
 from sim.offline.calls import expand_tokens
 from sim.offline.copies import Load
-from sim.offline.driver import handles
-from sim.offline.hostsched import CLIP_MAX_NEW_TOKENS, HostScheduler, tiers_flag
+from sim.offline.driver import handles, page_tokens
+from sim.offline.hostsched import CLIP_MAX_NEW_TOKENS, HostScheduler, state_answer, tiers_flag
 
 __all__ = ["PlainHostDriver", "PlainKV", "host_pool_tokens"]
 
@@ -199,7 +199,7 @@ class PlainHostDriver(HostScheduler):
         if not total < remaining:
             c.abandon(lk)
             r.admitted, r.refused = False, "no_token"
-            self.batch_verdict_stop = True  # NO_TOKEN: the adder takes no more requests this round
+            self.batch.stop = True  # NO_TOKEN: the adder takes no more requests this round
             return r
         if host_hit and (loaded := c.load_back(lk)):
             r.loaded = host_hit
@@ -210,9 +210,9 @@ class PlainHostDriver(HostScheduler):
         c.tree.lock(r.lock)
         c.abandon(lk)
         prefix = r.prefilled
-        end = self._join_batch(r, min(self.chunk_left, int(remaining)))
+        end = self._join_batch(r, min(self.batch.rem_chunk_tokens, int(remaining)))
         taken = -(-(end - prefix) // p) * p + p + (0 if end < len(prompt) else min(len(output), CLIP_MAX_NEW_TOKENS))
-        self.batch_verdict_stop = self.chunk_left <= 0 or remaining - taken <= 0  # the adder's budget_state()
+        self.batch.stop = self.batch.rem_chunk_tokens <= 0 or remaining - taken <= 0  # the adder's budget_state()
         return r
 
     def _chunk_room(self) -> int:
@@ -245,19 +245,14 @@ class PlainHostDriver(HostScheduler):
         self.c.evict_tokens(call["full"])
         return {"evicted_full": self.c.stats.evicted_tokens - before}
 
-    # ----- the tree's paths (the ``state`` answer) -------------------------------------------------
-    def _leaf_paths(self) -> Iterator[list[Node]]:
+    @handles("state")
+    def _op_state(self, call: dict) -> dict:
+        tree, p = self.c.tree, self.page
+
         def walk(node: Node, path: list[Node]) -> Iterator[list[Node]]:
             for child in node.children.values():
                 yield from walk(child, path + [child]) if child.children else (path + [child],)
 
-        return walk(self.c.tree.root, [])
-
-    def _node_tokens(self, node: Node) -> list[int]:
-        return list(node.key) if self.page == 1 else [t for key in node.key for t in key]
-
-    def _tiers(self, node: Node) -> str:
-        return tiers_flag(node.device, node.host)
-
-    def _num_nodes(self) -> int:
-        return self.c.tree.num_nodes - 1
+        tokens = (lambda n: list(n.key)) if p == 1 else page_tokens
+        return state_answer(walk(tree.root, []), tree.num_nodes - 1, tokens, lambda n: tiers_flag(n.device, n.host),
+                            self.copies.loading())  # fmt: skip

@@ -21,6 +21,8 @@ how a chunk, a decode step, a checkpoint and an abort run on its cache, and the 
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sim.base.errors import InputError
@@ -28,17 +30,71 @@ from sim.offline.calls import host_runs
 from sim.offline.copies import HostCopies
 from sim.offline.driver import CallDriver, cached_fields, handles, paths_answer, progress_fields
 
-__all__ = ["CLIP_MAX_NEW_TOKENS", "HostScheduler", "tiers_flag"]
+__all__ = ["CLIP_MAX_NEW_TOKENS", "HostScheduler", "PrefillAdder", "state_answer", "tiers_flag"]
 
 CLIP_MAX_NEW_TOKENS = 4096  # managers/schedule_policy.py
 _KEEP_BATCH = frozenset({"admit", "match", "state", "evict", "evict_host", "config"})  # ops the open batch outlives
 _EVICTING = frozenset({"request", "admit", "extend", "decode", "finish", "evict"})  # answers that report evictions
-_SKIPPED = {"skipped": "not admitted"}
 
 
 def tiers_flag(device: bool, host: bool) -> str:
     """A node's tiers as a ``state`` answer writes them: B(oth), D(evice), H(ost) or - (neither)."""
     return ("B" if host else "D") if device else ("H" if host else "-")
+
+
+def state_answer(paths, num_nodes: int, tokens_of, tiers, loading: set[int]) -> dict:
+    """A host-tier ``state`` answer: each node flagged with its tiers, then ``w`` while its backup is in flight and
+    ``l`` while a load-back brings it back (``loading``: their ids)."""
+
+    def flag(node) -> str:
+        return tiers(node) + ("w" if node.pending is not None else "") + ("l" if id(node) in loading else "")
+
+    return {"num_nodes": num_nodes, "paths": paths_answer(paths, tokens_of, flag, host_runs)}
+
+
+def _on_admitted(handler):
+    """A handler of a call on request ``rid``: it gets the request's record; a refused request answers skipped."""
+
+    @functools.wraps(handler)
+    def on_request(self, call: dict) -> dict:
+        r = self._request(self.reqs, call)
+        return handler(self, r, call) if r.admitted else {"skipped": "not admitted"}
+
+    return on_request
+
+
+@dataclass
+class PrefillAdder:
+    """The open batch, as SGLang's ``PrefillAdder`` builds one per scheduler iteration
+    (``managers/schedule_policy.py:607-661``): the requests it took (``can_run_list``), the chunk tokens left
+    (``rem_chunk_tokens``), whether it takes no more (``budget_state``, ``:874``) and, for V4, the SWA tokens it
+    reserved."""
+
+    page: int
+    rem_chunk_tokens: int
+    can_run_list: list = field(default_factory=list)
+    stop: bool = False
+    swa_reserved: int = 0
+
+    def reserved(self) -> int:
+        """What the budget sets aside for the requests taken: each one's first chunk in pages and a page, and its
+        output in full when the chunk ends its prompt (``prefill_budget.py:156-167``, ``schedule_policy.py:672-680``)."""
+        p, out = self.page, 0
+        for r in self.can_run_list:
+            ext = r.extend_end - r.prefix_at_admit
+            out += -(-ext // p) * p + p + (0 if r.extend_end < r.prompt_len else min(r.output_len, CLIP_MAX_NEW_TOKENS))
+        return out
+
+    def add(self, r, limit: int) -> int:
+        """Take admitted ``r`` with its first chunk, at most ``limit`` tokens, a prompt longer than that chunked at
+        a page (``schedule_policy.py:1660-1672``); returns the chunk's end."""
+        p, prefix = self.page, r.prefilled
+        r.prefix_at_admit = prefix
+        end = (prefix + limit // p * p) // p * p if -(-(r.prompt_len - prefix) // p) * p > limit else r.prompt_len
+        r.extend_end = end
+        self.rem_chunk_tokens -= end - prefix
+        self.can_run_list.append(r)
+        return end
 
 
 class HostScheduler(CallDriver):
@@ -94,11 +150,9 @@ class HostScheduler(CallDriver):
     def _reset(self) -> None:
         self.reqs: dict = {}
         self.running: list = []  # admitted, not finished
-        self.batch: list | None = None  # the open batch's admissions
-        self.batch_verdict_stop = False
+        self.batch: PrefillAdder | None = None  # the open batch
         self.forward: set[str] = set()  # batch members whose forward has not run yet
         self.copies = HostCopies()
-        self.chunk_left = self.cfg["chunked_prefill_size"]
 
     # ----- scheduler iterations ---------------------------------------------------------------------
     def _poll(self) -> None:
@@ -129,36 +183,24 @@ class HostScheduler(CallDriver):
         self.copies.start_writing(self._new_backups())
 
     def _open_batch(self) -> None:
-        if self.batch is None or self.batch_verdict_stop:
+        if self.batch is None or self.batch.stop:
             self._close_batch()
             self._start_iteration()
-            self.batch = []
-            self.chunk_left = self.cfg["chunked_prefill_size"]
-            self.batch_verdict_stop = False
+            self.batch = PrefillAdder(self.page, self.cfg["chunked_prefill_size"])
 
     # ----- admission --------------------------------------------------------------------------------
     def _reserved(self) -> int:
-        """What the budget sets aside: every running request's remaining output, and each request admitted
-        earlier in this batch (``prefill_budget.py:156-167``, ``schedule_policy.py:672-680``)."""
-        p, out, batch = self.page, 0, self.batch or []
-        for r in self.running:
-            if r.prefilled >= r.prompt_len and r not in batch:
-                out += min(r.output_len - r.emitted, CLIP_MAX_NEW_TOKENS)
-        for r in batch:
-            ext = r.extend_end - r.prefix_at_admit
-            out += -(-ext // p) * p + p + (0 if r.extend_end < r.prompt_len else min(r.output_len, CLIP_MAX_NEW_TOKENS))
-        return out
+        """What the budget sets aside: every running request's remaining output (``prefill_budget.py:156-167``),
+        and what the open batch took."""
+        taken = [] if self.batch is None else self.batch.can_run_list
+        out = sum(min(r.output_len - r.emitted, CLIP_MAX_NEW_TOKENS) for r in self.running
+                  if r.prefilled >= r.prompt_len and r not in taken)  # fmt: skip
+        return out + (0 if self.batch is None else self.batch.reserved())
 
     def _join_batch(self, r, limit: int) -> int:
-        """Admitted ``r`` joins the open batch with its first chunk, at most ``limit`` tokens, a prompt longer
-        than that chunked at a page (``schedule_policy.py:1660-1672``); returns the chunk's end."""
-        p, prefix = self.page, r.prefilled
-        r.prefix_at_admit = prefix
-        end = (prefix + limit // p * p) // p * p if -(-(r.prompt_len - prefix) // p) * p > limit else r.prompt_len
-        r.extend_end = end
-        self.chunk_left -= end - prefix
+        """Admitted ``r`` joins the open batch (:meth:`PrefillAdder.add`); returns its first chunk's end."""
+        end = self.batch.add(r, limit)
         self.running.append(r)
-        self.batch.append(r)
         self.forward.add(r.rid)
         return end
 
@@ -234,7 +276,7 @@ class HostScheduler(CallDriver):
         if not r.admitted:
             return self._admission_fields(r)
         self._close_batch()
-        self._run_chunk(r)
+        self._run_chunk(r)  # even an empty prompt runs its (empty) first chunk
         self._end_of_batch_result()
         self._finish(r)
         return self._finished_fields(r)
@@ -245,10 +287,8 @@ class HostScheduler(CallDriver):
         return self._admission_fields(self._admit(call, call["rid"]))
 
     @handles("extend")
-    def _op_extend(self, call: dict) -> dict:
-        r = self._request(self.reqs, call)
-        if not r.admitted:
-            return dict(_SKIPPED)
+    @_on_admitted
+    def _op_extend(self, r, call: dict) -> dict:
         if r.rid in self.forward:
             self._close_batch()
             chunk = self._run_chunk(r)
@@ -260,10 +300,8 @@ class HostScheduler(CallDriver):
         return self._progress(r, chunk)
 
     @handles("decode")
-    def _op_decode(self, call: dict) -> dict:
-        r = self._request(self.reqs, call)
-        if not r.admitted:
-            return dict(_SKIPPED)
+    @_on_admitted
+    def _op_decode(self, r, call: dict) -> dict:
         for _ in range(call.get("n", 1)):
             if r.finished:
                 break
@@ -271,10 +309,8 @@ class HostScheduler(CallDriver):
         return self._progress(r)
 
     @handles("finish")
-    def _op_finish(self, call: dict) -> dict:
-        r = self._request(self.reqs, call)
-        if not r.admitted:
-            return dict(_SKIPPED)
+    @_on_admitted
+    def _op_finish(self, r, call: dict) -> dict:
         self._finish(r)
         return self._finished_fields(r)
 
@@ -294,13 +330,3 @@ class HostScheduler(CallDriver):
     def _op_step(self, call: dict) -> dict:
         self._poll()
         return {}
-
-    @handles("state")
-    def _op_state(self, call: dict) -> dict:
-        loading = self.copies.loading()
-
-        def flag(node) -> str:
-            return self._tiers(node) + ("w" if node.pending is not None else "") + ("l" if id(node) in loading else "")
-
-        paths = paths_answer(self._leaf_paths(), self._node_tokens, flag, host_runs)
-        return {"num_nodes": self._num_nodes(), "paths": paths}

@@ -6,7 +6,8 @@ Token fields hold integers and ``[first, count]`` runs. The ops: ``config``, ``r
 ``admit``, ``extend`` (one chunk), ``decode`` (``n`` steps), ``finish``, ``match`` (a bare admission match),
 ``state`` (the tree's paths). See ``shared/vectors/v4/README.md`` for the full format. Host-tier streams
 (``shared/vectors/hicache``: a header naming the ``model``, or a config call with ``hicache_ratio``) go to
-:mod:`sim.offline.hostcalls`.
+:mod:`sim.offline.hostcalls` and :mod:`sim.offline.v4hostcalls`. All drivers share the op table and answer frame of
+:mod:`sim.offline.driver`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from sim.cache.v4.unified import UNode
 from sim.offline.calls import expand_tokens
 from sim.offline.copies import Load
 from sim.offline.driver import handles, page_tokens, swa_match_fields
-from sim.offline.hostsched import CLIP_MAX_NEW_TOKENS, HostScheduler, tiers_flag
+from sim.offline.hostsched import CLIP_MAX_NEW_TOKENS, HostScheduler, state_answer, tiers_flag
 
 __all__ = ["V4HostDriver", "swa_estimate"]
 
@@ -61,7 +61,6 @@ class V4HostDriver(HostScheduler):
     """Host-tier calls on one :class:`SWACache`, rebuilt by each ``config`` call."""
 
     window = True
-    swa_offset = 0  # SWA tokens the open batch has reserved
 
     def _build(self, cfg: dict) -> tuple[SWACache, list, dict]:
         page, ratio = cfg["page_size"], cfg["hicache_ratio"]
@@ -113,14 +112,14 @@ class V4HostDriver(HostScheduler):
         total = len(prompt) - m.device + n_out + p
         remaining = c.full_free() + c.tree.full_evictable - self._reserved()
         ext = len(prompt) - m.device - host_hit
-        swa_need = swa_estimate(-(-ext // p) * p, n_out, window=w, page=p, limit=self.chunk_left,
+        swa_need = swa_estimate(-(-ext // p) * p, n_out, window=w, page=p, limit=self.batch.rem_chunk_tokens,
                                 host_hit=m.swa_host)  # fmt: skip
-        swa_remaining = c.swa_free() + c.tree.swa.evictable - self.swa_offset
+        swa_remaining = c.swa_free() + c.tree.swa.evictable - self.batch.swa_reserved
         c.tree.unlock(m.node, uuid)
         if not (total < remaining and swa_need < swa_remaining):
             rec = self.reqs[rid] = _V4Req(rid, None, m, len(prompt), len(output))
             rec.admitted, rec.refused = False, "no_token"
-            self.batch_verdict_stop = True  # NO_TOKEN: the adder takes no more requests this round
+            self.batch.stop = True  # NO_TOKEN: the adder takes no more requests this round
             return rec
         loads_before = len(c.loads)
         rec = self.reqs[rid] = _V4Req(rid, c.admit(keys, len(prompt), len(output), match=m), m, len(prompt),
@@ -129,17 +128,11 @@ class V4HostDriver(HostScheduler):
             load = c.loads.pop()
             self.copies.load_queue.append(Load(load[0], load[2], load))
         prefix = rec.prefilled
-        end = self._join_batch(rec, self.chunk_left)
-        self.swa_offset += swa_estimate(-(-(end - prefix) // p) * p, 0 if end < len(prompt) else n_out, window=w,
-                                        page=p, limit=self.cfg["chunked_prefill_size"])  # fmt: skip
-        self.batch_verdict_stop = self.chunk_left <= 0
+        end = self._join_batch(rec, self.batch.rem_chunk_tokens)
+        self.batch.swa_reserved += swa_estimate(-(-(end - prefix) // p) * p, 0 if end < len(prompt) else n_out, window=w,
+                                              page=p, limit=self.cfg["chunked_prefill_size"])  # fmt: skip
+        self.batch.stop = self.batch.rem_chunk_tokens <= 0
         return rec
-
-    def _open_batch(self) -> None:
-        fresh = self.batch is None or self.batch_verdict_stop
-        super()._open_batch()
-        if fresh:
-            self.swa_offset = 0
 
     def _chunk_room(self) -> int:
         c = self.c
@@ -170,15 +163,11 @@ class V4HostDriver(HostScheduler):
         f, s = c.tree.evict(call["full"], call.get("swa", 0), c.full_free, c.swa_free)
         return {"evicted_full": f, "evicted_swa": s}
 
-    # ----- the tree's paths (the ``state`` answer) -------------------------------------------------
-    def _leaf_paths(self) -> list[list[UNode]]:
-        return self.c.tree.paths()
+    @handles("state")
+    def _op_state(self, call: dict) -> dict:
+        tree = self.c.tree
 
-    _node_tokens = staticmethod(page_tokens)
+        def tiers(node: UNode) -> str:
+            return tiers_flag(node.full, node.host) + ("S" if node.swa else ("h" if node.host_swa else "T"))
 
-    @staticmethod
-    def _tiers(node: UNode) -> str:
-        return tiers_flag(node.full, node.host) + ("S" if node.swa else ("h" if node.host_swa else "T"))
-
-    def _num_nodes(self) -> int:
-        return self.c.tree.num_nodes
+        return state_answer(tree.paths(), tree.num_nodes, page_tokens, tiers, self.copies.loading())
