@@ -98,7 +98,10 @@ class PrefillAdder:
 
 
 class HostScheduler(CallDriver):
-    """Host-tier calls on one cache, rebuilt by each ``config`` call; subclasses supply the cache's side."""
+    """Host-tier calls on one cache, rebuilt by each ``config`` call. A subclass supplies the cache's side:
+    ``_build`` (the cache, its event log, the pool sizes), ``_evicted``, ``_usage``, ``_new_backups``, ``_admit``,
+    ``_chunk_room``, ``_extend``, ``_decode``, ``_checkpoint``, ``_drop``, ``_match_fields`` and the ops that ask
+    the cache alone (``match``, ``evict``, ``evict_host``, ``state``)."""
 
     kind = "host-tier"
     window: ClassVar[bool] = False  # the cache has SWA pools (the answers' window fields)
