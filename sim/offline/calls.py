@@ -1,10 +1,20 @@
-"""The call formats' shared token notation: ids as ``[first, count]`` runs, expanded and written back."""
+"""The call formats' shared notation: token ids as ``[first, count]`` runs, expanded and written back, and the
+check of a call's fields against its op's declaration (so a bad stream gets one line naming the field)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["expand_tokens", "host_runs", "token_runs"]
+from sim.base.errors import InputError
+from sim.base.inputs import MAX_REQUEST_TOKENS
+
+__all__ = ["MAX_COUNT", "Fields", "check_call", "check_fields", "expand_tokens", "host_runs", "token_runs"]
+
+# A call's fields by op: name -> (kind, least value, required). Kinds: int, int? (null allowed), bool, tokens (ids
+# and [first, count] runs), ids (plain ids), rid.
+Fields = dict[str, tuple[str, int, bool]]
+MAX_ID = 1 << 63
+MAX_COUNT = MAX_REQUEST_TOKENS  # tokens one call may name, and decode steps one call may ask for
 
 
 def expand_tokens(spec: Iterable) -> list[int]:
@@ -35,3 +45,54 @@ def token_runs(tokens: list[int]) -> list:
 def host_runs(tokens: list[int]) -> list:
     """Consecutive ids as ``[first, count]`` runs, a lone id as itself (how the host-tier answers write them)."""
     return [first if count == 1 else [first, count] for first, count in token_runs(tokens)]
+
+
+def check_call(call: dict, fields: dict[str, Fields]) -> None:
+    """Raise InputError naming the field of ``call`` that its op's declaration refuses."""
+    op = call.get("op")
+    if not isinstance(op, str) or op not in fields:
+        raise InputError(f"op: unknown op {op!r} (known: {', '.join(fields)})")
+    check_fields(call, fields[op])
+
+
+def check_fields(obj: dict, spec: Fields) -> None:
+    for name, (kind, least, required) in spec.items():
+        if name not in obj:
+            if required:
+                raise InputError(f"{name}: required field missing")
+            continue
+        problem = _problem(obj[name], kind, least)
+        if problem:
+            raise InputError(f"{name}: {problem}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _problem(value, kind: str, least: int) -> str | None:
+    if kind == "bool":
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
+    if kind == "rid":
+        return None if isinstance(value, str) or _is_int(value) else f"expected a string or integer, got {value!r}"
+    if kind in ("int", "int?"):
+        if value is None and kind == "int?":
+            return None
+        if not _is_int(value) or not least <= value <= MAX_COUNT:
+            return f"expected an integer from {least} to {MAX_COUNT:,}, got {value!r}"
+        return None
+    if not isinstance(value, list):
+        return f"expected a list of token ids{' and [first, count] runs' if kind == 'tokens' else ''}"
+    total = 0
+    for item in value:
+        if _is_int(item) and abs(item) < MAX_ID:
+            total += 1
+        elif (kind == "tokens" and isinstance(item, list) and len(item) == 2 and all(_is_int(x) for x in item)
+              and abs(item[0]) < MAX_ID and 0 <= item[1] <= MAX_COUNT):  # fmt: skip
+            total += item[1]
+        else:
+            return f"expected token ids (integers below 2^63){' or [first, count] runs' if kind == 'tokens' else ''}" \
+                   f", got {item!r}"[:200]
+        if total > MAX_COUNT:
+            return f"over {MAX_COUNT:,} tokens in one call"
+    return None

@@ -6,7 +6,8 @@ Token fields hold integers and ``[first, count]`` runs. The ops: ``config``, ``r
 ``admit``, ``extend`` (one chunk), ``decode`` (``n`` steps), ``finish``, ``match`` (a bare admission match),
 ``state`` (the tree's paths). See ``shared/vectors/v4/README.md`` for the full format. Host-tier streams
 (``shared/vectors/hicache``: a header naming the ``model``, or a config call with ``hicache_ratio``) go to
-:mod:`sim.offline.hostcalls`.
+:mod:`sim.offline.hostcalls` and :mod:`sim.offline.v4hostcalls`. All drivers share the op table and answer frame of
+:mod:`sim.offline.driver`.
 """
 
 from __future__ import annotations
@@ -16,23 +17,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.base.errors import InputError
-from sim.base.inputs import MAX_REQUEST_TOKENS, parse_json, read_text
+from sim.base.inputs import parse_json, read_text
 from sim.cache.radix import RadixTree
 from sim.cache.v4.swacache import OutOfMemory, Running, SWACache
-from sim.offline.calls import expand_tokens, token_runs
+from sim.offline.calls import MAX_COUNT, Fields, check_fields, expand_tokens, token_runs
+from sim.offline.driver import (
+    CallDriver,
+    cached_fields,
+    handles,
+    page_tokens,
+    paths_answer,
+    progress_fields,
+    swa_match_fields,
+)
 from sim.offline.hostcalls import PlainHostDriver
+from sim.offline.hostsched import HostScheduler
 from sim.offline.v4hostcalls import V4HostDriver
 
 __all__ = ["RadixDriver", "TreeDriver", "compare", "HostDriver", "driver_for", "read_calls", "run_calls"]
 
-_POOL_FIELDS = ("full_used", "swa_used", "full_evictable", "full_protected", "swa_evictable", "swa_protected")
 
-
-# What each call may carry, by op: name -> (kind, least value, required). Kinds: int, int? (null allowed), bool,
-# tokens (ids and [first, count] runs), ids (plain ids), rid. Every call is checked against this before it is
-# applied, so a stream gets one line naming the file, line and field for a missing or mistyped one.
+# What each call may carry, by op (:data:`sim.offline.calls.Fields`). Every call is checked against this before it
+# is applied, so a stream gets one line naming the file, line and field for a missing or mistyped one.
 _TOKENS, _OUTPUT, _RID = ("tokens", 0, True), ("tokens", 0, False), ("rid", 0, True)
-Fields = dict[str, tuple[str, int, bool]]
 CALL_FIELDS: dict[str, Fields] = {
     "config": {"page_size": ("int", 1, False), "window": ("int", 0, False), "full_pages": ("int?", 1, False),
                "swa_pages": ("int?", 1, False), "chunked_prefill_size": ("int", -(1 << 31), False),
@@ -50,84 +57,30 @@ RADIX_CALL_FIELDS: dict[str, Fields] = {
     "state": {},
 }  # fmt: skip
 HEADER_FIELDS: Fields = {"page_size": ("int", 1, False), "window": ("int", 0, False)}
-MAX_ID = 1 << 63
-MAX_COUNT = MAX_REQUEST_TOKENS  # tokens one call may name, and decode steps one call may ask for
-
-
-def check_call(call: dict, fields: dict[str, Fields]) -> None:
-    """Raise InputError naming the field of ``call`` that its op's declaration refuses."""
-    op = call.get("op")
-    if not isinstance(op, str) or op not in fields:
-        raise InputError(f"op: unknown op {op!r} (known: {', '.join(fields)})")
-    check_fields(call, fields[op])
-
-
-def check_fields(obj: dict, spec: Fields) -> None:
-    for name, (kind, least, required) in spec.items():
-        if name not in obj:
-            if required:
-                raise InputError(f"{name}: required field missing")
-            continue
-        problem = _problem(obj[name], kind, least)
-        if problem:
-            raise InputError(f"{name}: {problem}")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _problem(value, kind: str, least: int) -> str | None:
-    if kind == "bool":
-        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
-    if kind == "rid":
-        return None if isinstance(value, str) or _is_int(value) else f"expected a string or integer, got {value!r}"
-    if kind in ("int", "int?"):
-        if value is None and kind == "int?":
-            return None
-        if not _is_int(value) or not least <= value <= MAX_COUNT:
-            return f"expected an integer from {least} to {MAX_COUNT:,}, got {value!r}"
-        return None
-    if not isinstance(value, list):
-        return f"expected a list of token ids{' and [first, count] runs' if kind == 'tokens' else ''}"
-    total = 0
-    for item in value:
-        if _is_int(item) and abs(item) < MAX_ID:
-            total += 1
-        elif (kind == "tokens" and isinstance(item, list) and len(item) == 2 and all(_is_int(x) for x in item)
-              and abs(item[0]) < MAX_ID and 0 <= item[1] <= MAX_COUNT):  # fmt: skip
-            total += item[1]
-        else:
-            return f"expected token ids (integers below 2^63){' or [first, count] runs' if kind == 'tokens' else ''}" \
-                   f", got {item!r}"[:200]
-        if total > MAX_COUNT:
-            return f"over {MAX_COUNT:,} tokens in one call"
-    return None
 
 
 @dataclass
-class TreeDriver:
+class TreeDriver(CallDriver):
     """Applies calls to one :class:`SWACache`, rebuilt by each ``config`` call."""
 
+    call_fields = CALL_FIELDS
     config: dict = field(default_factory=lambda: {"page_size": 256, "window": 128, "full_pages": None,
                                                   "swa_pages": None, "chunked_prefill_size": 8192})  # fmt: skip
     cache: SWACache | None = None
     requests: dict[str, Running] = field(default_factory=dict)
 
-    def __call__(self, call: dict) -> dict:
-        check_call(call, CALL_FIELDS)
-        op = call["op"]
-        handler = getattr(self, f"_op_{op}")
-        if op != "config" and self.cache is None:
+    def _apply(self, handler, call: dict) -> dict:
+        if call["op"] != "config" and self.cache is None:
             self._op_config({})
-        out = {"op": op, **({"id": call["id"]} if "id" in call else {}), **({"rid": call["rid"]} if "rid" in call else {})}
-        out.update(handler(call))
-        c = self.cache
-        out.update(full_used=c.full_used, swa_used=c.swa_used, full_evictable=c.tree.full_evictable,
-                   full_protected=c.tree.full_protected, swa_evictable=c.tree.swa.evictable,
-                   swa_protected=c.tree.swa.protected, running=len(c.running))  # fmt: skip
-        return out
+        return handler(call)
 
+    def _state(self) -> dict:
+        c = self.cache
+        return dict(full_used=c.full_used, swa_used=c.swa_used, full_evictable=c.tree.full_evictable,
+                    full_protected=c.tree.full_protected, swa_evictable=c.tree.swa.evictable,
+                    swa_protected=c.tree.swa.protected, running=len(c.running))  # fmt: skip
+
+    @handles("config")
     def _op_config(self, call: dict) -> dict:
         for k in ("page_size", "window", "full_pages", "swa_pages", "chunked_prefill_size"):
             if k in call:
@@ -149,111 +102,108 @@ class TreeDriver:
                                                 "chunked_prefill_size")}}  # fmt: skip
 
     @staticmethod
-    def _match(r: Running) -> dict:
-        return {"matched": r.match.device, "full_hit": r.match.full_hit, "swa_branching": r.match.branching}
-
-    @staticmethod
     def _evictions(r: Running) -> dict:
         return {"evicted_full": r.evicted_full, "evicted_swa": r.evicted_swa}
 
-    def _finished(self, r: Running) -> dict:
-        return {**self._match(r), "chunks": [list(c) for c in r.chunks], "cached_len": r.protected,
-                "swa_evicted_at_finish": r.evicted}  # fmt: skip
+    @staticmethod
+    def _finished(r: Running) -> dict:
+        return {**swa_match_fields(r.match), **cached_fields(r, window=True)}
+
+    def _progress(self, r: Running, chunk: tuple | None = None) -> dict:
+        out = {**progress_fields(r, chunk), **self._evictions(r)}
+        return {**out, **self._finished(r)} if r.finished else out
 
     def _admit(self, call: dict) -> Running:
         prompt, output = expand_tokens(call["tokens"]), expand_tokens(call.get("output", []))
         return self.cache.admit(self.cache.tree.page_keys(prompt + output), len(prompt), len(output))
 
+    def _running(self, call: dict) -> Running:
+        """The call's running request, its eviction counts reset for this call's answer."""
+        r = self._request(self.requests, call, "running request")
+        r.evicted_full = r.evicted_swa = 0
+        return r
+
+    @handles("request")
     def _op_request(self, call: dict) -> dict:
         r = self._admit(call)
         self.cache.finish(r)
         return {**self._finished(r), **self._evictions(r)}
 
+    @handles("admit")
     def _op_admit(self, call: dict) -> dict:
         r = self._admit(call)
         self.requests[call["rid"]] = r
-        return {**self._match(r), "evicted_full": 0, "evicted_swa": 0}
+        return {**swa_match_fields(r.match), "evicted_full": 0, "evicted_swa": 0}
 
-    def _running(self, call: dict) -> Running:
-        try:
-            return self.requests[call["rid"]]
-        except KeyError:
-            raise InputError(f"rid: no running request {call.get('rid')!r}") from None
-
+    @handles("extend")
     def _op_extend(self, call: dict) -> dict:
         r = self._running(call)
-        r.evicted_full = r.evicted_swa = 0
-        chunk = self.cache.extend(r)
-        out = {"chunk": list(chunk), "prefilled": r.prefilled >= r.prompt_len, "finished": r.finished,
-               **self._evictions(r)}  # fmt: skip
-        return {**out, **self._finished(r)} if r.finished else out
+        return self._progress(r, self.cache.extend(r))
 
+    @handles("decode")
     def _op_decode(self, call: dict) -> dict:
         r = self._running(call)
-        r.evicted_full = r.evicted_swa = 0
         self.cache.decode_many(r, call.get("n", 1))
-        out = {"steps": r.decode_steps, "finished": r.finished, **self._evictions(r)}
-        return {**out, **self._finished(r)} if r.finished else out
+        return self._progress(r)
 
+    @handles("finish")
     def _op_finish(self, call: dict) -> dict:
         r = self._running(call)
-        r.evicted_full = r.evicted_swa = 0
         self.cache.finish(r)
         del self.requests[call["rid"]]
         return {**self._finished(r), **self._evictions(r)}
 
+    @handles("match")
     def _op_match(self, call: dict) -> dict:
         tokens = expand_tokens(call["tokens"])
-        m = self.cache.lookup(self.cache.tree.page_keys(tokens), len(tokens))
-        return {"matched": m.device, "full_hit": m.full_hit, "swa_branching": m.branching}
+        return swa_match_fields(self.cache.lookup(self.cache.tree.page_keys(tokens), len(tokens)))
 
+    @handles("state")
     def _op_state(self, call: dict) -> dict:
         tree = self.cache.tree
-        paths = []
-        for path in tree.paths():
-            tokens = [t for node in path for key in node.key for t in key]
-            nodes, pages, pos = [], [], 0
-            for node in path:
-                flag = "S" if node.swa else "T"
-                nodes.append([pos, pos + node.tokens, flag])
-                pages.append(flag * len(node.key))
-                pos += node.tokens
-            paths.append((tokens, {"len": pos, "tokens": token_runs(tokens), "pages": "".join(pages), "nodes": nodes}))
-        paths.sort(key=lambda p: p[0])
-        return {"num_nodes": tree.num_nodes, "paths": [p for _, p in paths]}
+        paths = paths_answer(tree.paths(), page_tokens, lambda node: "S" if node.swa else "T", token_runs, pages=True)
+        return {"num_nodes": tree.num_nodes, "paths": paths}
 
 
 @dataclass
-class RadixDriver:
+class RadixDriver(CallDriver):
     """Applies SGLang ``RadixCache`` calls (``insert``/``match``/``evict``/``state``) to a device-only
     :class:`~sim.cache.radix.RadixTree` (``shared/vectors/sglang_radix_*.jsonl``)."""
 
+    call_fields = RADIX_CALL_FIELDS
+    echo = ("id",)
     page_size: int = 1
     tree: RadixTree = field(init=False)
 
     def __post_init__(self) -> None:
         self.tree = RadixTree(page_size=self.page_size)
 
-    def __call__(self, call: dict) -> dict:
-        check_call(call, RADIX_CALL_FIELDS)
-        tree, op = self.tree, call.get("op")
-        out: dict = {"op": op, **({"id": call["id"]} if "id" in call else {})}
-        if op == "insert":
-            res = tree.insert(tree.page_keys(call["tokens"]))
-            out.update(prefix_len=res.prefix_pages * tree.page_size, inserted=res.inserted_pages * tree.page_size)
-        elif op == "match":
-            out["matched"] = tree.match(tree.page_keys(call["tokens"])).device_pages * tree.page_size
-        elif op == "evict":
-            out["evicted"], out["freed_calls"] = tree.evict(call["n"])
-        elif op == "state":
-            paths = tree.paths()
-            if tree.page_size > 1:
-                paths = [[t for page in p for t in page] for p in paths]
-            out.update(paths=paths, num_nodes=tree.num_nodes - 1)  # SGLang counts nodes below the root
-        else:
-            raise InputError(f"op: unknown RadixCache op {op!r}")
-        out.update(evictable=tree.evictable_tokens, protected=tree.protected_tokens, total=tree.device_tokens())
-        return out
+    def _state(self) -> dict:
+        tree = self.tree
+        return {"evictable": tree.evictable_tokens, "protected": tree.protected_tokens, "total": tree.device_tokens()}
+
+    @handles("insert")
+    def _op_insert(self, call: dict) -> dict:
+        tree = self.tree
+        res = tree.insert(tree.page_keys(call["tokens"]))
+        return {"prefix_len": res.prefix_pages * tree.page_size, "inserted": res.inserted_pages * tree.page_size}
+
+    @handles("match")
+    def _op_match(self, call: dict) -> dict:
+        return {"matched": self.tree.match(self.tree.page_keys(call["tokens"])).device_pages * self.tree.page_size}
+
+    @handles("evict")
+    def _op_evict(self, call: dict) -> dict:
+        evicted, freed_calls = self.tree.evict(call["n"])
+        return {"evicted": evicted, "freed_calls": freed_calls}
+
+    @handles("state")
+    def _op_state(self, call: dict) -> dict:
+        tree = self.tree
+        paths = tree.paths()
+        if tree.page_size > 1:
+            paths = [[t for page in p for t in page] for p in paths]
+        return {"paths": paths, "num_nodes": tree.num_nodes - 1}  # SGLang counts nodes below the root
 
 
 def driver_for(header: dict | None, first_call: dict | None):
@@ -358,7 +308,7 @@ class HostDriver:
     """The host-tier format's driver: each ``config`` call picks the plain model's cache or V4's."""
 
     def __init__(self) -> None:
-        self.driver: PlainHostDriver | None = None
+        self.driver: HostScheduler | None = None
 
     def __call__(self, call: dict) -> dict:
         if call.get("op") == "config":

@@ -1,5 +1,5 @@
 """Drive DeepSeek V4's cache (:class:`sim.cache.v4.swacache.SWACache`, the one the engine and ``replay_v4`` use) with the
-host-tier call format of ``shared/vectors/hicache``: the scheduler iterations of :mod:`sim.offline.hostcalls`, over the
+host-tier call format of ``shared/vectors/hicache``: the scheduler iterations of :mod:`sim.offline.hostsched`, over the
 FULL + SWA tree with its two host pools (paths relative to ``sglang/srt/``):
 
 - the KV host pool holds ``int(device pages x hicache_ratio)`` pages and the SWA host pool
@@ -13,8 +13,11 @@ FULL + SWA tree with its two host pools (paths relative to ``sglang/srt/``):
 from __future__ import annotations
 
 from sim.cache.v4.swacache import Running, SWACache
-from sim.offline.calls import expand_tokens, host_runs
-from sim.offline.hostcalls import CLIP_MAX_NEW_TOKENS, PlainHostDriver
+from sim.cache.v4.unified import UNode
+from sim.offline.calls import expand_tokens
+from sim.offline.copies import Load
+from sim.offline.driver import handles, page_tokens, swa_match_fields
+from sim.offline.hostsched import CLIP_MAX_NEW_TOKENS, HostScheduler, state_answer, tiers_flag
 
 __all__ = ["V4HostDriver", "swa_estimate"]
 
@@ -29,35 +32,51 @@ def swa_estimate(extend: int, max_new: int, *, window: int, page: int, limit: in
     return reserved
 
 
-class V4HostDriver(PlainHostDriver):
+def _of_run(name: str, default=None) -> property:
+    """A field of the request's cache record (``default`` for a request that was never admitted)."""
+    return property(lambda self: getattr(self.run, name) if self.run is not None else default)
+
+
+class _V4Req:
+    """The driver's view of one request: its cache record and admission outcome."""
+
+    finished = _of_run("finished", False)
+    prefilled = _of_run("prefilled", 0)
+    chunks = _of_run("chunks", ())
+    emitted = _of_run("emitted")
+    decode_steps = _of_run("decode_steps")
+    protected = _of_run("protected")
+    evicted = _of_run("evicted")
+    loaded = _of_run("host_hit")
+
+    def __init__(self, rid: str, run: Running | None, match, prompt_len: int, output_len: int) -> None:
+        self.rid, self.run, self.match = rid, run, match
+        self.prompt_len, self.output_len = prompt_len, output_len
+        self.admitted, self.refused = True, None
+        self.prefix_at_admit = self.extend_end = 0
+        self.pending_checkpoint = False
+
+
+class V4HostDriver(HostScheduler):
     """Host-tier calls on one :class:`SWACache`, rebuilt by each ``config`` call."""
 
-    def _op_config(self, call: dict) -> dict:
-        for k, v in call.items():
-            if k not in ("op", "id"):
-                self.cfg[k] = v
-        cfg = self.cfg
-        page = self.page = cfg["page_size"]
-        ratio = cfg["hicache_ratio"]
-        host_pages, swa_host_pages = int(cfg["full_pages"] * ratio), int(cfg["swa_pages"] * ratio)
-        self.c = SWACache(page=page, window=cfg["window"], full_pages=cfg["full_pages"], swa_pages=cfg["swa_pages"],
-                          chunked_prefill_size=cfg["chunked_prefill_size"], host_full_pages=host_pages,
-                          host_swa_pages=swa_host_pages, write_policy=cfg["write_policy"],
-                          load_back_threshold=cfg["load_back_threshold"])  # fmt: skip
-        if cfg.get("write_through_threshold") is not None:
-            self.c.threshold = cfg["write_through_threshold"]
-        self.c.hold_loads = True
-        self.c.tree.events = self.events = []
-        self._reset()
-        out = dict(cfg)
-        out["write_through_threshold"] = self.c.threshold if self.c.threshold is not None else 2
-        out.update(host_pool_tokens=host_pages * page, swa_host_pool_tokens=swa_host_pages * page)
-        return {"config": out}
+    window = True
 
-    # ----- the cache's usage -------------------------------------------------------------------------
-    def _evicted(self) -> tuple[int, int]:
+    def _build(self, cfg: dict) -> tuple[SWACache, list, dict]:
+        page, ratio = cfg["page_size"], cfg["hicache_ratio"]
+        host_pages, swa_host_pages = int(cfg["full_pages"] * ratio), int(cfg["swa_pages"] * ratio)
+        c = SWACache(page=page, window=cfg["window"], full_pages=cfg["full_pages"], swa_pages=cfg["swa_pages"],
+                     chunked_prefill_size=cfg["chunked_prefill_size"], host_full_pages=host_pages,
+                     host_swa_pages=swa_host_pages, write_policy=cfg["write_policy"],
+                     load_back_threshold=cfg["load_back_threshold"])  # fmt: skip
+        c.hold_loads = True
+        c.tree.events = []
+        return c, c.tree.events, {"host_pool_tokens": host_pages * page, "swa_host_pool_tokens": swa_host_pages * page}
+
+    # ----- the cache's side ------------------------------------------------------------------------
+    def _evicted(self) -> dict:
         s = self.c.stats
-        return s["evicted_tokens"], s["swa_evicted_tokens"]
+        return {"evicted_full": s["evicted_tokens"], "evicted_swa": s["swa_evicted_tokens"]}
 
     def _usage(self) -> dict:
         c, t = self.c, self.c.tree
@@ -65,23 +84,24 @@ class V4HostDriver(PlainHostDriver):
                 "swa_used": c.swa_used, "swa_evictable": t.swa.evictable, "swa_protected": t.swa.protected,
                 "host_used": t.host_tokens, "swa_host_used": t.host_swa_tokens}  # fmt: skip
 
-    def _ack_op(self, op) -> None:
-        self.c.ack(op)
-
-    def _load_done(self, load) -> None:
-        self.c.load_done(load.load)
-
     def _new_backups(self) -> list:
         return self.c.take_new_backups()
 
-    def _pending_writes(self) -> int:
-        return len(self.c.pending)
+    def _extend(self, x: _V4Req, end: int) -> None:
+        self.c.extend(x.run, end - x.run.prefilled, defer=True)
 
-    def _load_anchor(self, load):
-        return load[0]
+    def _decode(self, x: _V4Req) -> None:
+        self.c.decode(x.run)
 
-    # ----- admission ---------------------------------------------------------------------------------
-    def _admit(self, call: dict, rid: str):
+    def _checkpoint(self, x: _V4Req, up_to: int) -> None:
+        self.c.checkpoint(x.run, up_to)
+
+    def _drop(self, x: _V4Req) -> None:
+        self.c.abort(x.run)
+        x.run.finished = True
+
+    # ----- admission -------------------------------------------------------------------------------
+    def _admit(self, call: dict, rid: str) -> _V4Req:
         c, p, w = self.c, self.page, self.cfg["window"]
         prompt, output = expand_tokens(call["tokens"]), expand_tokens(call.get("output", []))
         keys = c.tree.page_keys(prompt + output)
@@ -92,192 +112,62 @@ class V4HostDriver(PlainHostDriver):
         total = len(prompt) - m.device + n_out + p
         remaining = c.full_free() + c.tree.full_evictable - self._reserved()
         ext = len(prompt) - m.device - host_hit
-        swa_need = swa_estimate(-(-ext // p) * p, n_out, window=w, page=p, limit=self.chunk_left,
+        swa_need = swa_estimate(-(-ext // p) * p, n_out, window=w, page=p, limit=self.batch.rem_chunk_tokens,
                                 host_hit=m.swa_host)  # fmt: skip
-        swa_remaining = c.swa_free() + c.tree.swa.evictable - self.swa_offset
+        swa_remaining = c.swa_free() + c.tree.swa.evictable - self.batch.swa_reserved
         c.tree.unlock(m.node, uuid)
         if not (total < remaining and swa_need < swa_remaining):
-            rec = _V4Req(rid, None, m, len(prompt), len(output))
+            rec = self.reqs[rid] = _V4Req(rid, None, m, len(prompt), len(output))
             rec.admitted, rec.refused = False, "no_token"
-            self.reqs[rid] = rec
-            self.batch_verdict_stop = True  # NO_TOKEN: the adder takes no more requests this round
+            self.batch.stop = True  # NO_TOKEN: the adder takes no more requests this round
             return rec
         loads_before = len(c.loads)
-        r = c.admit(keys, len(prompt), len(output), match=m)
-        rec = _V4Req(rid, r, m, len(prompt), len(output))
-        self.reqs[rid] = rec
+        rec = self.reqs[rid] = _V4Req(rid, c.admit(keys, len(prompt), len(output), match=m), m, len(prompt),
+                                      len(output))  # fmt: skip
         if len(c.loads) > loads_before:
             load = c.loads.pop()
-            self.queued_loads.append(_Load(load))
-        prefix = r.prefilled
-        rec.prefix_at_admit = prefix
-        ext = len(prompt) - prefix
-        if -(-ext // p) * p > self.chunk_left:
-            end = (prefix + self.chunk_left // p * p) // p * p
-        else:
-            end = len(prompt)
-        rec.extend_end = end
-        self.chunk_left -= end - prefix
-        self.swa_offset += swa_estimate(-(-(end - prefix) // p) * p, 0 if end < len(prompt) else n_out, window=w,
-                                        page=p, limit=self.cfg["chunked_prefill_size"])  # fmt: skip
-        self.running.append(rec)
-        self.batch.append(rec)
-        self.forward.add(rid)
-        self.batch_verdict_stop = self.chunk_left <= 0
+            self.copies.load_queue.append(Load(load[0], load[2], load))
+        prefix = rec.prefilled
+        end = self._join_batch(rec, self.batch.rem_chunk_tokens)
+        self.batch.swa_reserved += swa_estimate(-(-(end - prefix) // p) * p, 0 if end < len(prompt) else n_out, window=w,
+                                              page=p, limit=self.cfg["chunked_prefill_size"])  # fmt: skip
+        self.batch.stop = self.batch.rem_chunk_tokens <= 0
         return rec
 
-    def _open_batch(self) -> None:
-        fresh = self.batch is None or self.batch_verdict_stop
-        super()._open_batch()
-        if fresh:
-            self.swa_offset = 0
-
-    def _reserved(self) -> int:
-        p, out = self.page, 0
-        for x in self.running:
-            r = x.run
-            if r.prefilled >= r.prompt_len and x not in (self.batch or []):
-                out += min(r.output_len - r.emitted, CLIP_MAX_NEW_TOKENS)
-        for x in self.batch or []:
-            ext = x.extend_end - x.prefix_at_admit
-            out += -(-ext // p) * p + p + (0 if x.extend_end < x.prompt_len else min(x.output_len, CLIP_MAX_NEW_TOKENS))
-        return out
-
-    # ----- forward -----------------------------------------------------------------------------------
-    def _run_chunk(self, x):
-        r = x.run
-        start = r.prefilled
-        self.c.extend(r, x.extend_end - start, defer=True)
-        x.pending_checkpoint = x.extend_end < r.prompt_len
-        self.forward.discard(x.rid)
-        self._after(x)
-        return start, x.extend_end
-
-    def _abort(self, rid: str) -> None:
-        x = self.reqs.get(rid)
-        if x is None or x.run is None or x.run.finished or x not in self.running:
-            return
-        self.c.abort(x.run)
-        x.run.finished = True
-        self.running.remove(x)
-        self.forward.discard(rid)
-
-    def _after(self, x) -> None:
-        if x.run.finished and x in self.running:
-            self.running.remove(x)
-
-    def _decode_step(self, x) -> None:
-        self._start_iteration()
-        self.c.decode(x.run)
-        self._after(x)
-        self._end_of_batch_result()
-
-    def _next_chunk_iteration(self, x) -> None:
-        self._start_iteration()
-        c, p, r = self.c, self.page, x.run
-        rest = r.prompt_len - r.prefilled
-        C = self.cfg["chunked_prefill_size"]
+    def _chunk_room(self) -> int:
+        c = self.c
         remaining = c.full_free() + c.tree.full_evictable - self._reserved()
-        avail = min(C, int(remaining), int(c.swa_free() + c.tree.swa.evictable) - p)
-        n = min(rest, max(avail, 0))
-        end = r.prefilled + n
-        if end < r.prompt_len:
-            end = end // p * p
-        x.extend_end = end
-        self._run_chunk(x)
-        self._end_of_batch_result()
+        avail = min(self.cfg["chunked_prefill_size"], int(remaining), int(c.swa_free() + c.tree.swa.evictable) - self.page)
+        return max(avail, 0)
 
-    def _start_iteration(self) -> None:
-        self._poll()
-        for x in self.running:
-            if x.pending_checkpoint:
-                x.pending_checkpoint = False
-                self.c.checkpoint(x.run, x.run.prefilled)
-
-    # ----- answers -----------------------------------------------------------------------------------
-    def _match_fields(self, x) -> dict:
+    # ----- answers ---------------------------------------------------------------------------------
+    def _match_fields(self, x: _V4Req) -> dict:
         m = x.match
         host = m.best_len - m.device
-        return {"matched": m.device, "full_hit": m.full_hit, "swa_branching": m.branching, "host_hit": m.host,
-                "swa_host_hit": m.swa_host,
+        return {**swa_match_fields(m), "host_hit": m.host, "swa_host_hit": m.swa_host,
                 "best_match": self.c.tree.ref(m.best) if (host or m.swa_host) else None}  # fmt: skip
 
-    def _admission_fields(self, x) -> dict:
-        out = {**self._match_fields(x), "admitted": x.admitted}
-        if x.admitted:
-            r = x.run
-            out["loaded"] = r.host_hit
-        else:
-            out["refused"] = x.refused
-        return out
-
-    def _finished_fields(self, x) -> dict:
-        r = x.run
-        return {**self._admission_fields(x), "chunks": [list(c) for c in r.chunks], "cached_len": r.protected,
-                "swa_evicted_at_finish": r.evicted}  # fmt: skip
-
+    @handles("match")
     def _op_match(self, call: dict) -> dict:
         tokens = expand_tokens(call["tokens"])
-        c = self.c
-        m = c.lookup(c.tree.page_keys(tokens), len(tokens))
+        m = self.c.lookup(self.c.tree.page_keys(tokens), len(tokens))
         return self._match_fields(_V4Req("", None, m, len(tokens), 0))
 
+    @handles("evict_host")
     def _op_evict_host(self, call: dict) -> dict:
         return {"evicted_host": self.c.tree.evict_host(call["n"])}
 
+    @handles("evict")
     def _op_evict(self, call: dict) -> dict:
         c = self.c
         f, s = c.tree.evict(call["full"], call.get("swa", 0), c.full_free, c.swa_free)
         return {"evicted_full": f, "evicted_swa": s}
 
+    @handles("state")
     def _op_state(self, call: dict) -> dict:
         tree = self.c.tree
-        anchors = {id(ld.node) for loads, _ in self.load_copies for ld in loads} | {id(ld.node) for ld in self.queued_loads}
-        paths = []
-        for path in tree.paths():
-            tokens = [t for node in path for key in node.key for t in key]
-            nodes, pos = [], 0
-            for node in path:
-                flag = ("B" if node.host else "D") if node.full else ("H" if node.host else "-")
-                flag += "S" if node.swa else ("h" if node.host_swa else "T")
-                if node.pending is not None:
-                    flag += "w"
-                if id(node) in anchors:
-                    flag += "l"
-                nodes.append([pos, pos + node.tokens, flag])
-                pos += node.tokens
-            paths.append((tokens, {"len": pos, "tokens": host_runs(tokens), "nodes": nodes}))
-        paths.sort(key=lambda p: p[0])
-        return {"num_nodes": tree.num_nodes, "paths": [p for _, p in paths]}
 
+        def tiers(node: UNode) -> str:
+            return tiers_flag(node.full, node.host) + ("S" if node.swa else ("h" if node.host_swa else "T"))
 
-class _Load:
-    """A queued or in-flight load-back: the cache's record and the tokens it copies."""
-
-    def __init__(self, load: tuple) -> None:
-        self.load = load
-        self.node = load[0]
-        self.tokens = load[2]
-
-
-class _V4Req:
-    """The driver's view of one request: its cache record and admission outcome."""
-
-    def __init__(self, rid: str, run: Running | None, match, prompt_len: int, output_len: int) -> None:
-        self.rid, self.run, self.match = rid, run, match
-        self.prompt_len, self.output_len = prompt_len, output_len
-        self.admitted, self.refused = True, None
-        self.prefix_at_admit = self.extend_end = 0
-        self.pending_checkpoint = False
-
-    @property
-    def finished(self) -> bool:
-        return self.run is not None and self.run.finished
-
-    @property
-    def prefilled(self) -> int:
-        return self.run.prefilled if self.run is not None else 0
-
-    @property
-    def chunks(self) -> list:
-        return self.run.chunks if self.run is not None else []
+        return state_answer(tree.paths(), tree.num_nodes, page_tokens, tiers, self.copies.loading())
