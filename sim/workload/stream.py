@@ -19,8 +19,8 @@ from sim.workload.request import Request
 
 __all__ = ["CHUNK", "Concat", "IndexedRequests", "RequestStream", "Survey", "TraceRequests", "survey"]
 
-# Requests a survey prices at once. Above the 1M requests a synthetic workload may have, so every such
-# workload's cost is summed as one array, to the bit as when the whole request list was held.
+# Requests a survey prices at once: over the 1M requests a workload could have while requests were held,
+# so every workload that ran then still has its cost summed as one array, to the bit.
 CHUNK = 1 << 20
 Cost = Callable[[np.ndarray, np.ndarray], float]  # (input tokens, output tokens) as float arrays -> seconds
 
