@@ -12,8 +12,8 @@ itself). Absolute times on shared machines are noisy: read the ratios.
 
 Then (4) the million-request figure: ``bench/synthetic_v4_l1l2.yaml`` (synthetic V4-Flash requests, L1 + L2,
 records streamed to a Parquet file as ``hicache-sim run`` does) at ``--requests`` and at a quarter of it,
-each in a process of its own: wall time, requests per wall second, peak RSS, and the bytes each request
-adds at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0``
+each in a process of its own: wall time, requests per wall second, CPU time (what one core spent: the
+figure to read on a shared machine), peak RSS, and the bytes each request adds at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0``
 skips it. (5) With ``--base COMMIT``, the bundled multi-turn scenarios timed in this tree and in COMMIT's
 (checked out in a temporary ``git worktree``, removed after), each in a process of its own.
 """
@@ -45,15 +45,16 @@ import json, resource, sys, time
 from sim.app.run import build, run_scenario
 from sim.app.scenario import load_scenario
 sc = load_scenario(sys.argv[1], sys.argv[3:])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 if sys.argv[2] == "-":
     sim, arrivals, n = build(sc)
     sim.run(arrivals)
     n = sim.rec.n_finished
 else:
     n = run_scenario(sc, requests_out=sys.argv[2]).summary["requests"]["finished"]
-wall = time.perf_counter() - start
-print(json.dumps({"requests": n, "wall_s": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+print(json.dumps({"requests": n, "wall_s": wall, "cpu_s": cpu,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
@@ -103,13 +104,14 @@ def million(n: int) -> None:
     """(4): the synthetic V4 case at ``n`` and ``n / 4`` requests, and the bytes per request at the margin."""
     path = ROOT / "bench/synthetic_v4_l1l2.yaml"
     print(f"\n{path.relative_to(ROOT)} (one process each, records streamed to Parquet):")
-    print(f"{'requests':>12}{'wall s':>10}{'req/wall s':>12}{'peak RSS MB':>13}")
+    print(f"{'requests':>12}{'wall s':>10}{'req/wall s':>12}{'CPU s':>9}{'req/CPU s':>11}{'peak RSS MB':>13}")
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in (n // 4, n):
             r = timed_process(ROOT, path, [f"workload.num_requests={k}"], str(Path(tmp) / "requests.parquet"))
             runs.append(r)
-            print(f"{r['requests']:>12,}{r['wall_s']:>10.1f}{r['requests'] / r['wall_s']:>12,.0f}{r['rss_mb']:>13,.0f}")
+            print(f"{r['requests']:>12,}{r['wall_s']:>10.1f}{r['requests'] / r['wall_s']:>12,.0f}{r['cpu_s']:>9.1f}"
+                  f"{r['requests'] / r['cpu_s']:>11,.0f}{r['rss_mb']:>13,.0f}")  # fmt: skip
     (a, b) = runs
     margin = (b["rss_mb"] - a["rss_mb"]) * 2**20 / max(1, b["requests"] - a["requests"])
     print(f"bytes per request at the margin: {margin:,.0f} B ((RSS at {b['requests']:,} - at {a['requests']:,}) / "
@@ -124,12 +126,12 @@ def against_base(commit: str) -> None:
                        capture_output=True)  # fmt: skip
         try:
             print(f"\nmulti-turn scenarios, wall s (one process each; base {commit}):")
-            print(f"{'scenario':<30}{'requests':>10}{'base s':>9}{'this s':>9}{'speed-up':>10}")
+            print(f"{'scenario':<30}{'requests':>10}{'base s':>9}{'this s':>9}{'speed-up':>10}{'CPU speed-up':>14}")
             for name in MULTI_TURN:
                 old = timed_process(base, base / f"scenarios/{name}.yaml", [])
                 new = timed_process(ROOT, ROOT / f"scenarios/{name}.yaml", [])
                 print(f"{name:<30}{new['requests']:>10,}{old['wall_s']:>9.2f}{new['wall_s']:>9.2f}"
-                      f"{old['wall_s'] / new['wall_s']:>9.2f}x")  # fmt: skip
+                      f"{old['wall_s'] / new['wall_s']:>9.2f}x{old['cpu_s'] / new['cpu_s']:>13.2f}x")  # fmt: skip
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
 
