@@ -1,6 +1,6 @@
 """Engine speed: simulated requests per wall second, and events per second against bare SimPy.
 
-    python bench/engine.py [--trace PATH] [--instances 4]
+    python bench/engine.py [--instances 4] [--requests 1000000] [--base fb467f9]
 
 Runs, side by side in one process: (1) SimPy alone, a process yielding timeouts (the ceiling any SimPy
 model can reach here); (2) the multi-turn scenario (V4-Flash, L1+L2); (3) the whole Mooncake conversation
@@ -9,12 +9,24 @@ again with their passes priced by aiconfigurator-core (``compute.backend=aiconfi
 checkpoint on H200, as the scenarios' GPU label says), and the wall time is shown against the roofline's
 (the ``vs roofline`` column; a different clock also changes the batches, so part of the ratio is the run
 itself). Absolute times on shared machines are noisy: read the ratios.
+
+Then (4) the million-request figure: ``bench/synthetic_v4_l1l2.yaml`` (synthetic V4-Flash requests, L1 + L2,
+records streamed to a Parquet file as ``hicache-sim run`` does) at ``--requests`` and at a quarter of it,
+each in a process of its own: wall time, requests per wall second, CPU time (what one core spent: the
+figure to read on a shared machine), peak RSS, and the bytes each request adds at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0``
+skips it. (5) With ``--base COMMIT``, the bundled multi-turn scenarios timed in this tree and in COMMIT's
+(checked out in a temporary ``git worktree``, removed after), each in a process of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +36,26 @@ from sim.app.run import build, summarise
 from sim.app.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
+MULTI_TURN = ("quickstart", "dsv4_flash_multiturn_l1", "dsv4_flash_multiturn_l1l2", "dsv41_flash_multiturn_l1",
+              "dsv41_flash_multiturn_l1l2", "mla_baseline_multiturn")  # fmt: skip
+# One timed run in a fresh process (argv: scenario, requests_out or "-", overrides...), in whichever tree
+# PYTHONPATH names: it uses only names that tree and fb467f9 both have. Prints one JSON line.
+_TIMED = """
+import json, resource, sys, time
+from sim.app.run import build, run_scenario
+from sim.app.scenario import load_scenario
+sc = load_scenario(sys.argv[1], sys.argv[3:])
+start, cpu = time.perf_counter(), time.process_time()
+if sys.argv[2] == "-":
+    sim, arrivals, n = build(sc)
+    sim.run(arrivals)
+    n = sim.rec.n_finished
+else:
+    n = run_scenario(sc, requests_out=sys.argv[2]).summary["requests"]["finished"]
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+print(json.dumps({"requests": n, "wall_s": wall, "cpu_s": cpu,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
 
 
 def bare_simpy(n: int = 500_000) -> float:
@@ -60,9 +92,55 @@ def timed_run(path: Path, overrides: list[str]) -> dict:
             "simulated_s": s["simulated_s"]}  # fmt: skip
 
 
+def timed_process(tree: Path, scenario: Path, overrides: list[str], requests_out: str = "-") -> dict:
+    """One run of ``scenario`` in a fresh process importing ``tree``'s ``sim``."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", _TIMED, str(scenario), requests_out, *overrides], cwd=tree, env=env,
+                         check=True, capture_output=True, text=True)  # fmt: skip
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def million(n: int) -> None:
+    """(4): the synthetic V4 case at ``n`` and ``n / 4`` requests, and the bytes per request at the margin."""
+    path = ROOT / "bench/synthetic_v4_l1l2.yaml"
+    print(f"\n{path.relative_to(ROOT)} (one process each, records streamed to Parquet):")
+    print(f"{'requests':>12}{'wall s':>10}{'req/wall s':>12}{'CPU s':>9}{'req/CPU s':>11}{'peak RSS MB':>13}")
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in (n // 4, n):
+            r = timed_process(ROOT, path, [f"workload.num_requests={k}"], str(Path(tmp) / "requests.parquet"))
+            runs.append(r)
+            print(f"{r['requests']:>12,}{r['wall_s']:>10.1f}{r['requests'] / r['wall_s']:>12,.0f}{r['cpu_s']:>9.1f}"
+                  f"{r['requests'] / r['cpu_s']:>11,.0f}{r['rss_mb']:>13,.0f}")  # fmt: skip
+    (a, b) = runs
+    margin = (b["rss_mb"] - a["rss_mb"]) * 2**20 / max(1, b["requests"] - a["requests"])
+    print(f"bytes per request at the margin: {margin:,.0f} B ((RSS at {b['requests']:,} - at {a['requests']:,}) / "
+          "the requests between)")
+
+
+def against_base(commit: str) -> None:
+    """(5): the multi-turn scenarios' wall time here and at ``commit``, each run in a process of its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), commit], check=True,
+                       capture_output=True)  # fmt: skip
+        try:
+            print(f"\nmulti-turn scenarios, wall s (one process each; base {commit}):")
+            print(f"{'scenario':<30}{'requests':>10}{'base s':>9}{'this s':>9}{'speed-up':>10}{'CPU speed-up':>14}")
+            for name in MULTI_TURN:
+                old = timed_process(base, base / f"scenarios/{name}.yaml", [])
+                new = timed_process(ROOT, ROOT / f"scenarios/{name}.yaml", [])
+                print(f"{name:<30}{new['requests']:>10,}{old['wall_s']:>9.2f}{new['wall_s']:>9.2f}"
+                      f"{old['wall_s'] / new['wall_s']:>9.2f}x{old['cpu_s'] / new['cpu_s']:>13.2f}x")  # fmt: skip
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--instances", type=int, default=4, help="instances serving the conversation trace")
+    p.add_argument("--requests", type=int, default=1_000_000, help="requests of the synthetic case (0: skip it)")
+    p.add_argument("--base", metavar="COMMIT", help="time the multi-turn scenarios against this commit too")
     args = p.parse_args()
     simpy_eps = bare_simpy()
     cases = [
@@ -87,6 +165,10 @@ def main() -> None:
         print(f"{r['name']:<30}{backend:<16}{r['requests']:>10,}{r['simulated_s']:>10,.0f}{r['wall_s']:>9.2f}"
               f"{r['requests'] / r['wall_s']:>12,.0f}{eps:>12,.0f}{eps / simpy_eps:>10.2f}"
               f"{r['wall_s'] / roof_wall[r['name']]:>12.2f}x")  # fmt: skip
+    if args.requests:
+        million(args.requests)
+    if args.base:
+        against_base(args.base)
 
 
 if __name__ == "__main__":

@@ -48,8 +48,10 @@ from sim.serve.metrics import (
     dropped_by_reason,
     percentiles,
 )
-from sim.workload.synthetic import arrival_times, multi_turn_sessions, random_ids_requests, shared_prefix
-from sim.workload.traces import read_trace
+from sim.workload.request import Request
+from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
+from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
+from sim.workload.traces import iter_trace, trace_requests
 from sim.workload.trajectory import read_weka, weka_trajectory
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
@@ -168,22 +170,23 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
 
 def build(sc: Scenario, costs: CostTable | None = None,
           notify: Notify | None = None) -> tuple[Simulation, object, int | None]:  # fmt: skip
-    """(simulation, arrival process, requests it will send: None when the run decides, as lanes do)."""
+    """(simulation, arrival process, requests it will send: None when the run decides, as lanes do). The
+    workload streams: its requests are made (or read) as they are sent, so none is held here."""
     model = build_model_spec(sc)
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
     pricer = step_model(sc, costs.compute_params)  # refuses what its backend cannot price, before any work
+    serial = serial_seconds(Roofline.from_scenario(sc, costs.compute_params))
     w = sc.workload
     if w.kind == "multi_turn":
-        sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length,
-                                       cfg.page_tokens, system_prompt_length=w.system_prompt_length,
-                                       sub_question_length=w.sub_question_input_length,
-                                       rounds=w.client_rounds(rng), range_ratio=w.range_ratio, rng=rng)  # fmt: skip
-        flat = [r for rounds in sessions for r in rounds]
-        span = len(flat) / w.request_rate if w.request_rate else 0.0
-        sim = _simulation(sc, cfg, costs, pricer, rng, flat, span, notify)
-        return sim, clients.bench_multiturn(sim, sessions, w), len(flat)
+        convos = multi_turn_requests(w.num_clients, w.num_rounds, w.request_length, w.output_length,
+                                     cfg.page_tokens, system_prompt_length=w.system_prompt_length,
+                                     sub_question_length=w.sub_question_input_length,
+                                     rounds=w.client_rounds(rng), range_ratio=w.range_ratio, rng=rng)  # fmt: skip
+        span = len(convos) / w.request_rate if w.request_rate else 0.0
+        sim = _simulation(sc, cfg, costs, pricer, rng, convos.survey(serial), span, notify)
+        return sim, clients.bench_multiturn(sim, convos, w), len(convos)
     if w.kind == "bench_serving":
         steps, rid = [], 0
         for i, st in enumerate(w.steps):
@@ -191,41 +194,39 @@ def build(sc: Scenario, costs: CostTable | None = None,
                                        st.random_range_ratio, st.seed, cfg.page_tokens, step=i, first_rid=rid)  # fmt: skip
             rid += len(reqs)
             steps.append((st, reqs))
-        flat = [r for _, reqs in steps for r in reqs]
         span = sum(st.num_prompts / st.request_rate for st in w.steps if st.request_rate)
-        sim = _simulation(sc, cfg, costs, pricer, rng, flat, span, notify)
-        return sim, clients.bench_serving(sim, steps), len(flat)
+        sim = _simulation(sc, cfg, costs, pricer, rng, Concat([r for _, r in steps]).survey(serial), span, notify)
+        return sim, clients.bench_serving(sim, steps), rid
     if w.kind in ("lanes", "agentic"):
         from sim.serve.lanes import LanePlayer
 
         trajs = lane_trajectories(w, cfg.page_tokens, rng)
-        span = w.benchmark_duration_s
-        sim = _simulation(sc, cfg, costs, pricer, rng, [c for t in trajs for c in t.calls()], span, notify)
+        calls = survey((c for t in trajs for c in t.calls()), serial)
+        sim = _simulation(sc, cfg, costs, pricer, rng, calls, w.benchmark_duration_s, notify)
         sim.client = LanePlayer(sim, trajs, w)
         return sim, sim.client.run(), None  # the calls sent depend on the run
-    reqs = open_loop_requests(sc, cfg.page_tokens, rng)
-    sim = _simulation(sc, cfg, costs, pricer, rng, reqs, reqs[-1].arrival_s if reqs else 0.0, notify)
-    return sim, sim.trace_arrivals(reqs), len(reqs)
+    reqs = open_loop_stream(sc, cfg.page_tokens, rng)
+    seen = reqs.survey(serial)  # a trace: read through once (every record checked) before the replay reads it
+    sim = _simulation(sc, cfg, costs, pricer, rng, seen, seen.last_arrival_s, notify)
+    return sim, sim.trace_arrivals(reqs), seen.requests
 
 
 def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, pricer, rng: np.random.Generator,
-                requests: list, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
-    """The simulation of ``requests`` with passes priced by ``pricer`` (:func:`sim.model.compute.step_model`),
-    sampling at the interval :func:`sample_interval` chooses (sized by the roofline whatever the backend: a
-    bound, not a result)."""
-    interval = sample_interval(sc, requests, arrival_span, Roofline.from_scenario(sc, costs.compute_params), notify)
+                seen: Survey, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
+    """The simulation of the surveyed workload with passes priced by ``pricer``
+    (:func:`sim.model.compute.step_model`), sampling at the interval :func:`sample_interval` chooses."""
+    interval = sample_interval(sc, seen, arrival_span, notify)
     sim = Simulation(replace(cfg, sample_interval_s=interval), costs, pricer, rng)
-    check_admissible(sim, requests)
+    check_admissible(sim, seen.smallest)
     return sim
 
 
-def check_admissible(sim: Simulation, requests: list) -> None:
-    """Refuse, before the run, a workload whose smallest request an empty cache cannot admit: every request
-    would be dropped (``exceeds_kv_capacity``), a result no one wants to wait for. Lane calls get their page
-    keys only when sent, so a lane workload is not checked here."""
-    if not requests or not hasattr(requests[0], "keys"):
+def check_admissible(sim: Simulation, req: Request | None) -> None:
+    """Refuse, before the run, a workload whose smallest request ``req`` an empty cache cannot admit: every
+    request would be dropped (``exceeds_kv_capacity``), a result no one wants to wait for. Lane calls get
+    their page keys only when sent, so a lane workload (``req`` None) is not checked here."""
+    if req is None:
         return
-    req = min(requests, key=lambda r: (r.input_len, r.output_len))
     inst = sim.instances[0]
     if try_admit(inst._new_cache(), req, sim.cfg.page_tokens, 0, inst.spec.reserve if inst.spec else 0) is not None:
         return
@@ -238,26 +239,31 @@ def check_admissible(sim: Simulation, requests: list) -> None:
                      + (" or a larger hicache.swa_full_tokens_ratio" if swa else ""))  # fmt: skip
 
 
-def sample_interval(sc: Scenario, requests: list, arrival_span: float, roofline: Roofline,
-                    notify: Notify | None = None) -> float:  # fmt: skip
+def serial_seconds(roofline: Roofline) -> Cost:
+    """The seconds to serve requests one at a time at the roofline's figures (no batching, no cache hits:
+    prefill, then each output token as a decode step of its own), which batching usually beats by far: the
+    end of a run that :func:`sample_interval` sizes the time series by (the roofline whatever the backend:
+    a bound, not a result)."""
+
+    def cost(n_in: np.ndarray, n_out: np.ndarray) -> float:
+        prefill = roofline.prefill_seconds(n_in, attention_pairs(n_in, 0))
+        decode = n_out * (roofline.decode_seconds(1, n_in + n_out) + roofline.overhead_s)
+        return float(np.sum(prefill + decode + roofline.overhead_s))
+
+    return cost
+
+
+def sample_interval(sc: Scenario, seen: Survey, arrival_span: float, notify: Notify | None = None) -> float:
     """The time-series interval to sample at: the scenario's, widened when it would certainly give more
     than ``MAX_TIMESERIES_ROWS`` rows (the arrivals or a duration cap span that many intervals), or when the
     sampler would likely build more than ``MAX_SAMPLE_ROWS_BUILT`` rows (thinned as it goes, but each costs
-    time) before the run ends.
-
-    The end is taken as the last arrival plus each instance's share of the time to serve every request
-    one at a time (no batching, no cache hits: prefill, then each output token as a decode step of its own),
-    which batching usually beats by far.
-    """
+    time) before the run ends. The end is taken as the last arrival plus each instance's share of the
+    workload's :func:`serial_seconds` (``seen.cost``)."""
     asked, instances = sc.output.timeseries_interval_s, sc.cluster.instances * sc.hardware.attn_dp_size  # one row a rank
-    if len(requests) >= LONG_RUN_REQUESTS and notify is not None:
-        notify(f"{len(requests):,} requests on {instances} instance(s): expect a minute or more "
+    if seen.requests >= LONG_RUN_REQUESTS and notify is not None:
+        notify(f"{seen.requests:,} requests on {instances} instance(s): expect a minute or more "
                f"(~5,000 simulated requests per wall second)")  # fmt: skip
-    n_in = np.fromiter((r.input_len for r in requests), dtype=float, count=len(requests))
-    n_out = np.fromiter((r.output_len for r in requests), dtype=float, count=len(requests))
-    prefill = roofline.prefill_seconds(n_in, attention_pairs(n_in, 0))
-    decode = n_out * (roofline.decode_seconds(1, n_in + n_out) + roofline.overhead_s)
-    serial = float(np.sum(prefill + decode + roofline.overhead_s))
+    serial = seen.cost
     low, high = arrival_span, arrival_span + serial / instances
     if min(high, sc.duration_s or math.inf) > MAX_SIMULATED_S:
         raise InputError(f"workload: the run would span about {high:.3g} s of simulated time (arrivals over "
@@ -304,16 +310,21 @@ def _with_interval(sc: Scenario, interval: float) -> Scenario:
     return sc.model_copy(update={"output": sc.output.model_copy(update={"timeseries_interval_s": interval})})
 
 
-def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> list:
-    """The requests of a synthetic or trace workload, with their arrival times."""
+def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> list[Request]:
+    """The requests of a synthetic or trace workload, with their arrival times, made now."""
+    return list(open_loop_stream(sc, page, rng))
+
+
+def open_loop_stream(sc: Scenario, page: int, rng: np.random.Generator) -> RequestStream:
+    """The requests of a synthetic or trace workload, with their arrival times, made as they are sent."""
     w = sc.workload
     if w.kind == "synthetic":
         times = arrival_times(w.num_requests, w.rate, rng, process=w.arrival, cv=w.cv)
         return shared_prefix(w.num_requests, w.num_prefix_groups, w.shared_prefix_length, w.input_length,
                              w.output_length, page, times, rng)  # fmt: skip
     if w.kind == "trace":
-        return read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=page, time_scale=w.time_scale,
-                          max_requests=w.max_requests)  # fmt: skip
+        return trace_requests(w.path, fmt=w.format, block_size=w.block_size, page_size=page,
+                              time_scale=w.time_scale, max_requests=w.max_requests)  # fmt: skip
     raise InputError(f"workload.kind: {w.kind} is not an open-loop workload")
 
 
@@ -340,8 +351,9 @@ def check_startable(sc: Scenario) -> None:
         step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
     w = sc.workload
     if w.kind == "trace":
-        read_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=sc.hicache.page_size,
-                   max_requests=w.max_requests)  # fmt: skip
+        for _ in iter_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=sc.hicache.page_size,
+                            max_requests=w.max_requests):  # fmt: skip
+            pass  # every record read and checked, none held
     if w.kind == "lanes":
         read_weka(w.path, page_size=sc.hicache.page_size, max_trajectories=w.num_dataset_entries)
     if sc.cluster.role == "decode":
@@ -406,8 +418,8 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)
     reqs = open_loop_requests(sc, sc.hicache.page_size, rng)
-    sc = _with_interval(sc, sample_interval(sc, reqs, reqs[-1].arrival_s if reqs else 0.0,
-                                            Roofline.from_scenario(sc, costs.compute_params), notify))  # fmt: skip
+    seen = survey(reqs, serial_seconds(Roofline.from_scenario(sc, costs.compute_params)))
+    sc = _with_interval(sc, sample_interval(sc, seen, seen.last_arrival_s, notify))
     run = run_decode(sc, reqs, costs, rng, rec=rec)
     sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
     run.summary["cost_table"] = costs.describe()

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from sim.workload.request import Request
+from sim.workload.synthetic import MultiTurnRequests
 
 __all__ = ["bench_multiturn", "bench_serving", "client_report", "format_client_report"]
 
@@ -25,23 +26,24 @@ POLL_S = 0.05  # bench_multiturn's sleep while max_parallel requests are in flig
 FLUSH_POLL_S = 0.01
 
 
-def bench_multiturn(sim, sessions: list[list[Request]], w):
-    """The arrival process of bench_multiturn over ``sessions`` (``w``: a MultiTurnWorkload)."""
-    env, rng = sim.env, sim.rng
-    ready: list[int] = list(range(len(sessions)))
+def bench_multiturn(sim, convos: MultiTurnRequests, w):
+    """The arrival process of bench_multiturn over ``convos`` (``w``: a MultiTurnWorkload); each round is
+    made when it is sent."""
+    env, rng, rounds = sim.env, sim.rng, convos.rounds
+    ready: list[int] = list(range(len(rounds)))
     held: dict[int, list[int]] = {}  # round barrier: clients whose next round waits for round r to end
     done_in_round: dict[int, int] = {}
-    next_round = [0] * len(sessions)
+    next_round = [0] * len(rounds)
     # Clients taking part in each round (they may run different numbers of rounds: --min/--max-rounds).
-    in_round = [sum(len(s) > r for s in sessions) for r in range(max(map(len, sessions), default=0))]
-    state = {"in_flight": 0, "left": sum(len(s) for s in sessions)}
+    in_round = [sum(n > r for n in rounds) for r in range(max(rounds, default=0))]
+    state = {"in_flight": 0, "left": len(convos)}
     wake = [env.event()]
 
     def finished(req: Request) -> None:
         state["in_flight"] -= 1
         state["left"] -= 1
         c = req.session
-        if c >= 0 and next_round[c] < len(sessions[c]):
+        if c >= 0 and next_round[c] < rounds[c]:
             if w.round_barrier:
                 held.setdefault(req.round, []).append(c)
             else:
@@ -69,7 +71,7 @@ def bench_multiturn(sim, sessions: list[list[Request]], w):
             continue
         if ready:
             client = ready.pop(int(rng.integers(len(ready))) if w.ready_queue_policy == "random" else 0)
-            req = sessions[client][next_round[client]]
+            req = convos.request(client, next_round[client])
             next_round[client] += 1
             req.arrival_s = env.now
             state["in_flight"] += 1

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Recorder", "RequestWriter", "SampleBuffer",
-           "busy_fraction", "dropped_by_reason"]
+__all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Intervals", "Recorder", "RequestWriter",
+           "SampleBuffer", "busy_fraction", "dropped_by_reason"]
 
 LINKS = ("h2d", "d2h", "l3_read", "l3_write")
 REQUEST_COLUMNS = (
@@ -67,6 +67,27 @@ class SampleBuffer(list):
         self[:] = kept
         self.stride *= 2
 
+class Intervals:
+    """A link's busy intervals, (start, end, bytes) in order, packed: a run has about one per request, and
+    24 B each keeps a long run's memory flat where a tuple would cost ~150 B."""
+
+    __slots__ = ("starts", "ends", "nbytes")
+
+    def __init__(self) -> None:
+        self.starts, self.ends, self.nbytes = array("d"), array("d"), array("q")
+
+    def add(self, start: float, end: float, nbytes: int) -> None:
+        self.starts.append(start)
+        self.ends.append(end)
+        self.nbytes.append(nbytes)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __iter__(self):
+        return zip(self.starts, self.ends, self.nbytes)
+
+
 ENGINE_COUNTERS = (
     "prefetched_tokens_total", "backuped_tokens_total", "storage_prefetch_hit_tokens_total",
     "sim_prefetches_total", "sim_prefetch_requested_tokens_total", "sim_prefetch_retries_total",
@@ -87,7 +108,7 @@ class Recorder:
     record_requests: bool = True
     sink: Callable[[list[tuple]], None] | None = None
     requests: list[tuple] = field(default_factory=list)
-    links: dict[tuple[int, str], list[tuple[float, float, int]]] = field(default_factory=lambda: defaultdict(list))
+    links: dict[tuple[int, str], Intervals] = field(default_factory=lambda: defaultdict(Intervals))
     samples: list[dict] = field(default_factory=SampleBuffer)
     dropped: Counter = field(default_factory=Counter)  # requests, by reason
     counters: Counter = field(default_factory=Counter)  # engine-level: steps, stalls, prefetches...
@@ -110,7 +131,7 @@ class Recorder:
         return out
 
     def transfer(self, instance: int, link: str, start: float, end: float, nbytes: int) -> None:
-        self.links[(instance, link)].append((start, end, nbytes))
+        self.links[(instance, link)].add(start, end, nbytes)
 
     def request(self, rec: tuple) -> None:
         self.n_finished += 1
@@ -191,12 +212,15 @@ class RequestWriter:
             self._writer = None
 
 
-def busy_fraction(intervals: list[tuple[float, float, int]], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def busy_fraction(intervals: Intervals | list[tuple[float, float, int]], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Share of each window [lo, hi) covered by the (non-overlapping) busy intervals."""
     if not intervals or len(lo) == 0:
         return np.zeros(len(lo))
-    iv = np.asarray([(s, e) for s, e, _ in intervals], dtype=float)
-    starts, ends = iv[:, 0], iv[:, 1]
+    if isinstance(intervals, Intervals):
+        starts, ends = np.array(intervals.starts, dtype=float), np.array(intervals.ends, dtype=float)
+    else:
+        iv = np.asarray([(s, e) for s, e, _ in intervals], dtype=float)
+        starts, ends = iv[:, 0], iv[:, 1]
     cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
 
     def covered(t: np.ndarray) -> np.ndarray:

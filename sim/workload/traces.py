@@ -1,20 +1,27 @@
 """Request traces: Mooncake-format and token-id traces, and the dispatch to the agentic formats.
 
+Traces are read a record at a time (``iter_*``), so a replay holds the requests in flight, not the trace;
+``read_*`` gives the list, for the offline tools that walk a trace more than once.
+
 Every request carries its input as *page keys* (see :mod:`sim.cache.radix`), so the tree never hashes token
 lists on the hot path.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 from sim.base.errors import InputError
 from sim.base.inputs import MAX_REQUEST_TOKENS, MAX_SIMULATED_S, json_objects, num_text
 from sim.workload import trajectory
 from sim.workload.request import Request
+from sim.workload.stream import TraceRequests
 
-__all__ = ["detect_format", "read_mooncake", "read_token_trace", "read_trace", "token_page_keys"]
+__all__ = ["detect_format", "iter_mooncake", "iter_token_trace", "iter_trace", "read_mooncake", "read_token_trace",
+           "read_trace", "token_page_keys", "trace_requests"]
 
 
 def _block_keys(hash_ids: list[int], block: int, page: int, n_tokens: int) -> list:
@@ -31,19 +38,24 @@ def _block_keys(hash_ids: list[int], block: int, page: int, n_tokens: int) -> li
     raise InputError(f"page size {page} and block size {block}: one must divide the other")
 
 
-def read_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | None = None,
+def read_mooncake(path: str | Path, **kwargs) -> list[Request]:
+    """:func:`iter_mooncake`'s requests, read now."""
+    return list(iter_mooncake(path, **kwargs))
+
+
+def iter_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | None = None,
                   time_scale: float = 1.0, max_requests: int | None = None,
-                  whole_blocks: bool = False) -> list[Request]:  # fmt: skip
-    """Read a Mooncake FAST'25 trace: one JSON object per line with ``timestamp`` (ms),
+                  whole_blocks: bool = False) -> Iterator[Request]:  # fmt: skip
+    """Read a Mooncake FAST'25 trace, a record at a time: one JSON object per line with ``timestamp`` (ms),
     ``input_length``, ``output_length`` and ``hash_ids`` (one id per ``block_size`` tokens).
     ``whole_blocks``: the partial last block counts as a whole one (the prompt is rounded up to blocks), as
     SGLang's policy simulator counts every hash id a page; SGLang's server never caches a partial page."""
     page = page_size or block_size
     if block_size <= 0 or page <= 0:
         raise InputError("block and page sizes must be > 0", source=str(path))
-    out = []
+    count, last = 0, 0.0
     for lineno, rec in json_objects(path):
-        if max_requests is not None and len(out) >= max_requests:
+        if max_requests is not None and count >= max_requests:
             break
         ts = _field(rec, "timestamp", (int, float), path, lineno)
         n_in = _field(rec, "input_length", int, path, lineno)
@@ -56,22 +68,27 @@ def read_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | N
             raise InputError(f"hash_ids: need {math.ceil(n_in / block_size)} integer ids for {n_in} tokens"
                              f" at block size {block_size}, got {len(ids)}", source=str(path), line=lineno)  # fmt: skip
         arrival = _arrival(ts / 1000.0, time_scale, "timestamp", path, lineno)
-        _check_order(out, arrival, path, lineno)
+        _check_order(count, last, arrival, path, lineno)
         if whole_blocks:
             n_in = math.ceil(n_in / block_size) * block_size
-        out.append(Request(len(out), arrival, n_in, n_out, _block_keys(ids, block_size, page, n_in)))
-    _check_nonempty(out, path)
-    return out
+        yield Request(count, arrival, n_in, n_out, _block_keys(ids, block_size, page, n_in))
+        count, last = count + 1, arrival
+    _check_nonempty(count, path)
 
 
-def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.0,
-                     max_requests: int | None = None) -> list[Request]:  # fmt: skip
-    """Read a token-id trace: JSON lines with ``input_tok_ids`` (or ``input_ids``), ``output_toks`` (or
+def read_token_trace(path: str | Path, **kwargs) -> list[Request]:
+    """:func:`iter_token_trace`'s requests, read now."""
+    return list(iter_token_trace(path, **kwargs))
+
+
+def iter_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.0,
+                     max_requests: int | None = None) -> Iterator[Request]:  # fmt: skip
+    """Read a token-id trace, a record at a time: JSON lines with ``input_tok_ids`` (or ``input_ids``), ``output_toks`` (or
     ``output_length``), and ``arrival_time_ns`` (or ``timestamp`` in ms). Output token ids
     (``output_tok_ids``), when present, are cached with the input at the end of the request."""
-    out = []
+    count, last = 0, 0.0
     for lineno, rec in json_objects(path):
-        if max_requests is not None and len(out) >= max_requests:
+        if max_requests is not None and count >= max_requests:
             break
         ids_field = "input_tok_ids" if "input_tok_ids" in rec else "input_ids"
         ids = _field(rec, ids_field, list, path, lineno)
@@ -90,34 +107,42 @@ def read_token_trace(path: str | Path, *, page_size: int, time_scale: float = 1.
         keys = token_page_keys(ids, page_size)
         final = token_page_keys(ids + out_ids, page_size) if isinstance(out_ids, list) else None
         arrival = _arrival(t, time_scale, time_field, path, lineno)
-        _check_order(out, arrival, path, lineno)
-        out.append(Request(len(out), arrival, len(ids), n_out, keys, final))
-    _check_nonempty(out, path)
-    return out
+        _check_order(count, last, arrival, path, lineno)
+        yield Request(count, arrival, len(ids), n_out, keys, final)
+        count, last = count + 1, arrival
+    _check_nonempty(count, path)
 
 
-def read_trace(path: str | Path, *, fmt: str = "auto", block_size: int | None = None, page_size: int | None = None,
+def read_trace(path: str | Path, **kwargs) -> list[Request]:
+    """:func:`iter_trace`'s requests, read now."""
+    return list(iter_trace(path, **kwargs))
+
+
+def trace_requests(path: str | Path, **kwargs) -> TraceRequests:
+    """A trace as a stream: read again at every pass (:func:`iter_trace`'s arguments)."""
+    return TraceRequests(lambda: iter_trace(path, **kwargs))
+
+
+def iter_trace(path: str | Path, *, fmt: str = "auto", block_size: int | None = None, page_size: int | None = None,
                time_scale: float = 1.0, max_requests: int | None = None,
-               whole_blocks: bool = False) -> list[Request]:  # fmt: skip
+               whole_blocks: bool = False) -> Iterator[Request]:  # fmt: skip
     """Read a trace of any format; ``auto`` looks at the first record's fields. ``block_size`` None: the
     format's own (Mooncake 512, Bailian 16; Weka files carry theirs); ``whole_blocks``: see
-    :func:`read_mooncake`."""
+    :func:`iter_mooncake`. A Weka file's trajectories are read whole (their calls replay in time order)."""
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "mooncake":
-        return read_mooncake(path, block_size=block_size or 512, page_size=page_size, time_scale=time_scale,
+        return iter_mooncake(path, block_size=block_size or 512, page_size=page_size, time_scale=time_scale,
                              max_requests=max_requests, whole_blocks=whole_blocks)  # fmt: skip
     if fmt == "tokens":
-        return read_token_trace(path, page_size=page_size or 1, time_scale=time_scale, max_requests=max_requests)
+        return iter_token_trace(path, page_size=page_size or 1, time_scale=time_scale, max_requests=max_requests)
     if fmt in ("bailian", "weka"):
         page = page_size or block_size or 256
         if fmt == "bailian":
-            return trajectory.read_bailian(path, page_size=page, block_size=block_size or 16, time_scale=time_scale,
+            return trajectory.iter_bailian(path, page_size=page, block_size=block_size or 16, time_scale=time_scale,
                                            max_requests=max_requests)  # fmt: skip
-        reqs = trajectory.trajectory_requests(trajectory.read_weka(path, page_size=page))[:max_requests]
-        for r in reqs:
-            r.arrival_s *= time_scale
-        return reqs
+        calls = trajectory.iter_trajectory_requests(trajectory.read_weka(path, page_size=page), time_scale)
+        return itertools.islice(calls, max_requests)
     raise InputError(f"unknown trace format {fmt!r} (known: auto, mooncake, tokens, bailian, weka)")
 
 
@@ -176,13 +201,11 @@ def _check_length(tokens: int, path, lineno: int) -> None:
                          source=str(path), line=lineno)  # fmt: skip
 
 
-def _check_order(reqs: list[Request], arrival: float, path, lineno: int) -> None:
-    if reqs and arrival < reqs[-1].arrival_s:
+def _check_order(count: int, last: float, arrival: float, path, lineno: int) -> None:
+    if count and arrival < last:
         raise InputError("timestamps go backwards (a trace is in arrival order)", source=str(path), line=lineno)
 
 
-def _check_nonempty(reqs: list[Request], path) -> None:
-    if not reqs:
+def _check_nonempty(count: int, path) -> None:
+    if not count:
         raise InputError("the trace holds no requests", source=str(path))
-
-

@@ -39,8 +39,8 @@ from sim.base.inputs import (
 )
 from sim.workload.request import Request
 
-__all__ = ["Call", "PageInterner", "Subagent", "Trajectory", "read_bailian", "read_weka", "trajectory_requests",
-           "weka_trajectory"]
+__all__ = ["Call", "PageInterner", "Subagent", "Trajectory", "iter_bailian", "iter_trajectory_requests", "read_bailian",
+           "read_weka", "trajectory_requests", "weka_trajectory"]
 
 JOIN_EPS_S = 1e-6  # aiperf's _JOIN_EPSILON_SECONDS
 
@@ -278,15 +278,21 @@ class _Where:
 
 
 # ----- Bailian ------------------------------------------------------------------------------------------
-def read_bailian(path: str | Path, *, page_size: int, block_size: int = 16, time_scale: float = 1.0,
-                 max_requests: int | None = None) -> list[Request]:  # fmt: skip
-    """Read a Qwen-Bailian trace in timestamp order; ``session`` is the chain's root ``chat_id``, ``round``
+def read_bailian(path: str | Path, **kwargs) -> list[Request]:
+    """:func:`iter_bailian`'s requests, read now."""
+    return list(iter_bailian(path, **kwargs))
+
+
+def iter_bailian(path: str | Path, *, page_size: int, block_size: int = 16, time_scale: float = 1.0,
+                 max_requests: int | None = None) -> Iterator[Request]:  # fmt: skip
+    """Read a Qwen-Bailian trace in timestamp order, a record at a time (the chat roots and the page
+    interner grow with the trace: a chat's parent may be any earlier one); ``session`` is the chain's root ``chat_id``, ``round``
     its ``turn``. A ``parent_chat_id`` must name an earlier request (or be -1)."""
     if block_size <= 0 or page_size <= 0:
         raise InputError("block and page sizes must be > 0", source=str(path))
-    interner, root_of, out = PageInterner(), {}, []
+    interner, root_of, count, last = PageInterner(), {}, 0, 0.0
     for lineno, rec in json_objects(Path(path)):
-        if max_requests is not None and len(out) >= max_requests:
+        if max_requests is not None and count >= max_requests:
             break
         where = _Where(str(path), lineno)
         chat = where.get(rec, "chat_id", int)
@@ -308,23 +314,29 @@ def read_bailian(path: str | Path, *, page_size: int, block_size: int = 16, time
         if ts * time_scale > MAX_SIMULATED_S:
             where.fail("timestamp", f"arrives at {ts * time_scale:.3g} s (x time_scale {time_scale:g}), over the "
                        f"limit of {MAX_SIMULATED_S:g} s of simulated time")  # fmt: skip
-        if out and ts * time_scale < out[-1].arrival_s:
+        if count and ts * time_scale < last:
             where.fail("timestamp", "goes backwards (a trace is in arrival order)")
         root_of[chat] = root_of[parent] if parent != -1 else chat
-        out.append(Request(len(out), ts * time_scale, n_in, n_out, interner.pages(ids, block_size, page_size, n_in),
-                           session=root_of[chat], round=turn))  # fmt: skip
-    if not out:
+        yield Request(count, ts * time_scale, n_in, n_out, interner.pages(ids, block_size, page_size, n_in),
+                      session=root_of[chat], round=turn)  # fmt: skip
+        count, last = count + 1, ts * time_scale
+    if not count:
         raise InputError("the trace holds no requests", source=str(path))
-    return out
 
 
 def trajectory_requests(trajs: list[Trajectory]) -> list[Request]:
-    """Every call of every trajectory at its recorded time, all trajectories from time 0: the open-loop
-    replay of ``workload.kind: trace``. Keys are namespaced per trajectory (``hash_id_scope: local``)."""
+    """:func:`iter_trajectory_requests`' requests, made now."""
+    return list(iter_trajectory_requests(trajs))
+
+
+def iter_trajectory_requests(trajs: list[Trajectory], time_scale: float = 1.0) -> Iterator[Request]:
+    """Every call of every trajectory at its recorded time (x ``time_scale``), all trajectories from time 0:
+    the open-loop replay of ``workload.kind: trace``, each request made when reached. Keys are namespaced
+    per trajectory (``hash_id_scope: local``)."""
     rows = []
     for n, tr in enumerate(trajs):
         for k, c in enumerate(tr.calls()):
             rows.append((c.t, n, k, c))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
-    return [Request(i, t, c.input_len, c.output_len, [(n, p) for p in c.pages], session=n, round=k)
-            for i, (t, n, k, c) in enumerate(rows)]  # fmt: skip
+    for i, (t, n, k, c) in enumerate(rows):
+        yield Request(i, t * time_scale, c.input_len, c.output_len, [(n, p) for p in c.pages], session=n, round=k)

@@ -17,8 +17,14 @@ from sim.base.inputs import numbers_problem
 
 # Limits that keep every accepted scenario within memory and time on one machine. Each is well above
 # what the shipped scenarios use (largest: 470K workload pages, 220K tokens per request).
-MAX_REQUESTS = 1_000_000  # requests a workload generates
-MAX_WORKLOAD_PAGES = 5_000_000  # page keys a synthetic or multi-turn workload holds (~100 B each)
+# Workloads stream (sim.workload.stream): a request and its page keys are made when it is sent and dropped
+# when it finishes, so a run keeps ~70 B of each request it sent (figures drawn up front, latencies for the
+# percentiles, a link busy interval) beside a bounded time series: 10M requests, ~0.7 GB. The page-key bound
+# is the worst case of what is held at once: the keys (~100 B each) of every request, as an open loop behind
+# an overloaded server queues them all (a closed loop holds only its in-flight cap of them): 50M keys, ~5 GB.
+# A trace, read as it is replayed, has neither.
+MAX_REQUESTS = 10_000_000  # requests a workload generates
+MAX_WORKLOAD_PAGES = 50_000_000  # page keys a synthetic, multi-turn or bench_serving workload's requests have in all
 MAX_INSTANCES = 1024
 MAX_HISPARSE_IDS = 200_000_000  # top-k ids HiSparse simulates (sample requests x layers x steps x top-k)
 

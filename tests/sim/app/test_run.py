@@ -1,5 +1,6 @@
 """A run end to end: per-request records streamed to Parquet, a bounded time series, strict-JSON summary."""
 
+import gc
 import json
 import math
 
@@ -7,9 +8,10 @@ import pandas as pd
 import pytest
 
 import sim.serve.metrics
-from sim.app.run import check_startable, run_scenario, summary_json, write_outputs
+from sim.app.run import build, check_startable, run_scenario, summary_json, write_outputs
 from sim.app.scenario import scenario_from_dict
 from sim.serve.metrics import MAX_TIMESERIES_ROWS
+from sim.workload.request import Request
 
 
 def scenario(**sections):
@@ -56,6 +58,33 @@ class TestStreamedRecords:
     def test_a_sweep_point_keeps_no_records(self):
         result = run_scenario(scenario(), keep_requests=False)
         assert result.requests.empty and result.summary["requests"]["finished"] == 24
+
+
+class TestStreamedWorkload:
+    def live_requests(self) -> int:
+        gc.collect()
+        return sum(isinstance(o, Request) for o in gc.get_objects())
+
+    def test_build_of_a_million_requests_holds_none_of_them(self):
+        sc = scenario(workload={"kind": "synthetic", "num_requests": 1_000_000, "rate": 5.0, "input_length": 2048,
+                                "output_length": 64})  # fmt: skip
+        before = self.live_requests()
+        sim, arrivals, n = build(sc)
+        assert n == 1_000_000 and self.live_requests() == before
+
+    def test_a_run_holds_only_the_requests_in_flight(self):
+        sc = scenario(workload={"kind": "synthetic", "num_requests": 400, "rate": 2.0, "input_length": 600,
+                                "output_length": 4})  # fmt: skip
+        sim, arrivals, n = build(sc)
+        live = []
+
+        def finished(req):
+            if req.rid % 50 == 0:
+                live.append(self.live_requests())
+
+        sim.on_finish = finished
+        sim.run(arrivals)
+        assert sim.rec.n_finished == n == 400 and len(live) == 8 and max(live) < 100  # bounded: not the 400
 
 
 class TestBoundedTimeSeries:

@@ -211,9 +211,9 @@ class TestErrors:
             ("workload:\n  request_length: 100000000\n", "workload.request_length: must be <= 4194304"),
             ("workload:\n  num_rounds: 1000\n  request_length: 8192\n",
              "workload.num_rounds: the last round reaches 8,256,000 tokens, over the limit"),
-            ("workload:\n  num_clients: 1000000\n", "workload.num_clients: num_clients x num_rounds = 5,000,000"),
-            ("workload:\n  kind: synthetic\n  num_requests: 1000000\n  input_length: 4096\n",
-             "workload: 16,000,000 page keys of 256 tokens, over the limit of 5,000,000"),
+            ("workload:\n  num_clients: 10000000\n", "workload.num_clients: num_clients x num_rounds = 50,000,000"),
+            ("workload:\n  kind: synthetic\n  num_requests: 10000000\n  input_length: 4096\n",
+             "workload: 160,000,000 page keys of 256 tokens, over the limit of 50,000,000"),
             ("cluster:\n  role: decode\n", "workload.kind: a decode instance (cluster.role: decode) needs"),
             ("cluster:\n  role: decode\nworkload:\n  kind: synthetic\nhisparse:\n  enabled: true\n"
              "  step_windows: 1000\n  window_steps: 4096\n", "hisparse.sample_requests: 8,388,608,000 top-k ids"),
