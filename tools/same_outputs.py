@@ -28,8 +28,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import tomllib
-
 Step = tuple[str, list[str]]  # (output name, CLI arguments); "{out}" is DIR, "{d}" the step's own file folder
 
 _TRACE = "data/mooncake_conversation_trace.jsonl"
@@ -105,7 +103,10 @@ def steps(tree: Path) -> list[list[Step]]:
 
 def entry_point(tree: Path) -> list[str]:
     """``python -c`` calling the tree's ``hicache-sim = "module:func"``."""
-    script = tomllib.loads((tree / "pyproject.toml").read_text())["project"]["scripts"]["hicache-sim"]
+    found = re.search(r'^hicache-sim\s*=\s*"([^"]+)"', (tree / "pyproject.toml").read_text(), re.M)
+    if found is None:
+        raise SystemExit(f"{tree}/pyproject.toml: no hicache-sim entry point under [project.scripts]")
+    script = found.group(1)
     module, func = script.split(":")
     return [sys.executable, "-c", f"import sys; from {module} import {func}; sys.exit({func}())"]
 
@@ -224,7 +225,7 @@ def check(base: str) -> int:
     """Record a temporary worktree of ``base`` and this tree (uncommitted changes included); compare."""
     tree = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="same-outputs-") as tmp:
-        worktree = Path(tmp) / "base"
+        worktree = Path(tmp) / "worktree"  # not "base": that is where the base is recorded
         subprocess.run(["git", "-C", str(tree), "worktree", "add", "--detach", str(worktree), base], check=True)
         try:
             for label, path in [("base", worktree), ("this tree", tree)]:

@@ -16,7 +16,7 @@ from pydantic_core import PydanticCustomError
 from sim.app.schema.hardware import HardwareConfig
 from sim.app.schema.model import ModelConfig, _named_config
 from sim.app.schema.scheduler import SchedulerConfig
-from sim.app.schema.section import _field_error, _numbers_ok, _resolve_file
+from sim.app.schema.section import _derivable, _field_error, _resolve_file
 from sim.base.inputs import number_problem
 
 
@@ -42,9 +42,9 @@ def derive(data: Any, info: ValidationInfo) -> Any:
     model, hw = data.get("model"), data.get("hardware")
     if not isinstance(model, dict | str | None) or not isinstance(hw, dict | None):
         return data  # the sections report it
-    if not all(_numbers_ok(c, d) for c, d in ((ModelConfig, model), (HardwareConfig, hw),
+    if not all(_derivable(c, d) for c, d in ((ModelConfig, model), (HardwareConfig, hw),
                                                (SchedulerConfig, data.get("scheduler")))):  # fmt: skip
-        return data  # derive only from numbers in bounds; the sections report the others in their words
+        return data  # derive only from values of their types, numbers in bounds; the sections report the rest
     model = {"name": model} if isinstance(model, str) else model
     config = model.get("config") if isinstance(model, dict) else None
     if config is None and isinstance(model, dict) and model.get("pools") is None:

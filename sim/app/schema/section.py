@@ -4,12 +4,13 @@ found beside the scenario)."""
 
 from __future__ import annotations
 
+import functools
 import operator
 import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, ValidationInfo, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -78,12 +79,30 @@ def _number_problem_in(cls: type[BaseModel], data: dict) -> tuple[str, str] | No
     return None
 
 
-def _numbers_ok(cls: type[BaseModel], data: Any) -> bool:
-    """Whether every number of ``cls``'s own fields in ``data`` passes both its own and the global bounds."""
+def _derivable(cls: type[BaseModel], data: Any) -> bool:
+    """Whether every one of ``cls``'s own fields in ``data`` has its declared type and numbers within both its
+    own and the global bounds: what a derivation may compute from (anything else, the section reports)."""
     if not isinstance(data, dict):
         return True
+    own = [(cls.model_fields[k], v) for k, v in data.items() if isinstance(k, str) and k in cls.model_fields]
     return _number_problem_in(cls, data) is None and not any(
-        _declared_refuses(cls.model_fields[k], v) for k, v in data.items() if k in cls.model_fields)
+        _declared_refuses(info, v) or _type_refuses(info, v) for info, v in own)
+
+
+def _type_refuses(info: FieldInfo, value: Any) -> bool:
+    """Whether ``value`` is not of the field's declared type (a section below checks its own fields)."""
+    if _holds_model(info.annotation):
+        return False
+    try:
+        _adapter(info.annotation).validate_python(value)
+    except ValidationError:
+        return True
+    return False
+
+
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation)
 
 
 def _field_error(path: str, message: str) -> PydanticCustomError:

@@ -55,6 +55,16 @@ hardware: {kv_mem_gb: 0.2}
 workload: {kind: multi_turn, num_clients: 2, max_parallel: 2, request_length: 64, output_length: 4,
            num_rounds: 2, request_rate: null}
 """
+# A model by its config.json on a catalog GPU: what the derivation fills in (GPU figures, chunk size, KV budget,
+# the roofline's inputs) is computed from the raw values before the sections check them.
+DERIVED = """name: derived
+seed: 1
+model: {name: deepseek-v4-flash, config: deepseek-v4-flash}
+hardware: {gpu: H200, tp_size: 8}
+hicache: {hicache_ratio: 0.5}
+workload: {kind: multi_turn, num_clients: 2, max_parallel: 2, request_length: 64, output_length: 4,
+           num_rounds: 2, request_rate: null}
+"""
 RUN_OUTPUTS = {"requests.parquet", "scenario.yaml", "summary.json", "timeseries.parquet"}
 SECONDS_PER_COMMAND = 30.0  # the slowest accepted example is a sub-second run; a hang or a 1e300-s run is not
 # CPU seconds, not wall: on a loaded machine (CI's two cores, helpers, a long profile beside other work) a sub-second
@@ -241,6 +251,36 @@ def test_any_field_set_to_anything_gives_a_whole_run_or_one_line(fresh, capsys, 
     if command(["validate", *args], capsys, origins=["--set "]) == 0:
         command(["run", *args, "--out", str(d / "out"), "--no-progress"], capsys,
                 origins=[str(d / "s.yaml"), "--set "], outputs=[d / "out"], folder_outputs=RUN_OUTPUTS)  # fmt: skip
+
+
+def test_the_bases_are_valid_scenarios(tmp_path, capsys):
+    for text in (TINY, DERIVED):
+        (tmp_path / "s.yaml").write_text(text)
+        assert main(["validate", str(tmp_path / "s.yaml")]) == 0, capsys.readouterr().err
+
+
+def _derivation_inputs() -> list[str]:
+    """Every scalar field of the sections a derivation reads (model, hardware, scheduler), from the schema."""
+    return [f"{name}.{key}" for name in ("model", "hardware", "scheduler")
+            for key, info in Scenario.model_fields[name].annotation.model_fields.items()
+            if not (isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel))]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", _derivation_inputs())
+def test_a_mistyped_field_a_derivation_reads_is_one_line_naming_it(tmp_path, capsys, path):
+    (tmp_path / "s.yaml").write_text(DERIVED)
+    for value in ("x", "{a: 1}", "[1]", "../nope.json"):
+        code = main(["validate", str(tmp_path / "s.yaml"), "--set", f"{path}={value}"])
+        err = capsys.readouterr().err
+        assert code == 0 or (code == 2 and len(err.strip().splitlines()) == 1 and "--set " in err), err
+
+
+@fuzz_settings(60)
+@given(sets=overrides())
+def test_any_field_set_on_a_derived_scenario_gives_what_it_resolves_to_or_one_line(fresh, capsys, rss, sets):
+    d = fresh()
+    (d / "s.yaml").write_text(DERIVED)
+    command(["validate", str(d / "s.yaml"), *(x for s in sets for x in ("--set", s))], capsys, origins=["--set "])
 
 
 @st.composite
