@@ -208,13 +208,13 @@ class TestPrefetch:
 
     @staticmethod
     def request(rid, name, pages=8, stored=True, sim=None):
-        from sim.serve.engine import _Running
+        from sim.serve.scheduler.req import Running
         from sim.workload.request import Request
 
         keys = [(name, i) for i in range(pages)]
         if stored:
             sim.storage.put(keys, window_at_end=True)
-        return _Running(Request(rid, 0.0, pages * 256 + 1, 4, keys), 0)
+        return Running(Request(rid, 0.0, pages * 256 + 1, 4, keys), 0)
 
     def test_a_read_starts_when_the_lookup_issued_at_queue_time_ends(self):
         sim, inst = self.build(latency_ms=20.0)
@@ -247,33 +247,33 @@ class TestPrefetch:
         inst.submit(reading)
         inst.submit(cold)
         sim.env.run(until=cold.lookup_done_s)  # the cold request's lookup has drained: a miss
-        inst._admit()
+        inst.adder.admit()
         assert [r.req.rid for r in inst.prefilling] == [1]
-        assert [r.req.rid for r in inst.waiting] == [0] and inst.prefetch_blocked == 1
+        assert [r.req.rid for r in inst.waiting] == [0] and inst.prefetcher.blocked == 1
 
     def test_the_timeout_counts_from_the_first_blocked_poll_and_scales_with_the_requested_tokens(self):
         sim, inst = self.build(read_gbps=0.004)  # 8 V4 pages and their window (16 MB) at 4 MB/s: a ~4 s read
         run = self.request(0, "a", sim=sim)
         inst.submit(run)
         sim.env.run(until=0.5)
-        assert not inst._poll_prefetch(run)
+        assert not inst.prefetcher.poll(run)
         deadline = 0.5 + 1.0 + 0.25 * 8 * 256 / 1024
         assert run.prefetch.deadline == pytest.approx(deadline)
         sim.env.run(until=deadline - 0.01)
-        assert not inst._poll_prefetch(run)
+        assert not inst.prefetcher.poll(run)
         sim.env.run(until=deadline)
-        assert inst._poll_prefetch(run) and run.prefetch is None
+        assert inst.prefetcher.poll(run) and run.prefetch is None
         landed = sim.rec.counters["prefetched_tokens_total"]
         assert 0 < landed < 8 * 256
         assert sim.rec.engine_metrics()["storage_prefetch_unfulfilled_tokens_total"]["deadline"] == 8 * 256 - landed
-        assert inst.prefetch_tokens == 0 and inst.links["l3_read"].free_at == pytest.approx(deadline)
+        assert inst.prefetcher.tokens == 0 and inst.links["l3_read"].free_at == pytest.approx(deadline)
 
     def test_wait_complete_admits_only_after_the_whole_read(self):
         sim, inst = self.build(policy="wait_complete")
         run = self.request(0, "a", sim=sim)
         inst.submit(run)
         sim.env.run(until=5.0)
-        assert not inst._poll_prefetch(run)
+        assert not inst.prefetcher.poll(run)
         sim.env.run(until=run.prefetch.t_end + 1e-9)
         assert run.prefetch is None and run.prefetched_pages == 8
 
@@ -287,20 +287,20 @@ class TestPrefetch:
         inst.submit(run)
         assert run.prefetch is None and run.lookup_done_s == pytest.approx(0.3)
         sim.env.run(until=0.1)
-        assert inst._lookup_released(run) == (held_until is None)
+        assert inst.prefetcher.lookup_released(run) == (held_until is None)
         if held_until is not None:
-            assert inst.prefetch_wake == pytest.approx(min(0.3, held_until))
+            assert inst.prefetcher.wake == pytest.approx(min(0.3, held_until))
             sim.env.run(until=0.3)
-            assert inst._lookup_released(run)
+            assert inst.prefetcher.lookup_released(run)
 
     def test_a_timeout_releases_a_lookup_slower_than_the_base_timeout(self):
         sim, inst = self.build(policy="timeout", latency_ms=5000.0)
         run = self.request(0, "a", stored=False, sim=sim)
         inst.submit(run)
         sim.env.run(until=0.5)
-        assert not inst._lookup_released(run) and run.lookup_deadline == pytest.approx(1.5)
+        assert not inst.prefetcher.lookup_released(run) and run.lookup_deadline == pytest.approx(1.5)
         sim.env.run(until=1.5)
-        assert inst._lookup_released(run)
+        assert inst.prefetcher.lookup_released(run)
 
     def test_lookups_run_one_at_a_time(self):
         """One prefetch thread asks the storage for one request after another (``cache_controller.py:1333-1366``)."""
@@ -316,16 +316,16 @@ class TestPrefetch:
         run = self.request(1, "a", stored=False, sim=sim)
         inst.submit(head)
         inst.submit(run)
-        assert run.prefetch is None and run.req.rid in inst.retries
-        inst._retry_prefetches()  # the first pass that sees the miss schedules it 8 passes on
+        assert run.prefetch is None and run.req.rid in inst.prefetcher.retries
+        inst.prefetcher.retry_due()  # the first pass that sees the miss schedules it 8 passes on
         for _ in range(7):
-            inst._retry_prefetches()
+            inst.prefetcher.retry_due()
         assert sim.rec.counters["sim_prefetch_retries_total"] == 0
-        inst._retry_prefetches()
+        inst.prefetcher.retry_due()
         assert sim.rec.counters["sim_prefetch_retries_total"] == 1
         for _ in range(200):
-            inst._retry_prefetches()
-        assert sim.rec.counters["sim_prefetch_retries_total"] == 8 and not inst.retries
+            inst.prefetcher.retry_due()
+        assert sim.rec.counters["sim_prefetch_retries_total"] == 8 and not inst.prefetcher.retries
 
     def test_a_retry_finds_pages_written_since_the_miss(self):
         sim, inst = self.build()
@@ -334,26 +334,26 @@ class TestPrefetch:
         inst.submit(run)
         sim.storage.put(run.req.keys, window_at_end=True)
         for _ in range(9):
-            inst._retry_prefetches()
+            inst.prefetcher.retry_due()
         assert run.prefetch is not None and run.prefetch_attempts == 1
 
     def test_the_queue_head_is_never_held_back_for_a_retry(self):
         sim, inst = self.build()
         run = self.request(0, "a", stored=False, sim=sim)
         inst.submit(run)
-        inst._retry_prefetches()
-        assert not inst.retries
+        inst.prefetcher.retry_due()
+        assert not inst.prefetcher.retries
 
     def test_reads_in_flight_ask_for_at_most_half_the_host_pool(self):
         sim, inst = self.build()
-        assert inst.prefetch_cap == 0.5 * sim.cfg.l2_pages * 256
+        assert inst.prefetcher.cap == 0.5 * sim.cfg.l2_pages * 256
         rid = 0
-        while inst.prefetch_tokens < inst.prefetch_cap:
+        while inst.prefetcher.tokens < inst.prefetcher.cap:
             inst.submit(self.request(rid, f"r{rid}", sim=sim))
             rid += 1
         refused = self.request(rid, "late", sim=sim)
         inst.submit(refused)
-        assert refused.prefetch is None and refused.req.rid in inst.retries
+        assert refused.prefetch is None and refused.req.rid in inst.prefetcher.retries
         assert sim.rec.counters["sim_prefetch_rate_limited_total"] == 1
 
 
@@ -373,7 +373,7 @@ class TestTraceInTime:
 class TestSchedulePolicy:
     @pytest.mark.parametrize(("policy", "first"), [("fcfs", 0), ("lpm", 1)])
     def test_lpm_admits_the_longest_cached_prefix_first(self, policy, first):
-        from sim.serve.engine import _Running
+        from sim.serve.scheduler.req import Running
         from sim.workload.request import Request
 
         sc = scenario(scheduler={"schedule_policy": policy, "max_running_requests": 1})
@@ -384,12 +384,12 @@ class TestSchedulePolicy:
         cold = Request(0, 0.0, 1024, 8, [("x", i) for i in range(4)])
         warm = Request(1, 0.0, 1280, 8, [*cached, ("c", 4)])
         for req in (cold, warm):
-            inst.waiting.append(_Running(req, 0))
-        inst._admit()
+            inst.waiting.append(Running(req, 0))
+        inst.adder.admit()
         assert [r.req.rid for r in inst.prefilling] == [first]
 
     def test_lpm_counts_a_prefix_held_on_the_host(self):
-        from sim.serve.engine import _Running
+        from sim.serve.scheduler.req import Running
         from sim.workload.request import Request
 
         sim, _, _ = build(scenario(scheduler={"schedule_policy": "lpm", "max_running_requests": 1}))
@@ -397,13 +397,13 @@ class TestSchedulePolicy:
         cached = [("c", i) for i in range(4)]
         inst.cache.insert_host(cached, 4, window=True)  # on the host only
         for req in (Request(0, 0.0, 1280, 8, [("x", i) for i in range(5)]), Request(1, 0.0, 1280, 8, [*cached, ("c", 4)])):
-            inst.waiting.append(_Running(req, 0))
-        inst._admit()
+            inst.waiting.append(Running(req, 0))
+        inst.adder.admit()
         assert [r.req.rid for r in inst.prefilling] == [1]
 
     def test_lpm_puts_a_cold_request_sharing_a_prefix_with_an_earlier_one_last(self):
         """SGLang's in-batch prefix caching: one of them computes the shared prefix, the other then hits it."""
-        from sim.serve.engine import _Running
+        from sim.serve.scheduler.req import Running
         from sim.workload.request import Request
 
         sim, _, _ = build(scenario(scheduler={"schedule_policy": "lpm"}))
@@ -413,13 +413,13 @@ class TestSchedulePolicy:
                 Request(1, 0.0, 1280, 8, [*shared, ("b", 0), ("b", 1), ("b", 2)]),
                 Request(2, 0.0, 1280, 8, [("c", i) for i in range(5)])]  # fmt: skip
         for req in reqs:
-            inst.waiting.append(_Running(req, 0))
-        inst._admit()
+            inst.waiting.append(Running(req, 0))
+        inst.adder.admit()
         assert [r.req.rid for r in inst.prefilling] == [0, 2, 1]
 
     def test_lpm_ignores_a_prefix_that_fails_the_window_check(self):
         """A host copy without window state is no valid match end for V4: lpm does not count it."""
-        from sim.serve.engine import _Running
+        from sim.serve.scheduler.req import Running
         from sim.workload.request import Request
 
         sim, _, _ = build(scenario(scheduler={"schedule_policy": "lpm", "max_running_requests": 1}))
@@ -429,9 +429,9 @@ class TestSchedulePolicy:
         no_window = Request(0, 0.0, 1280, 8, [("w", i) for i in range(5)])
         one_page = Request(1, 0.0, 1280, 8, [("v", i) for i in range(5)])
         for req in (no_window, one_page):
-            inst.waiting.append(_Running(req, 0))
+            inst.waiting.append(Running(req, 0))
         assert inst.cache.tree.peek(no_window.keys, 4)[1] == 4  # the raw prefix is longer
-        inst._admit()
+        inst.adder.admit()
         assert [r.req.rid for r in inst.prefilling] == [1]
 
 
@@ -440,17 +440,17 @@ class TestRetraction:
 
     @staticmethod
     def run(kv_mem_gb, monkeypatch=None, seen=None):
-        from sim.serve.engine import Instance
+        from sim.serve.scheduler.running_batch import RunningBatch
 
         if seen is not None:
-            original = Instance._retract
+            original = RunningBatch.retract
 
             def spy(self, run, requeue=True, keep_free=0):
                 live = [x for _, _, x in self.decoding] + [run]
-                seen.append((self._outputs(run), min(self._outputs(x) for x in live), run.resumed))
+                seen.append((self.outputs(run), min(self.outputs(x) for x in live), run.resumed))
                 original(self, run, requeue, keep_free)
 
-            monkeypatch.setattr(Instance, "_retract", spy)
+            monkeypatch.setattr(RunningBatch, "retract", spy)
         sc = scenario(hardware={"kv_mem_gb": kv_mem_gb}, hicache={"enabled": False},
                       workload={"request_length": 256, "output_length": 1500, "num_rounds": 1, "num_clients": 24,
                                 "max_parallel": 24})  # fmt: skip
@@ -628,43 +628,43 @@ class TestChunkedPrefill:
 
     @staticmethod
     def partly_prefilled(inst) -> int:
-        return sum(inst._started(r) for r in inst.prefilling)
+        return sum(inst.adder.started(r) for r in inst.prefilling)
 
     def test_admission_stops_once_the_passes_chunk_budget_is_spent(self):
-        from sim.serve.engine import _Running
+        from sim.serve.scheduler.req import Running
         from sim.workload.request import Request
 
         sim, _, _ = build(scenario(scheduler={"chunked_prefill_size": 2048}))
         inst = sim.instances[0]
         for rid in range(3):  # 1,280 + 768 of the second fill the 2,048-token pass; the third waits
-            inst.waiting.append(_Running(Request(rid, 0.0, 1280, 8, [(rid, i) for i in range(5)]), 0))
-        inst._admit()
+            inst.waiting.append(Running(Request(rid, 0.0, 1280, 8, [(rid, i) for i in range(5)]), 0))
+        inst.adder.admit()
         assert [r.req.rid for r in inst.prefilling] == [0, 1]
-        tokens, _, chunks, _, done = inst._plan_prefill()
+        tokens, _, chunks, _, done = inst.adder.plan_prefill()
         assert tokens == 2048 and chunks == 2 and self.partly_prefilled(inst) == 1  # the second is chunked
-        inst._prefill_done(*done)
-        inst._admit()  # its remaining 512 tokens are charged first: the third joins the pass
+        inst.prefill_done(*done)
+        inst.adder.admit()  # its remaining 512 tokens are charged first: the third joins the pass
         assert [r.req.rid for r in inst.prefilling] == [1, 2]
 
     def test_a_chunked_request_that_finds_no_room_waits_and_none_other_starts_beside_it(self, monkeypatch):
-        from sim.serve.engine import _Running
+        from sim.serve.scheduler.req import Running
         from sim.workload.request import Request
 
         sim, _, _ = build(scenario(scheduler={"chunked_prefill_size": 1024}))
         inst = sim.instances[0]
         for rid in range(2):
-            inst.waiting.append(_Running(Request(rid, 0.0, 2560, 8, [(rid, i) for i in range(10)]), 0))
-        inst._admit()
-        inst._plan_prefill()
+            inst.waiting.append(Running(Request(rid, 0.0, 2560, 8, [(rid, i) for i in range(10)]), 0))
+        inst.adder.admit()
+        inst.adder.plan_prefill()
         chunked = inst.prefilling[0]
         extend = inst.cache.extend
         monkeypatch.setattr(inst.cache, "extend", lambda adm, n: 0 if adm is chunked.adm else extend(adm, n))
-        inst._admit()
-        assert inst._plan_prefill()[0] == 0  # parked: no chunk runs this pass
+        inst.adder.admit()
+        assert inst.adder.plan_prefill()[0] == 0  # parked: no chunk runs this pass
         assert inst.prefilling[0] is chunked and chunked.prefill_pos == 1024 and self.partly_prefilled(inst) == 1
         monkeypatch.setattr(inst.cache, "extend", extend)  # room again: it continues first
-        inst._admit()
-        inst._plan_prefill()
+        inst.adder.admit()
+        inst.adder.plan_prefill()
         assert chunked.prefill_pos == 2048 and self.partly_prefilled(inst) == 1
 
     def test_long_agentic_prompts_on_a_small_pool_finish_with_one_chunked_request_at_a_time(self, monkeypatch):
@@ -673,17 +673,17 @@ class TestChunkedPrefill:
         from pathlib import Path
 
         from sim.app.scenario import load_scenario
-        from sim.serve.engine import Instance
+        from sim.serve.scheduler.schedule_policy import PrefillAdder
 
         most = []
-        plan = Instance._plan_prefill
+        plan = PrefillAdder.plan_prefill
 
         def spy(self):
             out = plan(self)
-            most.append(sum(self._started(r) for r in self.prefilling))
+            most.append(sum(self.started(r) for r in self.inst.prefilling))
             return out
 
-        monkeypatch.setattr(Instance, "_plan_prefill", spy)
+        monkeypatch.setattr(PrefillAdder, "plan_prefill", spy)
         path = Path(__file__).resolve().parents[3] / "scenarios" / "dsv4_flash_agentic_lanes.yaml"
         sc = load_scenario(path, ["workload.kind=agentic", "workload.lanes=4", "workload.sessions=8",
                                   "workload.benchmark_duration_s=300"])  # fmt: skip

@@ -1,0 +1,121 @@
+"""DP attention: the ranks of one server step together (:class:`DPGroup`) and its DP controller places each
+request on a rank (:class:`DPController`)."""
+
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from sim.workload.request import Request
+
+DP_CONSERVATIVENESS = 0.3  # DP attention scales --schedule-conservativeness by 0.3 (arg_groups/parallel_hook.py:314-319)
+DP_LOAD_REFRESH_S = 0.02  # the DP controller re-reads the ranks' loads at most every 20 ms (data_parallel_controller.py:346-361)
+
+
+class DPGroup:
+    """The attention-DP ranks of one server, stepping together.
+
+    With DP attention every forward is a collective over the ranks: each rank forms its own batch (prefill or
+    decode), the ranks all-gather their token counts, and a rank with nothing to run joins with an IDLE batch
+    whenever any rank has work (``managers/scheduler_components/dp_attn.py:518-676``), because the MoE layers
+    run over the gathered tokens of all ranks. So a pass starts when every rank that has work has planned it,
+    and lasts as long as the slowest rank's, where each rank's time is its own pass plus the MLP/MoE work of the
+    other ranks' tokens (``mlp_share`` of their linear-layer cost, priced by the step-time backend as prefill
+    tokens); a rank that wakes mid-pass waits for it to end. ``active`` counts the ranks that are planning a
+    pass (not asleep, not yet joined). The pass starts once the current instant's other events have run, so
+    ranks woken at the same time (a burst dispatched at once) share it.
+    """
+
+    def __init__(self, env: simpy.Environment, backend, mlp_share: float) -> None:
+        self.env, self.backend, self.mlp_share = env, backend, mlp_share
+        self.active = 0
+        self.joined = 0
+        self.plans: list[tuple[float, int]] = []  # (seconds on its own, tokens through the MLP) per joined rank
+        self.go = env.event()
+        self.busy_until = 0.0
+        self.starting = False
+
+    def enter(self):
+        """A rank woke: it plans with the others, after any pass in flight."""
+        self.active += 1
+        if self.busy_until > self.env.now:
+            yield self.env.timeout(self.busy_until - self.env.now)
+
+    def leave(self) -> None:
+        """A rank sleeps (nothing to run): the others do not wait for it."""
+        self.active -= 1
+        self._ready()
+
+    def join(self, seconds: float, tokens: int) -> simpy.Event:
+        """A rank planned a pass of ``seconds`` on its own over ``tokens`` tokens; the event fires when the
+        group's pass ends."""
+        self.joined += 1
+        self.active -= 1
+        self.plans.append((seconds, tokens))
+        go = self.go
+        self._ready()
+        return go
+
+    def _ready(self) -> None:
+        if not self.active and self.joined and not self.starting:
+            self.starting = True
+            self.env.timeout(0).callbacks.append(self._start)
+
+    def _start(self, _event) -> None:
+        self.starting = False
+        if self.active or not self.joined:  # a rank woke at this instant and is still planning
+            return
+        go, seconds = self.go, self._seconds()
+        self.busy_until = self.env.now + seconds
+        self.active, self.joined, self.plans = self.joined, 0, []  # they all plan again when it ends
+        self.go = self.env.event()
+        self.env.timeout(seconds).callbacks.append(lambda _e: go.succeed())
+
+    def _seconds(self) -> float:
+        plans = self.plans
+        if not self.mlp_share or len(plans) == 1:
+            return max(s for s, _ in plans)
+        total, backend = sum(t for _, t in plans), self.backend
+        overhead = getattr(backend, "overhead_s", 0.0)
+        return max(s + self.mlp_share * (backend.step_seconds(total - t, 0.0, 0, 0.0) - overhead) if total > t else s
+                   for s, t in plans)  # fmt: skip
+
+
+class DPController:
+    """SGLang's DP controller for one server: places each request on an attention-DP rank
+    (``managers/data_parallel_controller.py:105-145, 880-925``).
+
+    round_robin cycles the ranks; total_requests and total_tokens pick the rank with the fewest running + waiting
+    requests (or tokens, requests breaking ties) and add the request to its count, re-reading the ranks' loads
+    at most every 20 ms, so a burst spreads on the counts; follow_bootstrap_room takes the request's bootstrap
+    room modulo the ranks (PD prefill; the request id stands in for the room). A rank's tokens are its running
+    requests' KV and its queue's prompts (``load_inquirer.py:141-147``).
+    """
+
+    def __init__(self, method: str, ranks: list) -> None:
+        self.method, self.ranks = method, ranks
+        self.counter = 0
+        self.requests = [0] * len(ranks)
+        self.tokens = [0.0] * len(ranks)
+        self.refreshed = -math.inf
+
+    def pick(self, req: Request, now: float):
+        n = len(self.ranks)
+        if self.method == "round_robin":
+            i = self.counter % n
+            self.counter += 1
+        elif self.method == "follow_bootstrap_room":
+            i = req.rid % n
+        else:
+            if now - self.refreshed >= DP_LOAD_REFRESH_S:
+                self.refreshed = now
+                self.requests = [r.load for r in self.ranks]
+                self.tokens = [r.load_tokens for r in self.ranks]
+            if self.method == "total_requests":
+                i = self.requests.index(min(self.requests))
+            else:
+                i = min(range(n), key=lambda k: (self.tokens[k], self.requests[k]))
+                self.tokens[i] += req.input_len
+            self.requests[i] += 1
+        return self.ranks[i]

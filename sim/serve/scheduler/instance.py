@@ -1,0 +1,313 @@
+"""One instance's scheduler process: SGLang's event loop (``event_loop_overlap``, ``managers/scheduler.py:2061``)
+and its batch formation (``get_next_batch_to_run``, :3894-4025).
+
+A pass is a prefill batch, whenever one can be formed, or a decode batch over the running requests, when none
+can (no one waiting, the running cap reached, no KV room, or every waiting request still reading from L3):
+while prefill batches keep forming, running requests do not decode. ``enable_mixed_chunk`` (SGLang's
+``--enable-mixed-chunk``, off by default) puts the decode rows into the prefill pass instead
+(``scheduler.py:4375-4410``). Load-back overlaps the prefill layer by layer: a pass that carries a request's
+load cannot end before the load's last layer lands plus one layer of compute. Under write_back there is no
+window: a device eviction backs its victim up and waits for that D2H copy, so the next batch starts after it
+lands.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sim.cache.hicache import HiCache
+from sim.cache.protocol import PrefixCache
+from sim.cache.v4.hicache import V4HiCache, check_v4_setup
+from sim.serve.scheduler.cache_controller import CacheController
+from sim.serve.scheduler.dp import DP_CONSERVATIVENESS, DPGroup
+from sim.serve.scheduler.output import OutputStreamer
+from sim.serve.scheduler.prefetch import Prefetcher
+from sim.serve.scheduler.req import Running
+from sim.serve.scheduler.running_batch import RunningBatch
+from sim.serve.scheduler.schedule_policy import PrefillAdder
+
+if TYPE_CHECKING:
+    from sim.serve.engine import EngineConfig, Simulation
+
+MAX_JUMP_STEPS = 256  # decode-only steps simulated in one timeout when nothing else can happen
+
+
+def new_cache(cfg: EngineConfig) -> PrefixCache:
+    """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.cache.v4.swacache`), else HiCache."""
+    if cfg.model.has_swa:
+        check_v4_setup(cfg.model, page_tokens=cfg.page_tokens, write_policy=cfg.write_policy,
+                       eviction_policy=cfg.eviction_policy)  # fmt: skip
+        return V4HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
+                         load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+                         swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
+                         chunked_prefill_size=cfg.chunked_prefill_size,
+                         decode_lookahead=cfg.spec.reserve if cfg.spec else 0,
+                         conservativeness=DP_CONSERVATIVENESS if cfg.dp_size > 1 else 1.0)  # fmt: skip
+    return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
+                   load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+                   eviction_policy=cfg.eviction_policy, eviction_config=cfg.eviction_config)  # fmt: skip
+
+
+@dataclass(slots=True)
+class Batch:
+    """The next pass: its prefill chunks (``tokens`` over ``chunks`` requests, ``done`` finishing their prompt),
+    whether it decodes and how many rows, whether admission stalled on L1 in forming it."""
+
+    tokens: int
+    pairs: float
+    chunks: int
+    loads_end: float
+    done: list[Running]
+    blocked: bool
+    decode: bool
+    n_decode: int
+
+
+class Instance:
+    """One serving instance (with DP attention: one rank of one): a HiCache, a waiting queue, the prefilling
+    requests, and the collaborators that admit, decode, copy, prefetch and stream for it."""
+
+    def __init__(self, sim: Simulation, idx: int) -> None:
+        self.sim, self.idx, self.env = sim, idx, sim.env
+        self.spec = sim.cfg.spec
+        self.layers = max(1, sim.cfg.model.layers)
+        self.cache = self._new_cache()
+        self.v4 = isinstance(self.cache, V4HiCache)
+        self.waiting: deque[Running] = deque()
+        self.prefilling: list[Running] = []
+        self.queued_tokens = 0  # the waiting and prefilling requests' prompts (the DP controller's total_tokens)
+        self.ctrl = CacheController(self)
+        self.links = self.ctrl.links
+        self.prefetcher = Prefetcher(self)
+        self.adder = PrefillAdder(self)
+        self.running_batch = RunningBatch(self)
+        self.output = OutputStreamer(sim)
+        self.wake = self.env.event()
+        self.blocked_s = 0.0
+        self.decodes_owed = 0  # --prefill-decode-interval: decode passes still owed before the next prefill
+        # When each tokenizer process frees (a min-heap), and how many requests it still holds.
+        self.tokenizers = [0.0] * sim.cfg.tokenizer_workers
+        self.tokenizing = 0
+        self.group: DPGroup | None = None  # set by the Simulation for attention-DP ranks
+
+    def _new_cache(self) -> PrefixCache:
+        """An empty cache for this instance: after ``/flush_cache``, and for the start check's admission."""
+        return new_cache(self.sim.cfg)
+
+    @property
+    def quiescent(self) -> bool:
+        """Nothing running, queued or waiting for a backup ack: what SGLang's /flush_cache waits for."""
+        return not (self.load or self.cache.pending or self.ctrl.acked or self.ctrl.to_flush)
+
+    def flush_cache(self) -> None:
+        """SGLang's ``/flush_cache`` on a quiescent instance: L1 and L2 emptied, counters kept, L3 untouched."""
+        stats = self.cache.stats
+        self.cache = self._new_cache()
+        self.cache.stats = stats
+
+    # ----- requests in ------------------------------------------------------------------------
+    def notify(self) -> None:
+        if not self.wake.triggered:
+            self.wake.succeed()
+
+    def tokenize(self, run: Running) -> None:
+        """Queue a new request behind the prompts its tokenizer process is still encoding, then submit it.
+
+        SGLang's tokenizer manager encodes a text prompt on its event loop (``self.tokenizer([text])``,
+        ``managers/tokenizer_manager.py:1058-1066``) before sending it to the scheduler, so prompts are encoded
+        one after another per tokenizer process (``--tokenizer-worker-num``)."""
+        rate = self.sim.cfg.tokenizer_tokens_per_s
+        if not rate:
+            self.submit(run)
+            return
+        now = self.env.now
+        end = max(now, heapq.heappop(self.tokenizers)) + run.req.input_len / rate
+        heapq.heappush(self.tokenizers, end)
+        self.tokenizing += 1
+
+        def encoded(_event) -> None:
+            self.tokenizing -= 1
+            self.submit(run)
+
+        self.env.timeout(end - now).callbacks.append(encoded)
+
+    def submit(self, run: Running) -> None:
+        if self.sim.storage is not None:
+            self.prefetcher.start(run)  # as it is queued, not when it reaches admission
+        self.waiting.append(run)
+        self.queued_tokens += run.req.input_len
+        self.notify()
+
+    def drop(self, run: Running) -> None:
+        """A waiting request no room will ever be freed for leaves (SGLang aborts it)."""
+        self.prefetcher.retries.pop(run.req.rid, None)
+        self.queued_tokens -= run.req.input_len
+        self.sim.rec.dropped["exceeds_kv_capacity"] += 1
+        self.sim.finished_one(run.req)
+
+    @property
+    def load(self) -> int:
+        return self.tokenizing + len(self.waiting) + len(self.prefilling) + len(self.running_batch.decoding)
+
+    @property
+    def load_tokens(self) -> float:
+        """KV tokens the running requests hold plus the waiting prompts (the DP controller's total_tokens)."""
+        return self.running_batch.decode_ctx + self.queued_tokens
+
+    # ----- the scheduler ----------------------------------------------------------------------
+    def run(self):
+        """The scheduler process: each turn forms the next batch, runs it and processes its results."""
+        env, ctrl, rb = self.env, self.ctrl, self.running_batch
+        if self.group is not None:
+            self.group.active += 1
+        while True:
+            if not (self.waiting or self.prefilling or rb.decoding or ctrl.acked or ctrl.to_flush):
+                yield from self._sleep()
+                continue
+            if self.wake.triggered:
+                self.wake = env.event()
+            t0 = env.now
+            batch = self.get_next_batch_to_run()
+            if batch is None:
+                yield from self._wait_for_reads(t0)
+                continue
+            steps = yield from self._run_batch(batch, t0)
+            self._process_batch_result(batch, steps)
+
+    def _sleep(self):
+        """Nothing to run: stream what is held, and wait for a request or an ack."""
+        group = self.group
+        self.output.stream_out()
+        if group is not None:
+            group.leave()
+        yield self.wake
+        self.wake = self.env.event()
+        if group is not None:
+            yield from group.enter()
+
+    def _wait_for_reads(self, t0: float):
+        """Only L3 reads hold the queue: sleep until one lands (it wakes us) or a deadline passes."""
+        env, group, wake = self.env, self.group, self.prefetcher.wake
+        if group is not None:
+            group.leave()
+        yield (env.timeout(wake - t0) | self.wake) if wake < math.inf else self.wake
+        if group is not None:
+            yield from group.enter()
+
+    def get_next_batch_to_run(self) -> Batch | None:
+        """Process the acks, re-issue due L3 lookups, then form a prefill batch unless prefill is deferred; a
+        decode batch when none forms. None: only L3 reads hold the queue."""
+        cfg, ctrl, rb = self.sim.cfg, self.ctrl, self.running_batch
+        ctrl.process_acks()
+        if self.sim.storage is not None:
+            self.prefetcher.retry_due()
+        if self._defer_prefill():
+            blocked, tokens, pairs, chunks, loads_end, done = False, 0, 0, 0, 0.0, []
+        else:
+            blocked = self.adder.admit()
+            ctrl.charge_write_back()
+            tokens, pairs, chunks, loads_end, done = self.adder.plan_prefill()
+            if tokens:
+                self.decodes_owed = cfg.prefill_decode_interval
+        if not tokens:  # a decode forward (or none) next: its fence is its metadata reads, done at once
+            self.output.stream_out()
+        if self.prefetcher.blocked and not (tokens or rb.decoding or ctrl.acked or ctrl.to_flush or blocked):
+            return None
+        # SGLang runs a prefill batch whenever one forms and decodes only when none does; with mixed chunk
+        # the decode batch rides along in the prefill's forward (scheduler.py:3992-4005, 4375-4410).
+        decode = not tokens or cfg.enable_mixed_chunk
+        return Batch(tokens, pairs, chunks, loads_end, done, blocked, decode, len(rb.decoding) if decode else 0)
+
+    def _defer_prefill(self) -> bool:
+        """SGLang's ``--prefill-decode-interval``: after a prefill pass, that many decode passes run before the
+        next prefill, while the running batch holds at least ``--prefill-decode-interval-min-bs`` requests
+        (``_should_defer_prefill`` / ``_arm_prefill_decode_interval``, ``managers/scheduler.py:1400-1426``).
+        With nothing decoding, SGLang's deferred passes are empty loop turns: no time, so no deferral here."""
+        if not self.decodes_owed:
+            return False
+        decoding = self.running_batch.decoding
+        if not decoding or len(decoding) < self.sim.cfg.prefill_decode_interval_min_bs:
+            self.decodes_owed = 0
+            return False
+        return True  # the decode passes that follow pay it off (_process_batch_result)
+
+    def _run_batch(self, b: Batch, t0: float):
+        """The pass's forward, timed by the step-time backend; returns the decode steps it ran. With nothing
+        but decodes to run, up to ``MAX_JUMP_STEPS`` of them go in one timeout, cut short by a wake-up."""
+        env, sim, rb, ctrl, group = self.env, self.sim, self.running_batch, self.ctrl, self.group
+        tokens, n_decode = b.tokens, b.n_decode
+        if self.spec is None:
+            dt = sim.roofline.step_seconds(tokens, b.pairs, n_decode, rb.decode_ctx, b.chunks)
+        elif tokens:  # no mixed chunk with speculative decoding (schema)
+            dt = self.spec.prefill_seconds(sim.roofline, tokens, b.pairs, b.chunks)
+        else:
+            dt = self.spec.decode_seconds(sim.roofline, n_decode, rb.decode_ctx)
+        wait = max(0.0, ctrl.sync_until - t0)  # a write_back eviction's copy (see CacheController.charge_write_back)
+        if wait:
+            sim.rec.counters["sim_write_back_wait_seconds_total"] += wait
+        loads_end = b.loads_end
+        end = max(t0 + wait + dt, loads_end + dt / self.layers) if loads_end else t0 + wait + dt
+        steps = 1
+        jump = group is None and not (self.waiting or self.prefilling or tokens or ctrl.acked or ctrl.to_flush or wait)
+        if jump and rb.decoding:
+            steps = min(MAX_JUMP_STEPS, max(1, rb.decoding[0][0] - rb.step))
+        if steps > 1:
+            yield env.timeout(steps * dt) | self.wake
+            steps = min(steps, max(1, math.ceil((env.now - t0) / dt - 1e-9)))
+            if t0 + steps * dt > env.now:
+                yield env.timeout(t0 + steps * dt - env.now)
+        elif group is not None:  # the ranks' pass lasts as long as the slowest rank's
+            spec_rows = self.spec.draft_tokens if self.spec is not None and not tokens else 1
+            yield group.join(end - t0, tokens + n_decode * spec_rows)
+        else:
+            yield env.timeout(end - t0)
+        if b.blocked:
+            self.blocked_s += env.now - t0
+        sim.rec.counters["steps"] += steps
+        return steps
+
+    def _process_batch_result(self, b: Batch, steps: int) -> None:
+        """After the forward: stream, advance and finish the decodes, end the prefills, then flush this step's
+        backups as one D2H op (SGLang ``process_batch_result``, ``scheduler.py:5074``)."""
+        out, ctrl, tokens = self.output, self.ctrl, b.tokens
+        if tokens:  # the last prefill pass's results were processed behind this whole forward
+            out.stream_out()
+        out.deferring = out.late_stream and tokens > 0
+        if b.decode:
+            self.running_batch.advance(b.n_decode, steps)
+            if not tokens and self.decodes_owed:
+                self.decodes_owed = max(0, self.decodes_owed - steps)
+            self.running_batch.finish_due()
+        for run in b.done:
+            self.prefill_done(run)
+        out.deferring = False
+        if self.v4:  # backups a chunk's insert started go in this step's D2H op too
+            ctrl.to_flush.extend(self.cache.commit(None))
+        ctrl.charge_write_back()
+        ctrl.flush()
+
+    def prefill_done(self, run: Running) -> None:
+        """A request's prompt is in: its pages are committed (backups queued), its first token streams, and it
+        decodes or, with one output token, finishes."""
+        self.prefilling.remove(run)
+        self.queued_tokens -= run.req.input_len
+        self.ctrl.to_flush.extend(self.cache.commit(run.adm))
+        self.output.emit(run, finished=False)
+        if run.req.output_len - run.resumed <= 1:
+            self.finish(run)
+        else:
+            self.running_batch.add(run)
+
+    def finish(self, run: Running) -> None:
+        """A request made its last token: its pages go back to the tree (with its output's, single-pool), and it
+        leaves."""
+        if run.req.final_keys and not self.v4:
+            self.ctrl.to_flush.extend(self.cache.commit(run.adm, run.req.final_keys))
+        self.cache.release(run.adm)
+        if self.v4:  # the release's insert may start backups
+            self.ctrl.to_flush.extend(self.cache.commit(run.adm))
+        self.output.emit(run, finished=True)
