@@ -105,6 +105,25 @@ class TestDispatch:
         sc = dp_scenario(2, "total_tokens", workload={"kind": "trace", "path": str(trace)})
         assert placements(sc) == [0, 1, 1, 1]
 
+    def test_a_ranks_token_load_is_its_running_kv_plus_its_queued_prompts_throughout_a_run(self):
+        """total_tokens reads a running total kept at enqueue and prefill end: it is the queue's sum at every
+        instant (load_inquirer.py:141-147)."""
+        sim, arrivals, _ = build(dp_scenario(2, "total_tokens", workload={
+            "kind": "synthetic", "num_requests": 40, "rate": 50.0, "input_length": 2048, "output_length": 64}))
+        seen = []
+
+        def check():
+            while True:
+                yield sim.env.timeout(0.005)
+                for r in sim.instances:
+                    queued = sum(x.req.input_len for x in r.waiting) + sum(x.req.input_len for x in r.prefilling)
+                    seen.append(queued > 0)
+                    assert r.load_tokens == r.running_batch.decode_ctx + queued
+
+        sim.env.process(check())
+        sim.run(arrivals)
+        assert any(seen) and not all(seen)  # it saw queues, and emptied ones
+
 
 class TestLockstep:
     def trace(self, tmp_path):
