@@ -102,10 +102,11 @@ def _on_admitted(handler):
 
 
 def _out_of_order(op: str, r, in_forward: bool) -> str | None:
-    """Why request ``r`` cannot take call ``op`` now (SGLang's scheduler never issues it), or None: nothing runs on
-    a released request, a prefill chunk needs prompt left, and decode steps follow the whole prefill."""
+    """Why request ``r`` cannot take call ``op`` now (SGLang's scheduler never issues it), or None: no chunk or decode
+    step runs on a released request (a ``finish`` of one, as after its last decode step, answers what it ran), a
+    prefill chunk needs prompt left, and decode steps follow the whole prefill."""
     if r.finished:
-        return "has finished: it is released and no call runs on it"
+        return None if op == "finish" else "has finished: it is released and no chunk or decode step runs on it"
     if op == "extend" and not in_forward and r.prefilled >= r.prompt_len:
         return "has no prompt left to prefill (decode or finish it)"
     if op == "decode" and (in_forward or r.prefilled < r.prompt_len):
