@@ -216,7 +216,7 @@ class PlainHostDriver(HostScheduler):
         return r
 
     def _chunk_room(self) -> int:
-        C = self.cfg["chunked_prefill_size"]
+        C = self.chunk
         remaining = self._room() - self._reserved()
         return min(C, int(remaining)) if remaining > 0 else C
 

@@ -26,15 +26,47 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sim.base.errors import InputError
-from sim.offline.calls import host_runs
+from sim.offline.calls import MAX_COUNT, Fields, host_runs
 from sim.offline.copies import HostCopies
 from sim.offline.driver import CallDriver, cached_fields, handles, paths_answer, progress_fields
 
-__all__ = ["CLIP_MAX_NEW_TOKENS", "HostScheduler", "PrefillAdder", "state_answer", "tiers_flag"]
+__all__ = ["CLIP_MAX_NEW_TOKENS", "HOST_CALL_FIELDS", "HOST_CONFIG_KEYS", "HostScheduler", "PrefillAdder", "state_answer",
+           "tiers_flag"]
 
 CLIP_MAX_NEW_TOKENS = 4096  # managers/schedule_policy.py
 _KEEP_BATCH = frozenset({"admit", "match", "state", "evict", "evict_host", "config"})  # ops the open batch outlives
 _EVICTING = frozenset({"request", "admit", "extend", "decode", "finish", "evict"})  # answers that report evictions
+
+# What each host-tier call may carry, by op (:data:`sim.offline.calls.Fields`; the format's README lists them). Every
+# call is checked against this before it is applied; a config key left out keeps its previous value, so the keys the
+# model needs (:data:`HOST_CONFIG_KEYS`) are checked once merged.
+_TOKENS, _OUTPUT, _RID, _ID = ("tokens", 0, True), ("tokens", 0, False), ("rid", 0, True), ("rid", 0, False)
+HOST_CALL_FIELDS: dict[str, Fields] = {op: {"id": _ID, **fields} for op, fields in {
+    "config": {"model": ("plain|v4", 0, False), "kv": ("mha|mla", 0, False), "page_size": ("int", 1, False),
+               "full_pages": ("int", 1, False), "swa_pages": ("int", 1, False), "window": ("int", 1, False),
+               "chunked_prefill_size": ("int", -(1 << 31), False), "max_prefill_tokens": ("int", 1, False),
+               "hicache_ratio": ("num", 0, False), "write_policy": ("write_through|write_through_selective|write_back", 0,
+               False), "write_through_threshold": ("int?", 1, False), "load_back_threshold": ("int", 0, False),
+               "load_policy": ("forward|explicit", 0, False)},
+    "request": {"tokens": _TOKENS, "output": _OUTPUT},
+    "admit": {"rid": _RID, "tokens": _TOKENS, "output": _OUTPUT},
+    "extend": {"rid": _RID},
+    "decode": {"rid": _RID, "n": ("int", 0, False)},
+    "finish": {"rid": _RID},
+    "match": {"tokens": _TOKENS, "admission": ("bool", 0, False)},
+    "ack": {"n": ("int", 0, False)},
+    "complete_loads": {},
+    "step": {},
+    "evict_host": {"n": ("int", 0, True)},
+    "evict": {"full": ("int", 0, True), "swa": ("int", 0, False)},
+    "state": {},
+}.items()}  # fmt: skip
+HOST_CONFIG_KEYS = {  # the config keys each model's pools need
+    "plain": ("page_size", "full_pages", "chunked_prefill_size", "hicache_ratio", "write_policy", "load_back_threshold",
+              "load_policy"),
+    "v4": ("page_size", "full_pages", "swa_pages", "window", "chunked_prefill_size", "hicache_ratio", "write_policy",
+           "load_back_threshold", "load_policy"),
+}  # fmt: skip
 
 
 def tiers_flag(device: bool, host: bool) -> str:
@@ -53,14 +85,53 @@ def state_answer(paths, num_nodes: int, tokens_of, tiers, loading: set[int]) -> 
 
 
 def _on_admitted(handler):
-    """A handler of a call on request ``rid``: it gets the request's record; a refused request answers skipped."""
+    """A handler of a call on request ``rid``: it gets the request's record; a refused request answers skipped. A
+    call the request's state does not allow (:func:`_out_of_order`) is an input error."""
 
     @functools.wraps(handler)
     def on_request(self, call: dict) -> dict:
         r = self._request(self.reqs, call)
-        return handler(self, r, call) if r.admitted else {"skipped": "not admitted"}
+        if not r.admitted:
+            return {"skipped": "not admitted"}
+        problem = _out_of_order(call["op"], r, r.rid in self.forward)
+        if problem:
+            raise InputError(f"rid: request {r.rid!r} {problem}")
+        return handler(self, r, call)
 
     return on_request
+
+
+def _out_of_order(op: str, r, in_forward: bool) -> str | None:
+    """Why request ``r`` cannot take call ``op`` now (SGLang's scheduler never issues it), or None: no chunk or decode
+    step runs on a released request (a ``finish`` of one, as after its last decode step, answers what it ran), a
+    prefill chunk needs prompt left, and decode steps follow the whole prefill."""
+    if r.finished:
+        return None if op == "finish" else "has finished: it is released and no chunk or decode step runs on it"
+    if op == "extend" and not in_forward and r.prefilled >= r.prompt_len:
+        return "has no prompt left to prefill (decode or finish it)"
+    if op == "decode" and (in_forward or r.prefilled < r.prompt_len):
+        return "has prompt left to prefill (extend or finish it first)"
+    return None
+
+
+def _check_new(reqs: dict, rid) -> None:
+    """A new request may not take the name of one still running."""
+    r = reqs.get(rid)
+    if r is not None and r.admitted and not r.finished:
+        raise InputError(f"rid: request {rid!r} is already running (finish it first)")
+
+
+def check_config(cfg: dict, model: str) -> int:
+    """Refuse a merged config the model's pools cannot be built from; returns the chunk size the scheduler uses
+    (SGLang turns chunking off for a size <= 0, ``managers/scheduler.py:1372-1373``)."""
+    for key in HOST_CONFIG_KEYS[model]:
+        if key not in cfg:
+            raise InputError(f"{key}: required field missing (no config call so far set it)")
+    chunk, page = cfg["chunked_prefill_size"], cfg["page_size"]
+    if 0 < chunk < page:
+        raise InputError(f"chunked_prefill_size: {chunk} is below one page ({page}): SGLang rounds a chunk down to "
+                         "whole pages and admits no prompt longer than it (schedule_policy.py:1664-1672)")  # fmt: skip
+    return chunk if chunk > 0 else MAX_COUNT
 
 
 @dataclass
@@ -104,6 +175,7 @@ class HostScheduler(CallDriver):
     the cache alone (``match``, ``evict``, ``evict_host``, ``state``)."""
 
     kind = "host-tier"
+    call_fields = HOST_CALL_FIELDS
     window: ClassVar[bool] = False  # the cache has SWA pools (the answers' window fields)
 
     def __init__(self) -> None:
@@ -140,6 +212,7 @@ class HostScheduler(CallDriver):
     def _op_config(self, call: dict) -> dict:
         cfg = self.cfg
         cfg.update((k, v) for k, v in call.items() if k not in ("op", "id"))
+        self.chunk = check_config(cfg, "v4" if self.window else "plain")
         self.page = cfg["page_size"]
         self.c, self.events, pools = self._build(cfg)
         if cfg.get("write_through_threshold") is not None:
@@ -189,7 +262,7 @@ class HostScheduler(CallDriver):
         if self.batch is None or self.batch.stop:
             self._close_batch()
             self._start_iteration()
-            self.batch = PrefillAdder(self.page, self.cfg["chunked_prefill_size"])
+            self.batch = PrefillAdder(self.page, self.chunk)
 
     # ----- admission --------------------------------------------------------------------------------
     def _reserved(self) -> int:
@@ -228,6 +301,9 @@ class HostScheduler(CallDriver):
         end = r.prefilled + min(r.prompt_len - r.prefilled, self._chunk_room())
         if end < r.prompt_len:
             end = end // self.page * self.page
+        if end <= r.prefilled < r.prompt_len:  # no progress: SGLang parks the chunk until memory frees; no call here does
+            raise MemoryError(f"a later chunk got no tokens from the prefill budget ({r.prefilled} of {r.prompt_len} "
+                              "prompt tokens prefilled)")  # fmt: skip
         r.extend_end = end
         self._run_chunk(r)
         self._end_of_batch_result()
@@ -274,6 +350,7 @@ class HostScheduler(CallDriver):
     # ----- ops --------------------------------------------------------------------------------------
     @handles("request")
     def _op_request(self, call: dict) -> dict:
+        _check_new(self.reqs, call.get("id", "?"))
         self._open_batch()
         r = self._admit(call, call.get("id", "?"))
         if not r.admitted:
@@ -286,6 +363,7 @@ class HostScheduler(CallDriver):
 
     @handles("admit")
     def _op_admit(self, call: dict) -> dict:
+        _check_new(self.reqs, call["rid"])
         self._open_batch()
         return self._admission_fields(self._admit(call, call["rid"]))
 

@@ -31,14 +31,16 @@ from sim.offline.driver import (
     swa_match_fields,
 )
 from sim.offline.hostcalls import PlainHostDriver
-from sim.offline.hostsched import HostScheduler
+from sim.offline.hostsched import HOST_CALL_FIELDS, HostScheduler
 from sim.offline.v4hostcalls import V4HostDriver
 
-__all__ = ["RadixDriver", "TreeDriver", "compare", "HostDriver", "driver_for", "read_calls", "run_calls"]
+__all__ = ["CALL_FIELDS", "HOST_CALL_FIELDS", "RADIX_CALL_FIELDS", "RadixDriver", "TreeDriver", "compare", "HostDriver",
+           "driver_for", "read_calls", "run_calls"]
 
 
 # What each call may carry, by op (:data:`sim.offline.calls.Fields`). Every call is checked against this before it
-# is applied, so a stream gets one line naming the file, line and field for a missing or mistyped one.
+# is applied, so a stream gets one line naming the file, line and field for a missing or mistyped one. The host
+# tier's calls are declared beside their scheduler (:data:`sim.offline.hostsched.HOST_CALL_FIELDS`).
 _TOKENS, _OUTPUT, _RID = ("tokens", 0, True), ("tokens", 0, False), ("rid", 0, True)
 CALL_FIELDS: dict[str, Fields] = {
     "config": {"page_size": ("int", 1, False), "window": ("int", 0, False), "full_pages": ("int?", 1, False),

@@ -66,7 +66,7 @@ class V4HostDriver(HostScheduler):
         page, ratio = cfg["page_size"], cfg["hicache_ratio"]
         host_pages, swa_host_pages = int(cfg["full_pages"] * ratio), int(cfg["swa_pages"] * ratio)
         c = SWACache(page=page, window=cfg["window"], full_pages=cfg["full_pages"], swa_pages=cfg["swa_pages"],
-                     chunked_prefill_size=cfg["chunked_prefill_size"], host_full_pages=host_pages,
+                     chunked_prefill_size=self.chunk, host_full_pages=host_pages,
                      host_swa_pages=swa_host_pages, write_policy=cfg["write_policy"],
                      load_back_threshold=cfg["load_back_threshold"])  # fmt: skip
         c.hold_loads = True
@@ -130,14 +130,14 @@ class V4HostDriver(HostScheduler):
         prefix = rec.prefilled
         end = self._join_batch(rec, self.batch.rem_chunk_tokens)
         self.batch.swa_reserved += swa_estimate(-(-(end - prefix) // p) * p, 0 if end < len(prompt) else n_out, window=w,
-                                              page=p, limit=self.cfg["chunked_prefill_size"])  # fmt: skip
+                                              page=p, limit=self.chunk)  # fmt: skip
         self.batch.stop = self.batch.rem_chunk_tokens <= 0
         return rec
 
     def _chunk_room(self) -> int:
         c = self.c
         remaining = c.full_free() + c.tree.full_evictable - self._reserved()
-        avail = min(self.cfg["chunked_prefill_size"], int(remaining), int(c.swa_free() + c.tree.swa.evictable) - self.page)
+        avail = min(self.chunk, int(remaining), int(c.swa_free() + c.tree.swa.evictable) - self.page)
         return max(avail, 0)
 
     # ----- answers ---------------------------------------------------------------------------------

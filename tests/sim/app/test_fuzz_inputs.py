@@ -6,7 +6,7 @@ memory.
 The hostile values come from the inputs' own declarations, not from a hand list: the scenario's pydantic models
 (every field of every section, each workload kind's and each list item's fields, their declared bounds), the
 config.json fields :data:`sim.model.modelcfg.CONFIG_INTS` says the derivation reads, the tree calls' declarations
-(:data:`sim.offline.treecalls.CALL_FIELDS`), the fields of the bundled cost table, SGLang's flag table, the trace and
+(:data:`sim.offline.treecalls.CALL_FIELDS` and the host tier's ``HOST_CALL_FIELDS``), the fields of the bundled cost table, SGLang's flag table, the trace and
 bench-result formats' fields. A field added to any of these is fuzzed with no change here.
 
 ``HYPOTHESIS_PROFILE=long`` runs ten times as many examples (by hand; CI runs the default profile).
@@ -18,6 +18,7 @@ import json
 import math
 import os
 import resource
+import signal
 import time
 import types
 import typing
@@ -37,7 +38,8 @@ from sim.app.run import LONG_RUN_REQUESTS, build
 from sim.app.scenario import Scenario, load_scenario
 from sim.base.inputs import MAX_MAGNITUDE, MIN_MAGNITUDE
 from sim.model.modelcfg import CONFIG_INTS
-from sim.offline.treecalls import CALL_FIELDS, RADIX_CALL_FIELDS
+from sim.offline.calls import _problem as problem_of
+from sim.offline.treecalls import CALL_FIELDS, HOST_CALL_FIELDS, RADIX_CALL_FIELDS
 
 SCALE = 10 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 1
 # Hypothesis's own warnings (a large repr) must not be read as the command's second line of stderr.
@@ -539,6 +541,10 @@ def test_any_fix_gives_a_whole_fit_or_one_line(fresh, capsys, rss, key, value):
 
 
 def call_value(kind: str, least: int) -> st.SearchStrategy:
+    """A value for a declared call field: one of its kind (near its least value, at the edges), or as often anything
+    JSON holds."""
+    if "|" in kind:  # a choice of names
+        return st.sampled_from(kind.split("|")) | st.sampled_from(["", "x", kind]) | ANY_JSON
     own = {
         "int": st.integers(least - 2, least + 600) | st.sampled_from(_edges([least])),
         "int?": st.none() | st.integers(least - 2, least + 40),
@@ -547,8 +553,24 @@ def call_value(kind: str, least: int) -> st.SearchStrategy:
                            max_size=4) | st.just([[0, 10**15]]),
         "ids": st.lists(st.integers(0, 50), max_size=40),
         "rid": st.sampled_from(["r1", "r2", 1]),
+        "num": st.floats(least - 1, least + 4) | st.sampled_from(_edges([least])),
     }[kind]
     return st.one_of(own, ANY_JSON)
+
+
+def legal_value(kind: str, least: int) -> st.SearchStrategy:
+    """A value its declaration allows, small enough for a stream to run many calls on."""
+    if "|" in kind:
+        return st.sampled_from(kind.split("|"))
+    if kind in ("int", "int?"):
+        low = max(least, -2)
+        ints = st.integers(low, low + 16) | st.integers(low, max(least, 0) + 4096)
+        return ints | st.none() if kind == "int?" else ints
+    if kind == "num":
+        return st.floats(least, least + 4)
+    if kind == "rid":
+        return st.sampled_from(["r1", "r2"])
+    return call_value(kind, least).filter(lambda v: not problem_of(v, kind, least))
 
 
 @st.composite
@@ -566,14 +588,69 @@ def call_streams(draw) -> str:
     return "\n".join(lines + [draw(st.sampled_from(["", "{", "[1]", '{"x": 1}', "\xff"]))]) + "\n"
 
 
+@st.composite
+def host_call_streams(draw) -> str:
+    """A host-tier stream: a config call, then calls of every op on a few rids, every field from its declaration
+    (:data:`HOST_CALL_FIELDS`): mostly values it allows, so that streams run many calls deep, one field in forty
+    anything :func:`call_value` draws, one in forty left out, and now and then an unknown op."""
+    fields = HOST_CALL_FIELDS
+    lines = []
+    if draw(st.booleans()):  # a header naming the model, as the recordings have
+        lines.append(json.dumps({"model": draw(st.sampled_from(["plain", "v4"]))}))
+    lifecycle = ["admit", "extend", "decode", "finish"]  # the ops on a rid, as often as all the others
+    ops = ["config"] + draw(st.lists(st.sampled_from([*fields]) | st.sampled_from(lifecycle), min_size=1, max_size=16))
+    ops += draw(st.sampled_from([[], [], [], ["bogus"]]))
+    admitted: list = []
+    for i, op in enumerate(ops):
+        if op in lifecycle and not admitted and draw(st.integers(0, 9)):
+            op = "admit"  # mostly on a request admitted before
+        call = {"op": op}
+        for name, (kind, least, required) in fields.get(op, {}).items():
+            odds = draw(st.integers(0, 39))
+            if (odds == 0 and i) or (not required and op != "config" and odds < 20):
+                continue  # left out (optional fields often; the first config sets every key)
+            if name == "page_size" and odds < 30:
+                call[name] = draw(st.sampled_from([1, 4, 16, 256]))
+            elif name == "chunked_prefill_size" and odds < 30:  # whole pages, or chunking off
+                call[name] = draw(st.integers(-1, 16)) * call.get("page_size", 1)
+            elif name == "rid" and odds > 1 and op != "admit" and admitted:  # mostly a rid admitted before
+                call[name] = draw(st.sampled_from(admitted))
+            else:
+                call[name] = draw(call_value(kind, least) if odds == 1 else legal_value(kind, least))
+        if op == "admit" and isinstance(call.get("rid"), str):
+            admitted.append(call["rid"])
+        lines.append(json.dumps(call if draw(st.integers(0, 3)) else {"call": call, "expect": {"op": op}}))
+    return "\n".join(lines) + "\n"
+
+
 @fuzz_settings(150)
 @given(text=call_streams())
 def test_any_call_stream_gives_answers_or_one_line(fresh, capsys, rss, text):
+    _tree_answers_or_one_line(fresh, capsys, text)
+
+
+@fuzz_settings(150)
+@given(text=host_call_streams())
+def test_any_host_tier_stream_gives_answers_or_one_line(fresh, capsys, rss, text):
+    _tree_answers_or_one_line(fresh, capsys, text)
+
+
+def _tree_answers_or_one_line(fresh, capsys, text: str) -> None:
     d = fresh()
     calls = d / "c.jsonl"
     calls.write_text(text, errors="surrogateescape")
     start, cpu = time.perf_counter(), time.process_time()
-    code = main(["tree", str(calls), "--quiet"])
+
+    def hung(*_):
+        raise TimeoutError(f"tree ran over {WALL_SECONDS_PER_COMMAND} s on:\n{text[:2000]}")
+
+    previous = signal.signal(signal.SIGALRM, hung)  # a loop that never returns fails here instead of hanging CI
+    signal.alarm(int(WALL_SECONDS_PER_COMMAND))
+    try:
+        code = main(["tree", str(calls), "--quiet"])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     err = capsys.readouterr().err
     assert code in (0, 1, 2) and "Traceback" not in err, err  # 1: answers that disagree with the expects
     assert time.process_time() - cpu < SECONDS_PER_COMMAND and time.perf_counter() - start < WALL_SECONDS_PER_COMMAND

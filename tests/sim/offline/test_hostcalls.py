@@ -59,3 +59,74 @@ def test_cli_checks_a_host_tier_recording_and_fails_on_a_changed_answer(tmp_path
     bad.write_text("\n".join([src[0], src[1], json.dumps(rec)]) + "\n")
     assert main(["tree", str(bad), "--quiet"]) == 1
     assert "events: got [{'backup': [0, 20, 1019], 'tokens': 20}], expected []" in capsys.readouterr().err
+
+
+# ----- bad input (issue 21): one line naming file, line and field, exit 2; never a traceback or a hang -----------
+
+PLAIN = {"op": "config", "model": "plain", "kv": "mha", "page_size": 4, "full_pages": 16, "chunked_prefill_size": 64,
+         "max_prefill_tokens": 16384, "hicache_ratio": 1.5, "write_policy": "write_through",
+         "write_through_threshold": None, "load_back_threshold": 10, "load_policy": "forward"}  # fmt: skip
+ADMIT = {"op": "admit", "rid": "g", "tokens": [[0, 20]], "output": [[100, 4]]}
+
+
+def _stream(tmp_path, *calls) -> Path:
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in calls))
+    return path
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_every_op_the_drivers_handle_is_declared():
+    from sim.offline.hostcalls import PlainHostDriver
+    from sim.offline.treecalls import HOST_CALL_FIELDS
+    from sim.offline.v4hostcalls import V4HostDriver
+
+    assert set(HOST_CALL_FIELDS) == set(PlainHostDriver.ops) == set(V4HostDriver.ops)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    ({"op": "evict_host"}, "n: required field missing"),
+    ({"op": "evict", "full": "x"}, "full: expected an integer from 0"),
+    ({"op": "request", "id": [1], "tokens": [1, 2]}, "id: expected a string or integer, got [1]"),
+    ({**PLAIN, "write_policy": "write_sometimes"}, "write_policy: expected one of write_through"),
+    ({**PLAIN, "hicache_ratio": "2"}, "hicache_ratio: expected a number from 0"),
+])  # fmt: skip
+def test_a_missing_or_mistyped_field_is_one_line_naming_file_line_and_field(tmp_path, capsys, call, message):
+    path = _stream(tmp_path, PLAIN, call)
+    assert main(["tree", str(path), "--quiet"]) == 2
+    assert f"{path}:2: {message}" in _one_line(capsys)
+
+
+def test_a_config_key_no_config_has_set_is_named(tmp_path, capsys):
+    path = _stream(tmp_path, {k: v for k, v in PLAIN.items() if k != "page_size"})
+    assert main(["tree", str(path), "--quiet"]) == 2
+    assert f"{path}:1: page_size: required field missing" in _one_line(capsys)
+
+
+@pytest.mark.parametrize(("calls", "message"), [
+    ([ADMIT, {"op": "finish", "rid": "g"}, {"op": "extend", "rid": "g"}], "rid: request 'g' has finished"),
+    ([ADMIT, {"op": "extend", "rid": "g"}, {"op": "extend", "rid": "g"}], "rid: request 'g' has no prompt left"),
+    ([ADMIT, {"op": "decode", "rid": "g", "n": 2}], "rid: request 'g' has prompt left to prefill"),
+    ([ADMIT, ADMIT], "rid: request 'g' is already running"),
+    ([{"op": "extend", "rid": "zz"}], "rid: no request 'zz'"),
+])  # fmt: skip
+def test_a_call_out_of_order_for_the_requests_state_is_refused_at_its_line(tmp_path, capsys, calls, message):
+    path = _stream(tmp_path, PLAIN, *calls)
+    assert main(["tree", str(path), "--quiet"]) == 2
+    assert f"{path}:{len(calls) + 1}: {message}" in _one_line(capsys)
+
+
+def test_a_v4_chunk_that_gets_no_tokens_ends_the_request_as_the_format_says_not_a_loop(tmp_path, capsys):
+    # the SWA pool (3 pages) holds two chunks' windows, locked until an ack that no call inside `request` brings
+    v4 = {**PLAIN, "model": "v4", "page_size": 256, "window": 128, "full_pages": 64, "swa_pages": 3,
+          "chunked_prefill_size": 256, "hicache_ratio": 2.0}  # fmt: skip
+    path = _stream(tmp_path, v4, {"op": "request", "tokens": [[0, 2000]], "output": [[90000, 4]]})
+    assert main(["tree", str(path)]) == 0
+    answer = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert answer["aborted"] is True and "got no tokens from the prefill budget" in answer["error"]
+    assert answer["running"] == 0
