@@ -51,7 +51,7 @@ from sim.serve.metrics import (
 from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
-from sim.workload.traces import iter_trace, trace_requests
+from sim.workload.traces import trace_requests
 from sim.workload.trajectory import read_weka, weka_trajectory
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
@@ -339,7 +339,8 @@ def lane_trajectories(w, page: int, rng: np.random.Generator) -> list:
 
 def check_startable(sc: Scenario) -> None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
-    a trace workload's records, a top-k trace, a decode instance's model, the step-time backend. Runs nothing."""
+    the workload as the run builds it (a trace's records, its simulated span, its smallest request against the
+    empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing."""
     model = build_model_spec(sc)
     if sc.cluster.role != "decode":
         device_pools(sc, model)  # cap mode may leave no Full pool
@@ -349,14 +350,9 @@ def check_startable(sc: Scenario) -> None:
     resolve_cost_table(sc.hardware.cost_table)
     if sc.compute.backend != "roofline":
         step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
-    w = sc.workload
-    if w.kind == "trace":
-        for _ in iter_trace(w.path, fmt=w.format, block_size=w.block_size, page_size=sc.hicache.page_size,
-                            max_requests=w.max_requests):  # fmt: skip
-            pass  # every record read and checked, none held
-    if w.kind == "lanes":
-        read_weka(w.path, page_size=sc.hicache.page_size, max_trajectories=w.num_dataset_entries)
-    if sc.cluster.role == "decode":
+    if sc.cluster.role != "decode":
+        build(sc)  # the workload as the run makes it (a trace read and checked, none held): its span, its fit
+    else:
         from sim.hisparse.decode import decode_shape, decode_swa_ratio
 
         decode_swa_ratio(sc)
