@@ -82,6 +82,16 @@ class HostController:
             if not self.back_up(n, lock=True):
                 return
 
+    def back_up_window(self, node: UNode) -> None:
+        """write_back: the SWA walk reached a window with no host copy. SGLang first reserves SWA host room for the
+        whole unbacked window, evicting SWA host state if short (``unified_radix_cache.py:896-906``,
+        ``unified_cache/components/swa.py:797-813``), then backs the node up as a leaf (KV first, :meth:`back_up`).
+        A host leaf that reserve frees goes whole, so it can leave the KV pool no longer short."""
+        swa = sum(x.tokens for x in self.tree.swa.unbacked_window(node))
+        if swa > self.host_swa_free():
+            self.tree.evict_host_swa(swa)
+        self.back_up(node, lock=False)
+
     def back_up(self, node: UNode, *, lock: bool) -> bool:
         """Allocate host copies of ``node``'s Full KV and its unbacked window state, evicting host leaves if
         short, and commit them at once (``unified_radix_cache.py:1681-1760``); False if the host is full."""

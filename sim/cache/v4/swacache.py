@@ -117,7 +117,7 @@ class SWACache(HostController, PagedPools):
             self.tree.backup = self._backup_on_insert
             self.tree.evict_unbacked = self._evict_unbacked
             if write_policy == "write_back":
-                self.tree.back_up_window = lambda node: self.back_up(node, lock=False)
+                self.tree.back_up_window = self.back_up_window
                 self.tree.duplicates = {}
         self.pending: dict[int, Backup] = {}  # write-through copies not yet acknowledged
         self.write_back_copies: list[list[Backup]] = []  # copies made at eviction, for a clocked caller
