@@ -164,6 +164,29 @@ def test_write_back_backs_up_a_shared_prefix_before_tombstoning_its_window():
     assert r.match.device + r.host_hit == 1024 and r.load_swa > 0
 
 
+def test_write_back_reserves_swa_host_room_for_a_window_before_its_kv_backup():
+    # unified_radix_cache.py:896-906, components/swa.py:797-813: before the SWA walk backs up a window, SGLang
+    # frees SWA host room for all of it. The oldest host window is a host leaf, which goes whole (its KV too), so
+    # the KV pool is no longer short and the duplicate a KV reclaim would have taken first keeps its host copy
+    # (vector hicache_v4_seed13 v13.33).
+    c = SWACache(page=256, window=128, full_pages=64, swa_pages=64, host_full_pages=4, host_swa_pages=4,
+                 write_policy="write_back")  # fmt: skip
+    c.tree.events = []
+    serve(c, range(90_000, 90_500), [1])
+    c.tree.evict(256, 0, c.full_free, c.swa_free)  # backed up and demoted: a host leaf, KV and window on host
+    base = list(range(2000))
+    for tail in ([], list(range(50_000, 50_600)), list(range(60_000, 60_600))):
+        serve(c, base[:1024] + tail if tail else base, [1])
+    c.tree.events.clear()
+    c.tree.evict(0, 1024, c.full_free, c.swa_free)
+    ev = c.tree.events
+    window = ev.index({"backup": [1024, 1280, 50255], "tokens": 256, "swa": 256})
+    assert {"backup": [1024, 1536, 1535], "tokens": 512, "swa": 512} in ev[:window]  # the duplicate, made first
+    assert ev[window - 1] == {"host_evict": 256, "got": 256, "pool": "swa"}  # the host leaf, whole
+    assert not any("nodes" in e for e in ev)  # no KV host reclaim: the duplicate kept its copy
+    assert lookup(c, list(range(90_000, 90_500))).best_len == 0
+
+
 def test_evict_to_free_evicts_lru_leaves_until_both_pools_have_room():
     # what a retraction asks for the requests that stay (schedule_batch.py:2388-2392)
     c = SWACache(page=256, window=128, full_pages=16, swa_pages=16)
