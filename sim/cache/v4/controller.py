@@ -84,7 +84,7 @@ class HostController:
 
     def back_up_window(self, node: UNode) -> None:
         """write_back: the SWA walk reached a window with no host copy. SGLang first reserves SWA host room for the
-        whole unbacked window, evicting SWA host state if short (``unified_radix_cache.py:896-906``,
+        whole unbacked window, evicting SWA host state if short (``unified_radix_cache.py:899-907``,
         ``unified_cache/components/swa.py:797-813``), then backs the node up as a leaf (KV first, :meth:`back_up`).
         A host leaf that reserve frees goes whole, so it can leave the KV pool no longer short."""
         swa = sum(x.tokens for x in self.tree.swa.unbacked_window(node))

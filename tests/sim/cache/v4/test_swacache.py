@@ -165,7 +165,7 @@ def test_write_back_backs_up_a_shared_prefix_before_tombstoning_its_window():
 
 
 def test_write_back_reserves_swa_host_room_for_a_window_before_its_kv_backup():
-    # unified_radix_cache.py:896-906, components/swa.py:797-813: before the SWA walk backs up a window, SGLang
+    # unified_radix_cache.py:899-907, components/swa.py:797-813: before the SWA walk backs up a window, SGLang
     # frees SWA host room for all of it. The oldest host window is a host leaf, which goes whole (its KV too), so
     # the KV pool is no longer short and the duplicate a KV reclaim would have taken first keeps its host copy
     # (vector hicache_v4_seed13 v13.33).
