@@ -683,7 +683,6 @@ def _add_scenario(sub) -> None:
 
 def _cmd_from_sglang(args) -> int:
     from sim.app.fromsglang import from_sglang, to_yaml
-    from sim.app.scenario import scenario_from_dict
     from sim.base.fileio import check_output_file, write_text_atomic
 
     if args.out is not None:
@@ -691,7 +690,7 @@ def _cmd_from_sglang(args) -> int:
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
                        accept_length=args.accept_length)  # fmt: skip
-    scenario_from_dict(conv.scenario, source="from-sglang")  # the result must load
+    conv.check()  # the result must load
     text = to_yaml(conv)
     if args.out is None:
         print(text, end="")

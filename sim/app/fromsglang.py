@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from sim.base.errors import InputError
+from sim.base.inputs import num_text, number_problem
 from sim.model.aic import model_config_path
 
 __all__ = ["Conversion", "from_sglang", "to_yaml"]
@@ -209,6 +210,13 @@ class Conversion:
     commands: list[str] = field(default_factory=list)
     token_ids: bool = False  # the server takes token ids only (--skip-tokenizer-init)
     prompt_text: str | None = None  # the kind of text the client sends (TOKENIZER_TOKENS_PER_S); None: token ids
+    origins: dict[str, str] = field(default_factory=dict)  # field path -> the flag that set it, as written
+
+    def check(self) -> Any:
+        """The scenario validated; an error in a field a flag set names that flag."""
+        from sim.app.scenario import scenario_from_dict
+
+        return scenario_from_dict(self.scenario, source="from-sglang", overridden=self.origins)
 
 
 def _put(d: dict, path: str, value: Any) -> None:
@@ -330,13 +338,19 @@ def _command(conv: Conversion, command: str, programs: tuple[str, ...]) -> tuple
     return _strip_program(argv, programs)
 
 
-def _number(kind: Callable, flag: str, value: str) -> Any:
-    """A flag's value converted as the flag's kind; what cannot be is the flag's error, named by the flag."""
+def _number(kind: Callable, flag: str, value: str, *, infinite: bool = False) -> Any:
+    """A flag's value converted as the flag's kind; what cannot be is the flag's error, named by the flag.
+    ``infinite``: the flag gives ``inf`` a meaning of its own (bench_serving's request rate: all at once;
+    aiperf's grace period: wait for every response)."""
     try:
-        return kind(value)
+        converted = kind(value)
     except ValueError as exc:
         what = "a number" if kind in (int, float) else f"a value of its kind ({' '.join(str(exc).split())[:80]})"
         raise InputError(f"{flag}: expected {what}, got {value[:80]!r}") from None
+    problem = number_problem(converted) if kind in (int, float) and not (infinite and converted == math.inf) else None
+    if problem:  # the bound every number of every input has, whether or not the flag maps to one field
+        raise InputError(f"{flag}: {problem}")
+    return converted
 
 
 def _check_mapped(flag: str, value: Any, path: str) -> None:
@@ -509,11 +523,18 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
         raise InputError("launch_server: --model-path is required")
     _resolve_dp(conv, dp_size)
     if hicache_size:
-        from sim.app.schema import Scenario
+        from sim.app.scenario import HiCacheConfig, field_problem
 
-        probe = Scenario.model_validate({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}})
+        # what the rest of the command makes, checked as the whole result will be (its error is the same line)
+        probe = Conversion({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}},
+                           origins=conv.origins).check()  # fmt: skip
         page_bytes = probe.model.page_bytes(probe.hicache.page_size, probe.hardware.tp_size)
-        _put(sc, "hicache.host_pages", int(hicache_size * 1e9 // page_bytes))
+        pages = int(hicache_size * 1e9 // page_bytes)
+        problem = field_problem(HiCacheConfig, "host_pages", pages)
+        if problem:
+            raise InputError(f"--hicache-size {num_text(hicache_size)}: {problem} (as hicache.host_pages, "
+                             f"{num_text(page_bytes)} bytes a page)")  # fmt: skip
+        _put(sc, "hicache.host_pages", pages)
 
 
 def _current_spelling(conv: Conversion, flag: str, value: str | None, text: str, tp: str,
@@ -545,11 +566,12 @@ def _map_table_flag(conv: Conversion, flag: str, value: str | None, text: str) -
         _put(conv.scenario, path, converted)
         conv.mapped.append(f"{text} -> {path}: {converted}")
     elif flag in _SWITCHES:
-        path, v = _SWITCHES[flag]
-        _put(conv.scenario, path, v)
-        conv.mapped.append(f"{text} -> {path}: {v}")
+        path, converted = _SWITCHES[flag]
+        _put(conv.scenario, path, converted)
+        conv.mapped.append(f"{text} -> {path}: {converted}")
     else:
         return False
+    conv.origins[path] = text
     return True
 
 
@@ -669,8 +691,8 @@ def _bench_serving(conv: Conversion, argv: list[str], index: int) -> None:
             step[key] = _number(kind, flag, value)
             conv.mapped.append(f"{text} -> workload.steps[{index}].{key}")
         elif flag == "--request-rate":
-            rate = _number(float, flag, value)
-            step["request_rate"] = None if rate == float("inf") else rate
+            rate = _number(float, flag, value, infinite=True)
+            step["request_rate"] = None if rate == math.inf else rate
             conv.mapped.append(f"{text} -> workload.steps[{index}].request_rate: {step['request_rate']}")
         elif flag == "--flush-cache":
             step["flush_cache"] = True
@@ -759,8 +781,8 @@ def _aiperf(conv: Conversion, argv: list[str]) -> None:
     for flag, value, text in _parse(argv[1:], {k: takes for k, (takes, _) in AIPERF_FLAGS.items()}, "aiperf"):
         target = AIPERF_FLAGS[flag][1]
         if target in AIPERF_NUMBERS:
-            number = _number(AIPERF_NUMBERS[target], flag, value)
-            if number == math.inf:  # --benchmark-grace-period inf: wait for every response
+            number = _number(AIPERF_NUMBERS[target], flag, value, infinite=flag == "--benchmark-grace-period")
+            if number == math.inf:  # wait for every response
                 number = None
             if target == "seed":
                 sc["seed"] = number
