@@ -197,6 +197,8 @@ class HiCache(TierEvictor, CacheController):
                 self.tree.revive(n)
                 adm.load_kv_pages += self._take(adm, n)
             self.stats.load_kv_pages += adm.load_kv_pages
+            if self.events is not None:
+                self.events.append({"load": self._ref(lk.best_node), "tokens": adm.load_kv_pages * pt})
         elif lk.host_pages:
             self.stats.load_back_skipped_tokens += lk.host_pages * pt
         adm.device_tokens = lk.device_pages * pt
