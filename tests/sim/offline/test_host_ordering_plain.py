@@ -4,10 +4,12 @@ single-pool model and a ``hicache-sim tree`` stream of the same calls, through t
 decisions (backups, demotes, deletes, drops, host evictions, loads) in the same order.
 
 Without L1 pressure they do where no two requests finish in one decode pass: backups, their acks and host
-evictions follow SGLang's order. They do not yet where requests finish together: the engine releases them by
+evictions follow SGLang's order. Where requests finish together they do not yet: the engine releases them by
 rid (``RunningBatch``'s heap), SGLang in ``batch.reqs`` order, the order they joined the running batch
 (``managers/scheduler_components/batch_result_processor.py:1006, 1466``; ``merge_batch`` appends,
-``managers/schedule_batch.py:3977``), so their backups go out in another order. Under L1 pressure the engine reserves a request's whole device footprint at admission, evicting for it there
+``managers/schedule_batch.py:3977``), so their backups go out in another order.
+
+Under L1 pressure the engine reserves a request's whole device footprint at admission and evicts for it there
 (``HiCache.admit``), where SGLang checks a budget at admission without evicting
 (``mem_cache/prefill_budget.py:91-167``) and allocates per chunk (``mem_cache/allocation.py:374``) and per
 decode step (``:625``), evicting device leaves only when an allocation is short, as the driver does. So the
