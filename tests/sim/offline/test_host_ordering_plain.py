@@ -7,7 +7,10 @@ Without L1 pressure they do where no two requests finish in one decode pass: bac
 evictions follow SGLang's order. Where requests finish together they do not yet: the engine releases them by
 rid (``RunningBatch``'s heap), SGLang in ``batch.reqs`` order, the order they joined the running batch
 (``managers/scheduler_components/batch_result_processor.py:1006, 1466``; ``merge_batch`` appends,
-``managers/schedule_batch.py:3977``), so their backups go out in another order.
+``managers/schedule_batch.py:3977``), so their backups go out in another order; and where a request's prompt
+and output fill whole pages the engine caches the last page, which SGLang never computed (a request caches
+every output token but the last, ``kv_committed_len``: ``mem_cache/allocation.py:485, 686``,
+``mem_cache/common.py:421``).
 
 Under L1 pressure the engine reserves a request's whole device footprint at admission and evicts for it there
 (``HiCache.admit``), where SGLang checks a budget at admission without evicting
@@ -141,12 +144,12 @@ def _decisions(events: list[dict]) -> list[tuple]:
     return [(k, e[k][:2] if isinstance(e[k], list) else e[k]) for e in events for k in DECISIONS if k in e]
 
 
-def _twin(hicache: dict, kv_mem_gb: float, monkeypatch) -> tuple[list[tuple], list[tuple], list[str]]:
+def _twin(hicache: dict, kv_mem_gb: float, monkeypatch, request_length: int = 700) -> tuple[list, list, list]:
     """(timed decisions, streamed decisions, what the stream refused) of a small multi-turn run of a generic
-    single-pool model."""
+    single-pool model, 64-token pages, 40 output tokens a round."""
     sc = scenario(model={"name": "generic", "generic_bytes_per_token": 35136}, hardware={"kv_mem_gb": kv_mem_gb},
                   hicache={"page_size": 64, **hicache},
-                  workload={"num_clients": 8, "max_parallel": 4, "num_rounds": 3, "request_length": 700,
+                  workload={"num_clients": 8, "max_parallel": 4, "num_rounds": 3, "request_length": request_length,
                             "output_length": 40})  # fmt: skip
     sim, arrivals, _ = build(sc)
     inst = sim.instances[0]
@@ -161,12 +164,21 @@ FINISH_ORDER = ("the engine releases requests finishing in one decode pass by ri
                 "(batch_result_processor.py:1006, 1466)")  # fmt: skip
 
 
+LAST_TOKEN = ("the engine caches a finished request's prompt + output pages, SGLang its KV: every output token but "
+              "the last (kv_committed_len, allocation.py:485, 686; common.py:421), a page less where prompt + "
+              "output fill whole pages")  # fmt: skip
 TIED = pytest.mark.xfail(strict=True, reason=FINISH_ORDER)  # requests finish together in this run
 
 
-@pytest.mark.parametrize("policy", [pytest.param("write_through", marks=TIED), "write_through_selective"])
-def test_without_l1_pressure_the_run_and_its_stream_back_up_and_evict_host_leaves_alike(policy, monkeypatch):
-    timed, streamed, refused = _twin({"hicache_ratio": 0.2, "write_policy": policy}, 1.0, monkeypatch)
+@pytest.mark.parametrize(("policy", "request_length"), [
+    pytest.param("write_through", 700, marks=TIED),
+    ("write_through_selective", 700),
+    pytest.param("write_through_selective", 728, marks=pytest.mark.xfail(strict=True, reason=LAST_TOKEN)),
+])  # fmt: skip
+def test_without_l1_pressure_the_run_and_its_stream_back_up_and_evict_host_leaves_alike(policy, request_length,
+                                                                                        monkeypatch):  # fmt: skip
+    """A request of 728 prompt and 40 output tokens ends on a page boundary (12 pages of 64)."""
+    timed, streamed, refused = _twin({"hicache_ratio": 0.2, "write_policy": policy}, 1.0, monkeypatch, request_length)
     assert {"backup", "host_evict"} <= {k for k, _ in timed}
     assert streamed == timed and not refused
 
