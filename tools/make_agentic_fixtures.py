@@ -74,7 +74,7 @@ def bailian_records(sessions: list[dict], small: int = 16) -> list[dict]:
 
 
 def main() -> None:
-    sessions = generate_sessions(AgenticWorkload(**PARAMS), np.random.default_rng(SEED), SESSIONS)
+    sessions = list(generate_sessions(AgenticWorkload(**PARAMS), np.random.default_rng(SEED), SESSIONS))
     out = ROOT / "data" / "agentic"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "weka_synthetic.jsonl", "w") as fh:

@@ -52,7 +52,7 @@ from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
 from sim.workload.traces import trace_requests
-from sim.workload.trajectory import read_weka, weka_trajectory
+from sim.workload.trajectory import PageBudget, read_weka, weka_trajectory
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
@@ -332,9 +332,10 @@ def lane_trajectories(w, page: int, rng: np.random.Generator) -> list:
     """The trajectories a lane replay draws from: read from a Weka file, or generated (``kind: agentic``)."""
     if w.kind == "lanes":
         return read_weka(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
-    from sim.workload.agentic import generate_sessions
+    from sim.workload.agentic import MAX_GENERATED_PAGES, generate_sessions
 
-    return [weka_trajectory(rec, page, "workload", None) for rec in generate_sessions(w, rng, w.sessions)]
+    budget = PageBudget(MAX_GENERATED_PAGES)
+    return [weka_trajectory(rec, page, "workload", None, budget) for rec in generate_sessions(w, rng, w.sessions)]
 
 
 def check_startable(sc: Scenario) -> None:

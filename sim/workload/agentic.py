@@ -21,12 +21,19 @@ assumptions, not fitted.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["generate_sessions"]
+from sim.base.errors import InputError
+
+__all__ = ["MAX_GENERATED_PAGES", "generate_sessions"]
 
 BLOCK = 64  # the Weka corpora's block size
+# Page keys generated sessions may hold in all, and block ids one session may: every session is made before
+# the run starts (~1 s of CPU a million keys), so a start check stays within seconds. The defaults (64
+# sessions) make 1.75M keys at 256-token pages.
+MAX_GENERATED_PAGES = 5_000_000
 
 
 def _lognormal(rng: np.random.Generator, mean: float, sigma: float) -> float:
@@ -35,15 +42,24 @@ def _lognormal(rng: np.random.Generator, mean: float, sigma: float) -> float:
 
 
 class _Ids:
-    """Block ids of one trajectory's namespace (``hash_id_scope: local``)."""
+    """Block ids of one trajectory's namespace (``hash_id_scope: local``), and how many its calls hold: a
+    session is made whole before it is replayed, so one whose contexts barely grow is refused as it passes
+    the bound, not after it has filled the memory."""
 
     def __init__(self) -> None:
         self.next = 1
+        self.held = 0
 
     def take(self, n: int) -> list[int]:
         out = list(range(self.next, self.next + n))
         self.next += n
         return out
+
+    def hold(self, n: int) -> None:
+        self.held += n
+        if self.held > MAX_GENERATED_PAGES:
+            raise InputError(f"workload: a generated session's calls pass {MAX_GENERATED_PAGES:,} block ids of "
+                             f"{BLOCK} tokens (fewer turns, faster context growth or a smaller max_context)")  # fmt: skip
 
 
 def _call(rng, w, t: float, ids: _Ids, prev: tuple[int, list[int], int], new_tokens: int, model: str) -> dict | None:
@@ -56,8 +72,9 @@ def _call(rng, w, t: float, ids: _Ids, prev: tuple[int, list[int], int], new_tok
         return None
     keep = prev_ids[: prev_in // BLOCK]
     n_out = max(1, int(_lognormal(rng, w.output_tokens, w.output_sigma)))
-    return {"t": round(t, 3), "type": "n", "model": model, "in": n_in, "out": n_out,
-            "hash_ids": keep + ids.take(math.ceil(n_in / BLOCK) - len(keep)),
+    hash_ids = keep + ids.take(math.ceil(n_in / BLOCK) - len(keep))
+    ids.hold(len(hash_ids))
+    return {"t": round(t, 3), "type": "n", "model": model, "in": n_in, "out": n_out, "hash_ids": hash_ids,
             "api_time": round(w.api_s_per_output_token * n_out, 3)}  # fmt: skip
 
 
@@ -83,9 +100,9 @@ def _subagent(rng, w, spawn: float, ids: _Ids, system: tuple) -> tuple[dict, flo
             "requests": calls}, end  # fmt: skip
 
 
-def generate_sessions(w, rng: np.random.Generator, n: int) -> list[dict]:
-    """``n`` trajectories in the Weka format (``w``: an AgenticWorkload, or anything with its fields)."""
-    out = []
+def generate_sessions(w, rng: np.random.Generator, n: int) -> Iterator[dict]:
+    """``n`` trajectories in the Weka format (``w``: an AgenticWorkload, or anything with its fields), made one
+    at a time so that a replay converts each before the next is drawn."""
     for s in range(n):
         ids = _Ids()
         system = (w.system_tokens, ids.take(math.ceil(w.system_tokens / BLOCK)), 0)
@@ -108,6 +125,5 @@ def generate_sessions(w, rng: np.random.Generator, n: int) -> list[dict]:
                     ends.append(end)
                 t = max(ends)
             t += _lognormal(rng, w.think_time_s, w.think_sigma)
-        out.append({"id": f"synthetic-{s:04d}", "models": ["main", "sub"], "block_size": BLOCK,
-                    "hash_id_scope": "local", "requests": requests})  # fmt: skip
-    return out
+        yield {"id": f"synthetic-{s:04d}", "models": ["main", "sub"], "block_size": BLOCK,
+               "hash_id_scope": "local", "requests": requests}  # fmt: skip

@@ -31,6 +31,7 @@ from sim.base.errors import InputError
 from sim.base.inputs import (
     MAX_REQUEST_TOKENS,
     MAX_SIMULATED_S,
+    MAX_WORKLOAD_PAGES,
     json_objects,
     num_text,
     number_problem,
@@ -39,7 +40,7 @@ from sim.base.inputs import (
 )
 from sim.workload.request import Request
 
-__all__ = ["Call", "PageInterner", "Subagent", "Trajectory", "iter_bailian", "iter_trajectory_requests", "read_bailian",
+__all__ = ["Call", "PageBudget", "PageInterner", "Subagent", "Trajectory", "iter_bailian", "iter_trajectory_requests", "read_bailian",
            "read_weka", "trajectory_requests", "weka_trajectory"]
 
 JOIN_EPS_S = 1e-6  # aiperf's _JOIN_EPSILON_SECONDS
@@ -47,11 +48,13 @@ JOIN_EPS_S = 1e-6  # aiperf's _JOIN_EPSILON_SECONDS
 
 class PageInterner:
     """Page keys as small ints: ``(previous page's id, the page's block ids)`` -> id, so equal ids mean
-    equal prefixes. One interner is one hash-id namespace."""
+    equal prefixes. One interner is one hash-id namespace. ``budget``: the page keys a replay that holds
+    them may still make (trajectories are held for the whole run; a streamed trace needs none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: PageBudget | None = None) -> None:
         self._ids: dict[tuple, int] = {}
         self._fresh = -1  # uncovered tails: negative ids, never shared
+        self.budget = budget
 
     def pages(self, hash_ids: list[int], block: int, page: int, n_tokens: int) -> list[int]:
         n_pages = n_tokens // page
@@ -74,6 +77,22 @@ class PageInterner:
             out.append(self._fresh)
             self._fresh -= 1
         return out
+
+
+@dataclass(slots=True)
+class PageBudget:
+    """Page keys trajectories may still hold, shared by every trajectory of one replay (a lane replay holds
+    them all for the whole run), so a file or a generator that would expand past ``limit`` is refused at the
+    call that passes it, not after it has filled the memory."""
+
+    limit: int = MAX_WORKLOAD_PAGES
+    used: int = 0
+
+    def take(self, pages: int, page: int, where: _Where, at: str) -> None:
+        self.used += pages
+        if self.used > self.limit:
+            where.fail(at, f"the trajectories so far pass {self.limit:,} page keys of {page} tokens, the most "
+                       "this replay holds (fewer or shorter trajectories)")  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -126,10 +145,11 @@ def end_to_start(prev: Call, nxt_t: float) -> float:
 def read_weka(path: str | Path, *, page_size: int, max_trajectories: int | None = None) -> list[Trajectory]:
     """Read Weka trajectories: JSON lines, one ``.json`` object, or a folder of ``.json`` files."""
     out: list[Trajectory] = []
+    budget = PageBudget()
     for source, lineno, rec in _weka_objects(Path(path)):
         if max_trajectories is not None and len(out) >= max_trajectories:
             break
-        out.append(weka_trajectory(rec, page_size, source, lineno))
+        out.append(weka_trajectory(rec, page_size, source, lineno, budget))
     if not out:
         raise InputError("holds no trajectories", source=str(path))
     return out
@@ -155,7 +175,7 @@ def _load_json(path: Path) -> dict:
     return rec
 
 
-def weka_trajectory(rec: dict, page: int, source: str, line: int | None) -> Trajectory:
+def weka_trajectory(rec: dict, page: int, source: str, line: int | None, budget: PageBudget | None = None) -> Trajectory:
     where = _Where(source, line)
     tid = str(where.get(rec, "id", (str, int)))
     block = where.get(rec, "block_size", int)
@@ -165,7 +185,7 @@ def weka_trajectory(rec: dict, page: int, source: str, line: int | None) -> Traj
     if scope != "local":
         where.fail("hash_id_scope", f"only 'local' is defined (ids namespaced per trajectory), got {scope!r}")
     reqs = where.get(rec, "requests", list)
-    interner = PageInterner()
+    interner = PageInterner(budget)
     steps: list[Call | Subagent] = []
     pending: list[int] = []  # subagent groups not yet joined
     last_t = -math.inf
@@ -233,6 +253,8 @@ def _weka_call(r: dict, block: int, page: int, interner: PageInterner, where: _W
     _check_ids(ids, n_in, block, where, f"{at}.hash_ids")
     if n_in + n_out > MAX_REQUEST_TOKENS:
         where.fail(at, f"in + out of {n_in + n_out:,} tokens, over the limit of {MAX_REQUEST_TOKENS:,} per request")
+    if interner.budget is not None:
+        interner.budget.take(n_in // page, page, where, at)
     return Call(float(t), None if api is None else float(api), n_in, n_out, interner.pages(ids, block, page, n_in))
 
 

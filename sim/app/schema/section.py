@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, Valida
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from sim.base.inputs import MAX_WORKLOAD_PAGES as MAX_WORKLOAD_PAGES
 from sim.base.inputs import numbers_problem
 
 # Limits that keep every accepted scenario within memory and time on one machine. Each is well above
@@ -23,9 +24,9 @@ from sim.base.inputs import numbers_problem
 # percentiles, a link busy interval) beside a bounded time series: 10M requests, ~0.7 GB. The page-key bound
 # is the worst case of what is held at once: the keys (~100 B each) of every request, as an open loop behind
 # an overloaded server queues them all (a closed loop holds only its in-flight cap of them): 50M keys, ~5 GB.
-# A trace, read as it is replayed, has neither.
+# A trace, read as it is replayed, has neither. A lane replay holds its trajectories' keys (~8 B each: ints
+# interned per trajectory) for the whole run; they are counted as they are read or generated.
 MAX_REQUESTS = 10_000_000  # requests a workload generates
-MAX_WORKLOAD_PAGES = 50_000_000  # page keys a synthetic, multi-turn or bench_serving workload's requests have in all
 MAX_INSTANCES = 1024
 MAX_HISPARSE_IDS = 200_000_000  # top-k ids HiSparse simulates (sample requests x layers x steps x top-k)
 
@@ -118,15 +119,20 @@ def _resolve_file(value: str | None, info: ValidationInfo) -> str | None:
     if value is None:
         return None
     ctx = info.context or {}
-    path = Path(value).expanduser()
-    candidates = (
-        [path] if path.is_absolute() else [Path(ctx["base_dir"]) / path] if ctx.get("base_dir") else []
-    )
-    if not path.is_absolute():
-        candidates.append(Path.cwd() / path)
-    for cand in candidates:
-        if cand.exists():
-            return str(cand.resolve())
+    try:  # a name the system refuses (too long, ~nosuchuser) is the field's error, not the command's
+        path = Path(value).expanduser()
+        candidates = (
+            [path] if path.is_absolute() else [Path(ctx["base_dir"]) / path] if ctx.get("base_dir") else []
+        )
+        if not path.is_absolute():
+            candidates.append(Path.cwd() / path)
+        found = next((cand for cand in candidates if cand.exists()), None)
+    except (OSError, RuntimeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise PydanticCustomError("file_not_found", "cannot use {value}: {why}",
+                                  {"value": value[:80] + ("..." if len(value) > 80 else ""), "why": why}) from None
+    if found is not None:
+        return str(found.resolve())
     if not ctx.get("check_files", True):
         return value
     where = " or ".join(str(c.parent) for c in candidates)

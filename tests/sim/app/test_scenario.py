@@ -201,6 +201,10 @@ class TestErrors:
                 "workload.path: file not found: missing.jsonl",
             ),
             ("hardware:\n  cost_table: nope.json\n", "hardware.cost_table: file not found"),
+            ("workload:\n  kind: trace\n  path: " + "x" * 300 + "\n",  # a name the system refuses to look up
+             "workload.path: cannot use " + "x" * 80 + "...: File name too long"),
+            ("workload:\n  kind: trace\n  path: ~nosuchuser/t.jsonl\n",
+             "workload.path: cannot use ~nosuchuser/t.jsonl: Could not determine home directory"),
             ("cluster:\n  instances: 0\n", "cluster.instances: must be >= 1"),
             ("hicache:\n  enabled: 1\n", "hicache.enabled: expected true or false, got 1"),
             ("seed: -1\n", "seed: must be >= 0"),

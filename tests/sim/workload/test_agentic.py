@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.app.run import run_scenario
+from sim.app.run import lane_trajectories, run_scenario
 from sim.app.scenario import scenario_from_dict
 from sim.app.schema import AgenticWorkload
+from sim.base.errors import InputError
 from sim.workload.agentic import generate_sessions
-from sim.workload.trajectory import Subagent, weka_trajectory
+from sim.workload.trajectory import PageBudget, Subagent, weka_trajectory
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = dict(sessions=6, turns_per_session=8, system_tokens=1024, first_turn_tokens=1024, context_growth_tokens=800,
@@ -49,7 +50,7 @@ def test_subagents_share_only_the_system_prefix_and_the_parent_joins_them():
 
 def test_the_same_seed_gives_the_same_sessions_and_longer_growth_longer_contexts():
     w = AgenticWorkload(**SMALL)
-    assert generate_sessions(w, np.random.default_rng(4), 6) == generate_sessions(w, np.random.default_rng(4), 6)
+    assert list(generate_sessions(w, np.random.default_rng(4), 6)) == list(generate_sessions(w, np.random.default_rng(4), 6))
     _, base = sessions(max_context=10**6)
     _, grown = sessions(max_context=10**6, context_growth_tokens=1600)
     mean = lambda ts: np.mean([c.input_len for t in ts for c in t.calls()])  # noqa: E731
@@ -94,3 +95,18 @@ def test_the_cli_reports_an_agentic_run_whose_records_were_streamed(tmp_path, ca
     assert main(["run", str(scenario), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     assert "aiperf agentic, 2 lanes:" in capsys.readouterr().out
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["client"]["requests"] > 0
+
+
+def test_generated_sessions_are_refused_as_they_pass_the_bound_not_after(monkeypatch):
+    """Sessions are made before the run: a session whose context barely grows, or sessions past the page
+    keys a generated replay may hold, cost one line within seconds (the fuzzer found a validate that ran on)."""
+    monkeypatch.setattr("sim.workload.agentic.MAX_GENERATED_PAGES", 1_000)
+    w = AgenticWorkload(**{**SMALL, "sessions": 1, "turns_per_session": 10_000, "context_growth_tokens": 1e-6,
+                           "output_tokens": 1e-6, "max_context": 4_000_000})  # fmt: skip
+    with pytest.raises(InputError, match="^workload: a generated session's calls pass 1,000 block ids"):
+        list(generate_sessions(w, np.random.default_rng(1), 1))
+    monkeypatch.undo()
+    sc = scenario_from_dict({"name": "a", "workload": {"kind": "agentic", **SMALL, "sessions": 100_000}})
+    monkeypatch.setattr("sim.app.run.PageBudget", lambda limit: PageBudget(limit=limit // 5_000))
+    with pytest.raises(InputError, match=r"the trajectories so far pass 1,000 page keys of 256 tokens"):
+        lane_trajectories(sc.workload, 256, np.random.default_rng(1))

@@ -7,7 +7,14 @@ import pytest
 
 from sim.base.errors import InputError
 from sim.workload.traces import detect_format, read_trace
-from sim.workload.trajectory import PageInterner, Subagent, read_bailian, read_weka
+from sim.workload.trajectory import (
+    PageBudget,
+    PageInterner,
+    Subagent,
+    read_bailian,
+    read_weka,
+    weka_trajectory,
+)
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "agentic"
 
@@ -180,3 +187,14 @@ def test_a_timed_bailian_run_hits_what_replay_hits_on_the_same_requests(tmp_path
     assert replayed["metrics"]["cached_tokens_total"] == {
         "device": timed["tokens"]["device_hit_tokens"], "host": timed["tokens"]["host_hit_tokens"]}
     assert replayed["l1l2_hit_tokens"] == pytest.approx(timed["hit_rate"]["total"])
+
+
+def test_trajectories_a_replay_holds_are_refused_at_the_call_that_passes_their_page_bound():
+    """A lane replay holds every trajectory's keys for the whole run: a file whose ids expand past the bound
+    (one call may be 4M tokens at one-token pages) is one line naming the line and call, not the memory."""
+    rec = {"id": "a", "block_size": 64, "requests": [{"t": i, "type": "n", "in": 640, "out": 1} for i in range(3)]}
+    budget = PageBudget(limit=50)
+    weka_trajectory(rec, 64, "t.jsonl", 1, budget)  # 3 calls of 10 pages
+    assert budget.used == 30  # shared by the trajectories of one replay: the next passes 50 at its third call
+    with pytest.raises(InputError, match=r"^t.jsonl:2: requests\[2\]: the trajectories so far pass 50 page keys"):
+        weka_trajectory(rec, 64, "t.jsonl", 2, budget)
