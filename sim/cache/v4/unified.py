@@ -109,8 +109,10 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         pos, n = 0, len(keys)
         best = dev = root
         dev_pages = best_pages = 0
-        valid_any, valid_dev = self.swa.validator(host=True), self.swa.validator()
-        hicache = self.hicache
+        hicache, window = self.hicache, self.window
+        # The SWA validator's two runs (swa.py:357-377): window state on device or host (a load-back restores
+        # it), and on device only. A tombstone resets a run; a node ends a valid match once its run covers the window.
+        run_any = run_dev = float("inf")
         while pos < n:
             child = node.children.get(keys[pos])
             if child is None or not (child.full or child.host):
@@ -119,25 +121,43 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
             pos += matched
             partial = matched < len(child.key)
             node = self._split(child, matched) if partial else child
-            ok = valid_any(node) and (node.full or node.host) if hicache else False
-            if valid_dev(node) and node.full:
-                dev, dev_pages = node, pos
-                ok = True
+            ok = False
+            if hicache:
+                if node.swa or node.host_swa:
+                    run_any += node.tokens
+                    ok = run_any >= window and (node.full or node.host)
+                else:
+                    run_any = 0
+            if node.swa:
+                run_dev += node.tokens
+                if run_dev >= window and node.full:
+                    dev, dev_pages = node, pos
+                    ok = True
+            else:
+                run_dev = 0
             if ok:
                 best, best_pages = node, pos
             if partial:
                 break
         if best is not root:
-            self.swa.lru.refresh_window(best, root, self.window + self.page)
+            self.swa.lru.refresh_window(best, root, window + self.page)
         t = self._tick()
         x = best
+        leaves, host_leaves = self.leaves, self.host_leaves
         while x is not None:
             x.last_access = t
-            self._refile(x)
+            if x in leaves or x in host_leaves:
+                self._refile(x)
             t -= 1e-5
             x = x.parent
         device = dev_pages * self.page
-        host = sum(x.tokens for x in self.path_up(best, dev) if x.host) if hicache else 0
+        host = 0
+        if hicache:  # Full tokens between dev and best held only on host
+            x = best
+            while x is not dev and x is not root:
+                if x.host:
+                    host += x.tokens
+                x = x.parent
         aligned = pos * self.page
         branch = aligned if aligned > device + host else None
         swa_host = self._swa_host(best) if hicache else 0
@@ -187,8 +207,10 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
             self._clock += 1
             child.last_access = self._clock
             if child in leaves:  # _refile, inlined: every insert walks its whole path
+                child.heap_t = self._clock
                 heapq.heappush(heap, (self._clock, child.id, child))
             elif child in self.host_leaves:
+                child.host_heap_t = self._clock
                 heapq.heappush(self._host_heap, (self._clock, child.id, child))
             matched = common_pages(child.key, keys, pos)
             if matched < len(child.key):
