@@ -126,9 +126,18 @@ class Simulation:
         self.end_s = 0.0
         # Pools that hold bytes, with their anchor: a copy moves kv-anchored pages and window pages.
         self._pool_items = [(p.name, p.anchor) for p in cfg.model.pools if p.bytes_per_page]
+        self._transfer_memo: dict[tuple[str, int, int], float] = {}
 
     def transfer_seconds(self, op: str, kv_pages: int, swa_pages: int, cache: PrefixCache) -> float:
-        """One merged copy of ``kv_pages`` pages (and window pages) in every pool, one call per pool."""
+        """One merged copy of ``kv_pages`` pages (and window pages) in every pool, one call per pool; memoised
+        (every cache of a run has the configuration's page bytes)."""
+        key = (op, kv_pages, swa_pages)
+        seconds = self._transfer_memo.get(key)
+        if seconds is None:
+            seconds = self._transfer_memo[key] = self._transfer_seconds(op, kv_pages, swa_pages, cache)
+        return seconds
+
+    def _transfer_seconds(self, op: str, kv_pages: int, swa_pages: int, cache: PrefixCache) -> float:
         backend, total = self.cfg.io_backend, 0.0
         layers = self.cfg.model.layers if self.cfg.host_layout == "layer_first" else 1
         for name, anchor in self._pool_items:

@@ -47,9 +47,10 @@ def out_of_window_boundary(evicted: int, pre_len: int, dead_lo: int, window: int
     """
     if pre_len - window < evicted + 1:
         return evicted
-    evicted = max(evicted, dead_lo)
-    threshold = pre_len - _ceil_to(max(window, page), page)
-    new = max(evicted, threshold)
+    if dead_lo > evicted:
+        evicted = dead_lo
+    threshold = pre_len - _ceil_to(window if window > page else page, page)
+    new = threshold if threshold > evicted else evicted
     return new // page * page if page > 1 else new
 
 
