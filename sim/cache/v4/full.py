@@ -143,7 +143,7 @@ class FullComponent:
         self.full_evictable -= moved
         self.full_protected += moved
         uuid = self.swa.lock(node)
-        self.update_leaf(node)
+        self._locked(node)
         return uuid
 
     def relock(self, old: UNode, old_uuid: int | None, new: UNode) -> int | None:
@@ -168,12 +168,17 @@ class FullComponent:
         self.full_evictable -= moved
         self.full_protected += moved
         uuid = self.swa.lock(new)
-        self.update_leaf(new)
+        self._locked(new)
         return uuid
+
+    def _locked(self, node: UNode) -> None:
+        """``update_leaf`` of a node just locked: it is no leaf of either kind (nor is the root ever one)."""
+        self.leaves.discard(node)
+        self.host_leaves.discard(node)
 
     def unlock(self, node: UNode, uuid: int | None) -> None:
         self.swa.unlock(node, uuid)
-        x, root, moved = node, self.root, 0
+        x, root, moved, filed = node, self.root, 0, False
         while x is not root:
             if x.lock == 1:
                 if x.full:
@@ -181,6 +186,7 @@ class FullComponent:
                 x.lock = 0
                 if not x.full_kids:  # a node with a device child is no leaf of either kind
                     self.update_leaf(x)
+                    filed = filed or x is node
             elif x.lock <= 0:
                 raise RuntimeError(f"unlock of an unlocked node {x!r}")
             else:
@@ -188,4 +194,5 @@ class FullComponent:
             x = x.parent
         self.full_evictable += moved
         self.full_protected -= moved
-        self.update_leaf(node)
+        if not filed:  # (the walk above changes no state update_leaf reads of ``node`` after filing it)
+            self.update_leaf(node)
