@@ -192,6 +192,12 @@ class V4HiCache:
         """Nothing to undo: a lookup takes no lock."""
 
     # ----- admission, prefill, decode, release ----------------------------------------------------
+    def try_admit(self, req, resumed: int = 0, spec_reserve: int = 0) -> V4Admission | None:
+        """Admit ``req`` (its prompt, with ``resumed`` output tokens a retraction made, re-prefilled) if the
+        budget allows; the draft slots are the cache's ``decode_lookahead``, so ``spec_reserve`` is unused."""
+        return self.admit_request(request_keys(req, self.page_tokens), req.input_len + resumed,
+                                  req.output_len - resumed)  # fmt: skip
+
     def admit_request(self, keys: Sequence, input_len: int, output_len: int) -> V4Admission | None:
         """Admit if the budget allows (see the module docstring); None leaves the request waiting."""
         c, p = self.c, self.page_tokens

@@ -9,9 +9,10 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-from sim.cache.hicache import Admission, HiCache
+from sim.cache.hicache import Admission
+from sim.cache.protocol import PrefixCache
 from sim.cache.radix import RadixTree
-from sim.cache.v4.hicache import V4Admission, V4HiCache, request_keys
+from sim.cache.v4.hicache import V4Admission
 from sim.model.compute import attention_pairs
 from sim.serve.scheduler.req import Running
 
@@ -24,24 +25,7 @@ LPM_MAX_QUEUE = 128  # SGLang falls back from lpm to fcfs above this queue lengt
 IN_BATCH_PREFIX_TOKENS = 32
 
 
-def try_admit(cache: HiCache | V4HiCache, req, page_tokens: int, resumed: int = 0, spec_reserve: int = 0):
-    """Admit ``req`` into ``cache`` if its pools can take it now (None: not now): the one admission step the
-    scheduler and the start check (:func:`sim.app.run.check_admissible`) share. ``spec_reserve``: the draft slots
-    speculative decoding holds past the last token."""
-    if isinstance(cache, V4HiCache):
-        return cache.admit_request(request_keys(req, page_tokens), req.input_len + resumed, req.output_len - resumed)
-    lk = cache.lookup(req.keys, req.input_len)
-    extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
-    if spec_reserve:  # the draft slots held past the last token, page-aligned
-        total = req.input_len + req.output_len
-        extra += -(-(total + spec_reserve) // page_tokens) - -(-total // page_tokens)
-    adm = cache.admit(lk, extra_pages=max(0, extra))
-    if adm is None:
-        cache.abandon(lk)
-    return adm
-
-
-def lpm_order(cache: HiCache | V4HiCache, waiting: deque[Running], page_tokens: int) -> deque[Running]:
+def lpm_order(cache: PrefixCache, waiting: deque[Running], page_tokens: int) -> deque[Running]:
     """The waiting queue in SGLang's lpm order (``schedule_policy.py:346-395, 441-450``): most device +
     host matched tokens first, as the match reports them after the window check and the
     ``input_len - 1`` cap (``mem_cache/common.py:244-261``); ties keep queue order. A request with
@@ -105,7 +89,7 @@ class PrefillAdder:
             ):
                 pf.blocked += 1
                 continue
-            adm = try_admit(cache, run.req, cfg.page_tokens, run.resumed, self.reserve)
+            adm = cache.try_admit(run.req, run.resumed, self.reserve)
             if adm is None:
                 if running == 0 and not cache.pending and not inst.ctrl.acked:
                     taken.add(id(run))  # nothing will ever free room for it
