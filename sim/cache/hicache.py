@@ -172,15 +172,11 @@ class HiCache(TierEvictor, CacheController):
         return Lookup(keys, input_tokens, m.device_pages, host_pages, load, m.device_node, m.best_node)
 
     def try_admit(self, req, resumed: int = 0, spec_reserve: int = 0) -> Admission | None:
-        """Admit ``req`` if L1 can take it now (None: not now, nothing held): its lookup, then room for its
-        output pages (its trace's own keys past the prompt) and any draft slots ``spec_reserve`` holds past the
-        last token, page-aligned. ``resumed`` is unused here (a re-prefill reserves as a first one does)."""
-        lk = self.lookup(req.keys, req.input_len)
-        extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
-        if spec_reserve:  # the draft slots held past the last token, page-aligned
-            pt, total = self.page_tokens, req.input_len + req.output_len
-            extra += -(-(total + spec_reserve) // pt) - -(-total // pt)
-        adm = self.admit(lk, extra_pages=max(0, extra))
+        """Lookup and :meth:`admit` with room for the output's own keys and the draft slots past the last token,
+        page-aligned (None: not now, nothing held); a re-prefill (``resumed``) reserves as a first one does."""
+        lk, pt, total = self.lookup(req.keys, req.input_len), self.page_tokens, req.input_len + req.output_len
+        spec = -(-(total + spec_reserve) // pt) - -(-total // pt)  # the draft slots' pages
+        adm = self.admit(lk, extra_pages=max(0, (len(req.final_keys) - len(req.keys) if req.final_keys else 0) + spec))
         if adm is None:
             self.abandon(lk)
         return adm

@@ -87,6 +87,17 @@ class FullComponent:
             node.host_heap_t = t
             heapq.heappush(self._host_heap, (t, node.id, node))
 
+    def touch_path(self, node: UNode, t: float) -> None:
+        """A match's LRU refresh: ``node`` and its ancestors get time ``t``, 1e-5 less per level up
+        (``:1012-1036``)."""
+        leaves, host_leaves = self.leaves, self.host_leaves
+        while node is not None:
+            node.last_access = t
+            if node in leaves or node in host_leaves:
+                self._refile(node)
+            t -= 1e-5
+            node = node.parent
+
     def pop_leaf(self) -> UNode | None:
         """The least recently used device leaf, taken off the heap (None: there is none)."""
         heap, members, pop = self._heap, self.leaves, heapq.heappop

@@ -105,13 +105,10 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
     def match(self, keys: Sequence[PageKey]) -> Match:
         """Longest SWA-valid prefix of ``keys`` (``:905-1068``); splits a partly matched node and refreshes
         the LRU from the match end up. The walk stops at a dead node (neither on device nor on host)."""
-        node = root = self.root
-        pos, n = 0, len(keys)
-        best = dev = root
-        dev_pages = best_pages = 0
+        node = best = dev = root = self.root
+        pos, n, dev_pages, best_pages = 0, len(keys), 0, 0
         hicache, window = self.hicache, self.window
-        # The SWA validator's two runs (swa.py:357-377): window state on device or host (a load-back restores
-        # it), and on device only. A tombstone resets a run; a node ends a valid match once its run covers the window.
+        # the SWA validator (swa.py:357-377) on device or host (a load-back restores it), and on device only
         run_any = run_dev = float("inf")
         while pos < n:
             child = node.children.get(keys[pos])
@@ -122,12 +119,11 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
             partial = matched < len(child.key)
             node = self._split(child, matched) if partial else child
             ok = False
-            if hicache:
-                if node.swa or node.host_swa:
-                    run_any += node.tokens
-                    ok = run_any >= window and (node.full or node.host)
-                else:
-                    run_any = 0
+            if hicache and (node.swa or node.host_swa):
+                run_any += node.tokens
+                ok = run_any >= window and (node.full or node.host)
+            elif hicache:
+                run_any = 0
             if node.swa:
                 run_dev += node.tokens
                 if run_dev >= window and node.full:
@@ -141,23 +137,9 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
                 break
         if best is not root:
             self.swa.lru.refresh_window(best, root, window + self.page)
-        t = self._tick()
-        x = best
-        leaves, host_leaves = self.leaves, self.host_leaves
-        while x is not None:
-            x.last_access = t
-            if x in leaves or x in host_leaves:
-                self._refile(x)
-            t -= 1e-5
-            x = x.parent
+        self.touch_path(best, self._tick())
         device = dev_pages * self.page
-        host = 0
-        if hicache:  # Full tokens between dev and best held only on host
-            x = best
-            while x is not dev and x is not root:
-                if x.host:
-                    host += x.tokens
-                x = x.parent
+        host = _host_only(best, dev) if hicache else 0
         aligned = pos * self.page
         branch = aligned if aligned > device + host else None
         swa_host = self._swa_host(best) if hicache else 0
@@ -295,3 +277,13 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
     @property
     def swa_tokens(self) -> int:
         return self.swa.evictable + self.swa.protected
+
+
+def _host_only(node: UNode, stop: UNode) -> int:
+    """Full tokens held only on host from ``node`` up to (not including) its ancestor ``stop``."""
+    host = 0
+    while node is not stop and node.parent is not None:
+        if node.host:
+            host += node.tokens
+        node = node.parent
+    return host
