@@ -172,14 +172,11 @@ class HiCache(TierEvictor, CacheController):
         return Lookup(keys, input_tokens, m.device_pages, host_pages, load, m.device_node, m.best_node)
 
     def try_admit(self, req, resumed: int = 0, spec_reserve: int = 0) -> Admission | None:
-        """Lookup and :meth:`admit` with room for the output's own keys and the draft slots past the last token,
-        page-aligned (None: not now, nothing held); a re-prefill (``resumed``) reserves as a first one does."""
+        """Lookup and :meth:`admit`, with room for the output's keys and draft slots (None: nothing held)."""
         lk, pt, total = self.lookup(req.keys, req.input_len), self.page_tokens, req.input_len + req.output_len
         spec = -(-(total + spec_reserve) // pt) - -(-total // pt)  # the draft slots' pages
         adm = self.admit(lk, extra_pages=max(0, (len(req.final_keys) - len(req.keys) if req.final_keys else 0) + spec))
-        if adm is None:
-            self.abandon(lk)
-        return adm
+        return adm if adm is not None else self.abandon(lk)  # not admitted: the lookup's locks undone
 
     def admit(self, lk: Lookup, extra_pages: int = 0) -> Admission | None:
         """Reserve device pages for what the request will make resident and load back its host hit.
