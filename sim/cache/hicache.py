@@ -171,6 +171,13 @@ class HiCache(TierEvictor, CacheController):
         self.tree.host_lock(m.best_node)
         return Lookup(keys, input_tokens, m.device_pages, host_pages, load, m.device_node, m.best_node)
 
+    def try_admit(self, req, resumed: int = 0, spec_reserve: int = 0) -> Admission | None:
+        """Lookup and :meth:`admit`, with room for the output's keys and draft slots (None: nothing held)."""
+        lk, pt, total = self.lookup(req.keys, req.input_len), self.page_tokens, req.input_len + req.output_len
+        spec = -(-(total + spec_reserve) // pt) - -(-total // pt)  # the draft slots' pages
+        adm = self.admit(lk, extra_pages=max(0, (len(req.final_keys) - len(req.keys) if req.final_keys else 0) + spec))
+        return adm if adm is not None else self.abandon(lk)  # not admitted: the lookup's locks undone
+
     def admit(self, lk: Lookup, extra_pages: int = 0) -> Admission | None:
         """Reserve device pages for what the request will make resident and load back its host hit.
 

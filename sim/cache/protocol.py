@@ -9,9 +9,9 @@ capability, :attr:`PrefixCache.window`: None for a cache without a window pool, 
 pool it does not have. Calls that size a copy or a reservation name window pages explicitly
 (``swa_pages``, ``window``); a cache without a window pool refuses a nonzero count.
 
-How a request is admitted differs in kind (V4's cache budgets the pass and runs the prompt chunk by chunk,
-the single-pool one reserves and commits at once), so admission, chunked extend and decode are each
-cache's own and not part of this interface.
+Admission is one call, :meth:`PrefixCache.try_admit`, though its work differs in kind (V4's cache budgets the
+pass and runs the prompt chunk by chunk, the single-pool one reserves and commits at once); chunked extend
+and decode are each cache's own and not part of this interface.
 """
 
 from __future__ import annotations
@@ -96,6 +96,11 @@ class PrefixCache(Protocol):
 
     def lookup(self, keys: Sequence, input_tokens: int) -> Any:
         """Match a request (capped at ``input_tokens - 1``)."""
+
+    def try_admit(self, req: Any, resumed: int = 0, spec_reserve: int = 0) -> Any:
+        """Admit a waiting request if the pools can take it now; None: not now (nothing held). ``resumed``:
+        output tokens a retracted request made before; ``spec_reserve``: draft slots speculative decoding
+        holds past the last token."""
 
     def abandon(self, lk: Any) -> None:
         """Undo what a lookup holds, if anything (the request was not admitted)."""

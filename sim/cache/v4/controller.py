@@ -97,7 +97,9 @@ class HostController:
         short, and commit them at once (``unified_radix_cache.py:1681-1760``); False if the host is full."""
         swa_nodes = self.tree.swa.unbacked_window(node)
         full = 0 if node.host else node.tokens
-        swa = sum(x.tokens for x in swa_nodes)
+        swa = 0
+        for x in swa_nodes:
+            swa += x.tokens
         if not full and not swa:
             return True
         # The KV host pool first, asking host eviction for its shortfall (unified_radix_cache.py:1737-1762); then
@@ -156,12 +158,15 @@ class HostController:
         for x in op.nodes:
             if x.pending is op:
                 x.pending = None
+        tree = self.tree
         if op.locked and op.node.parent is not None:
-            self.tree.unlock(op.node, op.lock_uuid)
+            tree.unlock(op.node, op.lock_uuid)
+        settle = tree.duplicates is not None  # settle() tracks duplicates under write_back only
         for x in op.nodes:
             if x.parent is not None:
-                self.tree.update_leaf(x)
-                self.tree.settle(x)
+                tree.update_leaf(x)
+                if settle:
+                    tree.settle(x)
         self._count_backup(op)
 
     def ack_all(self) -> list[Backup]:

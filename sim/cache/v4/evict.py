@@ -54,7 +54,7 @@ class DeviceEviction:
         swa_target = swa_free() + swa_short
         if full_short > 0:
             while full_free() < full_target:
-                node = self._pop(self._heap, self.leaves)
+                node = self.pop_leaf()
                 if node is None:
                     break
                 self.evict_leaf(node, tracker)

@@ -152,7 +152,7 @@ class V4HiCache:
         self.new_token_ratio = init
         self.prefilling: dict[int, V4Admission] = {}
         self.decoding: dict[int, V4Admission] = {}
-        self._decode_left: int | None = None  # the decoding requests' clipped remaining outputs, while unchanged
+        self._decode_left = 0  # the decoding requests' remaining outputs, each clipped (what admission sets aside)
 
     # ----- what the engine reads ----------------------------------------------------------------
     @property
@@ -192,16 +192,21 @@ class V4HiCache:
         """Nothing to undo: a lookup takes no lock."""
 
     # ----- admission, prefill, decode, release ----------------------------------------------------
+    def try_admit(self, req, resumed: int = 0, spec_reserve: int = 0) -> V4Admission | None:
+        """Admit ``req`` (its prompt, with ``resumed`` output tokens a retraction made, re-prefilled) if the
+        budget allows; the draft slots are the cache's ``decode_lookahead``, so ``spec_reserve`` is unused."""
+        return self.admit_request(request_keys(req, self.page_tokens), req.input_len + resumed,
+                                  req.output_len - resumed)  # fmt: skip
+
     def admit_request(self, keys: Sequence, input_len: int, output_len: int) -> V4Admission | None:
         """Admit if the budget allows (see the module docstring); None leaves the request waiting."""
         c, p = self.c, self.page_tokens
         m = c.lookup(keys, input_len)
         ratio = self.new_token_ratio
         # Admitted prompts still to be allocated count in full, running outputs at the ratio.
-        owed = sum(a.run.prompt_len - a.run.allocated for a in self.prefilling.values())
-        if self._decode_left is None:  # an admission pass asks once per request; decoding changes between passes
-            self._decode_left = sum(min(CLIP_MAX_NEW_TOKENS, a.run.output_len - a.run.emitted)
-                                    for a in self.decoding.values())  # fmt: skip
+        owed = 0
+        for a in self.prefilling.values():
+            owed += a.run.prompt_len - a.run.allocated
         owed += ratio * self._decode_left
         # A host hit takes device rows too: SGLang's load-back is admitted only if they fit with the extend
         # and what the pass already reserved (the chunked request's chunk first; prepare_load_back,
@@ -233,7 +238,7 @@ class V4HiCache:
             del self.prefilling[id(r)]
             if not r.finished:
                 self.decoding[id(r)] = adm
-                self._decode_left = None
+                self._decode_left += _left(r)
         return end - start
 
     def steps_to_page(self, adm: V4Admission) -> int:
@@ -246,19 +251,22 @@ class V4HiCache:
     def decode(self, adm: V4Admission, steps: int) -> None:
         """Bring ``adm`` ``steps`` decode steps forward (raises :class:`MemoryError` if a pool runs dry)."""
         r = adm.run
-        self._decode_left = None
+        decoding = id(r) in self.decoding
+        if decoding:
+            self._decode_left -= _left(r)
         self.c.decode_many(r, steps)
         lo = self.ratio_min
         self.new_token_ratio = max(lo, self.new_token_ratio - steps * (self.ratio_init - lo) / NEW_TOKEN_RATIO[2])
         if r.finished:
             self.decoding.pop(id(r), None)
+        elif decoding:
+            self._decode_left += _left(r)
 
     def retract(self, adm: V4Admission, keep_free: int = 0) -> None:
         """Give a decoding request's KV back without caching its output, then evict from the tree until
         ``keep_free`` tokens are free for the requests that stay (``release_req``,
         ``managers/schedule_batch.py:2388-2392``); it will be admitted again (V4 recomputes it)."""
-        self.decoding.pop(id(adm.run), None)
-        self._decode_left = None
+        self._stop_decoding(adm.run)
         self.c.abort(adm.run)
         if keep_free:
             self.c.evict_to_free(keep_free, keep_free)
@@ -270,10 +278,14 @@ class V4HiCache:
 
     def release(self, adm: V4Admission) -> None:
         r = adm.run
+        self._stop_decoding(r)
         if not r.finished:
             self.c.finish(r)
-        self.decoding.pop(id(r), None)
-        self._decode_left = None
+
+    def _stop_decoding(self, r: Running) -> None:
+        """``r`` leaves the decoding requests (if it is one): its remaining output is no longer set aside."""
+        if self.decoding.pop(id(r), None) is not None:
+            self._decode_left -= _left(r)
 
     def ack(self, op: Backup) -> None:
         self.c.ack(op)
@@ -304,6 +316,12 @@ class V4HiCache:
     def insert_host(self, keys: Sequence, n_pages: int, window: bool) -> int:
         """Place pages read from L3 in the tree as host-only nodes; returns the pages added."""
         return self.c.tree.insert_host(list(keys[:n_pages]), self.window.pages if window else 0)
+
+
+def _left(r: Running) -> int:
+    """The output a decoding request has still to make, as admission budgets it (clipped)."""
+    left = r.output_len - r.emitted
+    return left if left < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
 
 
 def request_keys(req, page: int) -> list:

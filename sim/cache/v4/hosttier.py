@@ -176,7 +176,7 @@ class HostTier:
         if self.duplicates is not None:
             freed = self._reclaim(tokens, nodes)
         while freed < tokens:
-            node = self._pop(self._host_heap, self.host_leaves)
+            node = self.pop_host_leaf()
             if node is None:
                 break
             if self.events is not None:

@@ -5,7 +5,7 @@ Every SWA rule of SGLang 0.5.23's ``UnifiedRadixCache`` lives here, as SGLang ke
 SWA pool pages are held) or a tombstone (Full KV only). Nodes are split wherever liveness changes, so one
 flag per node is exact at page granularity.
 
-- **Validator** (``swa.py:357-377``): walking down a match, a tombstone resets the live run to 0; a live node
+- **Validator** (``swa.py:357-377``, applied in ``UnifiedTree.match``): walking down a match, a tombstone resets the live run to 0; a live node
   adds its tokens; a node is a valid match end once the run reaches the window. The run starts unbounded at
   the root, so a path that is live from the root is valid everywhere.
 - **Branching** (``swa.py:379-420``): the page-aligned Full hit beyond the SWA-valid end.
@@ -47,9 +47,10 @@ def out_of_window_boundary(evicted: int, pre_len: int, dead_lo: int, window: int
     """
     if pre_len - window < evicted + 1:
         return evicted
-    evicted = max(evicted, dead_lo)
-    threshold = pre_len - _ceil_to(max(window, page), page)
-    new = max(evicted, threshold)
+    if dead_lo > evicted:
+        evicted = dead_lo
+    threshold = pre_len - _ceil_to(window if window > page else page, page)
+    new = threshold if threshold > evicted else evicted
     return new // page * page if page > 1 else new
 
 
@@ -188,21 +189,6 @@ class SWAComponent:
         self._uuids = itertools.count(1)
 
     # ----- matching -------------------------------------------------------------------------
-    def validator(self, host: bool = False):
-        """A fresh per-match validator: call it on each node walked, in order (``swa.py:357-377``). With
-        ``host``, SWA held only on host counts too (a load-back restores it)."""
-        run = [float("inf")]
-        window = self.window
-
-        def valid(node) -> bool:
-            if not (node.swa or (host and node.host_swa)):
-                run[0] = 0
-                return False
-            run[0] += node.tokens
-            return run[0] >= window
-
-        return valid
-
     def unbacked_window(self, node) -> list:
         """Nodes within the window behind ``node`` whose SWA is on device only, deepest first; the walk stops
         at a copy in flight or a gap (``swa.py:121-140``)."""

@@ -178,9 +178,14 @@ class SWACache(HostController, PagedPools):
     def try_extend(self, r: Running, end: int, *, defer: bool = False) -> bool:
         """:meth:`extend` up to ``end``; False if the pools cannot take the chunk even after eviction (a failed
         attempt, without the cost of an exception)."""
-        start = r.prefilled
-        self._make_free(r, end - start + self.page)
-        if not self._fits(r, end):
+        start, p = r.prefilled, self.page
+        need = end - start + p
+        full_free, swa_free = self.full_free(), self.swa_free()
+        if need > full_free or (need > swa_free and self.tree.swa.evictable):  # else evict_to_free has nothing to do
+            self._make_free(r, need)
+            full_free, swa_free = self.full_free(), self.swa_free()
+        new = (-(-end // p) - -(-r.allocated // p)) * p  # _fits, on the free tokens just read
+        if new > 0 and (new > full_free or new > swa_free):
             return False
         self._alloc_rows(r, end)
         r.prefilled = end

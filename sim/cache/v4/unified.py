@@ -105,12 +105,11 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
     def match(self, keys: Sequence[PageKey]) -> Match:
         """Longest SWA-valid prefix of ``keys`` (``:905-1068``); splits a partly matched node and refreshes
         the LRU from the match end up. The walk stops at a dead node (neither on device nor on host)."""
-        node = root = self.root
-        pos, n = 0, len(keys)
-        best = dev = root
-        dev_pages = best_pages = 0
-        valid_any, valid_dev = self.swa.validator(host=True), self.swa.validator()
-        hicache = self.hicache
+        node = best = dev = root = self.root
+        pos, n, dev_pages, best_pages = 0, len(keys), 0, 0
+        hicache, window = self.hicache, self.window
+        # the SWA validator (swa.py:357-377) on device or host (a load-back restores it), and on device only
+        run_any = run_dev = float("inf")
         while pos < n:
             child = node.children.get(keys[pos])
             if child is None or not (child.full or child.host):
@@ -119,25 +118,28 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
             pos += matched
             partial = matched < len(child.key)
             node = self._split(child, matched) if partial else child
-            ok = valid_any(node) and (node.full or node.host) if hicache else False
-            if valid_dev(node) and node.full:
-                dev, dev_pages = node, pos
-                ok = True
+            ok = False
+            if hicache and (node.swa or node.host_swa):
+                run_any += node.tokens
+                ok = run_any >= window and (node.full or node.host)
+            elif hicache:
+                run_any = 0
+            if node.swa:
+                run_dev += node.tokens
+                if run_dev >= window and node.full:
+                    dev, dev_pages = node, pos
+                    ok = True
+            else:
+                run_dev = 0
             if ok:
                 best, best_pages = node, pos
             if partial:
                 break
         if best is not root:
-            self.swa.lru.refresh_window(best, root, self.window + self.page)
-        t = self._tick()
-        x = best
-        while x is not None:
-            x.last_access = t
-            self._refile(x)
-            t -= 1e-5
-            x = x.parent
+            self.swa.lru.refresh_window(best, root, window + self.page)
+        self.touch_path(best, self._tick())
         device = dev_pages * self.page
-        host = sum(x.tokens for x in self.path_up(best, dev) if x.host) if hicache else 0
+        host = _host_only(best, dev) if hicache else 0
         aligned = pos * self.page
         branch = aligned if aligned > device + host else None
         swa_host = self._swa_host(best) if hicache else 0
@@ -187,8 +189,10 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
             self._clock += 1
             child.last_access = self._clock
             if child in leaves:  # _refile, inlined: every insert walks its whole path
+                child.heap_t = self._clock
                 heapq.heappush(heap, (self._clock, child.id, child))
             elif child in self.host_leaves:
+                child.host_heap_t = self._clock
                 heapq.heappush(self._host_heap, (self._clock, child.id, child))
             matched = common_pages(child.key, keys, pos)
             if matched < len(child.key):
@@ -273,3 +277,13 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
     @property
     def swa_tokens(self) -> int:
         return self.swa.evictable + self.swa.protected
+
+
+def _host_only(node: UNode, stop: UNode) -> int:
+    """Full tokens held only on host from ``node`` up to (not including) its ancestor ``stop``."""
+    host = 0
+    while node is not stop and node.parent is not None:
+        if node.host:
+            host += node.tokens
+        node = node.parent
+    return host

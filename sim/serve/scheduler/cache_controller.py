@@ -75,8 +75,12 @@ class CacheController:
             return
         ops, self.to_flush = self.to_flush, []
         sim, cache = self.sim, self.inst.cache
-        kv = sum(op.kv_pages for op in ops)
-        swa = sum(op.swa_pages for op in ops) if cache.window else 0
+        kv = swa = 0
+        for op in ops:
+            kv += op.kv_pages
+        if cache.window:
+            for op in ops:
+                swa += op.swa_pages
         seconds = sim.transfer_seconds("d2h", kv, swa, cache)
         start, end = self.links["d2h"].submit(self.env.now, seconds)
         sim.rec.transfer(self.inst.idx, "d2h", start, end, sum(cache.pool_bytes(kv, swa).values()))

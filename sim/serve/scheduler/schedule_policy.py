@@ -9,9 +9,10 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-from sim.cache.hicache import Admission, HiCache
+from sim.cache.hicache import Admission
+from sim.cache.protocol import PrefixCache
 from sim.cache.radix import RadixTree
-from sim.cache.v4.hicache import V4Admission, V4HiCache, request_keys
+from sim.cache.v4.hicache import V4Admission
 from sim.model.compute import attention_pairs
 from sim.serve.scheduler.req import Running
 
@@ -24,24 +25,14 @@ LPM_MAX_QUEUE = 128  # SGLang falls back from lpm to fcfs above this queue lengt
 IN_BATCH_PREFIX_TOKENS = 32
 
 
-def try_admit(cache: HiCache | V4HiCache, req, page_tokens: int, resumed: int = 0, spec_reserve: int = 0):
-    """Admit ``req`` into ``cache`` if its pools can take it now (None: not now): the one admission step the
-    scheduler and the start check (:func:`sim.app.run.check_admissible`) share. ``spec_reserve``: the draft slots
-    speculative decoding holds past the last token."""
-    if isinstance(cache, V4HiCache):
-        return cache.admit_request(request_keys(req, page_tokens), req.input_len + resumed, req.output_len - resumed)
-    lk = cache.lookup(req.keys, req.input_len)
-    extra = len(req.final_keys) - len(req.keys) if req.final_keys else 0
-    if spec_reserve:  # the draft slots held past the last token, page-aligned
-        total = req.input_len + req.output_len
-        extra += -(-(total + spec_reserve) // page_tokens) - -(-total // page_tokens)
-    adm = cache.admit(lk, extra_pages=max(0, extra))
-    if adm is None:
-        cache.abandon(lk)
-    return adm
+def try_admit(cache: PrefixCache, req, page_tokens: int, resumed: int = 0, spec_reserve: int = 0):
+    """The admission step the scheduler and the start check (:func:`sim.app.run.check_admissible`) share: the
+    cache's own :meth:`~sim.cache.protocol.PrefixCache.try_admit` (None: not now). The cache pages by its own
+    ``page_tokens``, the configuration's; the argument stays so that every caller's arguments keep their places."""
+    return cache.try_admit(req, resumed, spec_reserve)
 
 
-def lpm_order(cache: HiCache | V4HiCache, waiting: deque[Running], page_tokens: int) -> deque[Running]:
+def lpm_order(cache: PrefixCache, waiting: deque[Running], page_tokens: int) -> deque[Running]:
     """The waiting queue in SGLang's lpm order (``schedule_policy.py:346-395, 441-450``): most device +
     host matched tokens first, as the match reports them after the window check and the
     ``input_len - 1`` cap (``mem_cache/common.py:244-261``); ties keep queue order. A request with

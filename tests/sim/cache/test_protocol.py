@@ -8,6 +8,7 @@ from sim.cache.hicache import HiCache
 from sim.cache.protocol import CacheTree, PrefixCache, SlidingWindow, TierUse
 from sim.cache.v4.hicache import V4HiCache
 from sim.model.pools import get_model
+from sim.workload.request import Request
 
 V4 = get_model("deepseek-v4-flash")
 
@@ -64,6 +65,17 @@ class TestBothCaches:
         c.abandon(lk)
         assert lk.device_pages == 4 and c.tree.peek(keys) == (4, 4)
         assert c.metrics()["cached_tokens_total"]["device"] == 0  # the lookup alone counts no hit
+
+    def test_admission_is_one_call_that_admits_what_fits_and_holds_nothing_otherwise(self, make):
+        c = make()
+        pt = c.page_tokens
+        fits = Request(0, 0.0, 4 * pt + 1, 8, [("a", i) for i in range(4)])
+        adm = c.try_admit(fits)
+        assert adm is not None and adm.computed_tokens == fits.input_len
+        huge = Request(1, 0.0, 500 * pt + 1, 8, [("b", i) for i in range(500)])
+        evictable = c.tree.evictable_tokens
+        assert c.try_admit(huge) is None
+        assert c.tree.evictable_tokens == evictable and c.l1.kv_used <= 64
 
 
 def test_the_single_pool_cache_has_no_window_and_refuses_window_pages():
