@@ -254,7 +254,12 @@ class V4HiCache:
         decoding = id(r) in self.decoding
         if decoding:
             self._decode_left -= _left(r)
-        self.c.decode_many(r, steps)
+        try:
+            self.c.decode_many(r, steps)
+        except MemoryError:  # the request stays decoding until it is retracted: its output stays set aside
+            if decoding:
+                self._decode_left += _left(r)
+            raise
         lo = self.ratio_min
         self.new_token_ratio = max(lo, self.new_token_ratio - steps * (self.ratio_init - lo) / NEW_TOKEN_RATIO[2])
         if r.finished:
