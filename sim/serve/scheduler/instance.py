@@ -304,9 +304,13 @@ class Instance:
 
     def finish(self, run: Running) -> None:
         """A request made its last token: its pages go back to the tree (with its output's, single-pool), and it
-        leaves."""
-        if run.req.final_keys and not self.v4:
-            self.ctrl.to_flush.extend(self.cache.commit(run.adm, run.req.final_keys))
+        leaves. The tree gets the KV the request computed, its prompt and every output token but the last
+        (``kv_committed_len``, ``mem_cache/allocation.py:485, 686``; inserted at release,
+        ``mem_cache/common.py:421``)."""
+        req = run.req
+        if req.final_keys and not self.v4:
+            computed = (req.input_len + req.output_len - 1) // self.cache.page_tokens
+            self.ctrl.to_flush.extend(self.cache.commit(run.adm, req.final_keys[:computed]))
         self.cache.release(run.adm)
         if self.v4:  # the release's insert may start backups
             self.ctrl.to_flush.extend(self.cache.commit(run.adm))

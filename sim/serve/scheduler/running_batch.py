@@ -27,7 +27,10 @@ class RunningBatch:
     def __init__(self, inst: Instance) -> None:
         self.inst, self.spec, self.v4 = inst, inst.spec, inst.v4
         self.accept = self.spec.accept_length if self.spec else 1  # context tokens a decode pass adds per request
-        self.decoding: list[tuple[int, int, Running]] = []  # (finish step, rid, request)
+        # (finish step, join order, request): requests finishing in one pass are released in batch.reqs order, the
+        # order they joined (batch_result_processor.py:1006, 1466; merge_batch appends, schedule_batch.py:3977)
+        self.decoding: list[tuple[int, int, Running]] = []
+        self.joined = 0
         self.v4_due: list[tuple[int, int, Running]] = []  # V4 decodes by the step of their next page
         self.decode_ctx = 0
         self.step = 0  # decode passes run: a prefill-only pass advances no decoding request
@@ -35,7 +38,8 @@ class RunningBatch:
     def add(self, run: Running) -> None:
         """A request whose prefill ended starts decoding (its prefill made its first token)."""
         run.decode_start = self.step
-        heapq.heappush(self.decoding, (self.pass_at(run, run.req.output_len - run.resumed - 1), run.req.rid, run))
+        self.joined += 1
+        heapq.heappush(self.decoding, (self.pass_at(run, run.req.output_len - run.resumed - 1), self.joined, run))
         self.decode_ctx += run.req.input_len + run.resumed
         if self.v4:
             run.synced_step = self.step

@@ -3,14 +3,8 @@ single-pool model and a ``hicache-sim tree`` stream of the same calls, through t
 (:mod:`sim.offline.hostcalls`, the one that answers SGLang's recorded vectors), take the same host-tier
 decisions (backups, demotes, deletes, drops, host evictions, loads) in the same order.
 
-Without L1 pressure they do where no two requests finish in one decode pass: backups, their acks and host
-evictions follow SGLang's order. Where requests finish together they do not yet: the engine releases them by
-rid (``RunningBatch``'s heap), SGLang in ``batch.reqs`` order, the order they joined the running batch
-(``managers/scheduler_components/batch_result_processor.py:1006, 1466``; ``merge_batch`` appends,
-``managers/schedule_batch.py:3977``), so their backups go out in another order; and where a request's prompt
-and output fill whole pages the engine caches the last page, which SGLang never computed (a request caches
-every output token but the last, ``kv_committed_len``: ``mem_cache/allocation.py:485, 686``,
-``mem_cache/common.py:421``).
+Without L1 pressure they do: backups, their acks and host evictions follow SGLang's order, requests finishing
+in one decode pass released in ``batch.reqs`` order and each caching the KV it computed.
 
 Under L1 pressure the engine reserves a request's whole device footprint at admission and evicts for it there
 (``HiCache.admit``), where SGLang checks a budget at admission without evicting
@@ -160,21 +154,8 @@ def _twin(hicache: dict, kv_mem_gb: float, monkeypatch, request_length: int = 70
     return _decisions(timed), _decisions(streamed), refused
 
 
-FINISH_ORDER = ("the engine releases requests finishing in one decode pass by rid, SGLang in batch.reqs order "
-                "(batch_result_processor.py:1006, 1466)")  # fmt: skip
-
-
-LAST_TOKEN = ("the engine caches a finished request's prompt + output pages, SGLang its KV: every output token but "
-              "the last (kv_committed_len, allocation.py:485, 686; common.py:421), a page less where prompt + "
-              "output fill whole pages")  # fmt: skip
-TIED = pytest.mark.xfail(strict=True, reason=FINISH_ORDER)  # requests finish together in this run
-
-
-@pytest.mark.parametrize(("policy", "request_length"), [
-    pytest.param("write_through", 700, marks=TIED),
-    ("write_through_selective", 700),
-    pytest.param("write_through_selective", 728, marks=pytest.mark.xfail(strict=True, reason=LAST_TOKEN)),
-])  # fmt: skip
+@pytest.mark.parametrize(("policy", "request_length"), [("write_through", 700), ("write_through_selective", 700),
+                                                      ("write_through_selective", 728)])  # fmt: skip
 def test_without_l1_pressure_the_run_and_its_stream_back_up_and_evict_host_leaves_alike(policy, request_length,
                                                                                         monkeypatch):  # fmt: skip
     """A request of 728 prompt and 40 output tokens ends on a page boundary (12 pages of 64)."""
@@ -190,7 +171,7 @@ L1_PRESSURE = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason=f"{UP_FRONT}; and {FINISH_ORDER}")
+@pytest.mark.xfail(strict=True, reason=UP_FRONT)
 @pytest.mark.parametrize("name", L1_PRESSURE)
 def test_under_l1_pressure_the_run_and_its_stream_make_the_same_host_tier_decisions(name, monkeypatch):
     timed, streamed, refused = _twin(L1_PRESSURE[name], 0.3, monkeypatch)
