@@ -85,6 +85,10 @@ def steps(tree: Path) -> list[list[Step]]:
          ("seeds-off", ["run", "scenarios/quickstart.yaml", "--seeds", "3", "--workers", "1", "--out", "{d}",
                         "--set", "hicache.enabled=false", "--no-progress"]),
          ("diff", ["diff", "{out}/seeds-on/files", "{out}/seeds-off/files", "--json", "{d}/diff.json"])],
+        # The README's SWA 0.5 multi-turn rows: passes that run the pools dry and retract (no bundled run does).
+        [("seeds-multiturn-swa05", ["run", "scenarios/dsv4_flash_multiturn_l1l2.yaml", "--seeds", "5", "--workers",
+                                    "1", "--set", "hicache.swa_full_tokens_ratio=0.5", "--out", "{d}",
+                                    "--no-progress"])],
         [("sweep", ["sweep", "scenarios/dsv4_flash_l3_two_instances.yaml", "--out", "{d}", "--grid",
                     "hicache.prefetch_threshold=256,4096", "--workers", "1", "--no-progress"]),
          ("plot-threshold", ["plot", "threshold", "{out}/sweep/files", "--out", "{d}/thresholds.png"])],
