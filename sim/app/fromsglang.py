@@ -212,11 +212,13 @@ class Conversion:
     prompt_text: str | None = None  # the kind of text the client sends (TOKENIZER_TOKENS_PER_S); None: token ids
     origins: dict[str, str] = field(default_factory=dict)  # field path -> the flag that set it, as written
 
-    def check(self) -> Any:
-        """The scenario validated; an error in a field a flag set names that flag."""
+    def check(self, scenario: dict[str, Any] | None = None) -> Any:
+        """The scenario (or ``scenario``, a variant of it) validated; an error in a field a flag set names that
+        flag."""
         from sim.app.scenario import scenario_from_dict
 
-        return scenario_from_dict(self.scenario, source="from-sglang", overridden=self.origins)
+        return scenario_from_dict(self.scenario if scenario is None else scenario, source="from-sglang",
+                                  overridden=self.origins)  # fmt: skip
 
 
 def _put(d: dict, path: str, value: Any) -> None:
@@ -526,8 +528,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
         from sim.app.scenario import HiCacheConfig, field_problem
 
         # what the rest of the command makes, checked as the whole result will be (its error is the same line)
-        probe = Conversion({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}},
-                           origins=conv.origins).check()  # fmt: skip
+        probe = conv.check({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}})
         page_bytes = probe.model.page_bytes(probe.hicache.page_size, probe.hardware.tp_size)
         pages = int(hicache_size * 1e9 // page_bytes)
         problem = field_problem(HiCacheConfig, "host_pages", pages)

@@ -38,7 +38,7 @@ from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode
 from sim.offline.replay import pages_for_bytes
 from sim.serve import clients
-from sim.serve.engine import EngineConfig, Simulation, try_admit
+from sim.serve.engine import EngineConfig, Simulation
 from sim.serve.metrics import (
     LINKS,
     MAX_TIMESERIES_ROWS,
@@ -228,7 +228,7 @@ def check_admissible(sim: Simulation, req: Request | None) -> None:
     if req is None:
         return
     inst = sim.instances[0]
-    if try_admit(inst._new_cache(), req, sim.cfg.page_tokens, 0, inst.spec.reserve if inst.spec else 0) is not None:
+    if inst._new_cache().try_admit(req, 0, inst.spec.reserve if inst.spec else 0) is not None:
         return
     cfg = sim.cfg
     swa = cfg.model.has_swa

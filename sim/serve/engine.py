@@ -46,11 +46,10 @@ from sim.serve.metrics import Recorder
 from sim.serve.scheduler.dp import DPController, DPGroup
 from sim.serve.scheduler.instance import Instance
 from sim.serve.scheduler.req import Running
-from sim.serve.scheduler.schedule_policy import try_admit
 from sim.serve.storage import Storage
 from sim.workload.request import Request
 
-__all__ = ["EngineConfig", "Simulation", "try_admit"]
+__all__ = ["EngineConfig", "Simulation"]
 
 
 @dataclass(frozen=True)

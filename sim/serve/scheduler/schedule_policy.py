@@ -25,13 +25,6 @@ LPM_MAX_QUEUE = 128  # SGLang falls back from lpm to fcfs above this queue lengt
 IN_BATCH_PREFIX_TOKENS = 32
 
 
-def try_admit(cache: PrefixCache, req, page_tokens: int, resumed: int = 0, spec_reserve: int = 0):
-    """The admission step the scheduler and the start check (:func:`sim.app.run.check_admissible`) share: the
-    cache's own :meth:`~sim.cache.protocol.PrefixCache.try_admit` (None: not now). The cache pages by its own
-    ``page_tokens``, the configuration's; the argument stays so that every caller's arguments keep their places."""
-    return cache.try_admit(req, resumed, spec_reserve)
-
-
 def lpm_order(cache: PrefixCache, waiting: deque[Running], page_tokens: int) -> deque[Running]:
     """The waiting queue in SGLang's lpm order (``schedule_policy.py:346-395, 441-450``): most device +
     host matched tokens first, as the match reports them after the window check and the
@@ -96,7 +89,7 @@ class PrefillAdder:
             ):
                 pf.blocked += 1
                 continue
-            adm = try_admit(cache, run.req, cfg.page_tokens, run.resumed, self.reserve)
+            adm = cache.try_admit(run.req, run.resumed, self.reserve)
             if adm is None:
                 if running == 0 and not cache.pending and not inst.ctrl.acked:
                     taken.add(id(run))  # nothing will ever free room for it

@@ -53,10 +53,10 @@ def _record(inst, monkeypatch) -> list[dict]:
             seen += count
         return prompt, output
 
-    try_admit, lpm_order = schedule_policy.try_admit, schedule_policy.lpm_order
+    try_admit, lpm_order = cache.try_admit, schedule_policy.lpm_order
 
-    def try_admit_(c, req, *args):
-        adm = try_admit(c, req, *args)
+    def try_admit_(req, *args):
+        adm = try_admit(req, *args)
         prompt, output = runs(req)
         if adm is None:
             calls.append({"op": "match", "tokens": prompt})
@@ -70,7 +70,7 @@ def _record(inst, monkeypatch) -> list[dict]:
         calls.extend({"op": "match", "tokens": runs(run.req)[0]} for run in waiting)
         return lpm_order(c, waiting, page_tokens)
 
-    monkeypatch.setattr(schedule_policy, "try_admit", try_admit_)
+    monkeypatch.setattr(cache, "try_admit", try_admit_)
     monkeypatch.setattr(schedule_policy, "lpm_order", lpm_order_)
     plan_prefill, add, advance, release, ack = adder.plan_prefill, rb.add, rb.advance, cache.release, cache.ack
 
