@@ -25,10 +25,12 @@ def _fig(nrows: int = 1, ncols: int = 1, size=(7.0, 4.0)):
     return fig, axes
 
 
-def _err(points: list[dict], metric: str):
-    means = [p[metric]["mean"] if metric in p else math.nan for p in points]
-    lo = [p[metric]["mean"] - max(p[metric]["lo"], 0.0) if metric in p else 0 for p in points]  # no figure is < 0
-    hi = [p[metric]["hi"] - p[metric]["mean"] if metric in p else 0 for p in points]
+def _err(points: list[dict], metric: str, scale: float = 1.0):
+    """Means and error-bar lengths (below, above) of ``metric``; no figure here is below zero, so the
+    interval's lower end is clipped at 0, in every chart as in the tables."""
+    means = [p[metric]["mean"] * scale if metric in p else math.nan for p in points]
+    lo = [max(0.0, p[metric]["mean"] - max(p[metric]["lo"], 0.0)) * scale if metric in p else 0 for p in points]
+    hi = [(p[metric]["hi"] - p[metric]["mean"]) * scale if metric in p else 0 for p in points]
     return means, [lo, hi]
 
 
@@ -140,9 +142,7 @@ def _plot_bars(rows: list[dict], labels: list[str], panels: list[tuple[str, str,
     fig, axes = _fig(1, len(panels), size=(3.6 * len(panels), 3.6))
     for ax, (metric, ylabel, scale) in zip(axes[0], panels):
         if rows and isinstance(rows[0].get(metric), dict):
-            m = [r[metric]["mean"] * scale if metric in r else math.nan for r in rows]
-            e = [[(r[metric]["mean"] - r[metric]["lo"]) * scale if metric in r else 0 for r in rows],
-                 [(r[metric]["hi"] - r[metric]["mean"]) * scale if metric in r else 0 for r in rows]]  # fmt: skip
+            m, e = _err(rows, metric, scale)
             ax.bar(labels, m, yerr=e, capsize=3)
         else:
             ax.bar(labels, [(r.get(metric) or 0) * scale for r in rows])
@@ -165,9 +165,7 @@ def _plot_l3(data: dict, path: Path) -> None:
             sel = [next(r for r in rows if r["prefetch_policy"] == pol and r["prefetch_threshold"] == t) for t in thresholds]
             xs = [j + (i - (len(policies) - 1) / 2) * width for j in range(len(thresholds))]
             if isinstance(sel[0].get(metric), dict) or metric == "hit_storage":
-                m = [r[metric]["mean"] if metric in r else math.nan for r in sel]
-                e = [[max(0.0, r[metric]["mean"] - max(r[metric]["lo"], 0.0)) if metric in r else 0 for r in sel],
-                     [r[metric]["hi"] - r[metric]["mean"] if metric in r else 0 for r in sel]]  # fmt: skip
+                m, e = _err(sel, metric)
                 ax.bar(xs, m, width, yerr=e, capsize=2, label=pol)
             else:
                 ax.bar(xs, [r.get(metric) or 0 for r in sel], width, label=pol)
@@ -266,7 +264,7 @@ def write_report(data: dict, folder: Path, *, command: str = "") -> list[str]:
     wp = data["write_policy"]["rows"]
     if wp:
         _plot_bars(wp, [r["policy"] for r in wp], [("hit_total", "hit rate", 1.0), ("ttft_p90_s", "TTFT p90 (s)", 1.0),
-                   ("d2h_bytes", "D2H copied (GB)", 1 / GB)], f"Write policy at {data['write_policy']['candidate']}",
+                   ("d2h_bytes", "D2H copied (GB)", 1 / GB)], f"Write policy at {data['write_policy']['candidate']} (error bars: 95% interval, clipped at 0)",
                    folder / "write_policy.png")  # fmt: skip
         names.append("write_policy.png")
     l3 = data["l3"]["rows"]
