@@ -228,7 +228,7 @@ def check_admissible(sim: Simulation, req: Request | None) -> None:
     if req is None:
         return
     inst = sim.instances[0]
-    if inst._new_cache().try_admit(req, 0, inst.spec.reserve if inst.spec else 0) is not None:
+    if inst._new_cache().try_admit(req) is not None:
         return
     cfg = sim.cfg
     swa = cfg.model.has_swa

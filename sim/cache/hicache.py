@@ -3,9 +3,10 @@ registered pool.
 
 It owns the per-pool page allocators of L1 (device) and L2 (host), the write policy, the write-through
 window (backups committed but not yet acknowledged), load-back decisions and the counters SGLang exports.
-It knows nothing of time: a request-order replay calls :meth:`HiCache.serve`; the timed engine calls the
-phases (:meth:`lookup`, :meth:`admit`, :meth:`commit`, :meth:`release`, :meth:`ack`) at the instants its
-processes reach them.
+It knows nothing of time: a request-order replay calls :meth:`HiCache.serve`, which reserves a request's pages
+whole; the timed engine calls the request phases of its base :class:`sim.cache.requests.RequestPhases`
+(admission, chunk, decode, release, acks) at the instants its processes reach them, which allocate as
+SGLang's scheduler does, per chunk and decode step.
 
 Semantics follow SGLang 0.5.23 (``unified_radix_cache.py``, ``unified_tree_core.py``; notes and line
 citations in ``shared/reference/sglang_hicache.md`` sections 1-3):
@@ -18,7 +19,7 @@ citations in ``shared/reference/sglang_hicache.md`` sections 1-3):
 - backups cover unbacked ancestors first, so host copies stay prefix-closed;
 - a write-through backup is committed at once and device-locked until its ack.
 
-This module holds the request phases; the controller's transfers (backups, acks, load-backs, L3 placements)
+This module holds the tree's matches and inserts and the replay's whole requests; the controller's transfers (backups, acks, load-backs, L3 placements)
 are its base :class:`sim.cache.controller.CacheController`, eviction on both tiers its base
 :class:`sim.cache.evictor.TierEvictor`, the counters :mod:`sim.cache.stats`. The engine drives it, and V4's
 cache, through :class:`sim.cache.protocol.PrefixCache`.
@@ -41,6 +42,7 @@ from sim.cache.controller import BackupOp, CacheController, Tier, WritePolicy, n
 from sim.cache.eviction import eviction_order
 from sim.cache.evictor import TierEvictor
 from sim.cache.radix import InsertResult, Node, RadixTree
+from sim.cache.requests import Admission, RequestPhases
 from sim.cache.stats import DEVICE_FULL, CacheStats, hicache_metrics
 from sim.model.pools import HitPolicy, ModelSpec
 
@@ -69,26 +71,27 @@ class Lookup:
 
 
 @dataclass
-class Admission:
-    """What admitting a request decided, and the device pages it still holds in reserve."""
+class Reservation:
+    """A request served whole in a replay (:meth:`HiCache.serve`): the device pages it still holds in reserve."""
 
     lookup: Lookup
     device_tokens: int = 0
     host_tokens: int = 0
     computed_tokens: int = 0
-    load_kv_pages: int = 0
     kv_reserved: int = 0
     held: list[Node] = field(default_factory=list)  # nodes this request locks until release
     inserted_pages: int = 0  # pages this request already inserted (SGLang's req.kv.cache_inserted_len)
 
 
-class HiCache(TierEvictor, CacheController):
+class HiCache(RequestPhases, TierEvictor, CacheController):
     """L1/L2 residency for one instance of a model without sliding-window pools.
 
     *page_tokens*: tokens per tree page (the model's page size, or a trace's block size); pool bytes
     scale with it. *l1_pages*/*l2_pages*: capacity of the ``kv`` anchor in tree pages (``None``:
     unbounded; ``l2_pages=0``: no L2). *eviction_policy*, *eviction_config*: the device victim order,
     SGLang's ``--radix-eviction-policy`` and ``--radix-eviction-policy-config`` (:mod:`sim.cache.eviction`).
+    *chunked_prefill_size*: the chunk a prefilling request's next pass is budgeted for; *decode_lookahead*:
+    the draft slots a decode step holds past its newest token (speculative decoding).
     """
 
     window = None  # no sliding-window pool (:attr:`sim.cache.protocol.PrefixCache.window`)
@@ -105,6 +108,7 @@ class HiCache(TierEvictor, CacheController):
         eviction_policy: str = "lru",
         eviction_config: dict | None = None,
         one_page_nodes: bool = False,
+        chunked_prefill_size: int = 8192, decode_lookahead: int = 0,
     ) -> None:
         for name, value in (("l1_pages", l1_pages), ("l2_pages", l2_pages)):
             if value is not None and value < 0:
@@ -134,7 +138,8 @@ class HiCache(TierEvictor, CacheController):
         self.all_pages_mask = sum(1 << i for i, p in enumerate(model.pools) if p.hit_policy is HitPolicy.ALL_PAGES)
         self.l1 = Tier(math.inf if l1_pages is None else l1_pages)
         self.l2 = Tier(math.inf if l2_pages is None else l2_pages)
-        self.reserved_kv = 0
+        self.reserved_kv = 0  # a replay's whole-request reservations (serve)
+        self.start_requests(chunked_prefill_size, decode_lookahead)
         self.stats = CacheStats()
         self._op_ids = itertools.count()
         self.pending: dict[int, BackupOp] = {}
@@ -171,56 +176,17 @@ class HiCache(TierEvictor, CacheController):
         self.tree.host_lock(m.best_node)
         return Lookup(keys, input_tokens, m.device_pages, host_pages, load, m.device_node, m.best_node)
 
-    def try_admit(self, req, resumed: int = 0, spec_reserve: int = 0) -> Admission | None:
-        """Lookup and :meth:`admit`, with room for the output's keys and draft slots (None: nothing held)."""
-        lk, pt, total = self.lookup(req.keys, req.input_len), self.page_tokens, req.input_len + req.output_len
-        spec = -(-(total + spec_reserve) // pt) - -(-total // pt)  # the draft slots' pages
-        adm = self.admit(lk, extra_pages=max(0, (len(req.final_keys) - len(req.keys) if req.final_keys else 0) + spec))
-        return adm if adm is not None else self.abandon(lk)  # not admitted: the lookup's locks undone
-
-    def admit(self, lk: Lookup, extra_pages: int = 0) -> Admission | None:
-        """Reserve device pages for what the request will make resident and load back its host hit.
-
-        ``extra_pages``: pages the request adds later (its output, cached at the end). Returns None, with
-        nothing changed but evictions, when L1 cannot make room. Loaded pages are
-        committed to the tree at once, as SGLang commits device indices before the H2D copy completes
-        (``unified_radix_cache.py:1820-1937``); the caller times the copy.
-        """
-        kv_need = max(0, len(lk.keys) + extra_pages - lk.device_pages)
-        if not self.ensure_device(kv_need):
-            return None
-        adm = Admission(lk, kv_reserved=kv_need)
-        self.reserved_kv += kv_need
-        pt = self.page_tokens
-        if lk.load:
-            self.tree.lock(lk.best_node)  # before reviving, so that what is revived is protected
-            adm.held.append(lk.best_node)
-            revive = []
-            node = lk.best_node
-            while node is not self.tree.root and not node.device:
-                revive.append(node)
-                node = node.parent
-            for n in reversed(revive):
-                self.tree.revive(n)
-                adm.load_kv_pages += self._take(adm, n)
-            self.stats.load_kv_pages += adm.load_kv_pages
-            if self.events is not None:
-                self.events.append({"load": self._ref(lk.best_node), "tokens": adm.load_kv_pages * pt})
-        elif lk.host_pages:
-            self.stats.load_back_skipped_tokens += lk.host_pages * pt
-        adm.device_tokens = lk.device_pages * pt
-        adm.host_tokens = lk.host_pages * pt if lk.load else 0
-        adm.computed_tokens = lk.input_tokens - adm.device_tokens - adm.host_tokens
-        self._count(lk, adm.device_tokens, adm.host_tokens)
-        return adm
+    def abandon(self, lk: Lookup) -> None:
+        """Release a lookup's locks (an admitted request's are its own, :class:`sim.cache.requests.KVRecord`)."""
+        self.tree.unlock(lk.device_node)
+        self.tree.host_unlock(lk.best_node)
 
     def insert_request(self, keys: Sequence, inserted_pages: int, held_from: int) -> InsertResult:
         """Insert a request's first ``len(keys)`` pages, whose rows it holds from page ``held_from``: hit counts
         once per request (``inserted_pages``), its rows for pages the tree already had freed
         (``unified_tree_core.py:1332-1366``), write-through backups queued."""
         res = self.tree.insert(keys)
-        adm = Admission(None, inserted_pages=inserted_pages)  # type: ignore[arg-type]
-        self._count_once(adm, res.path)
+        self._count_once(inserted_pages, res.path)
         revived = sum(len(n.key) for n in res.revived)
         for n in res.revived:
             n.dev_mask = self.all_pages_mask
@@ -232,6 +198,8 @@ class HiCache(TierEvictor, CacheController):
         if dup > 0:
             self.l1.free(dup)
         self._back_up_hits(res.path, inserted_pages)
+        if self._boundary is not None:
+            self._boundary.touch(res.path)
         return res
 
     def _count(self, lk: Lookup, device_tokens: int, host_tokens: int) -> None:
@@ -245,7 +213,78 @@ class HiCache(TierEvictor, CacheController):
         s.cached_pages["host"] += host_tokens // self.page_tokens
         s.computed_tokens += lk.input_tokens - device_tokens - host_tokens
 
-    def _take(self, adm: Admission, node: Node) -> int:
+    def _count_once(self, inserted_pages: int, path: list[Node]) -> int:
+        """A request counts a hit on each node once: SGLang raises a node's hit count only where the node
+        ends past what this request already inserted (``cache_inserted_len``,
+        ``unified_tree_core.py:1371-1374, 1433-1439``; ``unified_radix_cache.py:1255``), and never under
+        write_back (``unified_tree_core.py:1108-1109``). The tree counted every node of the path; this
+        takes back the repeats, so a prompt inserted again with its output is not counted twice. Returns
+        the pages inserted after this insert."""
+        write_back = self.policy is WritePolicy.WRITE_BACK and self.l2_enabled
+        end = 0
+        for node in path:
+            end += len(node.key)
+            if end <= inserted_pages or write_back:
+                node.hit_count -= 1
+        return max(inserted_pages, end)
+
+    # ----- a request served whole (a replay) --------------------------------------------------
+    def serve(self, keys: Sequence, input_tokens: int) -> Reservation | None:
+        """Request-order replay of one request: match, load back, compute, insert, and ack its backups at the
+        end of its step. Its device pages are reserved whole before it computes, as a replay with one request
+        at a time allows. Returns None when L1 could not hold the request (its device prefix still counts as a
+        hit; the rest is computed and not cached)."""
+        self.write_back_copies.clear()  # no time here: a replay does not charge the copies
+        lk = self.lookup(keys, input_tokens)
+        adm = self._reserve_whole(lk)
+        if adm is None:
+            self.abandon(lk)
+            self._count(lk, lk.device_pages * self.page_tokens, 0)
+            self.stats.dropped_tokens[DEVICE_FULL] += (len(keys) - lk.device_pages) * self.page_tokens
+            return None
+        self._commit_whole(adm)
+        for node in adm.held:
+            self.tree.unlock(node)
+        self.abandon(lk)
+        self.reserved_kv -= adm.kv_reserved
+        self.ack_all()
+        return adm
+
+    def _reserve_whole(self, lk: Lookup) -> Reservation | None:
+        """Reserve device pages for what the request will make resident and load back its host hit; None, with
+        nothing changed but evictions, when L1 cannot make room. Loaded pages are committed to the tree at
+        once, as SGLang commits device indices before the H2D copy completes (``unified_radix_cache.py:1820-1937``)."""
+        kv_need = max(0, len(lk.keys) - lk.device_pages)
+        if not self.ensure_device(kv_need):
+            return None
+        adm = Reservation(lk, kv_reserved=kv_need)
+        self.reserved_kv += kv_need
+        pt = self.page_tokens
+        host_tokens = 0
+        if lk.load:
+            self.tree.lock(lk.best_node)  # before reviving, so that what is revived is protected
+            adm.held.append(lk.best_node)
+            revive = []
+            node = lk.best_node
+            while node is not self.tree.root and not node.device:
+                revive.append(node)
+                node = node.parent
+            pages = 0
+            for n in reversed(revive):
+                self.tree.revive(n)
+                pages += self._take(adm, n)
+            self.stats.load_kv_pages += pages
+            host_tokens = lk.host_pages * pt
+            if self.events is not None:
+                self.events.append({"load": self._ref(lk.best_node), "tokens": pages * pt})
+        elif lk.host_pages:
+            self.stats.load_back_skipped_tokens += lk.host_pages * pt
+        adm.device_tokens, adm.host_tokens = lk.device_pages * pt, host_tokens
+        adm.computed_tokens = lk.input_tokens - adm.device_tokens - host_tokens
+        self._count(lk, adm.device_tokens, host_tokens)
+        return adm
+
+    def _take(self, adm: Reservation, node: Node) -> int:
         """Allocate a node's device pages out of the request's reservation (which counted them); returns
         the pages."""
         pages = len(node.key)
@@ -256,19 +295,15 @@ class HiCache(TierEvictor, CacheController):
         node.dev_mask = self.all_pages_mask
         return pages
 
-    def commit(self, adm: Admission, keys: Sequence | None = None) -> list[BackupOp]:
-        """Insert the request's pages (computed by now) into the tree; returns the backups it started.
-
-        Under the write-through policies every path node whose hit count reached the threshold is backed
-        up, ancestors first.
-        """
-        keys = adm.lookup.keys if keys is None else keys
+    def _commit_whole(self, adm: Reservation) -> None:
+        """Insert the request's pages (computed by now) into the tree, backing up under the write-through
+        policies every path node whose hit count reached the threshold, ancestors first."""
+        keys = adm.lookup.keys
         if not keys:
-            return []
-        before = len(self.pending)
+            return
         res = self.tree.insert(keys)
         inserted = adm.inserted_pages
-        self._count_once(adm, res.path)
+        adm.inserted_pages = self._count_once(inserted, res.path)
         last = res.path[-1]
         self.tree.lock(last)
         adm.held.append(last)
@@ -280,52 +315,6 @@ class HiCache(TierEvictor, CacheController):
         self._back_up_hits(res.path, inserted)
         if self._boundary is not None:
             self._boundary.touch(res.path)
-        return list(self.pending.values())[before:] if len(self.pending) > before else []
-
-    def _count_once(self, adm: Admission, path: list[Node]) -> None:
-        """A request counts a hit on each node once: SGLang raises a node's hit count only where the node
-        ends past what this request already inserted (``cache_inserted_len``,
-        ``unified_tree_core.py:1371-1374, 1433-1439``; ``unified_radix_cache.py:1255``), and never under
-        write_back (``unified_tree_core.py:1108-1109``). The tree counted every node of the path; this
-        takes back the repeats, so a prompt inserted again with its output is not counted twice."""
-        write_back = self.policy is WritePolicy.WRITE_BACK and self.l2_enabled
-        done, end = adm.inserted_pages, 0
-        for node in path:
-            end += len(node.key)
-            if end <= done or write_back:
-                node.hit_count -= 1
-        adm.inserted_pages = max(done, end)
-
-    def release(self, adm: Admission) -> None:
-        """The request is done with the cache: drop its locks and any unused reservation."""
-        for node in adm.held:
-            self.tree.unlock(node)
-        adm.held.clear()
-        self.abandon(adm.lookup)
-        self.reserved_kv -= adm.kv_reserved
-        adm.kv_reserved = 0
-
-    def abandon(self, lk: Lookup) -> None:
-        """Release a lookup's locks (an admitted request's through :meth:`release`)."""
-        self.tree.unlock(lk.device_node)
-        self.tree.host_unlock(lk.best_node)
-
-    def serve(self, keys: Sequence, input_tokens: int) -> Admission | None:
-        """Request-order replay of one request: match, load back, compute, insert, and ack its backups
-        at the end of its step. Returns None when L1 could not hold the request (its device prefix still
-        counts as a hit; the rest is computed and not cached)."""
-        self.write_back_copies.clear()  # no time here: a replay does not charge the copies
-        lk = self.lookup(keys, input_tokens)
-        adm = self.admit(lk)
-        if adm is None:
-            self.abandon(lk)
-            self._count(lk, lk.device_pages * self.page_tokens, 0)
-            self.stats.dropped_tokens[DEVICE_FULL] += (len(keys) - lk.device_pages) * self.page_tokens
-            return None
-        self.commit(adm)
-        self.release(adm)
-        self.ack_all()
-        return adm
 
     # ----- reporting --------------------------------------------------------------------------
     def metrics(self) -> dict:

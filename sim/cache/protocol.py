@@ -9,9 +9,11 @@ capability, :attr:`PrefixCache.window`: None for a cache without a window pool, 
 pool it does not have. Calls that size a copy or a reservation name window pages explicitly
 (``swa_pages``, ``window``); a cache without a window pool refuses a nonzero count.
 
-Admission is one call, :meth:`PrefixCache.try_admit`, though its work differs in kind (V4's cache budgets the
-pass and runs the prompt chunk by chunk, the single-pool one reserves and commits at once); chunked extend
-and decode are each cache's own and not part of this interface.
+A request goes through both the same way, as SGLang's scheduler drives its caches: admission against the
+budget (:meth:`PrefixCache.try_admit`), one prefill chunk at a time (:meth:`PrefixCache.extend`), decode steps
+brought up to date at the steps that allocate a page (:meth:`PrefixCache.steps_to_page`,
+:meth:`PrefixCache.decode`), retraction when a step cannot allocate, release; rows are allocated as they are
+computed, evicting when an allocation is short.
 """
 
 from __future__ import annotations
@@ -97,19 +99,34 @@ class PrefixCache(Protocol):
     def lookup(self, keys: Sequence, input_tokens: int) -> Any:
         """Match a request (capped at ``input_tokens - 1``)."""
 
-    def try_admit(self, req: Any, resumed: int = 0, spec_reserve: int = 0) -> Any:
-        """Admit a waiting request if the pools can take it now; None: not now (nothing held). ``resumed``:
-        output tokens a retracted request made before; ``spec_reserve``: draft slots speculative decoding
-        holds past the last token."""
+    def try_admit(self, req: Any, resumed: int = 0, chunk_limit: int | None = None) -> Any:
+        """Admit a waiting request if the budget allows it now; None: not now (nothing held). ``resumed``:
+        output tokens a retracted request made before; ``chunk_limit``: the tokens its first chunk may take in
+        this pass."""
 
     def abandon(self, lk: Any) -> None:
         """Undo what a lookup holds, if anything (the request was not admitted)."""
 
-    def commit(self, adm: Any, keys: Sequence | None = None) -> list:
-        """Insert what the request computed; returns the backups started since."""
+    def start_iteration(self) -> None:
+        """A scheduler iteration starts (after the write acks): what is due then is done."""
+
+    def extend(self, adm: Any, tokens: int) -> int:
+        """Run up to ``tokens`` more of the request's prompt; returns the tokens run (0: no room now)."""
+
+    def steps_to_page(self, adm: Any) -> int:
+        """Decode steps until the request next allocates a page (that step included)."""
+
+    def decode(self, adm: Any, steps: int) -> None:
+        """Bring a decoding request ``steps`` steps forward; :class:`MemoryError` if the pools run dry."""
+
+    def retract(self, adm: Any, keep_free: int = 0) -> None:
+        """Free a decoding request uncached, then evict until ``keep_free`` tokens are free."""
+
+    def commit(self, adm: Any) -> list:
+        """The backups the request's inserts started since the last call."""
 
     def release(self, adm: Any) -> None:
-        """The request is done with the cache."""
+        """The request is done with the cache: what it computed goes to the tree."""
 
     def ack(self, op: Any) -> None:
         """A backup's D2H copy completed."""

@@ -2,23 +2,25 @@
 the host-tier call format of ``shared/vectors/hicache`` and answer each call with the fields SGLang 0.5.23's
 recorded answers use: matches, admission verdicts, load-backs, prefill chunks, pool usage, the write-through
 window, and the host-tier decisions (``events``) in order. The scheduler's side is :mod:`sim.offline.hostsched`;
-this module sizes the pools, decides admission, and runs each request's KV on the cache (:class:`PlainKV`).
+this module sizes the pools and decides admission; each request's KV runs on the cache's own calls
+(:class:`sim.cache.requests.RequestRows`), the ones the timed engine makes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sim.cache.hicache import HiCache
 from sim.cache.radix import Node, node_ref
+from sim.cache.requests import CLIP_MAX_NEW_TOKENS, KVRecord
 from sim.model.pools import HitPolicy, ModelSpec, Pool
 from sim.offline.calls import expand_tokens
 from sim.offline.copies import Load
 from sim.offline.driver import handles, page_tokens
-from sim.offline.hostsched import CLIP_MAX_NEW_TOKENS, HostScheduler, state_answer, tiers_flag
+from sim.offline.hostsched import HostScheduler, state_answer, tiers_flag
 
-__all__ = ["PlainHostDriver", "PlainKV", "host_pool_tokens"]
+__all__ = ["PlainHostDriver", "host_pool_tokens"]
 
 
 def host_pool_tokens(device_tokens: int, ratio: float, page: int) -> int:
@@ -28,112 +30,20 @@ def host_pool_tokens(device_tokens: int, ratio: float, page: int) -> int:
 
 
 @dataclass
-class _Req:
-    """One request's KV record (SGLang's ``Req.kv``), in tokens."""
+class _Req(KVRecord):
+    """One request's KV record (:class:`sim.cache.requests.KVRecord`) and what the host-tier answers report."""
 
-    rid: str
-    keys: list
-    prompt_len: int
-    output_len: int
-    lookup: object
-    matched: int
-    host_hit: int
-    best: Node | None
-    lock: Node
-    protected: int = 0  # tokens the tree owns (cache_protected_len)
-    inserted: int = 0  # pages inserted so far (cache_inserted_len)
-    allocated: int = 0
-    prefilled: int = 0
+    rid: str = ""
+    lookup: object = None
+    matched: int = 0
+    host_hit: int = 0
+    best: Node | None = None
     extend_end: int = 0
-    emitted: int = 0
-    decode_steps: int = 0
     loaded: int = 0
-    chunks: list = field(default_factory=list)
-    finished: bool = False
     admitted: bool = True
     refused: str | None = None
     pending_checkpoint: bool = False  # a middle chunk inserted at the start of the next iteration
     prefix_at_admit: int = 0
-
-    @property
-    def kv_len(self) -> int:
-        return self.prefilled + max(0, self.emitted - 1)
-
-
-class PlainKV:
-    """A request's KV rows on the single-pool HiCache: allocation (evicting device leaves when short,
-    ``mem_cache/allocation.py:175-258``), chunks, decode steps, checkpoints into the tree, release; what
-    :class:`sim.cache.v4.swacache.SWACache` does for its own requests."""
-
-    def __init__(self, cache: HiCache) -> None:
-        self.c, self.page = cache, cache.page_tokens
-        self.new_backups: list = []
-
-    def take_new_backups(self) -> list:
-        """Backups the checkpoints queued since the last call."""
-        ops, self.new_backups = self.new_backups, []
-        return ops
-
-    def _alloc(self, r: _Req, end: int, demand: int) -> None:
-        """Allocate rows up to ``end``, evicting device leaves until ``demand`` tokens are free."""
-        c, p = self.c, self.page
-        c.ensure_device(-(-demand // p))
-        new = -(-end // p) - -(-r.allocated // p)
-        if new > 0 and not c.l1.alloc(new):
-            raise MemoryError(f"no device room for {new} pages even after eviction")
-        r.allocated = end
-
-    def extend(self, r: _Req, end: int) -> None:
-        """Prefill up to ``end``; the last chunk emits the first output token and caches the prompt."""
-        start, p = r.prefilled, self.page
-        self._alloc(r, end, (end - start) + p if p > 1 else end - start)
-        r.prefilled = end
-        r.chunks.append([start, end])
-        if end < r.prompt_len:
-            return
-        r.emitted = 1 if r.output_len else 0
-        if r.output_len <= 1:
-            self.release(r)
-        else:
-            self.checkpoint(r, end)
-
-    def decode(self, r: _Req) -> None:
-        self._alloc(r, r.prompt_len + r.emitted, self.page)
-        r.decode_steps += 1
-        r.emitted += 1
-        if r.emitted >= r.output_len:
-            self.release(r)
-
-    def checkpoint(self, r: _Req, up_to: int) -> None:
-        """Insert the whole pages up to ``up_to``; the request's lock moves to the path's last node."""
-        c, p = self.c, self.page
-        pages = up_to // p
-        keys = r.keys[:pages]
-        if not keys:
-            return
-        before = len(c.pending)
-        res = c.insert_request(keys, r.inserted, r.protected // p)
-        r.inserted = max(r.inserted, pages)
-        c.tree.unlock(r.lock)
-        r.lock = res.path[-1]
-        c.tree.lock(r.lock)
-        r.protected = pages * p
-        self.new_backups.extend(list(c.pending.values())[before:])
-
-    def abort(self, r: _Req) -> None:
-        """Free the rows without caching what the request computed."""
-        r.finished = True
-        self._free(r)
-
-    def release(self, r: _Req) -> None:
-        r.finished = True
-        self.checkpoint(r, r.kv_len)
-        self._free(r)
-
-    def _free(self, r: _Req) -> None:
-        self.c.tree.unlock(r.lock)
-        self.c.l1.kv_used -= -(-r.allocated // self.page) - r.protected // self.page
-        r.allocated = r.protected
 
 
 def _plain_model(page: int) -> ModelSpec:
@@ -150,7 +60,6 @@ class PlainHostDriver(HostScheduler):
                     policy=cfg["write_policy"], load_back_threshold=cfg["load_back_threshold"],
                     page_tokens=page)  # fmt: skip
         c.events = []
-        self.kv = PlainKV(c)
         return c, c.events, {"host_pool_tokens": host_tokens}
 
     # ----- the cache's side ------------------------------------------------------------------------
@@ -168,19 +77,20 @@ class PlainHostDriver(HostScheduler):
         return (c.l1.kv_cap - c.l1.kv_used) * self.page + c.tree.evictable_tokens
 
     def _new_backups(self) -> list:
-        return self.kv.take_new_backups()
+        return self.c.take_new_backups()
 
     def _extend(self, r: _Req, end: int) -> None:
-        self.kv.extend(r, end)
+        if not self.c.extend_rows(r, end):
+            raise MemoryError(f"no device room for the chunk to {end} even after eviction")
 
     def _decode(self, r: _Req) -> None:
-        self.kv.decode(r)
+        self.c.decode_row(r)
 
     def _checkpoint(self, r: _Req, up_to: int) -> None:
-        self.kv.checkpoint(r, up_to)
+        self.c.checkpoint(r, up_to)
 
     def _drop(self, r: _Req) -> None:
-        self.kv.abort(r)
+        self.c.abort_rows(r)
 
     # ----- admission -------------------------------------------------------------------------------
     def _admit(self, call: dict, rid: str) -> _Req:
@@ -189,8 +99,8 @@ class PlainHostDriver(HostScheduler):
         keys = c.tree.page_keys(prompt + output)
         lk = c.lookup(keys, len(prompt))  # locks the device prefix and host-locks the best match
         matched, host_hit = lk.device_pages * p, lk.host_pages * p
-        r = _Req(rid, keys, len(prompt), len(output), lk, matched, host_hit,
-                 lk.best_node if host_hit else None, lk.device_node)  # fmt: skip
+        r = _Req(keys, len(prompt), len(output), lk.device_node, rid=rid, lookup=lk, matched=matched,
+                 host_hit=host_hit, best=lk.best_node if host_hit else None)  # fmt: skip
         r.protected = r.allocated = r.prefilled = matched
         self.reqs[rid] = r
         # budget check, device prefix locked (by the lookup)

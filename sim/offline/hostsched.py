@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sim.base.errors import InputError
+from sim.cache.requests import CLIP_MAX_NEW_TOKENS
 from sim.offline.calls import MAX_COUNT, Fields, host_runs
 from sim.offline.copies import HostCopies
 from sim.offline.driver import CallDriver, cached_fields, handles, paths_answer, progress_fields
 
-__all__ = ["CLIP_MAX_NEW_TOKENS", "HOST_CALL_FIELDS", "HOST_CONFIG_KEYS", "HostScheduler", "PrefillAdder", "state_answer",
+__all__ = ["HOST_CALL_FIELDS", "HOST_CONFIG_KEYS", "HostScheduler", "PrefillAdder", "state_answer",
            "tiers_flag"]
 
-CLIP_MAX_NEW_TOKENS = 4096  # managers/schedule_policy.py
 _KEEP_BATCH = frozenset({"admit", "match", "state", "evict", "evict_host", "config"})  # ops the open batch outlives
 _EVICTING = frozenset({"request", "admit", "extend", "decode", "finish", "evict"})  # answers that report evictions
 

@@ -12,12 +12,13 @@ FULL + SWA tree with its two host pools (paths relative to ``sglang/srt/``):
 
 from __future__ import annotations
 
+from sim.cache.requests import CLIP_MAX_NEW_TOKENS
 from sim.cache.v4.swacache import Running, SWACache
 from sim.cache.v4.unified import UNode
 from sim.offline.calls import expand_tokens
 from sim.offline.copies import Load
 from sim.offline.driver import handles, page_tokens, swa_match_fields
-from sim.offline.hostsched import CLIP_MAX_NEW_TOKENS, HostScheduler, state_answer, tiers_flag
+from sim.offline.hostsched import HostScheduler, state_answer, tiers_flag
 
 __all__ = ["V4HostDriver", "swa_estimate"]
 

@@ -192,9 +192,10 @@ class V4HiCache:
         """Nothing to undo: a lookup takes no lock."""
 
     # ----- admission, prefill, decode, release ----------------------------------------------------
-    def try_admit(self, req, resumed: int = 0, spec_reserve: int = 0) -> V4Admission | None:
+    def try_admit(self, req, resumed: int = 0, chunk_limit: int | None = None) -> V4Admission | None:
         """Admit ``req`` (its prompt, with ``resumed`` output tokens a retraction made, re-prefilled) if the
-        budget allows; the draft slots are the cache's ``decode_lookahead``, so ``spec_reserve`` is unused."""
+        budget allows. The budget sets the whole prompt aside, so the first chunk's ``chunk_limit`` does not
+        enter."""
         return self.admit_request(request_keys(req, self.page_tokens), req.input_len + resumed,
                                   req.output_len - resumed)  # fmt: skip
 
@@ -241,6 +242,11 @@ class V4HiCache:
                 self._decode_left += _left(r)
         return end - start
 
+    def start_iteration(self) -> None:
+        """Nothing is due at the start of an iteration: V4's engine path checkpoints a middle chunk as it runs
+        (SGLang does it at the start of the next iteration, ``managers/scheduler.py:3916-3919``;
+        :meth:`SWACache.extend`'s ``defer``) and releases a load-back's locks at admission (``hold_loads`` off)."""
+
     def steps_to_page(self, adm: V4Admission) -> int:
         """Decode steps until ``adm`` next allocates a page (the step included)."""
         r, p = adm.run, self.page_tokens
@@ -276,7 +282,7 @@ class V4HiCache:
         if keep_free:
             self.c.evict_to_free(keep_free, keep_free)
 
-    def commit(self, adm: V4Admission, keys: Sequence | None = None) -> list[Backup]:
+    def commit(self, adm: V4Admission | None) -> list[Backup]:
         """The backups the request's inserts started since the last call (the inserts themselves ran per
         chunk, in :meth:`extend`, :meth:`decode` and :meth:`release`)."""
         return self.c.take_new_backups()

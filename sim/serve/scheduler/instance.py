@@ -49,7 +49,9 @@ def new_cache(cfg: EngineConfig) -> PrefixCache:
                          conservativeness=DP_CONSERVATIVENESS if cfg.dp_size > 1 else 1.0)  # fmt: skip
     return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
                    load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                   eviction_policy=cfg.eviction_policy, eviction_config=cfg.eviction_config)  # fmt: skip
+                   eviction_policy=cfg.eviction_policy, eviction_config=cfg.eviction_config,
+                   chunked_prefill_size=cfg.chunked_prefill_size,
+                   decode_lookahead=cfg.spec.reserve if cfg.spec else 0)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -76,7 +78,6 @@ class Instance:
         self.spec = sim.cfg.spec
         self.layers = max(1, sim.cfg.model.layers)
         self.cache = self._new_cache()
-        self.v4 = isinstance(self.cache, V4HiCache)
         self.waiting: deque[Running] = deque()
         self.prefilling: list[Running] = []
         self.queued_tokens = 0  # the waiting and prefilling requests' prompts (the DP controller's total_tokens)
@@ -203,6 +204,7 @@ class Instance:
         decode batch when none forms. None: only L3 reads hold the queue."""
         cfg, ctrl, rb = self.sim.cfg, self.ctrl, self.running_batch
         ctrl.process_acks()
+        self.cache.start_iteration()
         if self.sim.storage is not None:
             self.prefetcher.retry_due()
         if self._defer_prefill():
@@ -285,8 +287,7 @@ class Instance:
         for run in b.done:
             self.prefill_done(run)
         out.deferring = False
-        if self.v4:  # backups a chunk's insert started go in this step's D2H op too
-            ctrl.to_flush.extend(self.cache.commit(None))
+        ctrl.to_flush.extend(self.cache.commit(None))  # backups a chunk's insert started go in this step's D2H op too
         ctrl.charge_write_back()
         ctrl.flush()
 
@@ -303,15 +304,9 @@ class Instance:
             self.running_batch.add(run)
 
     def finish(self, run: Running) -> None:
-        """A request made its last token: its pages go back to the tree (with its output's, single-pool), and it
-        leaves. The tree gets the KV the request computed, its prompt and every output token but the last
-        (``kv_committed_len``, ``mem_cache/allocation.py:485, 686``; inserted at release,
-        ``mem_cache/common.py:421``)."""
-        req = run.req
-        if req.final_keys and not self.v4:
-            computed = (req.input_len + req.output_len - 1) // self.cache.page_tokens
-            self.ctrl.to_flush.extend(self.cache.commit(run.adm, req.final_keys[:computed]))
+        """A request made its last token: its pages go back to the tree, and it leaves. The tree gets the KV the
+        request computed, its prompt and every output token but the last (``kv_committed_len``,
+        ``mem_cache/allocation.py:485, 686``; inserted at release, ``mem_cache/common.py:421``)."""
         self.cache.release(run.adm)
-        if self.v4:  # the release's insert may start backups
-            self.ctrl.to_flush.extend(self.cache.commit(run.adm))
+        self.ctrl.to_flush.extend(self.cache.commit(run.adm))  # the release's insert may start backups
         self.output.emit(run, finished=True)

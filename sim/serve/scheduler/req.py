@@ -30,7 +30,7 @@ class Running:
     prefetched_pages: int = 0
     prefetch: Prefetch | None = None
     prefetch_attempts: int = 0  # L3 lookups re-issued (SGLang's storage_prefetch_retry_attempts)
-    synced_step: int = 0  # V4: the step a decoding request's cache state is current at
+    synced_step: int = 0  # the step a decoding request's cache state is current at
     decode_start: int = 0  # the step its decoding began at
     resumed: int = 0  # output tokens it had made before a retraction: they are prefilled again with the prompt
     # What the record reports (see Simulation.record): the first admission's cache hits (device, host, storage);

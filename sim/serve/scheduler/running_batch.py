@@ -4,8 +4,8 @@ its ``retract_decode`` (:3451).
 ``step`` counts decode passes: decoding requests are keyed by the decode pass they finish at, so a prefill-only
 pass moves none of them. With speculative decoding (:mod:`sim.model.speculative`) a decode pass is one
 draft-verify iteration: ``step`` still counts passes, and a request's tokens after ``p`` of them are
-``floor(p x accept_length)``. V4 requests' cache state is brought up to date lazily, at the step their next page
-is due (``v4_due``).
+``floor(p x accept_length)``. A request's cache state is brought up to date lazily, at the step its next page
+is due (``page_due``): the steps between allocate nothing.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ class RunningBatch:
     """The decoding requests of one instance by the pass they finish at, and the KV tokens they hold."""
 
     def __init__(self, inst: Instance) -> None:
-        self.inst, self.spec, self.v4 = inst, inst.spec, inst.v4
+        self.inst, self.spec = inst, inst.spec
         self.accept = self.spec.accept_length if self.spec else 1  # context tokens a decode pass adds per request
         # (finish step, join order, request): requests finishing in one pass are released in batch.reqs order, the
         # order they joined (batch_result_processor.py:1006, 1466; merge_batch appends, schedule_batch.py:3977)
         self.decoding: list[tuple[int, int, Running]] = []
         self.joined = 0
-        self.v4_due: list[tuple[int, int, Running]] = []  # V4 decodes by the step of their next page
+        self.page_due: list[tuple[int, int, Running]] = []  # decodes by the step of their next page
         self.decode_ctx = 0
         self.step = 0  # decode passes run: a prefill-only pass advances no decoding request
 
@@ -41,9 +41,8 @@ class RunningBatch:
         self.joined += 1
         heapq.heappush(self.decoding, (self.pass_at(run, run.req.output_len - run.resumed - 1), self.joined, run))
         self.decode_ctx += run.req.input_len + run.resumed
-        if self.v4:
-            run.synced_step = self.step
-            heapq.heappush(self.v4_due, (self.pass_at(run, self.inst.cache.steps_to_page(run.adm)), run.req.rid, run))
+        run.synced_step = self.step
+        heapq.heappush(self.page_due, (self.pass_at(run, self.inst.cache.steps_to_page(run.adm)), run.req.rid, run))
 
     def advance(self, rows: int, steps: int) -> None:
         """``steps`` decode passes over ``rows`` requests ran: their contexts grow by the tokens they made."""
@@ -65,28 +64,29 @@ class RunningBatch:
 
     def finish_due(self) -> None:
         """Finish the requests whose last token the passes run so far made."""
-        if self.v4:
-            self._sync_due()
+        self._sync_due()
         while self.decoding and self.decoding[0][0] <= self.step:
             key, _, run = heapq.heappop(self.decoding)
-            if self.v4 and not self._sync(run, run.req.output_len):
+            if not self._sync(run, run.req.output_len):
                 continue
             self.decode_ctx -= run.req.input_len + run.resumed + (key - run.decode_start) * self.accept
             self.inst.finish(run)
 
     def _sync_due(self) -> None:
-        """V4: bring every decoding request whose next page falls in the steps just run up to date."""
-        due, cache = self.v4_due, self.inst.cache
+        """Bring every decoding request whose next page falls in the steps just run up to date. One whose last
+        token these steps made is left to :meth:`finish_due`, which releases the pass's finished requests in
+        ``batch.reqs`` order."""
+        due, cache = self.page_due, self.inst.cache
         while due and due[0][0] <= self.step:
             _, rid, run = heapq.heappop(due)
-            if run.adm.run.finished:
+            if run.adm.run.finished or self.pass_at(run, run.req.output_len - run.resumed - 1) <= self.step:
                 continue
             if self._sync(run, self.made(run, self.step) - self.made(run, run.synced_step)) and not run.adm.run.finished:
                 made = self.made(run, self.step)
                 heapq.heappush(due, (self.pass_at(run, made + cache.steps_to_page(run.adm)), rid, run))
 
     def _sync(self, run: Running, steps: int) -> bool:
-        """Run ``steps`` decode tokens of a V4 request in the cache; False if it was retracted.
+        """Run ``steps`` decode tokens of a request in the cache; False if it was retracted.
 
         When a pool runs dry even after eviction, SGLang retracts decoding requests, fewest output tokens
         first and then the longest prompt, until the step fits, always keeping one
@@ -124,7 +124,7 @@ class RunningBatch:
         it again at the back, to prefill its prompt and the outputs it made so far (``scheduler.py:4536-4537``,
         ``schedule_batch.py:2049-2089, 2388-2392``)."""
         self.inst.cache.retract(run.adm, keep_free)
-        for heap in (self.decoding, self.v4_due):  # in place: the callers' loops hold these lists
+        for heap in (self.decoding, self.page_due):  # in place: the callers' loops hold these lists
             heap[:] = [e for e in heap if e[2] is not run]
             heapq.heapify(heap)
         self.decode_ctx -= run.req.input_len + run.resumed + (self.step - run.decode_start) * self.accept

@@ -55,7 +55,6 @@ class PrefillAdder:
 
     def __init__(self, inst: Instance) -> None:
         self.inst, self.cfg = inst, inst.sim.cfg
-        self.reserve = inst.spec.reserve if inst.spec else 0  # draft slots speculative decoding holds
 
     def admit(self) -> bool:
         """Admit waiting requests in queue order while L1, the token budget and the running cap allow;
@@ -89,7 +88,7 @@ class PrefillAdder:
             ):
                 pf.blocked += 1
                 continue
-            adm = cache.try_admit(run.req, run.resumed, self.reserve)
+            adm = cache.try_admit(run.req, run.resumed, chunk_budget)
             if adm is None:
                 if running == 0 and not cache.pending and not inst.ctrl.acked:
                     taken.add(id(run))  # nothing will ever free room for it
@@ -160,7 +159,7 @@ class PrefillAdder:
         it: ``add_one_req`` answers NO_TOKEN, ``scheduler.py:4295-4311``; stopping the batch at it here can wait
         forever on room that the requests behind it hold), and none may start a second partial prefill."""
         inst = self.inst
-        prefilling, v4, now = inst.prefilling, inst.v4, inst.env.now
+        prefilling, now = inst.prefilling, inst.env.now
         budget = self.cfg.chunked_prefill_size - self.mixed_rows()
         tokens, pairs, chunks, loads_end, done = 0, 0.0, 0, 0.0, []
         chunked = next((r for r in prefilling if self.started(r)), None)
@@ -173,12 +172,11 @@ class PrefillAdder:
             chunk = min(run.prefill_left, budget - tokens)
             if run is not chunked and chunked is not None and chunk < run.prefill_left:
                 break  # it would be a second chunked request
-            if v4:  # the cache runs the chunk: pages allocated, a non-final chunk inserted
-                chunk = inst.cache.extend(run.adm, chunk)
-                if not chunk:
-                    continue  # the chunked request parks; it stays chunked and waits for room
-                if chunk < run.prefill_left:
-                    chunked = run
+            chunk = inst.cache.extend(run.adm, chunk)  # the cache runs the chunk: its pages allocated
+            if not chunk:
+                continue  # the chunked request parks; it stays chunked and waits for room
+            if chunk < run.prefill_left:
+                chunked = run
             pairs += attention_pairs(chunk, run.prefill_pos)
             tokens += chunk
             chunks += 1

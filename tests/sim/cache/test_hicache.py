@@ -4,6 +4,8 @@ Keys are page ids (one int per page). Unless a test says otherwise the model is 
 one-token pages, so token counts equal page counts.
 """
 
+from types import SimpleNamespace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,6 +27,26 @@ def cache(l1=None, l2=None, policy="write_through", model=GENERIC, load_back_thr
 
 def serve(c, keys, input_len=None):
     return c.serve(list(keys), input_len if input_len is not None else len(keys) * c.page_tokens + 1)
+
+
+def req(keys, output_len=1, final_keys=None, page=1):
+    """A request as the engine hands it to the cache: page keys of its prompt (and of prompt + output)."""
+    keys = list(keys)
+    return SimpleNamespace(keys=keys, final_keys=list(final_keys) if final_keys else None,
+                           input_len=len(keys) * page, output_len=output_len)  # fmt: skip
+
+
+def run(c, request):
+    """Run an admitted request through the engine's calls (its prompt in one chunk, every decode step, the
+    release); returns its admission and the backups it started."""
+    adm = c.try_admit(request)
+    assert adm is not None
+    assert c.extend(adm, request.input_len) == request.input_len
+    c.start_iteration()
+    if not adm.run.finished:
+        c.decode(adm, request.output_len)
+    c.release(adm)
+    return adm, c.commit(adm)
 
 
 class TestMatching:
@@ -113,10 +135,7 @@ class TestSelective:
     def test_a_request_that_inserts_its_prompt_then_its_output_counts_one_hit(self):
         """SGLang's cache_inserted_len: the second insert counts only the nodes past the first one."""
         c = cache(l1=100, l2=100, policy="write_through_selective")
-        adm = c.admit(c.lookup(list(range(5)), 6), extra_pages=3)
-        c.commit(adm)  # the prompt, at the end of prefill
-        c.commit(adm, list(range(8)))  # prompt + output, when the request finishes
-        c.release(adm)
+        run(c, req(range(5), output_len=4, final_keys=range(8)))  # the prompt at prefill, 8 pages at release
         c.ack_all()
         prompt = c.tree.root.children[0]
         assert prompt.hit_count == 1 and not prompt.host
@@ -126,10 +145,8 @@ class TestSelective:
 
     def test_a_node_split_from_an_inserted_one_keeps_its_count(self):
         c = cache(l1=100, l2=100, policy="write_through_selective")
-        adm = c.admit(c.lookup(list(range(6)), 7), extra_pages=2)
-        c.commit(adm)
-        c.commit(adm, [0, 1, 2, 7, 8])  # diverges inside what it inserted: the shared half is not recounted
-        c.release(adm)
+        c.insert_request(list(range(6)), 0, 0)
+        c.insert_request([0, 1, 2, 7, 8], 6, 6)  # diverges inside what it inserted: the shared half is not recounted
         assert c.tree.root.children[0].hit_count == 1
 
     def test_an_unbacked_eviction_is_not_counted_as_dropped(self):
@@ -156,12 +173,9 @@ class TestWriteBack:
         assert c.metrics()["hicache_dropped_tokens_total"] == {"host_pressure": {"kv": 5}}
 
     def test_each_evicted_node_is_backed_up_alone_and_waited_for(self):
-        c = cache(l1=6, l2=100, policy="write_back")
-        adm = c.admit(c.lookup(list(range(3)), 4), extra_pages=3)
-        c.commit(adm)
-        c.commit(adm, list(range(6)))  # two nodes: the prompt and the output
-        c.release(adm)
-        assert c.ensure_device(6)  # evicts the leaf, then the prompt
+        c = cache(l1=9, l2=100, policy="write_back")
+        run(c, req(range(3), output_len=4, final_keys=range(6)))  # two nodes: the prompt and the output
+        assert c.ensure_device(9)  # evicts the leaf, then the prompt
         # SGLang backs up a write_back victim alone, not its unbacked parent (unified_tree_core.py:2622-2644;
         # hicache vectors p1.4): the leaf's copy, then the parent's once it is the next victim.
         assert [[op.kv_pages for op in copy] for copy in c.write_back_copies] == [[3], [3]]
@@ -177,26 +191,20 @@ class TestWriteBack:
 
 class TestWriteThroughWindow:
     def test_a_pending_backup_is_locked_until_acked(self):
-        c = cache(l1=5, l2=100)
-        lk = c.lookup([0, 1, 2, 3, 4], 6)
-        adm = c.admit(lk)
-        (op,) = c.commit(adm)
-        c.release(adm)
+        c = cache(l1=8, l2=100)
+        _, (op,) = run(c, req(range(5)))
         node = op.nodes[0]
         assert node.pending is op and node.lock_ref == 1
-        # Another request needs all of L1: the pending node cannot be evicted before its ack.
-        other = c.lookup([9, 8, 7, 6, 5], 6)
-        assert c.admit(other) is None
-        c.abandon(other)
+        # Another request's 5 tokens, its output and a page need 7 of L1's 8: the pending node's 5 cannot be
+        # evicted before its ack, so the budget refuses it.
+        assert c.try_admit(req([9, 8, 7, 6, 5])) is None
         c.ack(op)
         assert node.pending is None and node.lock_ref == 0
-        assert c.admit(c.lookup([9, 8, 7, 6, 5], 6)) is not None
+        assert c.try_admit(req([9, 8, 7, 6, 5])) is not None
 
     def test_splitting_a_pending_node_keeps_both_halves_pending(self):
         c = cache(l1=100, l2=100)
-        adm = c.admit(c.lookup(list(range(6)), 7))
-        (op,) = c.commit(adm)
-        c.release(adm)
+        _, (op,) = run(c, req(range(6)))
         c.tree.match([0, 1, 2, 99])  # splits the pending node after 3 pages
         assert len(op.nodes) == 2 and all(n.pending is op for n in op.nodes)
         c.ack(op)
@@ -301,32 +309,35 @@ ops = st.lists(st.tuples(st.sampled_from(["start", "commit", "finish", "ack"]), 
     model=st.sampled_from([GENERIC, SIDECARS]),
 )
 def test_invariants_hold_after_every_operation(ops, l1, l2, policy, model):
-    """Several requests in flight, backups acked in any order; invariants checked after each step."""
+    """Several requests in flight through the engine's calls, backups acked in any order; invariants checked
+    after each step."""
     c = HiCache(model, l1_pages=l1, l2_pages=l2, policy=policy, page_tokens=model.page_size)
     guard_locked_evictions(c)
-    admitted, committed = [], []
+    admitted, prefilled = [], []
     for op, keys in ops:
         if op == "start":
-            lk = c.lookup(keys, len(keys) * c.page_tokens)
-            adm = c.admit(lk)
-            if adm is None:
-                c.abandon(lk)
-            else:
+            adm = c.try_admit(req(keys, output_len=3, page=c.page_tokens))
+            if adm is not None:
                 admitted.append(adm)
         elif op == "commit" and admitted:
-            adm = admitted.pop(0)
-            c.commit(adm)
-            committed.append(adm)
-        elif op == "finish" and committed:
-            c.release(committed.pop(0))
+            adm = admitted[0]
+            if c.extend(adm, adm.computed_tokens):
+                prefilled.append(admitted.pop(0))
+            c.start_iteration()
+        elif op == "finish" and prefilled:
+            adm = prefilled.pop(0)
+            try:
+                c.decode(adm, adm.run.output_len)
+                c.release(adm)
+            except MemoryError:
+                c.retract(adm)
         elif op == "ack" and c.pending:
             c.ack(next(iter(c.pending.values())))
         check_invariants(c)
-    for adm in admitted:
-        c.commit(adm)
-        c.release(adm)
-    for adm in committed:
-        c.release(adm)
+    for adm in admitted + prefilled:
+        c.retract(adm)
+    c.start_iteration()
     c.ack_all()
     check_invariants(c)
-    assert c.tree.protected_tokens == 0 and c.reserved_kv == 0
+    assert c.tree.protected_tokens == 0 and c.l1.kv_used == sum(len(n.key) for n in c.tree.nodes() if n.device)
+    assert not c.prefilling and c.decode_left == 0

@@ -547,7 +547,7 @@ class TestFirstTokensUnderTheOverlapScheduler:
         sc = scenario(
             model={"name": "generic", "generic_bytes_per_token": 1000},
             hardware={"kv_mem_gb": 0.5, "peak_tflops": 1.0, "hbm_bandwidth_tbps": 1.0},
-            hicache={"enabled": hicache, "hicache_ratio": 2.0},
+            hicache={"enabled": hicache, "hicache_ratio": 2.0, "page_size": 8},  # 1,000 tokens: whole pages, uncut
             scheduler={"chunked_prefill_size": 1000, "overlap_schedule": overlap, **scheduler},
             compute={"prefill_flops_per_token": 1e9, "attn_flops_per_token_per_ctx": 0, "decode_bytes_per_step": 1e9,
                      "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},
@@ -600,7 +600,7 @@ class TestTokenizer:
         sc = scenario(
             model={"name": "generic", "generic_bytes_per_token": 1000},
             hardware={"kv_mem_gb": 0.5, "peak_tflops": 1.0, "hbm_bandwidth_tbps": 1.0},
-            hicache={"enabled": False},
+            hicache={"enabled": False, "page_size": 8},  # 1,000 tokens: whole pages, so no chunk is cut at a page
             scheduler={"chunked_prefill_size": 2000, "tokenizer_tokens_per_s": rate, "tokenizer_workers": workers},
             compute={"prefill_flops_per_token": 1e9, "attn_flops_per_token_per_ctx": 0, "decode_bytes_per_step": 1e9,
                      "kv_bytes_per_token_read": 0, "mfu": 1.0, "mbu": 1.0, "step_overhead_ms": 0},

@@ -116,17 +116,18 @@ class TestChurn:
 
 class TestTierAccounting:
     def test_device_and_host_hits_against_a_hand_computed_case(self, tmp_path):
-        """L1 = 14 pages, write_through. A1 (4 pages) is cached and backed up; X (13 pages + a decode page)
-        takes every L1 page, so A1's pages are demoted to host; A2 repeats A1's 16 blocks: 1,024 host-hit
+        """L1 = 15 pages, write_through. A1 (4 pages) is cached and backed up; X's chunk (13 pages, evicting for
+        them and one page more: 14) leaves no room for A1's, so A1's pages are demoted to host (at 14 pages,
+        X's prompt, output and a page would not fit the admission budget); A2 repeats A1's 16 blocks: 1,024 host-hit
         tokens; A3 repeats A2's 32 blocks while A2 is on device: 2,048 device-hit tokens."""
         a1 = call(0, 1024, list(range(16)))
         x = call(2, 3328, list(range(100, 152)))
         a2 = call(4, 2048, list(range(32)))
         a3 = call(6, 2304, list(range(32)) + [200, 201, 202, 203])
-        result, all_calls = run_lanes(tmp_path, [[a1, x, a2, a3]], l1_pages=14, hicache=True, benchmark_duration_s=20.0)
+        result, all_calls = run_lanes(tmp_path, [[a1, x, a2, a3]], l1_pages=15, hicache=True, benchmark_duration_s=20.0)
         df = first_session(all_calls)
         assert len(df) == 4
-        assert result.summary["capacity_pages"]["l1"] == 14
+        assert result.summary["capacity_pages"]["l1"] == 15
         assert list(df["device_hit_tokens"]) == [0, 0, 0, 2048]
         assert list(df["host_hit_tokens"]) == [0, 0, 1024, 0]
         inputs = 1024 + 3328 + 2048 + 2304
