@@ -23,7 +23,7 @@ from sim.cache.radix import Node, RadixTree
 if TYPE_CHECKING:
     from sim.cache.controller import BackupOp, Tier
 
-__all__ = ["CLIP_MAX_NEW_TOKENS", "Admission", "KVRecord", "RequestPhases", "RequestRows"]
+__all__ = ["CLIP_MAX_NEW_TOKENS", "Admission", "KVRecord", "RequestPhases", "RequestRows", "chunk_end"]
 
 CLIP_MAX_NEW_TOKENS = (
     4096  # managers/schedule_policy.py: a request's output is budgeted up to this many tokens
@@ -202,9 +202,6 @@ class RequestPhases(RequestRows):
     requests have fixed lengths, as a client sending ``ignore_eos`` has them (``schedule_policy.py:786-794``;
     bench_serving and bench_multiturn send it), so ``new_token_ratio`` does not enter."""
 
-    # The scheduler resets it after a retraction (RunningBatch); fixed-length outputs are budgeted in full
-    # whatever it is, as SGLang does for ignore_eos requests, so this budget does not read it.
-    new_token_ratio: float = 1.0
     chunked_prefill_size: int
     prefilling: dict[int, Admission]
     decode_left: int  # the decoding requests' remaining outputs, each clipped
@@ -216,10 +213,11 @@ class RequestPhases(RequestRows):
         self.chunked_prefill_size, self.decode_lookahead = chunked_prefill_size, decode_lookahead
         self.prefilling, self.decode_left, self.loads, self.deferred, self.new_backups = {}, 0, [], [], []
 
-    def room(self) -> int:
-        """Free plus evictable device tokens, less what the budget sets aside."""
-        reserved = self.decode_left + sum(a.reserve for a in self.prefilling.values())
-        return (self.l1.kv_cap - self.l1.kv_used) * self.page_tokens + self.tree.evictable_tokens - reserved
+    def room(self, reserved: bool = True) -> int:
+        """Free plus evictable device tokens, less the decoding requests' outputs and (``reserved``) what the
+        budget sets aside for the prefilling requests' next chunks."""
+        room = (self.l1.kv_cap - self.l1.kv_used) * self.page_tokens + self.tree.evictable_tokens - self.decode_left
+        return room - sum(a.reserve for a in self.prefilling.values()) if reserved else room
 
     def try_admit(self, req, resumed: int = 0, chunk_limit: int | None = None) -> Admission | None:
         """Admit ``req`` (its prompt, with ``resumed`` output tokens a retraction made, prefilled again) if the
@@ -235,12 +233,12 @@ class RequestPhases(RequestRows):
         # (_select_prefill_admission, schedule_policy.py:1596-1672); an empty chunk is not admitted (OTHER)
         host = lk.host_pages * p if lk.load else 0
         if (not prompt_len - matched + min(output_len, CLIP_MAX_NEW_TOKENS) + p < self.room()
-                or _chunk_end(prompt_len, matched + host, limit, p) <= matched + host < prompt_len):  # fmt: skip
+                or chunk_end(prompt_len, matched + host, limit, p) <= matched + host < prompt_len):  # fmt: skip
             self.abandon(lk)
             return None
         loaded = self.load_back(lk) * p
         prefix = matched + loaded
-        first_end = _chunk_end(prompt_len, prefix, limit, p)
+        first_end = chunk_end(prompt_len, prefix, limit, p)
         if first_end <= prefix < prompt_len:  # no host hit loaded, and no chunk left for the recompute
             self.abandon(lk)
             return None
@@ -267,12 +265,12 @@ class RequestPhases(RequestRows):
         """Run up to ``tokens`` more prompt tokens of ``adm`` (a truncated chunk ends on a page); returns the
         tokens run, 0 if the pool cannot take them now. The first chunk is the one admission budgeted (a
         prompt longer than the room it had, cut at a page: ``schedule_policy.py:1660-1672``); a later one
-        takes at most the budget's room (``available_chunk_tokens``, ``prefill_budget.py:139-142``)."""
+        takes at most the room less the decoding requests' outputs (``add_chunked_req`` runs first in a pass;
+        ``available_chunk_tokens``, ``prefill_budget.py:139-142``)."""
         r, p = adm.run, self.page_tokens
         start = r.prefilled
-        if r.chunks:
-            adm.reserve = 0
-            room = self.room()
+        if r.chunks:  # the chunked request's chunk is taken first in a pass, before anything is reserved
+            room = self.room(reserved=False)
             end = min(r.prompt_len, start + (min(tokens, room) if room > 0 else tokens))
         else:
             end = min(adm.first_end, start + tokens)
@@ -340,7 +338,7 @@ class RequestPhases(RequestRows):
             self.release_rows(r)
 
 
-def _chunk_end(prompt_len: int, prefix: int, limit: int, page: int) -> int:
+def chunk_end(prompt_len: int, prefix: int, limit: int, page: int) -> int:
     """Where a first chunk from ``prefix`` ends when it may take ``limit`` tokens: the whole prompt if its paged
     extend fits, else cut at a page (``schedule_policy.py:1660-1672``; NVIDIA GPUs charge the paged extend)."""
     if -(-(prompt_len - prefix) // page) * page <= limit:

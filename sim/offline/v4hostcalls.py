@@ -13,6 +13,7 @@ FULL + SWA tree with its two host pools (paths relative to ``sglang/srt/``):
 from __future__ import annotations
 
 from sim.cache.requests import CLIP_MAX_NEW_TOKENS
+from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
 from sim.cache.v4.swacache import Running, SWACache
 from sim.cache.v4.unified import UNode
 from sim.offline.calls import expand_tokens
@@ -20,17 +21,7 @@ from sim.offline.copies import Load
 from sim.offline.driver import handles, page_tokens, swa_match_fields
 from sim.offline.hostsched import HostScheduler, state_answer, tiers_flag
 
-__all__ = ["V4HostDriver", "swa_estimate"]
-
-
-def swa_estimate(extend: int, max_new: int, *, window: int, page: int, limit: int | None = None,
-                 host_hit: int = 0) -> int:  # fmt: skip
-    """SGLang's peak SWA reservation of one request (``estimate_swa_kv_tokens``, ``prefill_budget.py:27-59``)."""
-    allocated = extend if limit is None else min(extend, limit)
-    reserved = max(allocated - window, 0) + min(extend + max_new, window) + page
-    if host_hit > 0:
-        reserved += -(-host_hit // page) * page
-    return reserved
+__all__ = ["V4HostDriver"]
 
 
 def _of_run(name: str, default=None) -> property:
@@ -113,11 +104,11 @@ class V4HostDriver(HostScheduler):
         total = len(prompt) - m.device + n_out + p
         remaining = c.full_free() + c.tree.full_evictable - self._reserved()
         ext = len(prompt) - m.device - host_hit
-        swa_need = swa_estimate(-(-ext // p) * p, n_out, window=w, page=p, limit=self.batch.rem_chunk_tokens,
-                                host_hit=m.swa_host)  # fmt: skip
         swa_remaining = c.swa_free() + c.tree.swa.evictable - self.batch.swa_reserved
+        limit = swa_chunk_limit(-(-ext // p) * p, n_out, window=w, page=p, limit=self.batch.rem_chunk_tokens,
+                                room=swa_remaining, size=c.swa_cap, host_hit=m.swa_host)  # fmt: skip
         c.tree.unlock(m.node, uuid)
-        if not (total < remaining and swa_need < swa_remaining):
+        if not (total < remaining and limit is not None):
             rec = self.reqs[rid] = _V4Req(rid, None, m, len(prompt), len(output))
             rec.admitted, rec.refused = False, "no_token"
             self.batch.stop = True  # NO_TOKEN: the adder takes no more requests this round
@@ -129,7 +120,7 @@ class V4HostDriver(HostScheduler):
             load = c.loads.pop()
             self.copies.load_queue.append(Load(load[0], load[2], load))
         prefix = rec.prefilled
-        end = self._join_batch(rec, self.batch.rem_chunk_tokens)
+        end = self._join_batch(rec, limit)
         self.batch.swa_reserved += swa_estimate(-(-(end - prefix) // p) * p, 0 if end < len(prompt) else n_out, window=w,
                                               page=p, limit=self.chunk)  # fmt: skip
         self.batch.stop = self.batch.rem_chunk_tokens <= 0

@@ -5,12 +5,15 @@ acks, L3 reservations) and reads pool usage for its samples. :class:`V4HiCache` 
 model from :class:`~sim.cache.v4.swacache.SWACache`, so a timed run makes exactly the cache calls a request makes in
 SGLang (the ones ``hicache-sim tree`` checks against SGLang's recordings), and adds what only the engine needs:
 
-- **admission budget** (``managers/schedule_policy.py`` ``PrefillAdder``): a request is admitted while the Full
-  pool's free plus evictable tokens cover its uncached prompt plus ``new_token_ratio`` of its output, after the
-  same share of every running request's remaining output is set aside; ``new_token_ratio`` starts at 0.7 and
-  decays to 0.7 x 0.14 over 600 decode steps (``SGLANG_INIT_NEW_TOKEN_RATIO``, ``..._MIN_NEW_TOKEN_RATIO_FACTOR``,
-  ``..._NEW_TOKEN_RATIO_DECAY_STEPS``, ``scheduler_components/new_token_ratio_tracker.py``); after a
-  retraction the engine resets it from what the surviving requests made;
+- **admission budget** (``managers/schedule_policy.py`` ``PrefillAdder``, ``mem_cache/prefill_budget.py:27-59,
+  176-318``), the V4 host-tier driver's (:mod:`sim.offline.v4hostcalls`): a request is admitted while its extend
+  past the device prefix, its output and a page stay below the Full pool's free plus evictable tokens (its device
+  prefix locked), less every decoding request's remaining output and the prefilling requests' next chunks, and its
+  sliding-window estimate below the SWA pool's free plus evictable tokens less the prefilling requests' SWA
+  reservations. Outputs count in full, clipped at 4,096: the engine's requests have fixed lengths, as clients
+  sending ``ignore_eos`` have them (``schedule_policy.py:786-794``), so SGLang's ``new_token_ratio`` never enters;
+- **the scheduler's iteration**: a middle chunk is checkpointed, and a load-back's locks released, at the start of
+  the next iteration (``managers/scheduler.py:3889-3919``), after the write acks;
 - **decode pages on demand**: a decoding request's state is brought up to date only at the steps where it
   allocates a page (the steps where its SWA boundary can move coincide with them), so a batch costs one call
   per request per page, not per token;
@@ -25,15 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.base.errors import InputError
+from sim.cache.requests import CLIP_MAX_NEW_TOKENS, chunk_end
+from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
 from sim.cache.v4.swacache import Backup, Running, SWACache, v4_cache
 from sim.cache.v4.unified import UNode
 from sim.model.pools import ModelSpec
 
 __all__ = ["V4HiCache", "check_v4_setup", "request_keys", "v4_metrics"]
 
-CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py: the output share a request is budgeted for is capped here
-MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
-NEW_TOKEN_RATIO = (0.7, 0.7 * MIN_NEW_TOKEN_RATIO_FACTOR, 600)  # init, min, decay steps
 
 
 def check_v4_setup(model: ModelSpec, *, page_tokens: int, write_policy: str, eviction_policy: str) -> None:
@@ -67,6 +69,9 @@ class V4Admission:
     computed_tokens: int
     load_kv_pages: int
     load_swa_pages: int
+    first_end: int = 0  # where its first chunk ends
+    reserve: int = 0  # Full tokens the budget sets aside for its next chunk (and its output, if that ends the prompt)
+    swa_reserve: int = 0  # SWA tokens likewise
 
 
 class _Tier:
@@ -133,24 +138,21 @@ class V4HiCache:
 
     def __init__(self, model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str,
                  load_back_threshold: int, page_tokens: int, swa_full_tokens_ratio: float,
-                 chunked_prefill_size: int, decode_lookahead: int = 0,
-                 conservativeness: float = 1.0) -> None:  # fmt: skip
+                 chunked_prefill_size: int, decode_lookahead: int = 0) -> None:  # fmt: skip
         self.model = model
         self.c = v4_cache(model, l1_pages=l1_pages, l2_pages=l2_pages, policy=policy, page=page_tokens,
                           load_back_threshold=load_back_threshold, swa_ratio=swa_full_tokens_ratio,
                           chunked_prefill_size=chunked_prefill_size)  # fmt: skip
         self.c.decode_lookahead = decode_lookahead  # speculative decoding's draft slots (sim.model.speculative)
+        self.c.hold_loads = True  # a load-back's locks stay until its ack (start_iteration)
         self.page_tokens = page_tokens
         self.load_back_threshold = load_back_threshold
         self.page_bytes = {p.name: p.bytes_per_page for p in model.pools}
         self.l1, self.l2 = _Tier(self.c, host=False), _Tier(self.c, host=True)
         self.window = _Window(self.l1, self.l2, math.ceil(model.sliding_window / page_tokens))
         self.tree = _TreeView(self.c)
-        # --schedule-conservativeness scales the ratio's start and floor (new_token_ratio_tracker.py:20-32)
-        init = min(1.0, NEW_TOKEN_RATIO[0] * conservativeness)
-        self.ratio_init, self.ratio_min = init, min(1.0, init * MIN_NEW_TOKEN_RATIO_FACTOR)
-        self.new_token_ratio = init
         self.prefilling: dict[int, V4Admission] = {}
+        self.deferred: list[Running] = []  # middle chunks checkpointed at the start of the next iteration
         self.decoding: dict[int, V4Admission] = {}
         self._decode_left = 0  # the decoding requests' remaining outputs, each clipped (what admission sets aside)
 
@@ -194,58 +196,97 @@ class V4HiCache:
     # ----- admission, prefill, decode, release ----------------------------------------------------
     def try_admit(self, req, resumed: int = 0, chunk_limit: int | None = None) -> V4Admission | None:
         """Admit ``req`` (its prompt, with ``resumed`` output tokens a retraction made, re-prefilled) if the
-        budget allows. The budget sets the whole prompt aside, so the first chunk's ``chunk_limit`` does not
-        enter."""
+        budget allows; ``chunk_limit``: the tokens its first chunk may take in this pass."""
         return self.admit_request(request_keys(req, self.page_tokens), req.input_len + resumed,
-                                  req.output_len - resumed)  # fmt: skip
+                                  req.output_len - resumed, chunk_limit)  # fmt: skip
 
-    def admit_request(self, keys: Sequence, input_len: int, output_len: int) -> V4Admission | None:
+    def admit_request(self, keys: Sequence, input_len: int, output_len: int,
+                      chunk_limit: int | None = None) -> V4Admission | None:  # fmt: skip
         """Admit if the budget allows (see the module docstring); None leaves the request waiting."""
         c, p = self.c, self.page_tokens
         m = c.lookup(keys, input_len)
-        ratio = self.new_token_ratio
-        # Admitted prompts still to be allocated count in full, running outputs at the ratio.
-        owed = 0
-        for a in self.prefilling.values():
-            owed += a.run.prompt_len - a.run.allocated
-        owed += ratio * self._decode_left
-        # A host hit takes device rows too: SGLang's load-back is admitted only if they fit with the extend
-        # and what the pass already reserved (the chunked request's chunk first; prepare_load_back,
-        # schedule_policy.py:1488-1505; prefill_budget.py:347-374), else the request waits.
-        need = input_len - m.device + ratio * min(CLIP_MAX_NEW_TOKENS, output_len)
-        if need > c.full_free() + c.tree.full_evictable - owed:
-            return None
-        if min(c.chunked_prefill_size, input_len - m.best_len) + p > c.swa_free() + c.tree.swa.evictable:
-            return None
+        n_out = min(output_len, CLIP_MAX_NEW_TOKENS)
+        limit = c.chunked_prefill_size if chunk_limit is None else chunk_limit
+        host = m.best_len - m.device if c.hicache else 0
+        uuid = c.tree.lock(m.node)  # the budget check runs with the device prefix locked
+        full_room, swa_room = self._rooms()
+        if input_len - m.device + n_out + p < full_room:
+            limit = swa_chunk_limit(-(-(input_len - m.device - host) // p) * p, n_out, window=c.window, page=p,
+                                    limit=limit, room=swa_room, size=c.swa_cap, host_hit=m.swa_host)  # fmt: skip
+        else:
+            limit = None
+        c.tree.unlock(m.node, uuid)
+        if limit is None or chunk_end(input_len, m.device + host, limit, p) <= m.device + host < input_len:
+            return None  # an empty first chunk is not admitted (OTHER, schedule_policy.py:1663-1672)
         r = c.admit(keys, input_len, output_len, match=m)  # SGLang matches once: the budget check reads it
         adm = V4Admission(r, r.match.device, r.host_hit, input_len - r.prefilled, r.load_full // p,
-                          r.load_swa // p)  # fmt: skip
+                          r.load_swa // p, first_end=max(chunk_end(input_len, r.prefilled, limit, p), r.prefilled))  # fmt: skip
+        self._reserve(adm, adm.first_end - r.prefilled)
         self.prefilling[id(r)] = adm
         return adm
 
+    def _rooms(self, reserved: bool = True) -> tuple[float, float]:
+        """Full and SWA tokens free or evictable, less the decoding requests' outputs and (``reserved``) what the
+        budget sets aside for the prefilling requests' next chunks."""
+        c = self.c
+        full, swa = c.full_free() + c.tree.full_evictable - self._decode_left, c.swa_free() + c.tree.swa.evictable
+        if reserved:
+            for a in self.prefilling.values():
+                full -= a.reserve
+                swa -= a.swa_reserve
+        return full, swa
+
+    def _reserve(self, adm: V4Admission, chunk: int) -> None:
+        """Set aside ``adm``'s next chunk of ``chunk`` tokens: in pages and a page, with its output if the chunk
+        ends the prompt, on the Full pool; its sliding-window estimate on the SWA pool (``prefill_budget.py:156-167,
+        303-318``)."""
+        r, c, p = adm.run, self.c, self.page_tokens
+        out = min(r.output_len, CLIP_MAX_NEW_TOKENS) if r.prefilled + chunk >= r.prompt_len else 0
+        paged = -(-chunk // p) * p
+        adm.reserve = paged + p + out
+        adm.swa_reserve = swa_estimate(paged, out, window=c.window, page=p, limit=c.chunked_prefill_size)
+
     def extend(self, adm: V4Admission, tokens: int) -> int:
         """Run up to ``tokens`` more prompt tokens of ``adm`` (a truncated chunk ends on a page, as SGLang's
-        chunking does); returns the tokens run, 0 if the pools cannot take them now."""
-        r, p = adm.run, self.page_tokens
+        chunking does); returns the tokens run, 0 if the pools cannot take them now. The first chunk is the one
+        admission budgeted; a later one takes at most the room on both pools less the decoding requests' outputs
+        (``add_chunked_req`` runs first in a pass; ``available_chunk_tokens``, ``prefill_budget.py:295-299``)."""
+        r, p, c = adm.run, self.page_tokens, self.c
         start = r.prefilled
-        end = min(r.prompt_len, start + tokens)
+        if r.chunks:  # the chunked request's chunk is taken first in a pass, before anything is reserved
+            full_room, swa_room = self._rooms(reserved=False)
+            tokens = min(tokens, int(full_room), int(swa_room) - p)
+            end = min(r.prompt_len, start + max(0, tokens))
+        else:
+            end = min(adm.first_end, start + tokens)
         if end < r.prompt_len:
             end = end // p * p
-        if end <= start:
+        if end <= start or not c.try_extend(r, end, defer=True):
+            if r.chunks:
+                self._reserve(adm, min(r.prompt_len - start, c.chunked_prefill_size))
             return 0
-        if not self.c.try_extend(r, end):
-            return 0
-        if r.prefilled >= r.prompt_len:
-            del self.prefilling[id(r)]
-            if not r.finished:
-                self.decoding[id(r)] = adm
-                self._decode_left += _left(r)
+        if r.prefilled < r.prompt_len:  # the next pass's budget charges its next chunk first (add_chunked_req)
+            self.deferred.append(r)
+            self._reserve(adm, min(r.prompt_len - r.prefilled, c.chunked_prefill_size))
+            return end - start
+        del self.prefilling[id(r)]
+        if not r.finished:
+            self.decoding[id(r)] = adm
+            self._decode_left += _left(r)
         return end - start
 
     def start_iteration(self) -> None:
-        """Nothing is due at the start of an iteration: V4's engine path checkpoints a middle chunk as it runs
-        (SGLang does it at the start of the next iteration, ``managers/scheduler.py:3916-3919``;
-        :meth:`SWACache.extend`'s ``defer``) and releases a load-back's locks at admission (``hold_loads`` off)."""
+        """The start of a scheduler iteration, after the write acks: the load-backs started before it are acked
+        (their copies landed within the pass that carried them), then the middle chunks are checkpointed
+        (``managers/scheduler.py:3889-3919``)."""
+        c = self.c
+        for load in c.loads:
+            c.load_done(load)
+        c.loads.clear()
+        for r in self.deferred:
+            if not r.finished:
+                c.checkpoint(r, r.prefilled)
+        self.deferred.clear()
 
     def steps_to_page(self, adm: V4Admission) -> int:
         """Decode steps until ``adm`` next allocates a page (the step included)."""
@@ -266,8 +307,6 @@ class V4HiCache:
             if decoding:
                 self._decode_left += _left(r)
             raise
-        lo = self.ratio_min
-        self.new_token_ratio = max(lo, self.new_token_ratio - steps * (self.ratio_init - lo) / NEW_TOKEN_RATIO[2])
         if r.finished:
             self.decoding.pop(id(r), None)
         elif decoding:

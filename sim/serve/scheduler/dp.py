@@ -9,7 +9,6 @@ import simpy
 
 from sim.workload.request import Request
 
-DP_CONSERVATIVENESS = 0.3  # DP attention scales --schedule-conservativeness by 0.3 (arg_groups/parallel_hook.py:314-319)
 DP_LOAD_REFRESH_S = 0.02  # the DP controller re-reads the ranks' loads at most every 20 ms (data_parallel_controller.py:346-361)
 
 

@@ -23,7 +23,7 @@ from sim.cache.hicache import HiCache
 from sim.cache.protocol import PrefixCache
 from sim.cache.v4.hicache import V4HiCache, check_v4_setup
 from sim.serve.scheduler.cache_controller import CacheController
-from sim.serve.scheduler.dp import DP_CONSERVATIVENESS, DPGroup
+from sim.serve.scheduler.dp import DPGroup
 from sim.serve.scheduler.output import OutputStreamer
 from sim.serve.scheduler.prefetch import Prefetcher
 from sim.serve.scheduler.req import Running
@@ -45,8 +45,7 @@ def new_cache(cfg: EngineConfig) -> PrefixCache:
                          load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
                          swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
                          chunked_prefill_size=cfg.chunked_prefill_size,
-                         decode_lookahead=cfg.spec.reserve if cfg.spec else 0,
-                         conservativeness=DP_CONSERVATIVENESS if cfg.dp_size > 1 else 1.0)  # fmt: skip
+                         decode_lookahead=cfg.spec.reserve if cfg.spec else 0)  # fmt: skip
     return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
                    load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
                    eviction_policy=cfg.eviction_policy, eviction_config=cfg.eviction_config,

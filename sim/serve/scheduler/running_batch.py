@@ -110,9 +110,6 @@ class RunningBatch:
                 victim = min(live, key=lambda x: (self.outputs(x), -x.req.input_len))
                 live = [x for x in live if x is not victim]
                 self.retract(victim, keep_free=len(live) * RETRACT_DECODE_STEPS)
-                # the admission estimate restarts from what the survivors made (new_token_ratio_tracker.py:41-49)
-                made = sum(self.outputs(x) for x in live) + RETRACT_DECODE_STEPS * len(live)
-                cache.new_token_ratio = min(1.0, made / (sum(x.req.output_len for x in live) + 1))
                 if victim is run:
                     return False
                 continue

@@ -46,13 +46,6 @@ class TestPerRankState:
         assert sim.cfg.max_running_requests == 64 // 4
         assert sim.cfg.chunked_prefill_size == 8192 // 4
 
-    def test_a_rank_admits_with_sglangs_dp_conservativeness(self):
-        # DP attention scales --schedule-conservativeness by 0.3 (parallel_hook.py:314-319): the new-token ratio
-        # the admission sets aside for running outputs starts at 0.7 x 0.3
-        sim, _, _ = build(dp_scenario(4))
-        assert [i.cache.new_token_ratio for i in sim.instances] == pytest.approx([0.7 * 0.3] * 4)
-        assert build(dp_scenario(1))[0].instances[0].cache.new_token_ratio == 0.7
-
     def test_a_rank_caches_only_what_it_served(self):
         sc = dp_scenario(2, workload={"kind": "synthetic", "num_requests": 2, "rate": 1000.0, "input_length": 1024,
                                       "output_length": 4, "shared_prefix_length": 1024})  # fmt: skip

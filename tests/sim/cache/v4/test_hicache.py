@@ -13,9 +13,9 @@ def test_the_decode_budget_stays_the_sum_of_the_decoding_requests_outputs(monkey
     the request is retracted next) once took the request's output out twice, and admission over-committed."""
     checked, retracted, admit, retract = [], [], V4HiCache.admit_request, V4HiCache.retract
 
-    def admit_checked(self, keys, input_len, output_len):
+    def admit_checked(self, keys, input_len, output_len, chunk_limit=None):
         checked.append(self._decode_left == sum(_left(a.run) for a in self.decoding.values()))
-        return admit(self, keys, input_len, output_len)
+        return admit(self, keys, input_len, output_len, chunk_limit)
 
     def retract_counted(self, adm, keep_free=0):
         retracted.append(adm)
