@@ -34,6 +34,7 @@ from sim.cache.v4.hicache import check_v4_setup
 from sim.cache.v4.swa import swa_cap_tokens
 from sim.model.compute import Roofline, attention_pairs, step_model
 from sim.model.costs import CostTable, resolve_cost_table
+from sim.model.hostmem import swa_host_pages
 from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode
 from sim.offline.replay import pages_for_bytes
@@ -138,12 +139,15 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     page = hc.page_size
     dp = sc.hardware.attn_dp_size  # one scheduler, KV pool, tree and host pool per attention-DP rank
     l1, swa_ratio = device_pools(sc, model)
-    l2 = 0
+    l2, l2_swa = 0, None
     if hc.enabled:
         l2 = hc.host_pages if hc.host_pages is not None else int(l1 * hc.hicache_ratio)
+        if model.has_swa and hc.host_pages is None:
+            l2_swa = swa_host_pages(l1, l2, swa_ratio, hc.hicache_ratio)
     page_bytes = model.bytes_per_page * page / model.page_size
     return EngineConfig(
         model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
+        l2_swa_pages=l2_swa,
         write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
         eviction_config=hc.radix_eviction_policy_config,
         load_back_threshold=hc.load_back_threshold, page_tokens=page,

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from sim.model.pools import ModelSpec
 
-__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate"]
+__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate", "swa_host_pages"]
 
 RESERVE_BYTES = 10 * 1024**3  # HICACHE_HOST_MEMORY_RESERVE_BYTES, pool_host/base.py:28
 AUTO_FRACTION = 0.8  # --hicache-host-memory-fraction default, arg_groups/fields/memory.py:117-121
@@ -106,11 +106,22 @@ V4_AUTO_REFUSED = ("HiCache auto-sizing does not support DeepSeekV4TokenToKVPool
                    "kv_cache_builder.py:456-460: HiCache on without --hicache-ratio)")  # fmt: skip
 
 
+def swa_host_pages(l1_pages: int, l2_pages: int, swa_ratio: float, hicache_ratio: float | None = None) -> int:
+    """SWA host pages beside ``l2_pages`` Full host pages: SGLang's V4 holds ``int(SWA device pages x
+    hicache_ratio)`` (``hybrid_pool_assembler.py:647-667``), the SWA device pages being ``swa_ratio`` of
+    ``l1_pages``; given a page count and no ratio, the same share of it."""
+    if not l2_pages:
+        return 0
+    if hicache_ratio is not None:
+        return int(max(1, int(round(l1_pages * swa_ratio, 6))) * hicache_ratio)
+    return max(1, int(round(l2_pages * swa_ratio, 6)))
+
+
 def host_bytes(model: ModelSpec, l2_pages: int, swa_ratio: float, page_tokens: int) -> int:
     """Pinned bytes per rank of host pools of ``l2_pages`` Full pages (0: no host pools)."""
     if not l2_pages:
         return 0
-    l2_swa = max(1, int(round(l2_pages * swa_ratio, 6))) if model.has_swa else 0
+    l2_swa = swa_host_pages(0, l2_pages, swa_ratio) if model.has_swa else 0
     return sum(_pool_bytes(model, l2_pages, l2_swa, page_tokens).values())
 
 
@@ -125,7 +136,7 @@ def host_candidate(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_to
     else:
         l2 = int(l1_pages * ratio)
         flag = f"--hicache-ratio {ratio:g}"
-    l2_swa = max(1, int(round(l2 * swa_ratio, 6))) if model.has_swa and l2 else 0
+    l2_swa = swa_host_pages(l1_pages, l2, swa_ratio, ratio) if model.has_swa else 0
     ranks = min(tp_size, gpus_per_node)
     nodes = -(-tp_size // gpus_per_node)
     pools = _pool_bytes(model, l2, l2_swa, page_tokens)

@@ -61,6 +61,7 @@ class EngineConfig:
     router: str = "round_robin"
     l1_pages: int = 1000
     l2_pages: int = 0  # 0: HiCache off (L1 only)
+    l2_swa_pages: int | None = None  # V4's SWA host pages (None: l2_pages' SWA share)
     write_policy: str = "write_through"
     eviction_policy: str = "lru"  # SGLang's --radix-eviction-policy (sim/cache/eviction.py)
     eviction_config: dict | None = None  # and its --radix-eviction-policy-config

@@ -138,11 +138,11 @@ class V4HiCache:
 
     def __init__(self, model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, policy: str,
                  load_back_threshold: int, page_tokens: int, swa_full_tokens_ratio: float,
-                 chunked_prefill_size: int, decode_lookahead: int = 0) -> None:  # fmt: skip
+                 chunked_prefill_size: int, decode_lookahead: int = 0, l2_swa_pages: int | None = None) -> None:  # fmt: skip
         self.model = model
         self.c = v4_cache(model, l1_pages=l1_pages, l2_pages=l2_pages, policy=policy, page=page_tokens,
                           load_back_threshold=load_back_threshold, swa_ratio=swa_full_tokens_ratio,
-                          chunked_prefill_size=chunked_prefill_size)  # fmt: skip
+                          chunked_prefill_size=chunked_prefill_size, l2_swa_pages=l2_swa_pages)  # fmt: skip
         self.c.decode_lookahead = decode_lookahead  # speculative decoding's draft slots (sim.model.speculative)
         self.c.hold_loads = True  # a load-back's locks stay until its ack (start_iteration)
         self.page_tokens = page_tokens

@@ -41,8 +41,8 @@ def new_cache(cfg: EngineConfig) -> PrefixCache:
     if cfg.model.has_swa:
         check_v4_setup(cfg.model, page_tokens=cfg.page_tokens, write_policy=cfg.write_policy,
                        eviction_policy=cfg.eviction_policy)  # fmt: skip
-        return V4HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
-                         load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
+        return V4HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, l2_swa_pages=cfg.l2_swa_pages,
+                         policy=cfg.write_policy, load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
                          swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
                          chunked_prefill_size=cfg.chunked_prefill_size,
                          decode_lookahead=cfg.spec.reserve if cfg.spec else 0)  # fmt: skip

@@ -102,12 +102,11 @@ def _twin(hardware: dict, hicache: dict, workload: dict, scheduler: dict | None 
     driver({"op": "config", "model": "v4", "page_size": c.page, "window": c.window,
             "full_pages": int(c.full_cap // c.page), "swa_pages": int(c.swa_cap // c.page),
             "chunked_prefill_size": c.chunked_prefill_size, "max_prefill_tokens": sim.cfg.max_prefill_tokens,
-            "hicache_ratio": c.host_full_cap / c.full_cap, "write_policy": c.write_policy,
+            "hicache_ratio": sc.hicache.hicache_ratio, "write_policy": c.write_policy,
             "write_through_threshold": None, "load_back_threshold": inst.cache.load_back_threshold,
             "load_policy": "forward"})  # fmt: skip
     assert driver.cfg["window"] == inst.cache.model.sliding_window
-    # the engine's host pools, not the driver's rounding of the ratio (its SWA host pool: SWA device pages x ratio)
-    driver.c.host_full_cap, driver.c.host_swa_cap = c.host_full_cap, c.host_swa_cap
+    assert (driver.c.host_full_cap, driver.c.host_swa_cap) == (c.host_full_cap, c.host_swa_cap)  # SGLang's sizes
     streamed, acked, dry = [], 0, False
     for call in calls:
         if call["op"] == "dry":  # the run retracted at the call before: the stream must have run dry there too
