@@ -29,7 +29,6 @@ class DeviceEviction:
     full_evictable: int
     leaves: set[UNode]
     host_leaves: set[UNode]
-    _heap: list[tuple[float, int, UNode]]
     counts: Counter
     events: list[dict] | None
     evict_unbacked: Callable[[UNode, list[int]], None] | None

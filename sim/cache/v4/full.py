@@ -11,9 +11,9 @@ rather than a member because ``update_leaf`` and the lock walks run for every no
 
 from __future__ import annotations
 
-import heapq
 from typing import TYPE_CHECKING
 
+from sim.cache.v4.leaforder import LeafOrder
 from sim.cache.v4.node import UNode
 
 if TYPE_CHECKING:
@@ -24,8 +24,8 @@ __all__ = ["FullComponent"]
 
 class FullComponent:
     """The device leaves (Full on device, unlocked, no child with Full on device) and the host leaves (Full only
-    on host, no children, unlocked on both tiers, no copy in flight), each with its LRU heap of
-    ``(last_access, id, node)`` entries (stale ones are skipped when popped), and the Full ledgers (tokens)."""
+    on host, no children, unlocked on both tiers, no copy in flight), each with its LRU order
+    (:class:`~sim.cache.v4.leaforder.LeafOrder`), and the Full ledgers (tokens)."""
 
     # Set by UnifiedTree.__init__.
     root: UNode
@@ -35,14 +35,13 @@ class FullComponent:
     full_evictable: int
     full_protected: int
     leaves: set[UNode]
-    _heap: list[tuple[float, int, UNode]]
+    order: LeafOrder
     host_leaves: set[UNode]
-    _host_heap: list[tuple[float, int, UNode]]
+    host_order: LeafOrder
 
     # ----- leaves and the LRU ---------------------------------------------------------------------
-    # Each heap holds at most one entry per node and key: a node's ``heap_t`` / ``host_heap_t`` is the key of its
-    # entry not yet popped, so a node that leaves and re-enters a leaf set with its time unchanged (a lock and
-    # unlock) pushes nothing. Pop order is unchanged: it is the members' by (last_access, id) either way.
+    # Every member of a leaf set has an entry of its current time in that set's LeafOrder; a node that leaves and
+    # re-enters a set with its time unchanged (a lock and unlock) keeps its entry and files nothing.
     def update_leaf(self, node: UNode) -> None:
         """Keep the device leaves (Full on device, unlocked, no child with Full on device) and the host
         leaves (Full only on host, no children, unlocked on both tiers, no copy in flight) current
@@ -54,10 +53,7 @@ class FullComponent:
                 leaves = self.leaves
                 if node not in leaves:
                     leaves.add(node)
-                    t = node.last_access
-                    if node.heap_t != t:
-                        node.heap_t = t
-                        heapq.heappush(self._heap, (t, node.id, node))
+                    self.order.file(node, node.last_access)
             else:
                 self.leaves.discard(node)
             if self.hicache:
@@ -69,23 +65,16 @@ class FullComponent:
             host_leaves = self.host_leaves
             if node not in host_leaves:
                 host_leaves.add(node)
-                t = node.last_access
-                if node.host_heap_t != t:
-                    node.host_heap_t = t
-                    heapq.heappush(self._host_heap, (t, node.id, node))
+                self.host_order.file(node, node.last_access)
         else:
             self.host_leaves.discard(node)
 
     def _refile(self, node: UNode) -> None:
         """``node``'s time changed: file its new key if it is a leaf."""
-        t = node.last_access
         if node in self.leaves:
-            if node.heap_t != t:
-                node.heap_t = t
-                heapq.heappush(self._heap, (t, node.id, node))
-        elif node in self.host_leaves and node.host_heap_t != t:
-            node.host_heap_t = t
-            heapq.heappush(self._host_heap, (t, node.id, node))
+            self.order.file(node, node.last_access)
+        elif node in self.host_leaves:
+            self.host_order.file(node, node.last_access)
 
     def touch_path(self, node: UNode, t: float) -> None:
         """A match's LRU refresh: ``node`` and its ancestors get time ``t``, 1e-5 less per level up
@@ -99,46 +88,19 @@ class FullComponent:
             node = node.parent
 
     def pop_leaf(self) -> UNode | None:
-        """The least recently used device leaf, taken off the heap (None: there is none)."""
-        heap, members, pop = self._heap, self.leaves, heapq.heappop
-        while heap:
-            t, _, node = pop(heap)
-            if node.heap_t == t:
-                node.heap_t = None
-                if node in members and node.last_access == t:
-                    return node
-        return None
+        """The least recently used device leaf, its entry taken (None: there is none)."""
+        return self.order.pop(self.leaves)
 
     def pop_host_leaf(self) -> UNode | None:
-        """The least recently used host leaf, taken off the heap (None: there is none)."""
-        heap, members, pop = self._host_heap, self.host_leaves, heapq.heappop
-        while heap:
-            t, _, node = pop(heap)
-            if node.host_heap_t == t:
-                node.host_heap_t = None
-                if node in members and node.last_access == t:
-                    return node
-        return None
+        """The least recently used host leaf, its entry taken (None: there is none)."""
+        return self.host_order.pop(self.host_leaves)
 
     def _compact(self) -> None:
-        """Drop stale heap entries once a heap outgrows the tree (it only grows between pops)."""
-        if len(self._heap) > 4 * self.num_nodes + 1024:
-            self._heap = self._live(self._heap, self.leaves, "heap_t")
-        if len(self._host_heap) > 4 * self.num_nodes + 1024:
-            self._host_heap = self._live(self._host_heap, self.host_leaves, "host_heap_t")
-
-    @staticmethod
-    def _live(heap: list, members: set, mark: str) -> list:
-        """``heap``'s entries that can still be popped, heapified; the dropped ones' marks cleared."""
-        live = []
-        for e in heap:
-            node = e[2]
-            if node in members and e[0] == node.last_access:
-                live.append(e)
-            elif getattr(node, mark) == e[0]:
-                setattr(node, mark, None)
-        heapq.heapify(live)
-        return live
+        """Drop stale entries once an order outgrows the tree (it only grows between pops)."""
+        if len(self.order) > 4 * self.num_nodes + 1024:
+            self.order.compact(self.leaves)
+        if len(self.host_order) > 4 * self.num_nodes + 1024:
+            self.host_order.compact(self.host_leaves)
 
     # ----- locks -----------------------------------------------------------------------------------
     def lock(self, node: UNode) -> int | None:

@@ -35,7 +35,6 @@ class HostTier:
     full_protected: int
     leaves: set[UNode]
     host_leaves: set[UNode]
-    _host_heap: list[tuple[float, int, UNode]]
     host_tokens: int
     host_swa_tokens: int
     counts: Counter

@@ -13,7 +13,6 @@ for call (``shared/vectors/v4``).
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ from collections.abc import Callable, Sequence
 from sim.cache.v4.evict import DeviceEviction
 from sim.cache.v4.full import FullComponent
 from sim.cache.v4.hosttier import HostTier
+from sim.cache.v4.leaforder import LeafOrder
 from sim.cache.v4.node import InsertOutcome, Match, PageKey, UNode, common_pages
 from sim.cache.v4.swa import SWAComponent
 
@@ -47,9 +47,9 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         self.full_evictable = 0
         self.full_protected = 0
         self.leaves: set[UNode] = set()
-        self._heap: list[tuple[float, int, UNode]] = []
+        self.order = LeafOrder()
         self.host_leaves: set[UNode] = set()
-        self._host_heap: list[tuple[float, int, UNode]] = []
+        self.host_order = LeafOrder()
         self.host_tokens = 0
         self.host_swa_tokens = 0
         self.counts: Counter = Counter()  # evicted_leaves, demotions, host_evictions
@@ -180,7 +180,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         """
         page, root, swa = self.page, self.root, self.swa
         root.last_access = self._tick()
-        leaves, heap = self.leaves, self._heap
+        leaves, host_leaves = self.leaves, self.host_leaves
         node, pos, n = root, 0, len(keys)
         while pos < n:
             child = node.children.get(keys[pos])
@@ -189,11 +189,9 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
             self._clock += 1
             child.last_access = self._clock
             if child in leaves:  # _refile, inlined: every insert walks its whole path
-                child.heap_t = self._clock
-                heapq.heappush(heap, (self._clock, child.id, child))
-            elif child in self.host_leaves:
-                child.host_heap_t = self._clock
-                heapq.heappush(self._host_heap, (self._clock, child.id, child))
+                self.order.file(child, self._clock)
+            elif child in host_leaves:
+                self.host_order.file(child, self._clock)
             matched = common_pages(child.key, keys, pos)
             if matched < len(child.key):
                 child = self._split(child, matched)

@@ -1,0 +1,91 @@
+"""The least-recently-used order over one of the tree's leaf sets (device leaves, host leaves).
+
+Eviction takes the member with the smallest ``(last_access, id)`` (``components/full.py:209-246``: a heap on
+``last_access_time``). Times only grow (``UnifiedTree``'s access counter), so nearly every key filed is the
+greatest yet: a leaf created, refreshed by a match or an insert, or released by the request that made it.
+Those keys go to an ordered dict, where appending, moving a refreshed node and popping the oldest cost O(1);
+the few that arrive out of order (a parent left a leaf by its child's eviction, a node unlocked with an old
+time) go to a heap. A pop takes the smaller of the two heads, so the order is the one a single heap gives.
+
+Entries are checked when they reach a head, not when a node leaves the set: a node keeps its entry while it is
+locked or has a child, and re-enters with nothing to do if its time did not change meanwhile.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+
+from sim.cache.v4.node import UNode
+
+__all__ = ["LeafOrder"]
+
+
+class LeafOrder:
+    """Entries ``(t, node)``: ``recent`` in increasing ``(t, id)`` order (at most one per node), ``heap`` the
+    rest; ``mark[node]`` is the time of the entry ``node`` has, so a node is filed once per time. An entry is
+    live while its node is a member with that time; others are dropped as they reach a head."""
+
+    __slots__ = ("recent", "heap", "mark", "last_t", "last_id")
+
+    def __init__(self) -> None:
+        self.recent: OrderedDict[UNode, float] = OrderedDict()
+        self.heap: list[tuple[float, int, UNode]] = []
+        self.mark: dict[UNode, float] = {}
+        self.last_t = -float("inf")  # the greatest key in ``recent``
+        self.last_id = -1
+
+    def __len__(self) -> int:
+        return len(self.recent) + len(self.heap)
+
+    def file(self, node: UNode, t: float) -> None:
+        """``node`` is a member with time ``t``: give it an entry of that key unless it has one."""
+        mark = self.mark
+        if mark.get(node) == t:
+            return
+        mark[node] = t
+        recent = self.recent
+        if t > self.last_t or (t == self.last_t and node.id > self.last_id) or not recent:
+            recent[node] = t
+            recent.move_to_end(node)
+            self.last_t, self.last_id = t, node.id
+        else:
+            heapq.heappush(self.heap, (t, node.id, node))
+
+    def pop(self, members: set[UNode]) -> UNode | None:
+        """The member with the smallest key, its entry taken (None: there is none)."""
+        recent, heap, mark = self.recent, self.heap, self.mark
+        while recent:
+            node, t = next(iter(recent.items()))
+            if node in members and node.last_access == t:
+                break
+            del recent[node]
+            if mark.get(node) == t:
+                del mark[node]
+        while heap:
+            t, _, node = heap[0]
+            if node in members and node.last_access == t:
+                break
+            heapq.heappop(heap)
+            if mark.get(node) == t:
+                del mark[node]
+        if recent:
+            node, t = next(iter(recent.items()))
+            if not heap or t < heap[0][0] or (t == heap[0][0] and node.id < heap[0][1]):
+                del recent[node]
+                del mark[node]
+                return node
+        elif not heap:
+            return None
+        node = heapq.heappop(heap)[2]
+        del mark[node]
+        return node
+
+    def compact(self, members: set[UNode]) -> None:
+        """Drop every entry that can no longer be popped."""
+        recent = OrderedDict((n, t) for n, t in self.recent.items() if n in members and n.last_access == t)
+        heap = [e for e in self.heap if e[2] in members and e[2].last_access == e[0]]
+        heapq.heapify(heap)
+        self.recent, self.heap = recent, heap
+        self.mark = {n: t for n, t in recent.items()}
+        self.mark.update((n, t) for t, _, n in heap)
