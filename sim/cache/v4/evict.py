@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sim.cache.v4.full import is_leaf
 from sim.cache.v4.node import UNode
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ class DeviceEviction:
     swa: SWAComponent
     num_nodes: int
     full_evictable: int
-    leaves: set[UNode]
-    host_leaves: set[UNode]
     counts: Counter
     events: list[dict] | None
     evict_unbacked: Callable[[UNode, list[int]], None] | None
@@ -65,7 +64,7 @@ class DeviceEviction:
             while cursor is not None and tracker[1] < swa_short:
                 x = cursor
                 cursor = lru.lru_unlocked(x)
-                if x in self.leaves:
+                if is_leaf(x):
                     self.evict_leaf(x, tracker)
                 else:
                     if self.back_up_window is not None and x.full and not x.host and not x.host_swa:
@@ -123,8 +122,6 @@ class DeviceEviction:
             node.parent.full_kids -= 1
         tracker[1] += self.swa.tombstone(node)
         self._free_host(node)
-        self.leaves.discard(node)
-        self.host_leaves.discard(node)
         parent = node.parent
         del parent.children[node.key[0]]
         node.parent = None

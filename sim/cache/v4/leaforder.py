@@ -1,4 +1,4 @@
-"""The least-recently-used order over one of the tree's leaf sets (device leaves, host leaves).
+"""The least-recently-used order over one kind of the tree's leaves (device leaves, host leaves).
 
 Eviction takes the member with the smallest ``(last_access, id)`` (``components/full.py:209-246``: a heap on
 ``last_access_time``). Times only grow (``UnifiedTree``'s access counter), so nearly every key filed is the
@@ -7,14 +7,15 @@ Those keys go to an ordered dict, where appending, moving a refreshed node and p
 the few that arrive out of order (a parent left a leaf by its child's eviction, a node unlocked with an old
 time) go to a heap. A pop takes the smaller of the two heads, so the order is the one a single heap gives.
 
-Entries are checked when they reach a head, not when a node leaves the set: a node keeps its entry while it is
-locked or has a child, and re-enters with nothing to do if its time did not change meanwhile.
+Entries are checked when they reach a head, not when a node stops being a leaf: a node keeps its entry while it
+is locked or has a child, and becomes a leaf again with nothing to do if its time did not change meanwhile.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from collections.abc import Callable
 
 from sim.cache.v4.node import UNode
 
@@ -24,7 +25,7 @@ __all__ = ["LeafOrder"]
 class LeafOrder:
     """Entries ``(t, node)``: ``recent`` in increasing ``(t, id)`` order (at most one per node), ``heap`` the
     rest; ``mark[node]`` is the time of the entry ``node`` has, so a node is filed once per time. An entry is
-    live while its node is a member with that time; others are dropped as they reach a head."""
+    live while its node is a leaf (``is_leaf``) with that time; others are dropped as they reach a head."""
 
     __slots__ = ("recent", "heap", "mark", "last_t", "last_id")
 
@@ -39,7 +40,7 @@ class LeafOrder:
         return len(self.recent) + len(self.heap)
 
     def file(self, node: UNode, t: float) -> None:
-        """``node`` is a member with time ``t``: give it an entry of that key unless it has one."""
+        """``node`` is a leaf with time ``t``: give it an entry of that key unless it has one."""
         mark = self.mark
         if mark.get(node) == t:
             return
@@ -52,19 +53,19 @@ class LeafOrder:
         else:
             heapq.heappush(self.heap, (t, node.id, node))
 
-    def pop(self, members: set[UNode]) -> UNode | None:
-        """The member with the smallest key, its entry taken (None: there is none)."""
+    def pop(self, is_leaf: Callable[[UNode], bool]) -> UNode | None:
+        """The leaf with the smallest key, its entry taken (None: there is none)."""
         recent, heap, mark = self.recent, self.heap, self.mark
         while recent:
             node, t = next(iter(recent.items()))
-            if node in members and node.last_access == t:
+            if node.last_access == t and is_leaf(node):
                 break
             del recent[node]
             if mark.get(node) == t:
                 del mark[node]
         while heap:
             t, _, node = heap[0]
-            if node in members and node.last_access == t:
+            if node.last_access == t and is_leaf(node):
                 break
             heapq.heappop(heap)
             if mark.get(node) == t:
@@ -81,10 +82,10 @@ class LeafOrder:
         del mark[node]
         return node
 
-    def compact(self, members: set[UNode]) -> None:
+    def compact(self, is_leaf: Callable[[UNode], bool]) -> None:
         """Drop every entry that can no longer be popped."""
-        recent = OrderedDict((n, t) for n, t in self.recent.items() if n in members and n.last_access == t)
-        heap = [e for e in self.heap if e[2] in members and e[2].last_access == e[0]]
+        recent = OrderedDict((n, t) for n, t in self.recent.items() if n.last_access == t and is_leaf(n))
+        heap = [e for e in self.heap if e[2].last_access == e[0] and is_leaf(e[2])]
         heapq.heapify(heap)
         self.recent, self.heap = recent, heap
         self.mark = {n: t for n, t in recent.items()}

@@ -46,9 +46,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         self.swa = SWAComponent(self, window)
         self.full_evictable = 0
         self.full_protected = 0
-        self.leaves: set[UNode] = set()
-        self.order = LeafOrder()
-        self.host_leaves: set[UNode] = set()
+        self.order = LeafOrder()  # device leaves
         self.host_order = LeafOrder()
         self.host_tokens = 0
         self.host_swa_tokens = 0
@@ -180,7 +178,6 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         """
         page, root, swa = self.page, self.root, self.swa
         root.last_access = self._tick()
-        leaves, host_leaves = self.leaves, self.host_leaves
         node, pos, n = root, 0, len(keys)
         while pos < n:
             child = node.children.get(keys[pos])
@@ -188,10 +185,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
                 break
             self._clock += 1
             child.last_access = self._clock
-            if child in leaves:  # _refile, inlined: every insert walks its whole path
-                self.order.file(child, self._clock)
-            elif child in host_leaves:
-                self.host_order.file(child, self._clock)
+            self.update_leaf(child)  # a new time: a leaf files its new key
             matched = common_pages(child.key, keys, pos)
             if matched < len(child.key):
                 child = self._split(child, matched)
@@ -264,7 +258,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
             self.swa.lru.insert_after(child, new)
         child.last_access = self._tick()
         self.num_nodes += 1
-        self._refile(child)  # same leaf status, a new time; the new parent has a child, so is no leaf
+        self.update_leaf(child)  # same leaf status, a new time; the new parent has a child, so is no leaf
         return new
 
     # ----- inspection -------------------------------------------------------------------------
