@@ -139,9 +139,7 @@ class Recorder:
         self.e2e.append(rec[17])
         self.queue_wait.append(rec[15])
         self.tpot.append((rec[7] - rec[6]) / max(rec[9] - 1, 1))
-        totals = self.totals
-        for i, at in enumerate(_SUMMED_AT):
-            totals[i] += rec[at]
+        self.totals = [t + rec[at] for t, at in zip(self.totals, _SUMMED_AT)]
         if self.record_requests:
             self.requests.append(rec)
             if self.sink is not None and len(self.requests) >= BATCH_ROWS:
