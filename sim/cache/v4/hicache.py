@@ -153,6 +153,7 @@ class V4HiCache:
         self.prefilling: dict[int, V4Admission] = {}
         self.decoding: dict[int, V4Admission] = {}
         self._decode_left = 0  # the decoding requests' remaining outputs, each clipped (what admission sets aside)
+        self._last_keys: tuple = (None, [])  # the last request try_admit saw, and its keys
 
     # ----- what the engine reads ----------------------------------------------------------------
     @property
@@ -195,8 +196,10 @@ class V4HiCache:
     def try_admit(self, req, resumed: int = 0, spec_reserve: int = 0) -> V4Admission | None:
         """Admit ``req`` (its prompt, with ``resumed`` output tokens a retraction made, re-prefilled) if the
         budget allows; the draft slots are the cache's ``decode_lookahead``, so ``spec_reserve`` is unused."""
-        return self.admit_request(request_keys(req, self.page_tokens), req.input_len + resumed,
-                                  req.output_len - resumed)  # fmt: skip
+        last = self._last_keys  # a request the pools stalled is tried again at every pass: its keys once
+        if last[0] is not req:
+            last = self._last_keys = (req, request_keys(req, self.page_tokens))
+        return self.admit_request(last[1], req.input_len + resumed, req.output_len - resumed)
 
     def admit_request(self, keys: Sequence, input_len: int, output_len: int) -> V4Admission | None:
         """Admit if the budget allows (see the module docstring); None leaves the request waiting."""
