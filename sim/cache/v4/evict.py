@@ -48,17 +48,23 @@ class DeviceEviction:
         its Full KV and unbacked window when neither is on host yet (best effort: it is tombstoned either way).
         """
         tracker = [0, 0]
-        full_target = full_free() + full_short  # both targets are fixed before either walk
-        swa_target = swa_free() + swa_short
+        swa = self.swa
+        full_free0, swa_free0 = full_free(), swa_free()
+        full_target = full_free0 + full_short  # both targets are fixed before either walk
+        swa_target = swa_free0 + swa_short
+        # During the walks only the tree's ledgers move, so a pool's free tokens are read off them: what was free
+        # at the start plus what left the tree since (full_free() and swa_free(), without a call per victim).
+        full_base = full_free0 + self.full_evictable + self.full_protected
+        swa_base = swa_free0 + swa.evictable + swa.protected
         if full_short > 0:
-            while full_free() < full_target:
+            while full_base - self.full_evictable - self.full_protected < full_target:
                 node = self.pop_leaf()
                 if node is None:
                     break
                 self.evict_leaf(node, tracker)
-        swa = self.swa
         # swa.evictable is the SWA held by unlocked nodes: at 0 the walk below could only step over locked ones
-        if swa_short > 0 and swa.evictable and swa_free() < swa_target and tracker[1] < swa_short:
+        if (swa_short > 0 and swa.evictable and swa_base - swa.evictable - swa.protected < swa_target
+                and tracker[1] < swa_short):  # fmt: skip
             lru = swa.lru
             cursor = lru.lru_unlocked()
             while cursor is not None and tracker[1] < swa_short:
@@ -71,7 +77,7 @@ class DeviceEviction:
                         self.back_up_window(x)  # components/swa.py:795-813
                     tracker[1] += swa.tombstone(x)
                     self.update_leaf(x)
-                if swa_free() >= swa_target or not swa.evictable:
+                if swa_base - swa.evictable - swa.protected >= swa_target or not swa.evictable:
                     break
                 if cursor is not None and not lru.contains(cursor):
                     cursor = lru.lru_unlocked()
