@@ -143,6 +143,7 @@ class V4HiCache:
         self.page_tokens = page_tokens
         self.load_back_threshold = load_back_threshold
         self.page_bytes = {p.name: p.bytes_per_page for p in model.pools}
+        self._pool_bytes: dict[tuple[int, int], dict[str, int]] = {}
         self.l1, self.l2 = _Tier(self.c, host=False), _Tier(self.c, host=True)
         self.window = _Window(self.l1, self.l2, math.ceil(model.sliding_window / page_tokens))
         self.tree = _TreeView(self.c)
@@ -173,11 +174,18 @@ class V4HiCache:
         return self.c.write_back_copies
 
     def pool_bytes(self, kv_pages: int, swa_pages: int = 0) -> dict[str, int]:
-        out = {}
-        for pool in self.model.pools:
-            n = kv_pages if pool.anchor == "kv" else swa_pages
-            if n and pool.bytes_per_page:
-                out[pool.name] = n * pool.bytes_per_page
+        """Bytes per pool of a copy (or a sample); memoised, as every flush and load asks (callers only read
+        the dict)."""
+        memo = self._pool_bytes
+        out = memo.get((kv_pages, swa_pages))
+        if out is None:
+            if len(memo) >= 4096:  # the sampler's page counts take many values: keep the memo bounded
+                memo.clear()
+            out = memo[kv_pages, swa_pages] = {
+                pool.name: (kv_pages if pool.anchor == "kv" else swa_pages) * pool.bytes_per_page
+                for pool in self.model.pools
+                if (kv_pages if pool.anchor == "kv" else swa_pages) and pool.bytes_per_page
+            }
         return out
 
     def metrics(self) -> dict:
