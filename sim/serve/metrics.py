@@ -198,11 +198,15 @@ class RequestWriter:
         import pyarrow.parquet as pq
 
         self._pa = pa
-        schema = pa.Table.from_pandas(_frame([]), preserve_index=False).schema
-        self._writer = pq.ParquetWriter(Path(path), schema)
+        self._schema = pa.Table.from_pandas(_frame([]), preserve_index=False).schema
+        self._writer = pq.ParquetWriter(Path(path), self._schema)
 
     def __call__(self, rows: list[tuple]) -> None:
-        self._writer.write_table(self._pa.Table.from_pandas(_frame(rows), preserve_index=False))
+        """One row group, built column by column straight into the file's schema: the same values and types as
+        going through a DataFrame (``_frame``), at a fraction of the conversion time."""
+        pa, schema = self._pa, self._schema
+        columns = [pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)]
+        self._writer.write_table(pa.Table.from_arrays(columns, schema=schema))
 
     def close(self) -> None:
         if self._writer is not None:
