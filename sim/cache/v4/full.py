@@ -65,9 +65,13 @@ class FullComponent:
     def touch_path(self, node: UNode, t: float) -> None:
         """A match's LRU refresh: ``node`` and its ancestors get time ``t``, 1e-5 less per level up
         (``:1012-1036``)."""
+        order = self.order
         while node is not None:
             node.last_access = t
-            self.update_leaf(node)
+            if not node.full:  # update_leaf, inlined for device nodes
+                self.update_leaf(node)
+            elif not (node.lock or node.swa_lock or node.full_kids):
+                order.file(node, t)
             t -= 1e-5
             node = node.parent
 

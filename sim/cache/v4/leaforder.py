@@ -56,30 +56,29 @@ class LeafOrder:
     def pop(self, is_leaf: Callable[[UNode], bool]) -> UNode | None:
         """The leaf with the smallest key, its entry taken (None: there is none)."""
         recent, heap, mark = self.recent, self.heap, self.mark
-        while recent:
+        node = None
+        while recent:  # the oldest live entry in order
             node, t = next(iter(recent.items()))
             if node.last_access == t and is_leaf(node):
                 break
             del recent[node]
             if mark.get(node) == t:
                 del mark[node]
-        while heap:
-            t, _, node = heap[0]
-            if node.last_access == t and is_leaf(node):
-                break
+            node = None
+        while heap:  # the smallest live entry out of order, taken if it is older
+            ht, hid, hnode = heap[0]
+            if hnode.last_access == ht and is_leaf(hnode):
+                if node is not None and (t < ht or (t == ht and node.id < hid)):
+                    break
+                heapq.heappop(heap)
+                del mark[hnode]
+                return hnode
             heapq.heappop(heap)
-            if mark.get(node) == t:
-                del mark[node]
-        if recent:
-            node, t = next(iter(recent.items()))
-            if not heap or t < heap[0][0] or (t == heap[0][0] and node.id < heap[0][1]):
-                del recent[node]
-                del mark[node]
-                return node
-        elif not heap:
-            return None
-        node = heapq.heappop(heap)[2]
-        del mark[node]
+            if mark.get(hnode) == ht:
+                del mark[hnode]
+        if node is not None:
+            del recent[node]
+            del mark[node]
         return node
 
     def compact(self, is_leaf: Callable[[UNode], bool]) -> None:

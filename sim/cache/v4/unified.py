@@ -185,7 +185,10 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
                 break
             self._clock += 1
             child.last_access = self._clock
-            self.update_leaf(child)  # a new time: a leaf files its new key
+            if not child.full:  # a new time: a leaf files its new key (update_leaf, inlined for device nodes)
+                self.update_leaf(child)
+            elif not (child.lock or child.swa_lock or child.full_kids):
+                self.order.file(child, self._clock)
             matched = common_pages(child.key, keys, pos)
             if matched < len(child.key):
                 child = self._split(child, matched)
