@@ -225,9 +225,12 @@ class SWACache(HostController, PagedPools):
         SWA boundary can move; the step after a segment runs alone (it may evict). A replay of long outputs
         then costs O(pages), not O(tokens).
         """
-        p = self.page
+        p, tree = self.page, self.tree
+        swa = tree.swa
         while not r.finished and n > 0:
-            free = min(self.full_free(), self.swa_free())
+            full_free = self.full_cap - tree.full_evictable - tree.full_protected - self._req_full * p  # inlined
+            swa_free = self.swa_cap - swa.evictable - swa.protected - self._req_swa * p
+            free = swa_free if swa_free < full_free else full_free  # min(full_free, swa_free)
             spare = r.output_len if free == float("inf") else int(free // p) - 1  # pages the segment may allocate
             first = r.prompt_len + r.emitted  # seqlen at the next step; it allocates row first - 1
             ahead = self.decode_lookahead
