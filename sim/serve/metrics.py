@@ -139,9 +139,7 @@ class Recorder:
         self.e2e.append(rec[17])
         self.queue_wait.append(rec[15])
         self.tpot.append((rec[7] - rec[6]) / max(rec[9] - 1, 1))
-        totals = self.totals
-        for i, at in enumerate(_SUMMED_AT):
-            totals[i] += rec[at]
+        self.totals = [t + rec[at] for t, at in zip(self.totals, _SUMMED_AT)]
         if self.record_requests:
             self.requests.append(rec)
             if self.sink is not None and len(self.requests) >= BATCH_ROWS:
@@ -200,11 +198,15 @@ class RequestWriter:
         import pyarrow.parquet as pq
 
         self._pa = pa
-        schema = pa.Table.from_pandas(_frame([]), preserve_index=False).schema
-        self._writer = pq.ParquetWriter(Path(path), schema)
+        self._schema = pa.Table.from_pandas(_frame([]), preserve_index=False).schema
+        self._writer = pq.ParquetWriter(Path(path), self._schema)
 
     def __call__(self, rows: list[tuple]) -> None:
-        self._writer.write_table(self._pa.Table.from_pandas(_frame(rows), preserve_index=False))
+        """One row group, built column by column straight into the file's schema: the same values and types as
+        going through a DataFrame (``_frame``), at a fraction of the conversion time."""
+        pa, schema = self._pa, self._schema
+        columns = [pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)]
+        self._writer.write_table(pa.Table.from_arrays(columns, schema=schema))
 
     def close(self) -> None:
         if self._writer is not None:

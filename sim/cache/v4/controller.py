@@ -230,15 +230,18 @@ class HostController:
                 tree.swa.publish(x)
             if tree.events is not None:
                 tree.events.append({"load": tree.ref(best), "tokens": kv, **({"swa": swa} if swa else {})})
-        if ok and self.hold_loads:  # locked on both tiers until the load's ack (load_done)
-            self.loads.append((best, uuid, kv))
-        else:
+        if not ok:
             tree.unlock(best, uuid)
             tree.host_unlock_path(best)
-        if not ok:
             return
-        tree.unlock(r.lock_node, r.lock_uuid)
-        r.lock_node, r.lock_uuid = best, tree.lock(best)
+        if self.hold_loads:  # locked on both tiers until the load's ack (load_done); the request locks anew
+            self.loads.append((best, uuid, kv))
+            tree.unlock(r.lock_node, r.lock_uuid)
+            uuid = tree.lock(best)
+        else:  # the load's lock becomes the request's: the same counts and id as an unlock and a lock again
+            tree.host_unlock_path(best)
+            tree.unlock(r.lock_node, r.lock_uuid)
+        r.lock_node, r.lock_uuid = best, uuid
         r.host_hit = m.best_len - m.device
         r.protected = r.prefilled = r.allocated = m.best_len
         r.load_full, r.load_swa = kv, swa

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sim.cache.v4.full import is_leaf
 from sim.cache.v4.node import UNode
 
 if TYPE_CHECKING:
@@ -27,9 +28,6 @@ class DeviceEviction:
     swa: SWAComponent
     num_nodes: int
     full_evictable: int
-    leaves: set[UNode]
-    host_leaves: set[UNode]
-    _heap: list[tuple[float, int, UNode]]
     counts: Counter
     events: list[dict] | None
     evict_unbacked: Callable[[UNode, list[int]], None] | None
@@ -50,30 +48,36 @@ class DeviceEviction:
         its Full KV and unbacked window when neither is on host yet (best effort: it is tombstoned either way).
         """
         tracker = [0, 0]
-        full_target = full_free() + full_short  # both targets are fixed before either walk
-        swa_target = swa_free() + swa_short
+        swa = self.swa
+        full_free0, swa_free0 = full_free(), swa_free()
+        full_target = full_free0 + full_short  # both targets are fixed before either walk
+        swa_target = swa_free0 + swa_short
+        # During the walks only the tree's ledgers move, so a pool's free tokens are read off them: what was free
+        # at the start plus what left the tree since (full_free() and swa_free(), without a call per victim).
+        full_base = full_free0 + self.full_evictable + self.full_protected
+        swa_base = swa_free0 + swa.evictable + swa.protected
         if full_short > 0:
-            while full_free() < full_target:
+            while full_base - self.full_evictable - self.full_protected < full_target:
                 node = self.pop_leaf()
                 if node is None:
                     break
                 self.evict_leaf(node, tracker)
-        swa = self.swa
         # swa.evictable is the SWA held by unlocked nodes: at 0 the walk below could only step over locked ones
-        if swa_short > 0 and swa.evictable and swa_free() < swa_target and tracker[1] < swa_short:
+        if (swa_short > 0 and swa.evictable and swa_base - swa.evictable - swa.protected < swa_target
+                and tracker[1] < swa_short):  # fmt: skip
             lru = swa.lru
             cursor = lru.lru_unlocked()
             while cursor is not None and tracker[1] < swa_short:
                 x = cursor
                 cursor = lru.lru_unlocked(x)
-                if x in self.leaves:
+                if is_leaf(x):
                     self.evict_leaf(x, tracker)
                 else:
                     if self.back_up_window is not None and x.full and not x.host and not x.host_swa:
                         self.back_up_window(x)  # components/swa.py:795-813
                     tracker[1] += swa.tombstone(x)
                     self.update_leaf(x)
-                if swa_free() >= swa_target or not swa.evictable:
+                if swa_base - swa.evictable - swa.protected >= swa_target or not swa.evictable:
                     break
                 if cursor is not None and not lru.contains(cursor):
                     cursor = lru.lru_unlocked()
@@ -124,8 +128,6 @@ class DeviceEviction:
             node.parent.full_kids -= 1
         tracker[1] += self.swa.tombstone(node)
         self._free_host(node)
-        self.leaves.discard(node)
-        self.host_leaves.discard(node)
         parent = node.parent
         del parent.children[node.key[0]]
         node.parent = None

@@ -11,21 +11,33 @@ rather than a member because ``update_leaf`` and the lock walks run for every no
 
 from __future__ import annotations
 
-import heapq
 from typing import TYPE_CHECKING
 
+from sim.cache.v4.leaforder import LeafOrder
 from sim.cache.v4.node import UNode
 
 if TYPE_CHECKING:
     from sim.cache.v4.swa import SWAComponent
 
-__all__ = ["FullComponent"]
+__all__ = ["FullComponent", "is_host_leaf", "is_leaf"]
+
+
+def is_leaf(node: UNode) -> bool:
+    """A device leaf: Full KV on device, unlocked on both components, no child with Full KV on device (the
+    root is always locked)."""
+    return node.full and not (node.lock or node.swa_lock or node.full_kids)
+
+
+def is_host_leaf(node: UNode) -> bool:
+    """A host leaf: Full KV only on host, no children, unlocked on both tiers, no copy in flight."""
+    return (not node.full and node.host and not (node.lock or node.swa_lock or node.host_lock or node.children)
+            and node.pending is None)  # fmt: skip
 
 
 class FullComponent:
     """The device leaves (Full on device, unlocked, no child with Full on device) and the host leaves (Full only
-    on host, no children, unlocked on both tiers, no copy in flight), each with its LRU heap of
-    ``(last_access, id, node)`` entries (stale ones are skipped when popped), and the Full ledgers (tokens)."""
+    on host, no children, unlocked on both tiers, no copy in flight), each with its LRU order
+    (:class:`~sim.cache.v4.leaforder.LeafOrder`), and the Full ledgers (tokens)."""
 
     # Set by UnifiedTree.__init__.
     root: UNode
@@ -34,128 +46,62 @@ class FullComponent:
     num_nodes: int
     full_evictable: int
     full_protected: int
-    leaves: set[UNode]
-    _heap: list[tuple[float, int, UNode]]
-    host_leaves: set[UNode]
-    _host_heap: list[tuple[float, int, UNode]]
+    order: LeafOrder
+    host_order: LeafOrder
 
     # ----- leaves and the LRU ---------------------------------------------------------------------
-    # Each heap holds at most one entry per node and key: a node's ``heap_t`` / ``host_heap_t`` is the key of its
-    # entry not yet popped, so a node that leaves and re-enters a leaf set with its time unchanged (a lock and
-    # unlock) pushes nothing. Pop order is unchanged: it is the members' by (last_access, id) either way.
+    # A leaf is a state, not a set: each LeafOrder holds an entry of every leaf's current time (and stale ones,
+    # dropped when they surface), so a node that stops being a leaf (locked, given a child) has nothing to
+    # undo, and one that becomes a leaf again with its time unchanged finds its entry still there.
     def update_leaf(self, node: UNode) -> None:
-        """Keep the device leaves (Full on device, unlocked, no child with Full on device) and the host
-        leaves (Full only on host, no children, unlocked on both tiers, no copy in flight) current
-        (``:1592-1602, 2348-2387``)."""
-        if node is self.root:
-            return
+        """File ``node`` in its order if it is a device or a host leaf (``:1592-1602, 2348-2387``)."""
         if node.full:
-            if not node.lock and not node.swa_lock and not node.full_kids:
-                leaves = self.leaves
-                if node not in leaves:
-                    leaves.add(node)
-                    t = node.last_access
-                    if node.heap_t != t:
-                        node.heap_t = t
-                        heapq.heappush(self._heap, (t, node.id, node))
-            else:
-                self.leaves.discard(node)
-            if self.hicache:
-                self.host_leaves.discard(node)
-            return
-        self.leaves.discard(node)
-        if (node.host and not node.lock and not node.swa_lock and not node.host_lock and not node.children
-                and node.pending is None):  # fmt: skip
-            host_leaves = self.host_leaves
-            if node not in host_leaves:
-                host_leaves.add(node)
-                t = node.last_access
-                if node.host_heap_t != t:
-                    node.host_heap_t = t
-                    heapq.heappush(self._host_heap, (t, node.id, node))
-        else:
-            self.host_leaves.discard(node)
-
-    def _refile(self, node: UNode) -> None:
-        """``node``'s time changed: file its new key if it is a leaf."""
-        t = node.last_access
-        if node in self.leaves:
-            if node.heap_t != t:
-                node.heap_t = t
-                heapq.heappush(self._heap, (t, node.id, node))
-        elif node in self.host_leaves and node.host_heap_t != t:
-            node.host_heap_t = t
-            heapq.heappush(self._host_heap, (t, node.id, node))
+            if not (node.lock or node.swa_lock or node.full_kids):  # (the root is always locked)
+                self.order.file(node, node.last_access)
+        elif node.host and not (node.lock or node.swa_lock or node.host_lock or node.children
+                                or node.pending is not None):  # fmt: skip
+            self.host_order.file(node, node.last_access)
 
     def touch_path(self, node: UNode, t: float) -> None:
         """A match's LRU refresh: ``node`` and its ancestors get time ``t``, 1e-5 less per level up
         (``:1012-1036``)."""
-        leaves, host_leaves = self.leaves, self.host_leaves
+        order = self.order
         while node is not None:
             node.last_access = t
-            if node in leaves or node in host_leaves:
-                self._refile(node)
+            if not node.full:  # update_leaf, inlined for device nodes
+                self.update_leaf(node)
+            elif not (node.lock or node.swa_lock or node.full_kids):
+                order.file(node, t)
             t -= 1e-5
             node = node.parent
 
     def pop_leaf(self) -> UNode | None:
-        """The least recently used device leaf, taken off the heap (None: there is none)."""
-        heap, members, pop = self._heap, self.leaves, heapq.heappop
-        while heap:
-            t, _, node = pop(heap)
-            if node.heap_t == t:
-                node.heap_t = None
-                if node in members and node.last_access == t:
-                    return node
-        return None
+        """The least recently used device leaf, its entry taken (None: there is none)."""
+        return self.order.pop(is_leaf)
 
     def pop_host_leaf(self) -> UNode | None:
-        """The least recently used host leaf, taken off the heap (None: there is none)."""
-        heap, members, pop = self._host_heap, self.host_leaves, heapq.heappop
-        while heap:
-            t, _, node = pop(heap)
-            if node.host_heap_t == t:
-                node.host_heap_t = None
-                if node in members and node.last_access == t:
-                    return node
-        return None
+        """The least recently used host leaf, its entry taken (None: there is none)."""
+        return self.host_order.pop(is_host_leaf)
 
     def _compact(self) -> None:
-        """Drop stale heap entries once a heap outgrows the tree (it only grows between pops)."""
-        if len(self._heap) > 4 * self.num_nodes + 1024:
-            self._heap = self._live(self._heap, self.leaves, "heap_t")
-        if len(self._host_heap) > 4 * self.num_nodes + 1024:
-            self._host_heap = self._live(self._host_heap, self.host_leaves, "host_heap_t")
-
-    @staticmethod
-    def _live(heap: list, members: set, mark: str) -> list:
-        """``heap``'s entries that can still be popped, heapified; the dropped ones' marks cleared."""
-        live = []
-        for e in heap:
-            node = e[2]
-            if node in members and e[0] == node.last_access:
-                live.append(e)
-            elif getattr(node, mark) == e[0]:
-                setattr(node, mark, None)
-        heapq.heapify(live)
-        return live
+        """Drop stale entries once an order outgrows the tree (it only grows between pops)."""
+        if len(self.order) > 4 * self.num_nodes + 1024:
+            self.order.compact(is_leaf)
+        if len(self.host_order) > 4 * self.num_nodes + 1024:
+            self.host_order.compact(is_host_leaf)
 
     # ----- locks -----------------------------------------------------------------------------------
     def lock(self, node: UNode) -> int | None:
         """Lock ``node``'s root path (Full) and its window run (SWA); returns the SWA boundary id."""
-        x, root, leaves, moved = node, self.root, self.leaves, 0
+        x, root, moved = node, self.root, 0
         while x is not root:
-            if x.lock == 0:
-                if x.full:
-                    moved += x.tokens
-                leaves.discard(x)
+            if x.lock == 0 and x.full:
+                moved += x.tokens
             x.lock += 1
             x = x.parent
         self.full_evictable -= moved
         self.full_protected += moved
-        uuid = self.swa.lock(node)
-        self._locked(node)
-        return uuid
+        return self.swa.lock(node)
 
     def relock(self, old: UNode, old_uuid: int | None, new: UNode) -> int | None:
         """``unlock(old, old_uuid)`` then ``lock(new)``, with the same end state. A request's checkpoint moves
@@ -169,27 +115,18 @@ class FullComponent:
             self.unlock(old, old_uuid)
             return self.lock(new)
         self.swa.unlock(old, old_uuid)
-        leaves, moved = self.leaves, 0
+        moved = 0
         for x in seg:
-            if x.lock == 0:
-                if x.full:
-                    moved += x.tokens
-                leaves.discard(x)
+            if x.lock == 0 and x.full:
+                moved += x.tokens
             x.lock += 1
         self.full_evictable -= moved
         self.full_protected += moved
-        uuid = self.swa.lock(new)
-        self._locked(new)
-        return uuid
-
-    def _locked(self, node: UNode) -> None:
-        """``update_leaf`` of a node just locked: it is no leaf of either kind (nor is the root ever one)."""
-        self.leaves.discard(node)
-        self.host_leaves.discard(node)
+        return self.swa.lock(new)
 
     def unlock(self, node: UNode, uuid: int | None) -> None:
         self.swa.unlock(node, uuid)
-        x, root, moved, filed = node, self.root, 0, False
+        x, root, moved = node, self.root, 0
         while x is not root:
             if x.lock == 1:
                 if x.full:
@@ -197,7 +134,6 @@ class FullComponent:
                 x.lock = 0
                 if not x.full_kids:  # a node with a device child is no leaf of either kind
                     self.update_leaf(x)
-                    filed = filed or x is node
             elif x.lock <= 0:
                 raise RuntimeError(f"unlock of an unlocked node {x!r}")
             else:
@@ -205,5 +141,3 @@ class FullComponent:
             x = x.parent
         self.full_evictable += moved
         self.full_protected -= moved
-        if not filed:  # (the walk above changes no state update_leaf reads of ``node`` after filing it)
-            self.update_leaf(node)

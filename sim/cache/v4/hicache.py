@@ -148,6 +148,7 @@ class V4HiCache:
         self.page_tokens = page_tokens
         self.load_back_threshold = load_back_threshold
         self.page_bytes = {p.name: p.bytes_per_page for p in model.pools}
+        self._pool_bytes: dict[tuple[int, int], dict[str, int]] = {}
         self.l1, self.l2 = _Tier(self.c, host=False), _Tier(self.c, host=True)
         self.window = _Window(self.l1, self.l2, math.ceil(model.sliding_window / page_tokens))
         self.tree = _TreeView(self.c)
@@ -155,6 +156,7 @@ class V4HiCache:
         self.deferred: list[Running] = []  # middle chunks checkpointed at the start of the next iteration
         self.decoding: dict[int, V4Admission] = {}
         self._decode_left = 0  # the decoding requests' remaining outputs, each clipped (what admission sets aside)
+        self._last_keys: tuple = (None, [])  # the last request try_admit saw, and its keys
 
     # ----- what the engine reads ----------------------------------------------------------------
     @property
@@ -174,11 +176,18 @@ class V4HiCache:
         return self.c.write_back_copies
 
     def pool_bytes(self, kv_pages: int, swa_pages: int = 0) -> dict[str, int]:
-        out = {}
-        for pool in self.model.pools:
-            n = kv_pages if pool.anchor == "kv" else swa_pages
-            if n and pool.bytes_per_page:
-                out[pool.name] = n * pool.bytes_per_page
+        """Bytes per pool of a copy (or a sample); memoised, as every flush and load asks (callers only read
+        the dict)."""
+        memo = self._pool_bytes
+        out = memo.get((kv_pages, swa_pages))
+        if out is None:
+            if len(memo) >= 4096:  # the sampler's page counts take many values: keep the memo bounded
+                memo.clear()
+            out = memo[kv_pages, swa_pages] = {
+                pool.name: (kv_pages if pool.anchor == "kv" else swa_pages) * pool.bytes_per_page
+                for pool in self.model.pools
+                if (kv_pages if pool.anchor == "kv" else swa_pages) and pool.bytes_per_page
+            }
         return out
 
     def metrics(self) -> dict:
@@ -197,8 +206,10 @@ class V4HiCache:
     def try_admit(self, req, resumed: int = 0, chunk_limit: int | None = None) -> V4Admission | None:
         """Admit ``req`` (its prompt, with ``resumed`` output tokens a retraction made, re-prefilled) if the
         budget allows; ``chunk_limit``: the tokens its first chunk may take in this pass."""
-        return self.admit_request(request_keys(req, self.page_tokens), req.input_len + resumed,
-                                  req.output_len - resumed, chunk_limit)  # fmt: skip
+        last = self._last_keys  # a request the pools stalled is tried again at every pass: its keys once
+        if last[0] is not req:
+            last = self._last_keys = (req, request_keys(req, self.page_tokens))
+        return self.admit_request(last[1], req.input_len + resumed, req.output_len - resumed, chunk_limit)
 
     def admit_request(self, keys: Sequence, input_len: int, output_len: int,
                       chunk_limit: int | None = None) -> V4Admission | None:  # fmt: skip

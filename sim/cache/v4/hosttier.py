@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sim.cache.v4.full import is_host_leaf, is_leaf
 from sim.cache.v4.node import PageKey, UNode, common_pages
 
 if TYPE_CHECKING:
@@ -33,9 +34,6 @@ class HostTier:
     num_nodes: int
     full_evictable: int
     full_protected: int
-    leaves: set[UNode]
-    host_leaves: set[UNode]
-    _host_heap: list[tuple[float, int, UNode]]
     host_tokens: int
     host_swa_tokens: int
     counts: Counter
@@ -138,7 +136,6 @@ class HostTier:
         """Keep ``node``'s host copies from host eviction while a load-back or an L3 read uses them."""
         for x in self._host_run(node):
             x.host_lock += 1
-            self.host_leaves.discard(x)
 
     def host_unlock_path(self, node: UNode) -> None:
         for x in self._host_run(node):
@@ -158,7 +155,7 @@ class HostTier:
                 if x.parent is None or not (x.full and x.host):
                     del self.duplicates[x]
                     continue
-                if x.pending is not None or x.loading or x.host_lock or (spare and x in self.leaves):
+                if x.pending is not None or x.loading or x.host_lock or (spare and is_leaf(x)):
                     continue
                 if self.events is not None:
                     nodes.append(self.ref(x))
@@ -202,7 +199,7 @@ class HostTier:
             if x.host_lock or x.parent is None:
                 continue
             freed += x.tokens
-            if x in self.host_leaves:
+            if is_host_leaf(x):
                 self.counts["host_evictions"] += 1
                 parent = x.parent
                 self._remove(x, tracker)

@@ -17,7 +17,7 @@ class UNode:
     __slots__ = (
         "key", "parent", "children", "id", "last_access", "hit_count", "tokens",
         "full", "full_kids", "host", "host_swa", "lock", "host_lock", "pending", "loading",
-        "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next", "heap_t", "host_heap_t",
+        "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next",
     )  # fmt: skip
 
     def __init__(self, key: list[PageKey], parent: UNode | None, node_id: int, now: float, page: int) -> None:
@@ -41,8 +41,6 @@ class UNode:
         self.swa_uuid: int | None = None
         self.swa_prev: UNode | None = None
         self.swa_next: UNode | None = None
-        self.heap_t: float | None = None  # the key of its entry in the device / host leaf heap, if one is there
-        self.host_heap_t: float | None = None
 
     def __repr__(self) -> str:
         tiers = ("D" if self.full else "") + ("H" if self.host else "")

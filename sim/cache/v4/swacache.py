@@ -178,10 +178,14 @@ class SWACache(HostController, PagedPools):
     def try_extend(self, r: Running, end: int, *, defer: bool = False) -> bool:
         """:meth:`extend` up to ``end``; False if the pools cannot take the chunk even after eviction (a failed
         attempt, without the cost of an exception)."""
-        start, p = r.prefilled, self.page
+        start, p, tree = r.prefilled, self.page, self.tree
+        swa = tree.swa
         need = end - start + p
-        full_free, swa_free = self.full_free(), self.swa_free()
-        if need > full_free or (need > swa_free and self.tree.swa.evictable):  # else evict_to_free has nothing to do
+        # full_free() and swa_free(), inlined: a pass tries every admitted request, and in an SWA-starved run
+        # nearly all of them fail here, without evicting
+        full_free = self.full_cap - tree.full_evictable - tree.full_protected - self._req_full * p
+        swa_free = self.swa_cap - swa.evictable - swa.protected - self._req_swa * p
+        if need > full_free or (need > swa_free and swa.evictable):  # else evict_to_free has nothing to do
             self._make_free(r, need)
             full_free, swa_free = self.full_free(), self.swa_free()
         new = (-(-end // p) - -(-r.allocated // p)) * p  # _fits, on the free tokens just read
@@ -221,9 +225,12 @@ class SWACache(HostController, PagedPools):
         SWA boundary can move; the step after a segment runs alone (it may evict). A replay of long outputs
         then costs O(pages), not O(tokens).
         """
-        p = self.page
+        p, tree = self.page, self.tree
+        swa = tree.swa
         while not r.finished and n > 0:
-            free = min(self.full_free(), self.swa_free())
+            full_free = self.full_cap - tree.full_evictable - tree.full_protected - self._req_full * p  # inlined
+            swa_free = self.swa_cap - swa.evictable - swa.protected - self._req_swa * p
+            free = swa_free if swa_free < full_free else full_free  # min(full_free, swa_free)
             spare = r.output_len if free == float("inf") else int(free // p) - 1  # pages the segment may allocate
             first = r.prompt_len + r.emitted  # seqlen at the next step; it allocates row first - 1
             ahead = self.decode_lookahead

@@ -13,7 +13,6 @@ for call (``shared/vectors/v4``).
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ from collections.abc import Callable, Sequence
 from sim.cache.v4.evict import DeviceEviction
 from sim.cache.v4.full import FullComponent
 from sim.cache.v4.hosttier import HostTier
+from sim.cache.v4.leaforder import LeafOrder
 from sim.cache.v4.node import InsertOutcome, Match, PageKey, UNode, common_pages
 from sim.cache.v4.swa import SWAComponent
 
@@ -46,10 +46,8 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         self.swa = SWAComponent(self, window)
         self.full_evictable = 0
         self.full_protected = 0
-        self.leaves: set[UNode] = set()
-        self._heap: list[tuple[float, int, UNode]] = []
-        self.host_leaves: set[UNode] = set()
-        self._host_heap: list[tuple[float, int, UNode]] = []
+        self.order = LeafOrder()  # device leaves
+        self.host_order = LeafOrder()
         self.host_tokens = 0
         self.host_swa_tokens = 0
         self.counts: Counter = Counter()  # evicted_leaves, demotions, host_evictions
@@ -180,7 +178,6 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         """
         page, root, swa = self.page, self.root, self.swa
         root.last_access = self._tick()
-        leaves, heap = self.leaves, self._heap
         node, pos, n = root, 0, len(keys)
         while pos < n:
             child = node.children.get(keys[pos])
@@ -188,12 +185,10 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
                 break
             self._clock += 1
             child.last_access = self._clock
-            if child in leaves:  # _refile, inlined: every insert walks its whole path
-                child.heap_t = self._clock
-                heapq.heappush(heap, (self._clock, child.id, child))
-            elif child in self.host_leaves:
-                child.host_heap_t = self._clock
-                heapq.heappush(self._host_heap, (self._clock, child.id, child))
+            if not child.full:  # a new time: a leaf files its new key (update_leaf, inlined for device nodes)
+                self.update_leaf(child)
+            elif not (child.lock or child.swa_lock or child.full_kids):
+                self.order.file(child, self._clock)
             matched = common_pages(child.key, keys, pos)
             if matched < len(child.key):
                 child = self._split(child, matched)
@@ -266,7 +261,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
             self.swa.lru.insert_after(child, new)
         child.last_access = self._tick()
         self.num_nodes += 1
-        self._refile(child)  # same leaf status, a new time; the new parent has a child, so is no leaf
+        self.update_leaf(child)  # same leaf status, a new time; the new parent has a child, so is no leaf
         return new
 
     # ----- inspection -------------------------------------------------------------------------
