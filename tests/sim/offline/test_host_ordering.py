@@ -10,9 +10,8 @@ import pytest
 
 from sim.app.run import build
 from sim.offline.v4hostcalls import V4HostDriver
+from tests.sim.offline.twin import acked_copies, decisions, token_runs
 from tests.sim.serve.test_engine import scenario
-
-DECISIONS = ("backup", "demote", "delete", "drop", "host_evict", "load")
 
 
 def _record(inst):
@@ -21,28 +20,11 @@ def _record(inst):
     page = cache.page_tokens
     tokens_of = {}
 
-    def runs(keys, input_len, output_len):
-        """The prompt's and the output's token runs: one run of ``page`` tokens per page key, a partial last page
-        of tokens no other request has, cut where the prompt ends (a page may hold both)."""
-        n = input_len + output_len
-        out = [[tokens_of.setdefault(k, len(tokens_of) * page + 10_000), page] for k in keys[: n // page]]
-        if n % page:
-            out.append([10**9 + len(calls) * page, n % page])
-        prompt, output, seen = [], [], 0
-        for start, count in out:
-            cut = min(count, max(0, input_len - seen))
-            if cut:
-                prompt.append([start, cut])
-            if count > cut:
-                output.append([start + cut, count - cut])
-            seen += count
-        return prompt, output
-
     admit, extend, decode, release, ack = cache.admit_request, cache.extend, cache.decode, cache.release, cache.ack
 
     def admit_request(keys, input_len, output_len, chunk_limit=None):
         adm = admit(keys, input_len, output_len, chunk_limit)
-        prompt, output = runs(keys, input_len, output_len)
+        prompt, output = token_runs(keys, input_len, output_len, page, tokens_of, 10**9 + len(calls) * page)
         if adm is None:  # a refused admission's match refreshes the matched path, as SGLang's does
             calls.append({"op": "match", "tokens": prompt})
         else:
@@ -84,10 +66,6 @@ def _record(inst):
     return calls
 
 
-def _decisions(events):
-    return [(k, e[k][:2] if isinstance(e[k], list) else e[k]) for e in events for k in DECISIONS if k in e]
-
-
 def _twin(hardware: dict, hicache: dict, workload: dict, scheduler: dict | None = None) -> tuple[list, list, list]:
     """(timed decisions, streamed decisions, what the stream refused or aborted) of a V4-Flash multi-turn run."""
     sc = scenario(hardware=hardware, hicache=hicache, workload=workload, scheduler=scheduler or {})
@@ -110,22 +88,18 @@ def _twin(hardware: dict, hicache: dict, workload: dict, scheduler: dict | None 
     streamed, acked, dry = [], 0, False
     for call in calls:
         if call["op"] == "dry":  # the run retracted at the call before: the stream must have run dry there too
-            return _decisions(timed[: call["events"]]), _decisions(streamed), [] if dry else ["the stream went on"]
+            return decisions(timed[: call["events"]]), decisions(streamed), [] if dry else ["the stream went on"]
         if dry:
-            return _decisions(timed), _decisions(streamed), ["the stream ran dry where the run did not"]
+            return decisions(timed), decisions(streamed), ["the stream ran dry where the run did not"]
         if call["op"] == "ack":  # the driver's copies in flight that the engine's acknowledged backups cover
-            n = 0
-            for copy in (x for x in driver.copies.ack_write_queue if not x.done):
-                if acked + len(copy.items) > call["backups"]:
-                    break
-                acked, n = acked + len(copy.items), n + 1
+            n, acked = acked_copies(driver, call["backups"], acked)
             call = {"op": "ack", "n": n}
         answer = driver(call)
         streamed += answer.get("events", [])
         dry = call["op"] == "decode" and answer.get("aborted", False)
         if answer.get("admitted") is False or ("error" in answer and not dry):
-            return _decisions(timed), _decisions(streamed), [f"{call['op']} {call.get('rid')}: {answer}"]
-    return _decisions(timed), _decisions(streamed), []
+            return decisions(timed), decisions(streamed), [f"{call['op']} {call.get('rid')}: {answer}"]
+    return decisions(timed), decisions(streamed), []
 
 
 ROUNDS = {"num_clients": 6, "max_parallel": 1, "num_rounds": 3, "request_length": 700, "output_length": 40}
@@ -147,7 +121,7 @@ CASES = {  # (hardware, hicache, workload, scheduler, the decisions the run must
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_a_timed_run_and_its_call_stream_make_the_same_host_tier_decisions(name):
+def test_a_timed_run_and_its_call_stream_make_the_same_host_tierdecisions(name):
     *case, exercised = CASES[name]
     timed, streamed, refused = _twin(*case)
     assert exercised <= {k for k, _ in timed}

@@ -17,9 +17,8 @@ import pytest
 from sim.app.run import build
 from sim.offline.hostcalls import PlainHostDriver
 from sim.serve.scheduler import schedule_policy
+from tests.sim.offline.twin import acked_copies, decisions, token_runs
 from tests.sim.serve.test_engine import scenario
-
-DECISIONS = ("backup", "demote", "delete", "drop", "host_evict", "load")
 
 
 def _record(inst, monkeypatch) -> list[dict]:
@@ -32,21 +31,8 @@ def _record(inst, monkeypatch) -> list[dict]:
     page, calls, rids, held, joined, base = inst.cache.page_tokens, [], {}, [], {}, {}
 
     def runs(req) -> tuple[list, list]:
-        n = req.input_len + req.output_len
-        out = []
-        for k in (req.final_keys or req.keys)[: n // page]:
-            out.append([base.setdefault(k, len(base) * page + 10_000), page])
-        if n % page:  # a partial last page: tokens no other request has
-            out.append([10**9 + req.rid * 10**5, n % page])
-        prompt, output, seen = [], [], 0
-        for start, count in out:
-            cut = min(count, max(0, req.input_len - seen))
-            if cut:
-                prompt.append([start, cut])
-            if count > cut:
-                output.append([start + cut, count - cut])
-            seen += count
-        return prompt, output
+        return token_runs(req.final_keys or req.keys, req.input_len, req.output_len, page, base,
+                          10**9 + req.rid * 10**5)  # fmt: skip
 
     try_admit, lpm_order = cache.try_admit, schedule_policy.lpm_order
 
@@ -130,21 +116,13 @@ def _stream(calls: list[dict], cache, cfg) -> tuple[list[dict], list[str]]:
     events, acked = [], 0
     for call in calls:
         if call["op"] == "ack":  # the driver's copies in flight that the engine's acknowledged backups cover
-            n = 0
-            for copy in (x for x in driver.copies.ack_write_queue if not x.done):
-                if acked + len(copy.items) > call["backups"]:
-                    break
-                acked, n = acked + len(copy.items), n + 1
+            n, acked = acked_copies(driver, call["backups"], acked)
             call = {"op": "ack", "n": n}
         answer = driver(call)
         events += answer.get("events", [])
         if answer.get("admitted") is False or "error" in answer:
             return events, [f"{call['op']} {call.get('rid')}: {answer.get('refused') or answer.get('error')}"]
     return events, []
-
-
-def _decisions(events: list[dict]) -> list[tuple]:
-    return [(k, e[k][:2] if isinstance(e[k], list) else e[k]) for e in events for k in DECISIONS if k in e]
 
 
 def _twin(hicache: dict, kv_mem_gb: float, monkeypatch, request_length: int = 700) -> tuple[list, list, list]:
@@ -160,7 +138,7 @@ def _twin(hicache: dict, kv_mem_gb: float, monkeypatch, request_length: int = 70
     inst.cache.events = timed = []
     sim.run(arrivals)
     streamed, refused = _stream(calls, inst.cache, sim.cfg)
-    return _decisions(timed), _decisions(streamed), refused
+    return decisions(timed), decisions(streamed), refused
 
 
 @pytest.mark.parametrize(("policy", "request_length"), [("write_through", 700), ("write_through_selective", 700),
@@ -185,7 +163,7 @@ L1_PRESSURE = {
 
 
 @pytest.mark.parametrize("name", L1_PRESSURE)
-def test_under_l1_pressure_the_run_and_its_stream_make_the_same_host_tier_decisions(name, monkeypatch):
+def test_under_l1_pressure_the_run_and_its_stream_make_the_same_host_tierdecisions(name, monkeypatch):
     hicache, exercised = L1_PRESSURE[name]
     timed, streamed, refused = _twin(hicache, 0.3, monkeypatch)
     assert exercised <= {k for k, _ in timed}
