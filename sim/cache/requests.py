@@ -135,12 +135,6 @@ class RequestRows:
             if r.emitted >= r.output_len:
                 self.release_rows(r)
 
-    def steps_to_page(self, r: KVRecord) -> int:
-        """Decode steps until ``r`` next allocates a page (the step included)."""
-        p = self.page_tokens
-        row = -(-r.allocated // p) * p  # the first row of the next page
-        return max(1, row - (r.prompt_len + r.emitted) - self.decode_lookahead + 2)
-
     def checkpoint(self, r: KVRecord, up_to: int) -> None:
         """Insert the whole pages up to ``up_to`` that have keys; the request's lock moves to the path's end."""
         p = self.page_tokens
@@ -303,7 +297,10 @@ class RequestPhases(RequestRows):
         self.deferred.clear()
 
     def steps_to_page(self, adm: Admission) -> int:
-        return RequestRows.steps_to_page(self, adm.run)
+        """Decode steps until ``adm`` next allocates a page (the step included)."""
+        r, p = adm.run, self.page_tokens
+        row = -(-r.allocated // p) * p  # the first row of the next page
+        return max(1, row - (r.prompt_len + r.emitted) - self.decode_lookahead + 2)
 
     def decode(self, adm: Admission, steps: int) -> None:
         """Bring ``adm`` ``steps`` decode steps forward (raises :class:`MemoryError` if the pool runs dry)."""
