@@ -23,7 +23,8 @@ from sim.cache.radix import Node, RadixTree
 if TYPE_CHECKING:
     from sim.cache.controller import BackupOp, Tier
 
-__all__ = ["CLIP_MAX_NEW_TOKENS", "Admission", "KVRecord", "RequestPhases", "RequestRows", "chunk_end"]
+__all__ = ["CLIP_MAX_NEW_TOKENS", "Admission", "KVRecord", "RequestPhases", "RequestRows", "chunk_end", "output_left",
+           "steps_to_page"]
 
 CLIP_MAX_NEW_TOKENS = (
     4096  # managers/schedule_policy.py: a request's output is budgeted up to this many tokens
@@ -281,7 +282,7 @@ class RequestPhases(RequestRows):
         del self.prefilling[id(r)]
         adm.reserve = 0
         if not r.finished:
-            self.decode_left += _left(r)
+            self.decode_left += output_left(r)
         return end - start
 
     def start_iteration(self) -> None:
@@ -297,27 +298,24 @@ class RequestPhases(RequestRows):
         self.deferred.clear()
 
     def steps_to_page(self, adm: Admission) -> int:
-        """Decode steps until ``adm`` next allocates a page (the step included)."""
-        r, p = adm.run, self.page_tokens
-        row = -(-r.allocated // p) * p  # the first row of the next page
-        return max(1, row - (r.prompt_len + r.emitted) - self.decode_lookahead + 2)
+        return steps_to_page(adm.run, self.page_tokens, self.decode_lookahead)
 
     def decode(self, adm: Admission, steps: int) -> None:
         """Bring ``adm`` ``steps`` decode steps forward (raises :class:`MemoryError` if the pool runs dry)."""
         r = adm.run
-        self.decode_left -= _left(r)
+        self.decode_left -= output_left(r)
         try:
             self.decode_rows(r, steps)
         finally:
             if not r.finished:
-                self.decode_left += _left(r)
+                self.decode_left += output_left(r)
 
     def retract(self, adm: Admission, keep_free: int = 0) -> None:
         """Give a decoding request's rows back uncached, then evict until ``keep_free`` tokens are free for the
         requests that stay (``release_req``, ``managers/schedule_batch.py:2388-2392``)."""
         r = adm.run
         if self.prefilling.pop(id(r), None) is None and not r.finished:
-            self.decode_left -= _left(r)
+            self.decode_left -= output_left(r)
         self.abort_rows(r)
         if keep_free:
             self.ensure_device(-(-keep_free // self.page_tokens))
@@ -331,7 +329,7 @@ class RequestPhases(RequestRows):
         r = adm.run
         if not r.finished:
             if self.prefilling.pop(id(r), None) is None:
-                self.decode_left -= _left(r)
+                self.decode_left -= output_left(r)
             self.release_rows(r)
 
 
@@ -343,7 +341,14 @@ def chunk_end(prompt_len: int, prefix: int, limit: int, page: int) -> int:
     return (prefix + limit // page * page) // page * page
 
 
-def _left(r: KVRecord) -> int:
-    """The output a decoding request has still to make, as admission budgets it (clipped)."""
+def steps_to_page(r, page: int, lookahead: int) -> int:
+    """Decode steps until request record ``r`` (either cache's) next allocates a page, that step included: the
+    next step allocates row ``seqlen - 1`` and the ``lookahead`` draft slots past it."""
+    row = -(-r.allocated // page) * page  # the first row of the next page
+    return max(1, row - (r.prompt_len + r.emitted) - lookahead + 2)
+
+
+def output_left(r) -> int:
+    """The output request record ``r`` (either cache's) has still to make, as admission budgets it (clipped)."""
     left = r.output_len - r.emitted
     return left if left < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS

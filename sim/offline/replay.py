@@ -7,14 +7,12 @@ into pages through the model's pools.
 
 from __future__ import annotations
 
-import gc
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sim.base.collector import cycle_gc_paused
 from sim.base.errors import InputError
 from sim.base.inputs import number_problem
 from sim.base.text import plural
@@ -105,21 +103,6 @@ class ReplayResult:
         }  # fmt: skip
 
 
-@contextmanager
-def _cycle_gc_paused() -> Iterator[None]:
-    """A replay allocates millions of tree nodes and heap entries that live to its end, so Python's cyclic
-    collector rescans a growing heap over and over for nothing (a third of a V4 replay's time). The
-    tree's garbage is acyclic (a removed node is unlinked from its parent and the SWA list), so reference
-    counting frees it; the collector is restored afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def replay_v4(cache: SWACache, model: ModelSpec, requests: list[Request], trace: str = "",
               progress: bool = False) -> ReplayResult:
     """Serve ``requests`` in order through the V4 cache: admission (with load-back), prefill chunk by chunk,
@@ -130,7 +113,7 @@ def replay_v4(cache: SWACache, model: ModelSpec, requests: list[Request], trace:
 
     start = time.perf_counter()
     page = cache.page
-    with _cycle_gc_paused():
+    with cycle_gc_paused():
         for req in track(requests, desc="replay", unit="requests", enabled=progress):
             r = cache.admit(request_keys(req, page), req.input_len, max(1, req.output_len))
             cache.finish(r)
@@ -187,7 +170,7 @@ def replay(cache: HiCache, requests: list[Request], trace: str = "", progress: b
 
     start = time.perf_counter()
     serve = cache.serve
-    with _cycle_gc_paused():
+    with cycle_gc_paused():
         for req in track(requests, desc="replay", unit="requests", enabled=progress):
             serve(req.keys, req.input_len)
     wall = time.perf_counter() - start

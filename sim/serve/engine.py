@@ -28,15 +28,14 @@ scheduler processes, so an arrival at a step boundary is seen by that boundary's
 
 from __future__ import annotations
 
-import gc
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import simpy
 
+from sim.base.collector import cycle_gc_paused
 from sim.cache.protocol import PrefixCache
 from sim.model.compute import Roofline
 from sim.model.costs import CostTable
@@ -99,23 +98,6 @@ class EngineConfig:
     dp_size: int = 1  # attention-DP ranks per instance (DP attention): one scheduler and cache each
     dp_mlp_share: float = 0.0  # the MLP/MoE share of a rank's per-token FLOPs, run over every rank's tokens
     load_balance_method: str = "round_robin"  # how the DP controller picks a rank
-
-
-@contextmanager
-def cycle_gc_paused() -> Iterator[None]:
-    """CPython's cyclic collector off while a run plays, as a replay does (``sim.offline.replay``). A run
-    allocates some 700 small objects per request and frees nearly all of them by reference counting: the
-    collector found 0 to 24 objects of cyclic garbage in a whole run of any bundled scenario, while its young
-    collections, even at a 50,000-allocation threshold, each walked tens of thousands of live objects (15% of
-    a synthetic run's CPU time). Results cannot change: the collector only frees garbage; it is restored after.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class Simulation:

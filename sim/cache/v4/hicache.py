@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.base.errors import InputError
-from sim.cache.requests import CLIP_MAX_NEW_TOKENS, chunk_end
+from sim.cache.requests import CLIP_MAX_NEW_TOKENS, chunk_end, output_left, steps_to_page
 from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
 from sim.cache.v4.swacache import Backup, Running, SWACache, v4_cache
 from sim.cache.v4.unified import UNode
@@ -231,8 +231,8 @@ class V4HiCache:
             return None  # an empty first chunk is not admitted (OTHER, schedule_policy.py:1663-1672)
         r = c.admit(keys, input_len, output_len, match=m)  # SGLang matches once: the budget check reads it
         adm = V4Admission(r, r.match.device, r.host_hit, input_len - r.prefilled, r.load_full // p,
-                          r.load_swa // p, first_end=max(chunk_end(input_len, r.prefilled, limit, p), r.prefilled))  # fmt: skip
-        self._reserve(adm, adm.first_end - r.prefilled)
+                          r.load_swa // p, first_end=chunk_end(input_len, r.prefilled, limit, p))  # fmt: skip
+        self._reserve(adm, max(0, adm.first_end - r.prefilled))
         self.prefilling[id(r)] = adm
         return adm
 
@@ -269,7 +269,8 @@ class V4HiCache:
             tokens = min(tokens, int(full_room), int(swa_room) - p)
             end = min(r.prompt_len, start + max(0, tokens))
         else:
-            end = min(adm.first_end, start + tokens)
+            # (a load-back that failed after the budget check can leave the chunk budgeted empty: uncapped)
+            end = min(adm.first_end, start + tokens) if adm.first_end > start else start + tokens
         if end < r.prompt_len:
             end = end // p * p
         if end <= start or not c.try_extend(r, end, defer=True):
@@ -283,7 +284,7 @@ class V4HiCache:
         del self.prefilling[id(r)]
         if not r.finished:
             self.decoding[id(r)] = adm
-            self._decode_left += _left(r)
+            self._decode_left += output_left(r)
         return end - start
 
     def start_iteration(self) -> None:
@@ -300,28 +301,24 @@ class V4HiCache:
         self.deferred.clear()
 
     def steps_to_page(self, adm: V4Admission) -> int:
-        """Decode steps until ``adm`` next allocates a page (the step included)."""
-        r, p = adm.run, self.page_tokens
-        seqlen = r.prompt_len + r.emitted  # the next step allocates row seqlen - 1 (+ the draft slots)
-        row = -(-r.allocated // p) * p  # the first row of the next page
-        return max(1, row - seqlen - self.c.decode_lookahead + 2)
+        return steps_to_page(adm.run, self.page_tokens, self.c.decode_lookahead)
 
     def decode(self, adm: V4Admission, steps: int) -> None:
         """Bring ``adm`` ``steps`` decode steps forward (raises :class:`MemoryError` if a pool runs dry)."""
         r = adm.run
         decoding = id(r) in self.decoding
         if decoding:
-            self._decode_left -= _left(r)
+            self._decode_left -= output_left(r)
         try:
             self.c.decode_many(r, steps)
         except MemoryError:  # the request stays decoding until it is retracted: its output stays set aside
             if decoding:
-                self._decode_left += _left(r)
+                self._decode_left += output_left(r)
             raise
         if r.finished:
             self.decoding.pop(id(r), None)
         elif decoding:
-            self._decode_left += _left(r)
+            self._decode_left += output_left(r)
 
     def retract(self, adm: V4Admission, keep_free: int = 0) -> None:
         """Give a decoding request's KV back without caching its output, then evict from the tree until
@@ -346,7 +343,7 @@ class V4HiCache:
     def _stop_decoding(self, r: Running) -> None:
         """``r`` leaves the decoding requests (if it is one): its remaining output is no longer set aside."""
         if self.decoding.pop(id(r), None) is not None:
-            self._decode_left -= _left(r)
+            self._decode_left -= output_left(r)
 
     def ack(self, op: Backup) -> None:
         self.c.ack(op)
@@ -377,12 +374,6 @@ class V4HiCache:
     def insert_host(self, keys: Sequence, n_pages: int, window: bool) -> int:
         """Place pages read from L3 in the tree as host-only nodes; returns the pages added."""
         return self.c.tree.insert_host(list(keys[:n_pages]), self.window.pages if window else 0)
-
-
-def _left(r: Running) -> int:
-    """The output a decoding request has still to make, as admission budgets it (clipped)."""
-    left = r.output_len - r.emitted
-    return left if left < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
 
 
 def request_keys(req, page: int) -> list:

@@ -10,7 +10,7 @@ import pytest
 
 from sim.app.run import build
 from sim.offline.v4hostcalls import V4HostDriver
-from tests.sim.offline.twin import acked_copies, decisions, token_runs
+from tests.sim.offline.twin import ack_logger, acked_copies, decisions, token_runs
 from tests.sim.serve.test_engine import scenario
 
 
@@ -51,15 +51,7 @@ def _record(inst):
         calls.append({"op": "finish", "rid": ids[id(adm)]})
         release(adm)
 
-    acked = [0]
-
-    def ack_(op):  # logged as "the first K backups acknowledged", which the stream turns into the driver's copies
-        acked[0] += 1
-        if calls and calls[-1]["op"] == "ack":
-            calls[-1]["backups"] = acked[0]
-        else:
-            calls.append({"op": "ack", "backups": acked[0]})
-        ack(op)
+    ack_ = ack_logger(calls, ack)
 
     cache.admit_request, cache.extend, cache.decode, cache.release, cache.ack = (
         admit_request, extend_, decode_, release_, ack_)  # fmt: skip

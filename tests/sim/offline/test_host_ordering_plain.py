@@ -17,7 +17,7 @@ import pytest
 from sim.app.run import build
 from sim.offline.hostcalls import PlainHostDriver
 from sim.serve.scheduler import schedule_policy
-from tests.sim.offline.twin import acked_copies, decisions, token_runs
+from tests.sim.offline.twin import ack_logger, acked_copies, decisions, token_runs
 from tests.sim.serve.test_engine import scenario
 
 
@@ -83,15 +83,7 @@ def _record(inst, monkeypatch) -> list[dict]:
         calls.append({"op": "finish", "rid": rids[id(adm)]})
         release(adm)
 
-    acked = [0]
-
-    def ack_(op):
-        acked[0] += 1
-        if calls and calls[-1]["op"] == "ack":
-            calls[-1]["backups"] = acked[0]
-        else:
-            calls.append({"op": "ack", "backups": acked[0]})
-        ack(op)
+    ack_ = ack_logger(calls, ack)
 
     adder.plan_prefill, rb.add, rb.advance, cache.release, cache.ack = (
         plan_prefill_,

@@ -25,6 +25,22 @@ def token_runs(keys, input_len: int, output_len: int, page: int, tokens_of: dict
     return prompt, output
 
 
+def ack_logger(calls: list[dict], ack):
+    """``ack`` wrapped to log each acknowledged backup as "the first K backups acknowledged" (an ``ack`` call with
+    ``backups``: K), which :func:`acked_copies` turns into the driver's copies when the calls are streamed."""
+    acked = [0]
+
+    def logged(op) -> None:
+        acked[0] += 1
+        if calls and calls[-1]["op"] == "ack":
+            calls[-1]["backups"] = acked[0]
+        else:
+            calls.append({"op": "ack", "backups": acked[0]})
+        ack(op)
+
+    return logged
+
+
 def acked_copies(driver, backups: int, acked: int) -> tuple[int, int]:
     """(copies, backups they hold): the driver's copies in flight that the engine's first ``backups``
     acknowledged backups cover, ``acked`` of which the stream has acknowledged already."""

@@ -3,7 +3,8 @@ remaining output, clipped, through decode passes that run a pool dry and the ret
 
 from sim.app.run import run_scenario
 from sim.app.scenario import load_scenario
-from sim.cache.v4.hicache import V4HiCache, _left
+from sim.cache.requests import output_left
+from sim.cache.v4.hicache import V4HiCache
 
 ROOT_SCENARIO = "scenarios/dsv4_flash_multiturn_l1l2.yaml"
 
@@ -14,7 +15,7 @@ def test_the_decode_budget_stays_the_sum_of_the_decoding_requests_outputs(monkey
     checked, retracted, admit, retract = [], [], V4HiCache.admit_request, V4HiCache.retract
 
     def admit_checked(self, keys, input_len, output_len, chunk_limit=None):
-        checked.append(self._decode_left == sum(_left(a.run) for a in self.decoding.values()))
+        checked.append(self._decode_left == sum(output_left(a.run) for a in self.decoding.values()))
         return admit(self, keys, input_len, output_len, chunk_limit)
 
     def retract_counted(self, adm, keep_free=0):
