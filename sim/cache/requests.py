@@ -18,17 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sim.cache.budget import admission_demand, chunk_end, chunk_reservation, output_left
 from sim.cache.radix import Node, RadixTree
 
 if TYPE_CHECKING:
     from sim.cache.controller import BackupOp, Tier
 
-__all__ = ["CLIP_MAX_NEW_TOKENS", "Admission", "KVRecord", "RequestPhases", "RequestRows", "chunk_end", "output_left",
-           "steps_to_page"]
-
-CLIP_MAX_NEW_TOKENS = (
-    4096  # managers/schedule_policy.py: a request's output is budgeted up to this many tokens
-)
+__all__ = ["Admission", "KVRecord", "RequestPhases", "RequestRows", "steps_to_page"]
 
 
 @dataclass
@@ -193,9 +189,8 @@ class RequestPhases(RequestRows):
     ``mem_cache/prefill_budget.py:91-167``): a request is admitted while its uncached prompt, its output and a
     page stay below the free plus evictable tokens, with its device prefix locked, less every decoding request's
     remaining output and what the prefilling requests' next chunks reserve (``_update_prefill_budget``,
-    ``schedule_policy.py:895-934``). Outputs count in full, clipped at ``CLIP_MAX_NEW_TOKENS``: the engine's
-    requests have fixed lengths, as a client sending ``ignore_eos`` has them (``schedule_policy.py:786-794``;
-    bench_serving and bench_multiturn send it), so ``new_token_ratio`` does not enter."""
+    ``schedule_policy.py:895-934``), outputs in full (:mod:`sim.cache.budget`, shared with the host-tier driver),
+    so ``new_token_ratio`` does not enter."""
 
     chunked_prefill_size: int
     prefilling: dict[int, Admission]
@@ -227,7 +222,7 @@ class RequestPhases(RequestRows):
         # the budget counts the extend past the device prefix; the first chunk starts past the host hit too
         # (_select_prefill_admission, schedule_policy.py:1596-1672); an empty chunk is not admitted (OTHER)
         host = lk.host_pages * p if lk.load else 0
-        if (not prompt_len - matched + min(output_len, CLIP_MAX_NEW_TOKENS) + p < self.room()
+        if (not admission_demand(prompt_len, matched, output_len, p) < self.room()
                 or chunk_end(prompt_len, matched + host, limit, p) <= matched + host < prompt_len):  # fmt: skip
             self.abandon(lk)
             return None
@@ -252,9 +247,8 @@ class RequestPhases(RequestRows):
     def _reserve(self, adm: Admission, chunk: int) -> None:
         """Set aside ``adm``'s next chunk of ``chunk`` tokens in pages, a page, and its output if the chunk ends
         the prompt (``prefill_budget.py:156-167``)."""
-        r, p = adm.run, self.page_tokens
-        ends = r.prefilled + chunk >= r.prompt_len
-        adm.reserve = -(-chunk // p) * p + p + (min(r.output_len, CLIP_MAX_NEW_TOKENS) if ends else 0)
+        r = adm.run
+        adm.reserve = chunk_reservation(chunk, r.prefilled + chunk >= r.prompt_len, r.output_len, self.page_tokens)
 
     def extend(self, adm: Admission, tokens: int) -> int:
         """Run up to ``tokens`` more prompt tokens of ``adm`` (a truncated chunk ends on a page); returns the
@@ -333,22 +327,9 @@ class RequestPhases(RequestRows):
             self.release_rows(r)
 
 
-def chunk_end(prompt_len: int, prefix: int, limit: int, page: int) -> int:
-    """Where a first chunk from ``prefix`` ends when it may take ``limit`` tokens: the whole prompt if its paged
-    extend fits, else cut at a page (``schedule_policy.py:1660-1672``; NVIDIA GPUs charge the paged extend)."""
-    if -(-(prompt_len - prefix) // page) * page <= limit:
-        return prompt_len
-    return (prefix + limit // page * page) // page * page
-
-
 def steps_to_page(r, page: int, lookahead: int) -> int:
     """Decode steps until request record ``r`` (either cache's) next allocates a page, that step included: the
     next step allocates row ``seqlen - 1`` and the ``lookahead`` draft slots past it."""
     row = -(-r.allocated // page) * page  # the first row of the next page
     return max(1, row - (r.prompt_len + r.emitted) - lookahead + 2)
 
-
-def output_left(r) -> int:
-    """The output request record ``r`` (either cache's) has still to make, as admission budgets it (clipped)."""
-    left = r.output_len - r.emitted
-    return left if left < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from sim.cache.budget import admission_demand, chunk_reservation
 from sim.cache.hicache import HiCache
 from sim.cache.radix import Node, node_ref
-from sim.cache.requests import CLIP_MAX_NEW_TOKENS, KVRecord
+from sim.cache.requests import KVRecord
 from sim.model.pools import HitPolicy, ModelSpec, Pool
 from sim.offline.calls import expand_tokens
 from sim.offline.copies import Load
@@ -104,7 +105,7 @@ class PlainHostDriver(HostScheduler):
         r.protected = r.allocated = r.prefilled = matched
         self.reqs[rid] = r
         # budget check, device prefix locked (by the lookup)
-        total = len(prompt) - matched + min(len(output), CLIP_MAX_NEW_TOKENS) + p
+        total = admission_demand(len(prompt), matched, len(output), p)
         remaining = self._room() - self._reserved()
         if not total < remaining:
             c.abandon(lk)
@@ -121,7 +122,7 @@ class PlainHostDriver(HostScheduler):
         c.abandon(lk)
         prefix = r.prefilled
         end = self._join_batch(r, min(self.batch.rem_chunk_tokens, int(remaining)))
-        taken = -(-(end - prefix) // p) * p + p + (0 if end < len(prompt) else min(len(output), CLIP_MAX_NEW_TOKENS))
+        taken = chunk_reservation(end - prefix, end >= len(prompt), len(output), p)
         self.batch.stop = self.batch.rem_chunk_tokens <= 0 or remaining - taken <= 0  # the adder's budget_state()
         return r
 

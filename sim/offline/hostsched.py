@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sim.base.errors import InputError
-from sim.cache.requests import CLIP_MAX_NEW_TOKENS
+from sim.cache.budget import chunk_end, chunk_reservation, output_left
 from sim.offline.calls import MAX_COUNT, Fields, host_runs
 from sim.offline.copies import HostCopies
 from sim.offline.driver import CallDriver, cached_fields, handles, paths_answer, progress_fields
@@ -150,19 +150,14 @@ class PrefillAdder:
     def reserved(self) -> int:
         """What the budget sets aside for the requests taken: each one's first chunk in pages and a page, and its
         output in full when the chunk ends its prompt (``prefill_budget.py:156-167``, ``schedule_policy.py:672-680``)."""
-        p, out = self.page, 0
-        for r in self.can_run_list:
-            ext = r.extend_end - r.prefix_at_admit
-            out += -(-ext // p) * p + p + (0 if r.extend_end < r.prompt_len else min(r.output_len, CLIP_MAX_NEW_TOKENS))
-        return out
+        return sum(chunk_reservation(r.extend_end - r.prefix_at_admit, r.extend_end >= r.prompt_len, r.output_len,
+                                     self.page) for r in self.can_run_list)  # fmt: skip
 
     def add(self, r, limit: int) -> int:
         """Take admitted ``r`` with its first chunk, at most ``limit`` tokens, a prompt longer than that chunked at
         a page (``schedule_policy.py:1660-1672``); returns the chunk's end."""
-        p, prefix = self.page, r.prefilled
-        r.prefix_at_admit = prefix
-        end = (prefix + limit // p * p) // p * p if -(-(r.prompt_len - prefix) // p) * p > limit else r.prompt_len
-        r.extend_end = end
+        prefix = r.prefix_at_admit = r.prefilled
+        end = r.extend_end = chunk_end(r.prompt_len, prefix, limit, self.page)
         self.rem_chunk_tokens -= end - prefix
         self.can_run_list.append(r)
         return end
@@ -269,8 +264,7 @@ class HostScheduler(CallDriver):
         """What the budget sets aside: every running request's remaining output (``prefill_budget.py:156-167``),
         and what the open batch took."""
         taken = [] if self.batch is None else self.batch.can_run_list
-        out = sum(min(r.output_len - r.emitted, CLIP_MAX_NEW_TOKENS) for r in self.running
-                  if r.prefilled >= r.prompt_len and r not in taken)  # fmt: skip
+        out = sum(output_left(r) for r in self.running if r.prefilled >= r.prompt_len and r not in taken)
         return out + (0 if self.batch is None else self.batch.reserved())
 
     def _join_batch(self, r, limit: int) -> int:

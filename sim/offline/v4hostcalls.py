@@ -12,7 +12,7 @@ FULL + SWA tree with its two host pools (paths relative to ``sglang/srt/``):
 
 from __future__ import annotations
 
-from sim.cache.requests import CLIP_MAX_NEW_TOKENS
+from sim.cache.budget import admission_demand, clip_output
 from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
 from sim.cache.v4.swacache import Running, SWACache
 from sim.cache.v4.unified import UNode
@@ -98,10 +98,10 @@ class V4HostDriver(HostScheduler):
         prompt, output = expand_tokens(call["tokens"]), expand_tokens(call.get("output", []))
         keys = c.tree.page_keys(prompt + output)
         m = c.lookup(keys, len(prompt))
-        n_out = min(len(output), CLIP_MAX_NEW_TOKENS)
+        n_out = clip_output(len(output))
         host_hit = m.best_len - m.device if c.hicache else 0
         uuid = c.tree.lock(m.node)  # the budget check runs with the device prefix locked
-        total = len(prompt) - m.device + n_out + p
+        total = admission_demand(len(prompt), m.device, len(output), p)
         remaining = c.full_free() + c.tree.full_evictable - self._reserved()
         ext = len(prompt) - m.device - host_hit
         swa_remaining = c.swa_free() + c.tree.swa.evictable - self.batch.swa_reserved

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.base.errors import InputError
-from sim.cache.requests import CLIP_MAX_NEW_TOKENS, chunk_end, output_left, steps_to_page
+from sim.cache.budget import admission_demand, chunk_end, chunk_reservation, clip_output, output_left
+from sim.cache.requests import steps_to_page
 from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
 from sim.cache.v4.swacache import Backup, Running, SWACache, v4_cache
 from sim.cache.v4.unified import UNode
@@ -216,14 +217,13 @@ class V4HiCache:
         """Admit if the budget allows (see the module docstring); None leaves the request waiting."""
         c, p = self.c, self.page_tokens
         m = c.lookup(keys, input_len)
-        n_out = min(output_len, CLIP_MAX_NEW_TOKENS)
         limit = c.chunked_prefill_size if chunk_limit is None else chunk_limit
         host = m.best_len - m.device if c.hicache else 0
         uuid = c.tree.lock(m.node)  # the budget check runs with the device prefix locked
         full_room, swa_room = self._rooms()
-        if input_len - m.device + n_out + p < full_room:
-            limit = swa_chunk_limit(-(-(input_len - m.device - host) // p) * p, n_out, window=c.window, page=p,
-                                    limit=limit, room=swa_room, size=c.swa_cap, host_hit=m.swa_host)  # fmt: skip
+        if admission_demand(input_len, m.device, output_len, p) < full_room:
+            limit = swa_chunk_limit(-(-(input_len - m.device - host) // p) * p, clip_output(output_len), window=c.window,
+                                    page=p, limit=limit, room=swa_room, size=c.swa_cap, host_hit=m.swa_host)  # fmt: skip
         else:
             limit = None
         c.tree.unlock(m.node, uuid)
@@ -252,10 +252,10 @@ class V4HiCache:
         ends the prompt, on the Full pool; its sliding-window estimate on the SWA pool (``prefill_budget.py:156-167,
         303-318``)."""
         r, c, p = adm.run, self.c, self.page_tokens
-        out = min(r.output_len, CLIP_MAX_NEW_TOKENS) if r.prefilled + chunk >= r.prompt_len else 0
-        paged = -(-chunk // p) * p
-        adm.reserve = paged + p + out
-        adm.swa_reserve = swa_estimate(paged, out, window=c.window, page=p, limit=c.chunked_prefill_size)
+        ends = r.prefilled + chunk >= r.prompt_len
+        adm.reserve = chunk_reservation(chunk, ends, r.output_len, p)
+        adm.swa_reserve = swa_estimate(-(-chunk // p) * p, clip_output(r.output_len) if ends else 0, window=c.window,
+                                       page=p, limit=c.chunked_prefill_size)  # fmt: skip
 
     def extend(self, adm: V4Admission, tokens: int) -> int:
         """Run up to ``tokens`` more prompt tokens of ``adm`` (a truncated chunk ends on a page, as SGLang's

@@ -3,7 +3,7 @@ remaining output, clipped, through decode passes that run a pool dry and the ret
 
 from sim.app.run import run_scenario
 from sim.app.scenario import load_scenario
-from sim.cache.requests import output_left
+from sim.cache.budget import output_left
 from sim.cache.v4.hicache import V4HiCache
 
 ROOT_SCENARIO = "scenarios/dsv4_flash_multiturn_l1l2.yaml"
