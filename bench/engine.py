@@ -14,8 +14,9 @@ Then (4) the million-request figure: ``bench/synthetic_v4_l1l2.yaml`` (synthetic
 records streamed to a Parquet file as ``hicache-sim run`` does) at ``--requests`` and at a quarter of it,
 each in a process of its own: wall time, requests per wall second, CPU time (what one core spent: the
 figure to read on a shared machine), peak RSS, and the bytes each request adds at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0``
-skips it. (5) With ``--base COMMIT``, the bundled multi-turn scenarios timed in this tree and in COMMIT's
-(checked out in a temporary ``git worktree``, removed after), each in a process of its own.
+skips it. (5) The same case overloaded (``--overload``, five times its rate): CPU time per request at two request
+counts, flat when the engine stays linear with a long queue. (6) With ``--base COMMIT``, the bundled multi-turn
+scenarios timed in this tree and in COMMIT's (checked out in a temporary ``git worktree``, removed after), each in a process of its own.
 """
 
 from __future__ import annotations
@@ -118,8 +119,20 @@ def million(n: int) -> None:
           "the requests between)")
 
 
+def overload(n: int) -> None:
+    """(5): the synthetic V4 case sent at five times its rate, faster than the instance serves, so the waiting queue
+    grows to most of the requests: at ``n / 4`` and ``n`` requests, CPU time per request. Flat is linear in the
+    request count; a per-pass cost that grows with the queue shows as a rise."""
+    path = ROOT / "bench/synthetic_v4_l1l2.yaml"
+    print(f"\n{path.relative_to(ROOT)} at 30 requests/s (overloaded; one process each, records not written):")
+    print(f"{'requests':>12}{'CPU s':>9}{'CPU us/request':>16}")
+    for k in (n // 4, n):
+        r = timed_process(ROOT, path, [f"workload.num_requests={k}", "workload.rate=30"])
+        print(f"{r['requests']:>12,}{r['cpu_s']:>9.1f}{r['cpu_s'] / r['requests'] * 1e6:>16,.0f}")
+
+
 def against_base(commit: str) -> None:
-    """(5): the multi-turn scenarios' wall time here and at ``commit``, each run in a process of its own."""
+    """(6): the multi-turn scenarios' wall time here and at ``commit``, each run in a process of its own."""
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), commit], check=True,
@@ -140,6 +153,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--instances", type=int, default=4, help="instances serving the conversation trace")
     p.add_argument("--requests", type=int, default=1_000_000, help="requests of the synthetic case (0: skip it)")
+    p.add_argument("--overload", type=int, default=40_000, help="requests of the overloaded case (0: skip it)")
     p.add_argument("--base", metavar="COMMIT", help="time the multi-turn scenarios against this commit too")
     args = p.parse_args()
     simpy_eps = bare_simpy()
@@ -167,6 +181,8 @@ def main() -> None:
               f"{r['wall_s'] / roof_wall[r['name']]:>12.2f}x")  # fmt: skip
     if args.requests:
         million(args.requests)
+    if args.overload:
+        overload(args.overload)
     if args.base:
         against_base(args.base)
 
