@@ -14,6 +14,7 @@ lands.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -78,6 +79,7 @@ class Instance:
         self.layers = max(1, sim.cfg.model.layers)
         self.cache = self._new_cache()
         self.waiting: deque[Running] = deque()
+        self.queue_seq = itertools.count()  # numbers the waiting queue's order (Running.queue_seq)
         self.prefilling: list[Running] = []
         self.queued_tokens = 0  # the waiting and prefilling requests' prompts (the DP controller's total_tokens)
         self.ctrl = CacheController(self)
@@ -136,6 +138,7 @@ class Instance:
         self.env.timeout(end - now).callbacks.append(encoded)
 
     def submit(self, run: Running) -> None:
+        run.queue_seq = next(self.queue_seq)
         if self.sim.storage is not None:
             self.prefetcher.start(run)  # as it is queued, not when it reaches admission
         self.waiting.append(run)

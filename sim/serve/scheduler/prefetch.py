@@ -49,7 +49,9 @@ class Prefetcher:
         self.inst, self.sim, self.env = inst, inst.sim, inst.env
         self.tokens = 0
         self.cap = 0.5 * inst.sim.cfg.l2_pages * inst.sim.cfg.page_tokens
-        self.retries: dict[int, int | None] = {}  # rid -> pass at which the lookup is re-issued
+        self.retries: dict[int, int | None] = {}  # rid -> pass at which the lookup is re-issued (None: no pass yet)
+        self._missed: list[Running] = []  # requests whose lookup missed since the last pass
+        self._due: dict[int, list[Running]] = {}  # pass -> the requests whose lookup it re-issues
         self.passes = 0
         self.blocked = 0
         self.wake = math.inf
@@ -81,7 +83,7 @@ class Prefetcher:
             return
         if self.tokens >= self.cap:
             counters["sim_prefetch_rate_limited_total"] += 1
-            self.retries[req.rid] = None
+            self._retry_later(run)
             return
         hit = self.sim.storage.hit_pages(req.keys, start, stop)
         counters["storage_prefetch_hit_tokens_total"] += hit * pt
@@ -91,7 +93,7 @@ class Prefetcher:
         _, looked_up = self.inst.links["l3_lookup"].submit(self.env.now, cfg.l3_latency_s * calls)
         if hit * pt < threshold:
             counters["storage_prefetch_unfulfilled_tokens_total:below_threshold"] += hit * pt
-            self.retries[req.rid] = None
+            self._retry_later(run)
             run.lookup_done_s, run.lookup_deadline = looked_up, None
             return
         self._read(run, anchor, start, hit, requested, -(-threshold // pt), looked_up)
@@ -107,7 +109,7 @@ class Prefetcher:
             counters["storage_prefetch_unfulfilled_tokens_total:host_capacity"] += (hit - pages) * pt
         if not pages:
             cache.tree.host_unlock(anchor)
-            self.retries[run.req.rid] = None
+            self._retry_later(run)
             return
         window = pages if cfg.l3_all_window_pages else window_pages  # EIC reads whole pages per pool
         swa = window if pages == hit and window_pages else 0
@@ -189,35 +191,46 @@ class Prefetcher:
             reason = "deadline" if sim.cfg.prefetch_policy == "timeout" else "storage_transfer"
             sim.rec.counters[f"storage_prefetch_unfulfilled_tokens_total:{reason}"] += (pf.pages - done) * pt
 
+    def _retry_later(self, run: Running) -> None:
+        """The lookup missed: it is re-issued at a later pass (:meth:`retry_due`)."""
+        self.retries[run.req.rid] = None
+        self._missed.append(run)
+
     def retry_due(self) -> None:
         """Once per scheduling pass, re-issue the L3 lookups that are due (SGLang
         ``StoragePrefetchRetries.pop_ready``, ``mem_cache/storage_prefetch.py:43-83``, called from
         ``scheduler.py:3393-3404, 3879-3891``): a lookup that missed is due 8 passes after the first pass
         that sees it, at most 8 re-issues per request, and never for the queue head, which is admitted
-        with what it has."""
+        with what it has. The due lookups are re-issued in queue order.
+
+        A pass files the misses since the last one under the pass they are due at and takes the requests filed
+        under its own, so its cost does not grow with the queue (scanning the queue at every pass made an
+        overloaded run with L3 quadratic). An entry whose request was admitted, dropped or became the head has
+        left ``retries`` and is passed over."""
         self.passes += 1
-        retries, waiting = self.retries, self.inst.waiting
+        step, retries, waiting, missed = self.passes, self.retries, self.inst.waiting, self._missed
+        due_now = self._due.pop(step, ())
         if not (waiting and retries):
+            missed.clear()
             return
         retries.pop(waiting[0].req.rid, None)
-        step = self.passes
-        if not any(due is None or due <= step for due in retries.values()):
-            return
+        if missed:
+            filed = self._due.setdefault(step + PREFETCH_RETRY_INTERVAL, [])
+            for run in missed:
+                rid = run.req.rid
+                if rid in retries and retries[rid] is None:
+                    retries[rid] = step + PREFETCH_RETRY_INTERVAL
+                    filed.append(run)
+            missed.clear()
         ready = []
-        for run in waiting:
+        for run in due_now:
             rid = run.req.rid
-            if rid not in retries:
-                continue
-            if run.prefetch_attempts >= PREFETCH_RETRY_MAX_ATTEMPTS:
-                del retries[rid]
-                continue
-            due = retries[rid]
-            if due is None:
-                retries[rid] = due = step + PREFETCH_RETRY_INTERVAL
-            if due > step:
+            if retries.get(rid) != step:
                 continue
             del retries[rid]
-            ready.append(run)
+            if run.prefetch_attempts < PREFETCH_RETRY_MAX_ATTEMPTS:
+                ready.append(run)
+        ready.sort(key=lambda run: run.queue_seq)
         for run in ready:
             run.prefetch_attempts += 1
             self.sim.rec.counters["sim_prefetch_retries_total"] += 1

@@ -41,3 +41,4 @@ class Running:
     reprocessed_cached: int = 0
     lookup_done_s: float = 0.0  # a missed L3 lookup holds the request until it drains (Prefetcher.lookup_released)
     lookup_deadline: float | None = None  # under the timeout policy: the first poll + the base timeout
+    queue_seq: int = 0  # its place in the waiting queue: numbered as queued, renumbered by an lpm reorder

@@ -76,6 +76,8 @@ class PrefillAdder:
         running = len(inst.prefilling) + len(inst.running_batch.decoding)
         if cfg.schedule_policy == "lpm" and 1 < len(inst.waiting) <= LPM_MAX_QUEUE:
             inst.waiting = lpm_order(cache, inst.waiting, cfg.page_tokens)
+            for run in inst.waiting:
+                run.queue_seq = next(inst.queue_seq)
         pf.blocked, pf.wake = 0, math.inf
         taken: set[int] = set()
         stalled = False

@@ -327,6 +327,23 @@ class TestPrefetch:
             inst.prefetcher.retry_due()
         assert sim.rec.counters["sim_prefetch_retries_total"] == 8 and not inst.prefetcher.retries
 
+    def test_due_lookups_are_reissued_in_queue_order_and_a_request_that_left_the_queue_is_not(self):
+        sim, inst = self.build()
+        inst.submit(self.request(0, "h", stored=False, sim=sim))
+        runs = [self.request(rid, f"r{rid}", stored=False, sim=sim) for rid in (1, 2, 3)]
+        for run in runs:
+            inst.submit(run)
+        inst.waiting.rotate(-1)  # r1 becomes the head, h goes last (as an lpm reorder would, renumbered)
+        for run in inst.waiting:
+            run.queue_seq = next(inst.queue_seq)
+        del inst.prefetcher.retries[3]  # r3 admitted meanwhile
+        started = []
+        reissue = inst.prefetcher.start
+        inst.prefetcher.start = lambda run: (started.append(run.req.rid), reissue(run))
+        for _ in range(9):
+            inst.prefetcher.retry_due()
+        assert started == [2, 0]  # r1 is the head: never retried; h now queues behind r2
+
     def test_a_retry_finds_pages_written_since_the_miss(self):
         sim, inst = self.build()
         inst.submit(self.request(0, "h", stored=False, sim=sim))
