@@ -60,6 +60,10 @@ def _replays() -> list[Step]:
     return steps
 
 
+def _sets(*items: str) -> list[str]:
+    return [arg for item in items for arg in ("--set", item)]
+
+
 def steps(tree: Path) -> list[list[Step]]:
     """Groups of steps: a group runs in order (later steps read earlier outputs), groups run in parallel."""
     scenarios = sorted((tree / "scenarios").glob("*.yaml")) + sorted((tree / "scenarios/validation").glob("*.yaml"))
@@ -89,6 +93,14 @@ def steps(tree: Path) -> list[list[Step]]:
         [("seeds-multiturn-swa05", ["run", "scenarios/dsv4_flash_multiturn_l1l2.yaml", "--seeds", "5", "--workers",
                                     "1", "--set", "hicache.swa_full_tokens_ratio=0.5", "--out", "{d}",
                                     "--no-progress"])],
+        # Overloaded instances, which no bundled run is: a queue of thousands (admission pops its head) and L3
+        # lookups retried by the thousand, in queue order, fcfs and lpm.
+        [("run-overloaded-l3", ["run", "bench/synthetic_v4_l1l2.yaml", *_sets(
+            "workload.num_requests=3000", "workload.rate=30", "hardware.kv_mem_gb=4", "workload.num_prefix_groups=1000",
+            "l3.enabled=true", "hicache.prefetch_threshold=256"), "--out", "{d}", "--no-progress"]),
+         ("run-overloaded-lpm", ["run", "scenarios/dsv4_flash_l3_two_instances.yaml", *_sets(
+             "scheduler.schedule_policy=lpm", "workload.num_clients=512", "workload.max_parallel=100"),
+          "--out", "{d}", "--no-progress"])],
         [("sweep", ["sweep", "scenarios/dsv4_flash_l3_two_instances.yaml", "--out", "{d}", "--grid",
                     "hicache.prefetch_threshold=256,4096", "--workers", "1", "--no-progress"]),
          ("plot-threshold", ["plot", "threshold", "{out}/sweep/files", "--out", "{d}/thresholds.png"])],
