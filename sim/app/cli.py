@@ -423,7 +423,7 @@ def _cmd_replay(args) -> int:
     from sim.cache.hicache import HiCache
     from sim.cache.v4.swacache import v4_cache
     from sim.offline.replay import format_table, pages_for_bytes, parse_size, replay, replay_v4
-    from sim.workload.traces import detect_format, read_trace
+    from sim.workload.traces import detect_format, trace_requests
 
     if args.json:
         check_output_file(args.json, "--json")
@@ -433,9 +433,11 @@ def _cmd_replay(args) -> int:
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
     v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/cache/v4/swacache.py)
     page = args.page_size or (_trace_block(args, fmt) if not v4 else None) or model.page_size
-    # The policy simulator's unit: one node per hash id, the partial last block a page of its own.
-    requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
-                          max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
+    # The policy simulator's unit: one node per hash id, the partial last block a page of its own. The trace is
+    # read as it is replayed, so memory does not grow with it; a first pass checks every record and counts them.
+    requests = trace_requests(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
+                              max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
+    requests.survey(lambda n_in, n_out: 0.0)
     l1 = args.l1_pages
     if args.l1_bytes:
         l1 = pages_for_bytes(model, parse_size(args.l1_bytes, "--l1-bytes"), page, args.swa_ratio)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sim.workload.request import Request
@@ -58,7 +58,7 @@ class PageTrace:
     Built once per trace and page size; :meth:`bound` then runs one capacity in one pass.
     """
 
-    def __init__(self, requests: Sequence[Request], page_tokens: int) -> None:
+    def __init__(self, requests: Iterable[Request], page_tokens: int) -> None:
         ids: dict[tuple[int, object], int] = {}
         self.paths: list[list[int]] = []
         self.caps: list[int] = []
@@ -112,7 +112,7 @@ class PageTrace:
         return Bound(capacity, hits, self.input_pages, hits * pt, self.input_tokens, time.perf_counter() - start)
 
 
-def clairvoyant(requests: Sequence[Request], capacities: Iterable[int | None], page_tokens: int) -> list[Bound]:
+def clairvoyant(requests: Iterable[Request], capacities: Iterable[int | None], page_tokens: int) -> list[Bound]:
     """The clairvoyant bound of ``requests`` at each capacity (pages of ``page_tokens`` tokens)."""
     trace = PageTrace(requests, page_tokens)
     return [trace.bound(c) for c in capacities]

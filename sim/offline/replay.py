@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,11 +104,11 @@ class ReplayResult:
         }  # fmt: skip
 
 
-def replay_v4(cache: SWACache, model: ModelSpec, requests: list[Request], trace: str = "",
+def replay_v4(cache: SWACache, model: ModelSpec, requests: Iterable[Request], trace: str = "",
               progress: bool = False) -> ReplayResult:
-    """Serve ``requests`` in order through the V4 cache: admission (with load-back), prefill chunk by chunk,
-    decode, release; backups are acknowledged at the end of each request. Output pages that a trace does not
-    give are keyed uniquely to their request."""
+    """Serve ``requests`` (sized: a list, or a surveyed trace stream) in order through the V4 cache: admission
+    (with load-back), prefill chunk by chunk, decode, release; backups are acknowledged at the end of each request.
+    Output pages that a trace does not give are keyed uniquely to their request."""
     from sim.base.progress import track
     from sim.cache.v4.hicache import request_keys
 
@@ -160,11 +161,13 @@ def _num(x: float) -> int | None:
     return None if x == float("inf") else int(x)
 
 
-def replay(cache: HiCache, requests: list[Request], trace: str = "", progress: bool = False,
+def replay(cache: HiCache, requests: Iterable[Request], trace: str = "", progress: bool = False,
            bound: bool = False) -> ReplayResult:  # fmt: skip
-    """Serve ``requests`` in order. Window state and backups settle at the end of each request.
+    """Serve ``requests`` (sized: a list, or a surveyed trace stream) in order. Window state and backups settle at
+    the end of each request.
 
-    ``bound``: also run the clairvoyant bound (:mod:`sim.cache.clairvoyant`) at the cache's capacities.
+    ``bound``: also run the clairvoyant bound (:mod:`sim.cache.clairvoyant`) at the cache's capacities (a second
+    pass over ``requests``).
     """
     from sim.base.progress import track
 

@@ -170,9 +170,12 @@ class HostController:
         self._count_backup(op)
 
     def ack_all(self) -> list[Backup]:
+        """Acknowledge every copy in flight at once, for a caller with no clock (a replay): none of them is left for
+        :meth:`take_new_backups` (a replay never takes them, and kept they held every backed-up node alive)."""
         ops = list(self.pending.values())
         for op in ops:
             self.ack(op)
+        self._new_backups.clear()
         return ops
 
     def _evict_unbacked(self, node: UNode, tracker: list[int]) -> None:

@@ -93,6 +93,15 @@ def test_write_through_backs_up_on_first_insert_and_locks_until_the_ack():
     assert r.protected == 768
 
 
+def test_acking_everything_at_once_leaves_no_copy_for_a_clocked_caller():
+    """A replay acks each request's backups at its end and never takes them to time their copies: kept, they
+    grew by every backup and held each backed-up node alive."""
+    c = hicache()
+    serve(c, list(range(1000)), [1])
+    c.ack_all()
+    assert not c.pending and c.take_new_backups() == []
+
+
 def test_evicted_backed_up_pages_load_back_with_their_window():
     c = hicache(l1=8)
     serve(c, list(range(1000)), [1])
