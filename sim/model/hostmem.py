@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 
 from sim.model.pools import ModelSpec
 
-__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate", "swa_host_pages"]
+__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate", "swa_host_pages",
+           "swa_pages"]
 
 RESERVE_BYTES = 10 * 1024**3  # HICACHE_HOST_MEMORY_RESERVE_BYTES, pool_host/base.py:28
 AUTO_FRACTION = 0.8  # --hicache-host-memory-fraction default, arg_groups/fields/memory.py:117-121
@@ -106,15 +107,21 @@ V4_AUTO_REFUSED = ("HiCache auto-sizing does not support DeepSeekV4TokenToKVPool
                    "kv_cache_builder.py:456-460: HiCache on without --hicache-ratio)")  # fmt: skip
 
 
+def swa_pages(full_pages: int, swa_ratio: float) -> int:
+    """SWA pages beside ``full_pages`` Full pages on one tier: ``swa_ratio`` of them, at least one
+    (``model_executor/pool_configurator.py:1046``)."""
+    return max(1, int(round(full_pages * swa_ratio, 6)))
+
+
 def swa_host_pages(l1_pages: int, l2_pages: int, swa_ratio: float, hicache_ratio: float | None = None) -> int:
     """SWA host pages beside ``l2_pages`` Full host pages: SGLang's V4 holds ``int(SWA device pages x
-    hicache_ratio)`` (``hybrid_pool_assembler.py:647-667``), the SWA device pages being ``swa_ratio`` of
+    hicache_ratio)`` (``hybrid_pool_assembler.py:647-667``), the SWA device pages being :func:`swa_pages` of
     ``l1_pages``; given a page count and no ratio, the same share of it."""
     if not l2_pages:
         return 0
     if hicache_ratio is not None:
-        return int(max(1, int(round(l1_pages * swa_ratio, 6))) * hicache_ratio)
-    return max(1, int(round(l2_pages * swa_ratio, 6)))
+        return int(swa_pages(l1_pages, swa_ratio) * hicache_ratio)
+    return swa_pages(l2_pages, swa_ratio)
 
 
 def host_bytes(model: ModelSpec, l2_pages: int, swa_ratio: float, page_tokens: int) -> int:

@@ -38,6 +38,7 @@ from sim.cache.v4.controller import WRITE_THRESHOLD, Backup, HostController
 from sim.cache.v4.pools import OutOfMemory, PagedPools
 from sim.cache.v4.swa import SWA_EVICTION_INTERVAL, out_of_window_boundary
 from sim.cache.v4.unified import Match, UnifiedTree, UNode
+from sim.model.hostmem import swa_pages
 from sim.model.pools import ModelSpec
 
 __all__ = ["Backup", "OutOfMemory", "Running", "SWACache", "v4_cache"]
@@ -324,12 +325,12 @@ def v4_cache(model: ModelSpec, *, l1_pages: int | None, l2_pages: int | None, po
              load_back_threshold: int, swa_ratio: float, chunked_prefill_size: int = 8192,
              l2_swa_pages: int | None = None) -> SWACache:  # fmt: skip
     """SGLang's V4 cache for ``model``: the SWA pools are ``swa_ratio`` of the Full ones on each tier
-    (``model_executor/pool_configurator.py:1046``); the SWA host pool is ``l2_swa_pages`` where the caller
+    (:func:`sim.model.hostmem.swa_pages`); the SWA host pool is ``l2_swa_pages`` where the caller
     sized it from the ratio as SGLang does (:func:`sim.model.hostmem.swa_host_pages`), else the same share of
     the Full host pages."""
-    swa = lambda pages: None if pages is None else max(1, int(round(pages * swa_ratio, 6)))  # noqa: E731
-    host_swa = (l2_swa_pages if l2_swa_pages is not None else swa(l2_pages)) if l2_pages else 0
-    return SWACache(page=page, window=model.sliding_window, full_pages=l1_pages, swa_pages=swa(l1_pages),
+    host_swa = (l2_swa_pages if l2_swa_pages is not None else swa_pages(l2_pages, swa_ratio)) if l2_pages else 0
+    return SWACache(page=page, window=model.sliding_window, full_pages=l1_pages,
+                    swa_pages=None if l1_pages is None else swa_pages(l1_pages, swa_ratio),
                     host_full_pages=l2_pages, host_swa_pages=host_swa,
                     write_policy=policy, load_back_threshold=load_back_threshold,
                     chunked_prefill_size=chunked_prefill_size)  # fmt: skip
