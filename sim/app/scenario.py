@@ -15,56 +15,21 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sim.app.schema import (
-    CATALOG_MODELS,
-    ClusterConfig,
-    ComputeConfig,
-    HardwareConfig,
-    HiCacheConfig,
-    HiSparseAccessConfig,
-    HiSparseConfig,
-    L3Config,
-    ModelConfig,
-    MultiTurnWorkload,
-    OutputConfig,
-    PoolConfig,
-    Scenario,
-    SchedulerConfig,
-    SyntheticWorkload,
-    TraceWorkload,
-    build_model_spec,
-)
+from sim.app import schema
+from sim.app.schema import MultiTurnWorkload, Scenario, SyntheticWorkload, TraceWorkload
 from sim.app.schema.workload import _WORKLOAD_CLASSES, _WORKLOAD_KINDS
 from sim.base.errors import InputError
 from sim.base.inputs import numbers_problem, parse_yaml, read_text
 
-__all__ = [
-    "CATALOG_MODELS",
-    "ClusterConfig",
-    "ComputeConfig",
-    "HardwareConfig",
-    "HiCacheConfig",
-    "HiSparseAccessConfig",
-    "HiSparseConfig",
-    "L3Config",
-    "ModelConfig",
-    "MultiTurnWorkload",
-    "OutputConfig",
-    "PoolConfig",
-    "Scenario",
-    "SchedulerConfig",
-    "SyntheticWorkload",
-    "TraceWorkload",
-    "apply_overrides",
-    "build_model_spec",
-    "dump_resolved",
-    "field_paths",
-    "field_problem",
-    "load_scenario",
-    "reblame",
-    "scenario_from_dict",
-    "validate_file",
-]
+__all__ = sorted(["apply_overrides", "dump_resolved", "field_paths", "field_problem", "load_scenario", "reblame",
+                  "scenario_from_dict", "validate_file", *schema.__all__])  # fmt: skip
+
+
+def __getattr__(name: str):
+    """The schema's names, re-exported: ``from sim.app.scenario import HiCacheConfig`` keeps working."""
+    if name in schema.__all__:
+        return getattr(schema, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ------------------------------------------------------------------------------------------ YAML and errors
