@@ -17,11 +17,15 @@ figure to read on a shared machine), peak RSS, and the bytes each request adds a
 skips it. (5) The same case overloaded (``--overload``, five times its rate): CPU time per request at two request
 counts, flat when the engine stays linear with a long queue. (6) With ``--base COMMIT``, the bundled multi-turn
 scenarios timed in this tree and in COMMIT's (checked out in a temporary ``git worktree``, removed after), each in a process of its own.
+(7) A lane replay (``scenarios/dsv4_flash_agentic_lanes.yaml``, 120 s measured) over generated Weka corpora of
+``--corpus`` and four times as many trajectories (written to a temporary folder): CPU time and peak RSS, flat in
+the corpus when the replay holds only the trajectories its lanes play.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -29,8 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import simpy
 
 from sim.app.run import build, summarise
@@ -40,9 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 MULTI_TURN = ("quickstart", "dsv4_flash_multiturn_l1", "dsv4_flash_multiturn_l1l2", "dsv41_flash_multiturn_l1",
               "dsv41_flash_multiturn_l1l2", "mla_baseline_multiturn")  # fmt: skip
 # One timed run in a fresh process (argv: scenario, requests_out or "-", overrides...), in whichever tree
-# PYTHONPATH names: it uses only names that tree and fb467f9 both have. Prints one JSON line.
+# PYTHONPATH names: it uses only names that tree and fb467f9 both have. Prints one JSON line. Peak RSS is
+# this process's own (VmHWM): Linux carries ru_maxrss over an exec, so that would be the parent's when larger.
 _TIMED = """
-import json, resource, sys, time
+import json, re, resource, sys, time
 from sim.app.run import build, run_scenario
 from sim.app.scenario import load_scenario
 sc = load_scenario(sys.argv[1], sys.argv[3:])
@@ -54,8 +61,11 @@ if sys.argv[2] == "-":
 else:
     n = run_scenario(sc, requests_out=sys.argv[2]).summary["requests"]["finished"]
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-print(json.dumps({"requests": n, "wall_s": wall, "cpu_s": cpu,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+try:
+    rss_kb = int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
+except OSError:
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"requests": n, "wall_s": wall, "cpu_s": cpu, "rss_mb": rss_kb / 1024}))
 """
 
 
@@ -136,22 +146,55 @@ def overload(n: int) -> None:
             print(f"{tiers:<14}{r['requests']:>12,}{r['cpu_s']:>9.1f}{r['cpu_s'] / r['requests'] * 1e6:>16,.0f}")
 
 
-def against_base(commit: str) -> None:
-    """(6): the multi-turn scenarios' wall time here and at ``commit``, each run in a process of its own."""
+def corpus(n: int, base: Path | None) -> None:
+    """(7): a lane replay over generated corpora of ``n`` and ``4 n`` AgentX-like trajectories (30 turns on
+    average, contexts growing by ~3K tokens a turn up to 128K; ~300 KB of JSON each), here and in ``base``."""
+    from sim.app.schema import AgenticWorkload
+    from sim.workload.agentic import generate_sessions
+
+    path = "scenarios/dsv4_flash_agentic_lanes.yaml"
+    trees = [("this", ROOT)] + ([("base", base)] if base else [])
+    print(f"\n{path} over generated Weka corpora, 120 s measured (one process each):")
+    print(f"{'tree':<6}{'trajectories':>13}{'file MB':>9}{'CPU s':>8}{'peak RSS MB':>13}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in (n, 4 * n):
+            w = AgenticWorkload(sessions=k, turns_per_session=30, first_turn_tokens=4000, context_growth_tokens=3000,
+                                max_context=131072, output_tokens=400, subagent_probability=0.2)  # fmt: skip
+            file = Path(tmp) / f"corpus_{k}.jsonl"
+            with file.open("w") as fh:
+                for rec in generate_sessions(w, np.random.default_rng(3), k):
+                    fh.write(json.dumps(rec) + "\n")
+            for label, tree in trees:
+                r = timed_process(tree, tree / path, [f"workload.path={file}", "workload.benchmark_duration_s=120"])
+                print(f"{label:<6}{k:>13,}{file.stat().st_size / 2**20:>9,.0f}{r['cpu_s']:>8.1f}{r['rss_mb']:>13,.0f}")
+
+
+@contextlib.contextmanager
+def base_tree(commit: str | None) -> Iterator[Path | None]:
+    """``commit`` checked out in a temporary ``git worktree`` (removed after), or None without one."""
+    if commit is None:
+        yield None
+        return
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), commit], check=True,
                        capture_output=True)  # fmt: skip
         try:
-            print(f"\nmulti-turn scenarios, wall s (one process each; base {commit}):")
-            print(f"{'scenario':<30}{'requests':>10}{'base s':>9}{'this s':>9}{'speed-up':>10}{'CPU speed-up':>14}")
-            for name in MULTI_TURN:
-                old = timed_process(base, base / f"scenarios/{name}.yaml", [])
-                new = timed_process(ROOT, ROOT / f"scenarios/{name}.yaml", [])
-                print(f"{name:<30}{new['requests']:>10,}{old['wall_s']:>9.2f}{new['wall_s']:>9.2f}"
-                      f"{old['wall_s'] / new['wall_s']:>9.2f}x{old['cpu_s'] / new['cpu_s']:>13.2f}x")  # fmt: skip
+            yield base
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
+
+
+def against_base(base: Path, commit: str) -> None:
+    """(6): the multi-turn scenarios' wall time here and at ``commit`` (checked out at ``base``), each run in a
+    process of its own."""
+    print(f"\nmulti-turn scenarios, wall s (one process each; base {commit}):")
+    print(f"{'scenario':<30}{'requests':>10}{'base s':>9}{'this s':>9}{'speed-up':>10}{'CPU speed-up':>14}")
+    for name in MULTI_TURN:
+        old = timed_process(base, base / f"scenarios/{name}.yaml", [])
+        new = timed_process(ROOT, ROOT / f"scenarios/{name}.yaml", [])
+        print(f"{name:<30}{new['requests']:>10,}{old['wall_s']:>9.2f}{new['wall_s']:>9.2f}"
+              f"{old['wall_s'] / new['wall_s']:>9.2f}x{old['cpu_s'] / new['cpu_s']:>13.2f}x")  # fmt: skip
 
 
 def main() -> None:
@@ -159,7 +202,8 @@ def main() -> None:
     p.add_argument("--instances", type=int, default=4, help="instances serving the conversation trace")
     p.add_argument("--requests", type=int, default=1_000_000, help="requests of the synthetic case (0: skip it)")
     p.add_argument("--overload", type=int, default=40_000, help="requests of the overloaded case (0: skip it)")
-    p.add_argument("--base", metavar="COMMIT", help="time the multi-turn scenarios against this commit too")
+    p.add_argument("--base", metavar="COMMIT", help="time the multi-turn scenarios and the lane replay against this commit too")
+    p.add_argument("--corpus", type=int, default=200, help="trajectories of the lane replay's smaller corpus (0: skip it)")
     args = p.parse_args()
     simpy_eps = bare_simpy()
     cases = [
@@ -188,8 +232,11 @@ def main() -> None:
         million(args.requests)
     if args.overload:
         overload(args.overload)
-    if args.base:
-        against_base(args.base)
+    with base_tree(args.base) as base:
+        if args.corpus:
+            corpus(args.corpus, base)
+        if base:
+            against_base(base, args.base)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -53,7 +53,7 @@ from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
 from sim.workload.traces import trace_requests
-from sim.workload.trajectory import PageBudget, read_weka, weka_trajectory
+from sim.workload.trajectory import PageBudget, Trajectory, WekaCorpus, weka_trajectory
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
@@ -332,10 +332,11 @@ def open_loop_stream(sc: Scenario, page: int, rng: np.random.Generator) -> Reque
     raise InputError(f"workload.kind: {w.kind} is not an open-loop workload")
 
 
-def lane_trajectories(w, page: int, rng: np.random.Generator) -> list:
-    """The trajectories a lane replay draws from: read from a Weka file, or generated (``kind: agentic``)."""
+def lane_trajectories(w, page: int, rng: np.random.Generator) -> Sequence[Trajectory]:
+    """The trajectories a lane replay draws from: a Weka corpus, read again trajectory by trajectory as lanes
+    draw them, or generated sessions (``kind: agentic``), held (they are bounded to start within seconds)."""
     if w.kind == "lanes":
-        return read_weka(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
+        return WekaCorpus(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
     from sim.workload.agentic import MAX_GENERATED_PAGES, generate_sessions
 
     budget = PageBudget(MAX_GENERATED_PAGES)

@@ -27,7 +27,11 @@ __all__ = [
     "MAX_SIMULATED_S",
     "MAX_YAML_NODES",
     "MIN_MAGNITUDE",
+    "check_unchanged",
+    "file_stamp",
     "iter_lines",
+    "json_objects",
+    "json_records",
     "number_problem",
     "num_text",
     "numbers_problem",
@@ -110,14 +114,15 @@ def read_text(path: str | Path, what: str, *, source: str | None = None) -> str:
         raise InputError(f"not a UTF-8 text file (byte {exc.start})", source=source) from None
 
 
-def iter_lines(path: str | Path, what: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each non-blank line, each decoded as UTF-8 and at most ``MAX_LINE_BYTES``."""
+def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0) -> Iterator[tuple[int, int, str]]:
+    """(line number, byte offset, text) of each non-blank line, each decoded as UTF-8 and at most
+    ``MAX_LINE_BYTES``; from ``offset``, the start of line ``lineno + 1``, so a reader can come back to a line."""
     try:
         fh = open(path, "rb")  # noqa: SIM115 (closed below; generator)
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=str(path)) from None
     with fh:
-        lineno = 0
+        fh.seek(offset)
         while raw := fh.readline(MAX_LINE_BYTES + 1):
             lineno += 1
             if len(raw) > MAX_LINE_BYTES:
@@ -128,7 +133,27 @@ def iter_lines(path: str | Path, what: str) -> Iterator[tuple[int, str]]:
             except UnicodeDecodeError:
                 raise InputError(f"not a UTF-8 text file (a JSON-lines {what})", source=str(path), line=lineno) from None
             if line.strip():
-                yield lineno, line
+                yield lineno, offset, line
+            offset += len(raw)
+
+
+def file_stamp(path: str | Path) -> tuple | None:
+    """What tells a file read again from the one read before (its size and modification time; a folder's, its
+    ``.json`` files'); None if it cannot be read."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            return tuple((f.name, file_stamp(f)) for f in sorted(p.iterdir()) if f.suffix == ".json")
+        st = p.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def check_unchanged(path: str | Path, stamp: tuple | None, why: str) -> None:
+    """Refuse an input read again (``why``) that is not the one read before: a run never mixes two versions."""
+    if file_stamp(path) != stamp:
+        raise InputError(f"changed during the run ({why})", source=str(path))
 
 
 # ------------------------------------------------------------------------------------------------ JSON
@@ -145,13 +170,19 @@ def _finite(text: str) -> float:
     return value
 
 
-def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each record of a JSON-lines trace; a record that is not an object is refused."""
-    for lineno, line in iter_lines(path, "trace"):
-        rec = parse_json(line, str(path), line=lineno)
+def json_records(path: str | Path, *, offset: int = 0, lineno: int = 0) -> Iterator[tuple[int, int, dict]]:
+    """(line number, byte offset, object) of each record of a JSON-lines trace, from ``offset`` (see
+    :func:`iter_lines`); a record that is not an object is refused."""
+    for n, at, line in iter_lines(path, "trace", offset=offset, lineno=lineno):
+        rec = parse_json(line, str(path), line=n)
         if not isinstance(rec, dict):
-            raise InputError("expected a JSON object", source=str(path), line=lineno)
-        yield lineno, rec
+            raise InputError("expected a JSON object", source=str(path), line=n)
+        yield n, at, rec
+
+
+def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each record of a JSON-lines trace."""
+    return ((n, rec) for n, _, rec in json_records(path))
 
 
 def parse_json(text: str, source: str, *, line: int | None = None, what: str = "JSON") -> Any:

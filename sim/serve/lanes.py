@@ -28,6 +28,8 @@ tokens) / (last finish - first start) of the measured calls, divided by the GPUs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -40,7 +42,7 @@ __all__ = ["LanePlayer", "agentx_report", "format_agentx_report"]
 class LanePlayer:
     """The arrival process of a lane replay (``w``: a LanesWorkload or AgenticWorkload)."""
 
-    def __init__(self, sim, trajectories: list[Trajectory], w) -> None:
+    def __init__(self, sim, trajectories: Sequence[Trajectory], w) -> None:
         self.sim, self.env, self.trajs, self.w = sim, sim.env, trajectories, w
         self.cap = w.idle_gap_cap_s
         self._events: dict[int, object] = {}
@@ -51,6 +53,7 @@ class LanePlayer:
         self.stop_s = float("inf")
         self.cutoff_s = float("inf")  # the run ends here (sim.serve.engine.Simulation.run)
         self.sessions_started = 0
+        self._warmed = 0  # lanes whose warm-up calls have finished
         self._measured = sim.env.event()
 
     # ----- sending -----------------------------------------------------------------------------------
@@ -130,15 +133,18 @@ class LanePlayer:
         before = [c for i, c in main if i < start]
         return t_star, start, before[len(before) - w.warmup_requests_per_lane:] if w.warmup_requests_per_lane else []
 
-    def _lane(self, lane: int, plan: tuple[float, int, list[Call]], warmed):
+    def _first(self, lane: int, rng: np.random.Generator) -> tuple[Trajectory, tuple[float, int, list[Call]]]:
+        traj = self.trajs[lane % len(self.trajs)]  # lane l starts with trajectory l
+        return traj, self._start_point(traj, rng)
+
+    def _lane(self, traj: Trajectory, plan: tuple[float, int, list[Call]]):
         env, trajs = self.env, self.trajs
-        traj = trajs[lane % len(trajs)]
         t_star, start, warm = plan
         session = self._new_session()
         for call in warm:
             yield self._send(call, session, -1)
-        warmed.append(lane)
-        if len(warmed) == self.w.lanes:
+        self._warmed += 1
+        if self._warmed == self.w.lanes:
             self._begin()
         yield self._measured
         yield from self._tree(traj, session, start, t_star)
@@ -163,9 +169,7 @@ class LanePlayer:
         """The arrival process: every lane, until the duration ends and their trees drain."""
         env, rng = self.env, self.sim.rng
         self.sim.on_finish = self._finished
-        plans = [self._start_point(self.trajs[lane % len(self.trajs)], rng) for lane in range(self.w.lanes)]
-        warmed: list[int] = []
-        lanes = env.all_of([env.process(self._lane(lane, plans[lane], warmed)) for lane in range(self.w.lanes)])
+        lanes = env.all_of([env.process(self._lane(*self._first(lane, rng))) for lane in range(self.w.lanes)])
         yield self._measured
         if self.cutoff_s < float("inf"):
             yield lanes | env.timeout(self.cutoff_s - env.now)

@@ -12,9 +12,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from sim.base.inputs import check_unchanged, file_stamp
 from sim.workload.request import Request
 
 __all__ = ["CHUNK", "Concat", "IndexedRequests", "RequestStream", "Survey", "TraceRequests", "survey"]
@@ -121,14 +123,26 @@ class Concat(IndexedRequests):
 
 class TraceRequests(RequestStream):
     """A trace read as it is replayed: ``read()`` opens it again for every pass. Its size is known once
-    a survey has read it through."""
+    a survey has read it through. With its ``path``, a pass over a file changed since the first pass is
+    refused (before it starts, or at its end) rather than mixed into the run."""
 
-    def __init__(self, read: Callable[[], Iterator[Request]]) -> None:
-        self.read = read
+    def __init__(self, read: Callable[[], Iterator[Request]], path: str | Path | None = None) -> None:
+        self.read, self.path = read, path
         self._size: int | None = None
+        self._stamp: tuple | None = None
 
     def __iter__(self) -> Iterator[Request]:
-        return self.read()
+        if self.path is None:
+            return self.read()
+        if self._size is None:
+            self._stamp = file_stamp(self.path)
+        return self._checked()
+
+    def _checked(self) -> Iterator[Request]:
+        why = "a trace is read again as it is replayed"
+        check_unchanged(self.path, self._stamp, why)
+        yield from self.read()
+        check_unchanged(self.path, self._stamp, why)
 
     def __len__(self) -> int:
         if self._size is None:

@@ -120,7 +120,7 @@ def read_trace(path: str | Path, **kwargs) -> list[Request]:
 
 def trace_requests(path: str | Path, **kwargs) -> TraceRequests:
     """A trace as a stream: read again at every pass (:func:`iter_trace`'s arguments)."""
-    return TraceRequests(lambda: iter_trace(path, **kwargs))
+    return TraceRequests(lambda: iter_trace(path, **kwargs), path)
 
 
 def iter_trace(path: str | Path, *, fmt: str = "auto", block_size: int | None = None, page_size: int | None = None,

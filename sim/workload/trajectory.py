@@ -23,7 +23,7 @@ not cover (aiperf fills such a tail with fresh text) get keys of their own that 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +32,10 @@ from sim.base.inputs import (
     MAX_REQUEST_TOKENS,
     MAX_SIMULATED_S,
     MAX_WORKLOAD_PAGES,
+    check_unchanged,
+    file_stamp,
     json_objects,
+    json_records,
     num_text,
     number_problem,
     parse_json,
@@ -40,16 +43,16 @@ from sim.base.inputs import (
 )
 from sim.workload.request import Request
 
-__all__ = ["Call", "PageBudget", "PageInterner", "Subagent", "Trajectory", "iter_bailian", "iter_trajectory_requests", "read_bailian",
-           "read_weka", "trajectory_requests", "weka_trajectory"]
+__all__ = ["Call", "PageBudget", "PageInterner", "Subagent", "Trajectory", "WekaCorpus", "iter_bailian",
+           "iter_trajectory_requests", "read_bailian", "read_weka", "trajectory_requests", "weka_trajectory"]
 
 JOIN_EPS_S = 1e-6  # aiperf's _JOIN_EPSILON_SECONDS
 
 
 class PageInterner:
     """Page keys as small ints: ``(previous page's id, the page's block ids)`` -> id, so equal ids mean
-    equal prefixes. One interner is one hash-id namespace. ``budget``: the page keys a replay that holds
-    them may still make (trajectories are held for the whole run; a streamed trace needs none)."""
+    equal prefixes. One interner is one hash-id namespace. ``budget``: the page keys still allowed a replay
+    that holds its trajectories for the whole run (a lane replay of a corpus and a streamed trace need none)."""
 
     def __init__(self, budget: PageBudget | None = None) -> None:
         self._ids: dict[tuple, int] = {}
@@ -81,9 +84,9 @@ class PageInterner:
 
 @dataclass(slots=True)
 class PageBudget:
-    """Page keys trajectories may still hold, shared by every trajectory of one replay (a lane replay holds
-    them all for the whole run), so a file or a generator that would expand past ``limit`` is refused at the
-    call that passes it, not after it has filled the memory."""
+    """Page keys trajectories may still hold, shared by every trajectory of a replay that holds them all for
+    the whole run (an open-loop Weka replay, generated sessions), so a file or a generator that would expand
+    past ``limit`` is refused at the call that passes it, not after it has filled the memory."""
 
     limit: int = MAX_WORKLOAD_PAGES
     used: int = 0
@@ -142,30 +145,65 @@ def end_to_start(prev: Call, nxt_t: float) -> float:
 
 
 # ----- Weka ---------------------------------------------------------------------------------------------
+class WekaCorpus(Sequence):
+    """A Weka corpus as a lane replay draws from it: iterating it the first time (the run's survey) reads and
+    checks every trajectory and keeps only where each one is; ``corpus[k]`` reads trajectory k again. A lane
+    replay so holds the trajectories its lanes are playing, not the corpus, whose page keys can pass what
+    memory holds (AgentX's has ~57K parent calls, half of them past 256K tokens). ``budget``: the page keys the
+    caller will keep, for one that holds every trajectory (:func:`read_weka`)."""
+
+    def __init__(self, path: str | Path, *, page_size: int, max_trajectories: int | None = None,
+                 budget: PageBudget | None = None) -> None:  # fmt: skip
+        self.path, self.page, self.most, self.budget = Path(path), page_size, max_trajectories, budget
+        self._where: list[tuple[str, int | None, int]] | None = None  # (source, line or None, byte offset)
+        self._stamps: dict[str, tuple | None] = {}
+
+    def _read_through(self) -> list[tuple[str, int | None, int]]:
+        if self._where is None:
+            raise TypeError("a corpus is indexed once it has been read through")
+        return self._where
+
+    def __len__(self) -> int:
+        return len(self._read_through())
+
+    def __getitem__(self, k: int) -> Trajectory:
+        source, line, offset = self._read_through()[k]
+        check_unchanged(source, self._stamps[source], "a lane replay reads a trajectory again as a lane draws it")
+        rec = _load_json(Path(source)) if line is None else next(json_records(source, offset=offset, lineno=line - 1))[2]
+        return weka_trajectory(rec, self.page, source, line)
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return self._scan() if self._where is None else map(self.__getitem__, range(len(self)))
+
+    def _scan(self) -> Iterator[Trajectory]:
+        where: list[tuple[str, int | None, int]] = []
+        for source, line, offset, rec in _weka_objects(self.path):
+            if self.most is not None and len(where) >= self.most:
+                break
+            self._stamps.setdefault(source, file_stamp(source))
+            yield weka_trajectory(rec, self.page, source, line, self.budget)
+            where.append((source, line, offset))
+        if not where:
+            raise InputError("holds no trajectories", source=str(self.path))
+        self._where = where
+
+
 def read_weka(path: str | Path, *, page_size: int, max_trajectories: int | None = None) -> list[Trajectory]:
-    """Read Weka trajectories: JSON lines, one ``.json`` object, or a folder of ``.json`` files."""
-    out: list[Trajectory] = []
-    budget = PageBudget()
-    for source, lineno, rec in _weka_objects(Path(path)):
-        if max_trajectories is not None and len(out) >= max_trajectories:
-            break
-        out.append(weka_trajectory(rec, page_size, source, lineno, budget))
-    if not out:
-        raise InputError("holds no trajectories", source=str(path))
-    return out
+    """Read Weka trajectories, every one held: JSON lines, one ``.json`` object, or a folder of ``.json`` files."""
+    return list(WekaCorpus(path, page_size=page_size, max_trajectories=max_trajectories, budget=PageBudget()))
 
 
-def _weka_objects(path: Path) -> Iterator[tuple[str, int | None, dict]]:
+def _weka_objects(path: Path) -> Iterator[tuple[str, int | None, int, dict]]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".json")
         for f in files:
-            yield str(f), None, _load_json(f)
+            yield str(f), None, 0, _load_json(f)
         return
     if path.suffix == ".json":
-        yield str(path), None, _load_json(path)
+        yield str(path), None, 0, _load_json(path)
         return
-    for lineno, rec in json_objects(path):
-        yield str(path), lineno, rec
+    for lineno, offset, rec in json_records(path):
+        yield str(path), lineno, offset, rec
 
 
 def _load_json(path: Path) -> dict:

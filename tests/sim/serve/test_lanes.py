@@ -1,6 +1,7 @@
 """Lane replay as aiperf plays AgentX: pacing, the idle cap, subagent fan-out and join, churn, tier accounting."""
 
 import json
+import weakref
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,32 @@ class TestChurn:
         assert df["device_hit_tokens"].iloc[3] == 0  # a new session shares nothing with an earlier one
         assert df["device_hit_tokens"].iloc[4] == 512  # ... but its own calls share their prefix
         assert result.summary["client"]["sessions_started"] >= 4
+
+    def test_the_replay_holds_the_trajectories_its_lanes_play_not_the_corpus(self, tmp_path, monkeypatch):
+        """The corpus is read again trajectory by trajectory (``WekaCorpus``): with 2 lanes cycling through 30
+        trajectories, no more than 2 are alive when a call is sent."""
+        from sim.serve.lanes import LanePlayer
+        from sim.workload.trajectory import WekaCorpus
+
+        drawn, most = [], 0
+        read, send = WekaCorpus.__getitem__, LanePlayer._send
+
+        def reading(self, k):
+            traj = read(self, k)
+            drawn.append(weakref.ref(traj))
+            return traj
+
+        def sending(self, *args):
+            nonlocal most
+            most = max(most, sum(ref() is not None for ref in drawn))
+            return send(self, *args)
+
+        monkeypatch.setattr(WekaCorpus, "__getitem__", reading)
+        monkeypatch.setattr(LanePlayer, "_send", sending)
+        trajs = [[call(0, 256, [i]), call(2, 512, [i, i + 1])] for i in range(30)]
+        result, _ = run_lanes(tmp_path, trajs, lanes=2, benchmark_duration_s=200.0)
+        assert result.summary["client"]["sessions_started"] > 30 and len(drawn) > 30
+        assert most == 2
 
     def test_no_call_is_sent_after_the_duration(self, tmp_path):
         a = [call(0, 256, [1]), call(5, 256, [1])]

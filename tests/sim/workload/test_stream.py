@@ -93,3 +93,15 @@ class TestTraces:
         stream = trace_requests(mooncake_lines(tmp_path / "t.jsonl", 6, bad_at=5), page_size=256)
         with pytest.raises(InputError, match=r"t\.jsonl:6: malformed JSON"):
             stream.survey(lengths_cost)
+
+    def test_a_trace_changed_after_its_survey_is_refused_not_mixed_into_the_run(self, tmp_path):
+        path = mooncake_lines(tmp_path / "t.jsonl", 6)
+        stream = trace_requests(path, page_size=256)
+        stream.survey(lengths_cost)
+        replay = iter(stream)
+        next(replay)
+        mooncake_lines(path, 7)  # appended to while the replay reads it
+        with pytest.raises(InputError, match=rf"^{path}: changed during the run \(a trace is read again"):
+            list(replay)
+        with pytest.raises(InputError, match="changed during the run"):
+            next(iter(stream))

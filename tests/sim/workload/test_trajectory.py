@@ -11,6 +11,7 @@ from sim.workload.trajectory import (
     PageBudget,
     PageInterner,
     Subagent,
+    WekaCorpus,
     read_bailian,
     read_weka,
     weka_trajectory,
@@ -119,6 +120,43 @@ class TestWeka:
     def test_the_bundled_file_reads(self):
         trajs = read_weka(DATA / "weka_synthetic.jsonl", page_size=256)
         assert len(trajs) == 24 and any(isinstance(s, Subagent) for t in trajs for s in t.steps)
+
+
+class TestWekaCorpus:
+    """A lane replay's corpus: read through once, then each trajectory read again when a lane draws it."""
+
+    def trajs(self):
+        return [traj([call(0, 256 * (i + 1), list(range(4 * (i + 1)))),
+                      {"t": 2.0, "type": "subagent", "duration_ms": 1000, "requests": [call(2.0, 256, [9, 8, 7, 6])]},
+                      call(9.0, 512, list(range(8)))], tid=str(i)) for i in range(3)]  # fmt: skip
+
+    def test_a_trajectory_read_again_equals_the_one_read_through(self, tmp_path):
+        path = tmp_path / "w.jsonl"
+        path.write_text("\n\n".join(json.dumps(t) for t in self.trajs()) + "\n")  # blank lines between records
+        corpus = WekaCorpus(path, page_size=256)
+        first = list(corpus)
+        assert len(corpus) == 3 and [corpus[k] for k in (2, 0, 1)] == [first[2], first[0], first[1]]
+        assert list(corpus) == first == read_weka(path, page_size=256)
+
+    def test_a_folder_is_read_again_file_by_file(self, tmp_path):
+        for i, t in enumerate(self.trajs()):
+            (tmp_path / f"{i}.json").write_text(json.dumps(t))
+        corpus = WekaCorpus(tmp_path, page_size=256, max_trajectories=2)
+        first = list(corpus)
+        assert len(corpus) == 2 and corpus[1] == first[1] and corpus[1] is not first[1]
+
+    def test_it_has_no_size_before_it_is_read_through(self, tmp_path):
+        corpus = WekaCorpus(write_weka(tmp_path / "w.jsonl", *self.trajs()), page_size=256)
+        with pytest.raises(TypeError, match="read through"):
+            len(corpus)
+
+    def test_a_file_changed_after_the_read_through_is_refused_not_mixed_in(self, tmp_path):
+        path = write_weka(tmp_path / "w.jsonl", *self.trajs())
+        corpus = WekaCorpus(path, page_size=256)
+        list(corpus)
+        write_weka(path, *self.trajs()[1:])
+        with pytest.raises(InputError, match=rf"^{path}: changed during the run"):
+            corpus[0]
 
 
 class TestBailian:
