@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ __all__ = [
     "MAX_SIMULATED_S",
     "MAX_YAML_NODES",
     "MIN_MAGNITUDE",
+    "check_rereadable",
     "check_unchanged",
     "file_stamp",
     "iter_lines",
@@ -122,7 +125,8 @@ def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0)
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=str(path)) from None
     with fh:
-        fh.seek(offset)
+        if offset:
+            fh.seek(offset)
         while raw := fh.readline(MAX_LINE_BYTES + 1):
             lineno += 1
             if len(raw) > MAX_LINE_BYTES:
@@ -148,6 +152,18 @@ def file_stamp(path: str | Path) -> tuple | None:
     except OSError:
         return None
     return st.st_size, st.st_mtime_ns
+
+
+def check_rereadable(path: str | Path, what: str) -> None:
+    """Refuse a pipe or a device where a file is read more than once (checked through, then replayed): a pipe
+    gives its records once, and the replay would read nothing or the middle of a record."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # the first read names what is wrong
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+        raise InputError(f"a pipe or a device: a {what} is read through before it is replayed, so give a file",
+                         source=str(path))  # fmt: skip
 
 
 def check_unchanged(path: str | Path, stamp: tuple | None, why: str) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sim.base.errors import InputError
-from sim.base.inputs import MAX_REQUEST_TOKENS, MAX_SIMULATED_S, json_objects, num_text
+from sim.base.inputs import MAX_REQUEST_TOKENS, MAX_SIMULATED_S, check_rereadable, json_objects, num_text
 from sim.workload import trajectory
 from sim.workload.request import Request
 from sim.workload.stream import TraceRequests
@@ -120,6 +120,7 @@ def read_trace(path: str | Path, **kwargs) -> list[Request]:
 
 def trace_requests(path: str | Path, **kwargs) -> TraceRequests:
     """A trace as a stream: read again at every pass (:func:`iter_trace`'s arguments)."""
+    check_rereadable(path, "trace")
     return TraceRequests(lambda: iter_trace(path, **kwargs), path)
 
 

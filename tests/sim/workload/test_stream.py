@@ -2,6 +2,7 @@
 the run without holding the workload."""
 
 import json
+import os
 import tracemalloc
 
 import numpy as np
@@ -105,3 +106,9 @@ class TestTraces:
             list(replay)
         with pytest.raises(InputError, match="changed during the run"):
             next(iter(stream))
+
+    def test_a_pipe_is_refused_before_it_is_read_as_it_gives_its_records_once(self, tmp_path):
+        fifo = tmp_path / "trace.fifo"
+        os.mkfifo(fifo)
+        with pytest.raises(InputError, match=rf"^{fifo}: a pipe or a device: a trace is read through before"):
+            trace_requests(fifo, page_size=256)
