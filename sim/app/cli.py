@@ -79,17 +79,34 @@ def _cmd_run(args) -> int:
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
     if args.seeds is not None:
-        return _run_seeds(args, scenario)
+        try:
+            return _run_seeds(args, scenario)
+        except InputError as exc:
+            raise _blamed(exc, args.scenario, overrides) from None
     with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):  # before the run
         try:
             result = run_scenario(scenario, progress=not args.no_progress,
                                   requests_out=tmp / "requests.parquet", notify=_note)  # fmt: skip
-        except InputError as exc:  # found while the run starts (pools, workload): a field names the scenario file
-            raise _in_scenario(exc, args.scenario) from None
+        except InputError as exc:  # found while the run starts (pools, workload)
+            raise _blamed(exc, args.scenario, overrides) from None
         names = write_files(result, tmp)
     print(format_summary(result))
     print(f"wrote {out}/: {', '.join(names)}")
     return 0
+
+
+def _blamed(exc: InputError, scenario: str, overrides: list[str]) -> InputError:
+    """An error found while the run starts, blamed as ``validate`` blames it: on the ``--set`` items that cause
+    it (the scenario checked again through the start, only now that it failed), else on the scenario file."""
+    if overrides:
+        from sim.app.run import check_startable
+        from sim.app.scenario import load_scenario
+
+        try:
+            load_scenario(scenario, overrides, check_start=check_startable)
+        except InputError as blamed:
+            return blamed
+    return _in_scenario(exc, scenario)
 
 
 def _in_scenario(exc: InputError, scenario: str) -> InputError:
@@ -123,8 +140,9 @@ def _run_seeds(args, scenario) -> int:
 def _add_diff(sub) -> None:
     p = sub.add_parser("diff", help="compare two runs' figures: is B's difference from A outside the noise?",
                        description="Compare the headline figures of two run folders (best: both run with the same "
-                       "--seeds, which pairs them seed by seed). Prints A, B, B - A and B / A with their 95%% "
-                       "intervals and whether the difference is outside the noise (its interval excludes 0).")  # fmt: skip
+                       "--seeds, which pairs them seed by seed). Prints A, B, B - A and B / A with their 95% "
+                       "intervals and whether the difference is outside the noise (its interval excludes 0). Against a "
+                       "single run, the interval is the seeded run's spread for one more seed.")  # fmt: skip
     p.add_argument("a", metavar="RUN_A", help="a run folder (or its summary.json)")
     p.add_argument("b", metavar="RUN_B", help="the run to compare against A")
     p.add_argument("--json", metavar="OUT", default=None, help="also write the comparison as JSON")
@@ -158,7 +176,7 @@ the knee and the clairvoyant ceiling); write policies side by side; L3 prefetch 
 DeepSeek-V4's hit rate lost to the SWA pool; HiSparse against the batch (--decode); and the cheapest
 candidate that meets the SLOs, with its launch command.
 
-  hicache-sim plan --scenario scenarios/quickstart.yaml --slo ttft_p90=1s --decode scenarios/hisparse_quick.yaml
+  hicache-sim plan --scenario scenarios/quickstart.yaml --slo ttft_p90=1.5s --decode scenarios/hisparse_quick.yaml
 """
 
 
@@ -281,7 +299,9 @@ def _cmd_tree(args) -> int:
     from sim.offline.treecalls import compare, run_calls
 
     path = Path(args.calls)
-    if not path.is_file():
+    if path.is_dir():
+        raise InputError("a folder: give a call stream file (JSON lines)", source=args.calls)
+    if not path.exists():  # a pipe is read once, whole, and is fine
         raise InputError("no such file", source=args.calls)
     checked = agreed = 0
     unnamed: set = set()

@@ -7,6 +7,7 @@ all. Bad input (missing file, missing columns, unknown kind or parameter) raises
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -270,6 +271,13 @@ def plot_misses(df: pd.DataFrame):
 
 
 def read_timeseries(path: Path) -> pd.DataFrame:
+    try:
+        role = json.loads((path.parent / "summary.json").read_text()).get("role")
+    except (OSError, ValueError, AttributeError):
+        role = None
+    if role == "decode":
+        raise InputError("no occupancy to plot: this is a decode instance's run (HiSparse), whose time series "
+                         "holds its decode steps, not the cache pools; plot misses instead", source=str(path))  # fmt: skip
     df = _read(path, OCCUPANCY_COLUMNS)
     capacity = _capacity(path.parent / "summary.json")
     if capacity:
@@ -278,8 +286,6 @@ def read_timeseries(path: Path) -> pd.DataFrame:
 
 
 def _capacity(summary: Path) -> dict | None:
-    import json
-
     try:
         return json.loads(summary.read_text()).get("capacity_pages")
     except (OSError, ValueError):
@@ -334,8 +340,6 @@ def plot_occupancy(df: pd.DataFrame):
 def read_rounds(path: Path) -> pd.DataFrame:
     """The records, with the client that grouped them (from the run's ``summary.json``): rounds of
     bench_multiturn or steps of bench_serving. A run without either has nothing to plot by round."""
-    import json
-
     df = _read(path, ROUNDS_COLUMNS)
     try:
         client = (json.loads((path.parent / "summary.json").read_text()).get("client") or {}).get("client", "")

@@ -6,7 +6,9 @@ figure from one seed can be far from its mean (the multi-turn L1 + L2 gain is 1.
 each figure as mean and Student-t 95% interval over seeds. The seeds are a list, so the same list gives the
 same rows, and two setups run over the same list are *paired*: seed s of A and seed s of B share arrivals
 and client order (common random numbers), so their per-seed differences carry less noise than two
-independent means. :func:`compare` uses the paired test when the seed lists match and Welch's otherwise.
+independent means. :func:`compare` uses the paired test when the seed lists match and Welch's otherwise;
+against a single run, the other side's spread bounds where one more of its draws would fall (a prediction
+interval, equal variances assumed).
 """
 
 from __future__ import annotations
@@ -163,7 +165,7 @@ class Difference:
     ratio: float
     ratio_lo: float
     ratio_hi: float
-    test: str  # "paired t" or "Welch t" (or "one seed" when no spread can be estimated)
+    test: str  # "paired t", "Welch t", "t, B one seed" (A's spread) or "one seed" (no spread on either side)
     n_a: int
     n_b: int
     significant: bool
@@ -198,6 +200,11 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str] | None = No
             dof = (va + vb) ** 2 / ((va**2 / (len(x) - 1) if va else 0) + (vb**2 / (len(y) - 1) if vb else 0) or 1)
             half = t_quantile(max(1, int(dof))) * se  # floor of Welch's df: a slightly wider interval
             lo, hi, test = mb - ma - half, mb - ma + half, "Welch t"
+            rlo, rhi = (ratio - half / ma, ratio + half / ma) if ma else (math.nan, math.nan)
+        elif max(len(x), len(y)) >= 2:  # one seed on one side: the other side's spread, as for one more draw
+            many = x if len(x) >= 2 else y
+            half = t_quantile(len(many) - 1) * float(many.std(ddof=1)) * math.sqrt(1 / len(many) + 1)
+            lo, hi, test = mb - ma - half, mb - ma + half, f"t, {'B' if len(y) < 2 else 'A'} one seed"
             rlo, rhi = (ratio - half / ma, ratio + half / ma) if ma else (math.nan, math.nan)
         else:
             lo = hi = mb - ma
@@ -277,12 +284,15 @@ def read_seed_table(folder) -> pd.DataFrame:
         raise InputError(f"cannot read a run's summary: {exc.strerror}", source=str(path)) from None
     except ValueError:
         raise InputError("not a JSON summary", source=str(path)) from None
-    if isinstance(data, dict) and data.get("kind") == "seeds":
-        return pd.DataFrame(data["per_seed"])
-    if isinstance(data, dict) and data.get("role") == "decode" and "hisparse" in data:
-        from sim.app.plan.tasks import decode_row
+    try:
+        if isinstance(data, dict) and data.get("kind") == "seeds":
+            return pd.DataFrame(data["per_seed"])
+        if isinstance(data, dict) and data.get("role") == "decode" and "hisparse" in data:
+            from sim.app.plan.tasks import decode_row
 
-        return pd.DataFrame([{"seed": data.get("seed", 0), **decode_row(data)}])
-    if isinstance(data, dict) and "throughput" in data and "hit_rate" in data:
-        return pd.DataFrame([{"seed": data.get("seed", 0), **flat_metrics(data)}])
+            return pd.DataFrame([{"seed": data.get("seed", 0), **decode_row(data)}])
+        if isinstance(data, dict) and "throughput" in data and "hit_rate" in data:
+            return pd.DataFrame([{"seed": data.get("seed", 0), **flat_metrics(data)}])
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a summary edited or cut short by hand
+        raise InputError(f"a damaged run summary ({type(exc).__name__}: {exc})", source=str(path)) from None
     raise InputError("not a hicache-sim run summary (no throughput, no per-seed rows)", source=str(path))

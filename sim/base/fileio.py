@@ -25,8 +25,10 @@ __all__ = ["atomic_path", "check_image_file", "check_output_file", "check_output
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds."""
+    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds. A device,
+    pipe or socket at ``path`` is refused: the rename would replace the node itself (``/dev/null`` with a file)."""
     final = Path(path)
+    _check_not_special(final, "output")
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
     os.close(fd)
@@ -84,8 +86,16 @@ def check_output_file(path: str | os.PathLike, option: str = "--out") -> Path:
     _check_name(path, option)
     if path.is_dir():
         raise InputError(f"{option}: is a folder, expected a file name", source=str(path))
+    _check_not_special(path, option)
     _check_parents(path, option)
     return path
+
+
+def _check_not_special(path: Path, option: str) -> None:
+    """Results are written whole to a new file renamed into place, which would replace a device or a pipe."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise InputError(f"{option}: a device or a pipe, not a file (results are written to a new file renamed "
+                         "into place, which would replace it)", source=str(path))  # fmt: skip
 
 
 def check_output_folder(path: str | os.PathLike, option: str = "--out") -> Path:
@@ -185,12 +195,12 @@ def staged_dir(final: str | os.PathLike, *, overwrite: bool = False, option: str
     """
     final = check_output_folder(final, option)
     if final.is_dir() and any(final.iterdir()):
+        if not (final / marker).is_file():
+            raise InputError(f"{option}: holds other files, not a hicache-sim output folder (no {marker}); choose "
+                             "an empty or new folder", source=str(final))  # fmt: skip
         if not overwrite:
             raise InputError(f"{option}: already holds results; pass --overwrite to replace them, or choose "
                              "another folder", source=str(final))  # fmt: skip
-        if not (final / marker).is_file():
-            raise InputError(f"{option}: not a hicache-sim output folder (no {marker}); refusing to replace it",
-                             source=str(final))  # fmt: skip
     parent = final.absolute().parent
     created = [p for p in (parent, *parent.parents) if not p.exists()]  # removed again if the run fails
     try:

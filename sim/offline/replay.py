@@ -19,7 +19,7 @@ from sim.base.inputs import number_problem
 from sim.base.text import plural
 from sim.cache.clairvoyant import Bound, clairvoyant
 from sim.cache.hicache import HiCache
-from sim.cache.v4.swacache import SWACache
+from sim.cache.v4.swacache import OutOfMemory, SWACache
 from sim.model.pools import ModelSpec
 from sim.serve.metrics import dropped_by_reason
 from sim.workload.request import Request
@@ -117,7 +117,12 @@ def replay_v4(cache: SWACache, model: ModelSpec, requests: Iterable[Request], tr
     with cycle_gc_paused():
         for req in track(requests, desc="replay", unit="requests", enabled=progress):
             r = cache.admit(request_keys(req, page), req.input_len, max(1, req.output_len))
-            cache.finish(r)
+            try:
+                cache.finish(r)
+            except OutOfMemory as exc:  # the pools, all else evicted, cannot hold this request: too small
+                raise InputError(f"request {req.rid} ({req.input_len:,} + {req.output_len:,} tokens) does not fit the "
+                                 f"device pools even with everything else evicted ({exc}): give L1 more pages",
+                                 source=trace or None) from None  # fmt: skip
             cache.ack_all()
             cache.write_back_copies.clear()  # no clock: a write_back copy costs nothing here
     return ReplayResult(cache, trace, time.perf_counter() - start, model)

@@ -227,6 +227,9 @@ def run_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
         try:
             if lineno == 0:
                 check_fields(call, HEADER_FIELDS)
+                if call.get("eviction_policy", "lru") != "lru":  # the recorded trees evict LRU; others would differ
+                    raise InputError(f"eviction_policy: the trees answer with SGLang's LRU eviction, got "
+                                     f"{call['eviction_policy']!r}")  # fmt: skip
                 header = call
                 continue
             if driver is None:

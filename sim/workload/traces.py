@@ -150,6 +150,7 @@ def iter_trace(path: str | Path, *, fmt: str = "auto", block_size: int | None = 
 def detect_format(path: str | Path) -> str:
     """``weka`` for a folder or ``.json`` file or a record with ``requests``; ``bailian`` for one with
     ``chat_id``; ``mooncake`` for one with ``hash_ids``; else ``tokens``."""
+    check_rereadable(path, "trace")  # the first record is read here, then the trace again from its start
     if Path(path).is_dir() or Path(path).suffix == ".json":
         return "weka"
     first = next(json_objects(path), None)

@@ -134,7 +134,8 @@ def _pools_fit(sc: Scenario) -> None:
     host_gb = host_pages * page_bytes * hw.tp_size / 1e9
     if host_gb > hw.host_mem_gb:
         field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
-        raise _field_error(field, f"host pool ({host_gb:,.1f} GB) exceeds hardware.host_mem_gb ({hw.host_mem_gb:g})")
+        raise _field_error(field, f"host pool ({host_gb:,.1f} GB) exceeds hardware.host_mem_gb ({hw.host_mem_gb:g}): a "
+                           "smaller pool or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
 
 
 CROSS_CHECKS: tuple[Callable[[Scenario], None], ...] = (

@@ -45,6 +45,16 @@ def test_a_bad_scenario_exits_2_naming_the_field_and_writes_nothing(tmp_path, ca
     assert not out.exists()
 
 
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "2"]])
+def test_an_error_found_as_the_run_starts_blames_the_set_that_causes_it(tmp_path, capsys, seeds):
+    out = tmp_path / "out"
+    code = main(["run", str(SCENARIOS / "quickstart.yaml"), "--out", str(out), "--set", "workload.num_clients=8",
+                 "--set", "hardware.kv_mem_gb=0.01", "--no-progress", *seeds])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("hicache-sim: error: --set hardware.kv_mem_gb=0.01: hardware.kv_mem_gb: the empty")
+    assert not out.exists()
+
+
 def test_validate_reports_a_malformed_file_with_its_line(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nhicache: [unclosed\n")

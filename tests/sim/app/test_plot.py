@@ -203,6 +203,16 @@ class TestHonestAxes:
         assert "no rounds to plot" in err and len(err.strip().splitlines()) == 1
         assert not (tmp_path / "r.png").exists()
 
+    def test_occupancy_of_a_decode_instance_says_what_to_plot_instead(self, tmp_path, capsys):
+        run = tmp_path / "run"
+        run.mkdir()
+        (run / "summary.json").write_text('{"role": "decode"}')
+        pd.DataFrame({"step": [0, 1]}).to_parquet(run / "timeseries.parquet")
+        assert main(["plot", "occupancy", str(run), "--out", str(tmp_path / "o.png")]) == 2
+        err = capsys.readouterr().err
+        assert "a decode instance's run (HiSparse)" in err and "plot misses instead" in err
+        assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o.png").exists()
+
     def test_rounds_of_a_multiturn_run_have_integer_ticks_and_percent(self, run_dir):
         from sim.app.plot import plot_rounds, read_rounds
 

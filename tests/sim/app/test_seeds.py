@@ -67,6 +67,17 @@ class TestCompare:
         (d,) = compare(a, b, ["input_tokens_per_s"])
         assert d.test == "Welch t" and not d.significant
 
+    def test_against_a_single_run_the_interval_is_the_seeded_sides_spread_for_one_more_draw(self):
+        values = [100.0, 200.0, 150.0, 120.0, 180.0]
+        a = pd.DataFrame({"seed": [1, 2, 3, 4, 5], "input_tokens_per_s": values})
+        b = pd.DataFrame({"seed": [9], "input_tokens_per_s": [400.0]})
+        (d,) = compare(a, b, ["input_tokens_per_s"])
+        half = t_quantile(4) * np.std(values, ddof=1) * math.sqrt(1 / 5 + 1)
+        assert d.test == "t, B one seed" and (d.diff_lo, d.diff_hi) == pytest.approx((250 - half, 250 + half))
+        assert d.significant  # 400 is far outside what A's spread gives one more seed
+        (e,) = compare(b.assign(input_tokens_per_s=[160.0]), a, ["input_tokens_per_s"])
+        assert e.test == "t, A one seed" and not e.significant and e.diff_hi - e.diff_lo == pytest.approx(2 * half)
+
     def test_aggregate_groups_by_grid_columns_and_leaves_out_failed_rows(self):
         df = pd.DataFrame({"x": [1, 1, 2, 2, 2], "seed": [1, 2, 1, 2, 3], "status": ["ok"] * 4 + ["failed"],
                            "hit_total": [0.1, 0.3, 0.5, 0.7, np.nan]})  # fmt: skip
@@ -115,6 +126,12 @@ class TestCommands:
         agg = pd.read_csv(out / "sweep_seeds.csv")
         assert list(agg["seeds"]) == [2, 2]
         assert "±" in capsys.readouterr().out
+
+    def test_diff_of_a_damaged_summary_is_one_line_and_exit_2(self, tmp_path, capsys):
+        (tmp_path / "summary.json").write_text(json.dumps({"throughput": {}, "hit_rate": {}, "metrics": "x"}))
+        assert main(["diff", str(tmp_path), str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{tmp_path / 'summary.json'}: a damaged run summary" in err
 
     def test_diff_of_something_that_is_not_a_run_is_one_line_and_exit_2(self, tmp_path, capsys):
         (tmp_path / "summary.json").write_text("{}")

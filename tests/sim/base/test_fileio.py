@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sim.base.errors import InputError
-from sim.base.fileio import check_output_file, check_output_folder, new_run_dir, staged_dir
+from sim.base.fileio import check_output_file, check_output_folder, new_run_dir, staged_dir, write_text_atomic
 
 
 class TestStagedDir:
@@ -40,11 +40,13 @@ class TestStagedDir:
         assert [p.name for p in final.iterdir()] == ["summary.json"]
         assert (final / "summary.json").read_text() == "new"
 
-    def test_replacing_refuses_a_folder_that_is_not_an_earlier_output(self, tmp_path):
+    @pytest.mark.parametrize("overwrite", [False, True])
+    def test_a_folder_that_is_not_an_earlier_output_is_refused_without_offering_overwrite(self, tmp_path, overwrite):
         (tmp_path / "notes.txt").write_text("mine")
-        with pytest.raises(InputError, match="not a hicache-sim output folder"), staged_dir(tmp_path, overwrite=True):
+        with pytest.raises(InputError, match="holds other files, not a hicache-sim output folder") as exc, \
+                staged_dir(tmp_path, overwrite=overwrite):  # fmt: skip
             pass
-        assert (tmp_path / "notes.txt").read_text() == "mine"
+        assert "--overwrite" not in str(exc.value) and (tmp_path / "notes.txt").read_text() == "mine"
 
     def test_an_empty_folder_is_used_as_is(self, tmp_path):
         (tmp_path / "x").mkdir()
@@ -91,6 +93,15 @@ class TestTargets:
                 check_output_folder(ro / "x")
         finally:
             ro.chmod(0o755)
+
+    def test_a_pipe_or_device_is_refused_not_replaced_by_a_file(self, tmp_path):
+        fifo = tmp_path / "out.fifo"
+        os.mkfifo(fifo)
+        with pytest.raises(InputError, match=r"--csv: a device or a pipe, not a file"):
+            check_output_file(fifo, "--csv")
+        with pytest.raises(InputError, match=r"output: a device or a pipe"):
+            write_text_atomic(fifo, "x")
+        assert not fifo.is_file() and fifo.exists()
 
     def test_checks_create_nothing(self, tmp_path):
         check_output_folder(tmp_path / "a" / "b")

@@ -58,6 +58,13 @@ def test_cli_rejects_a_bad_line_in_one_line(tmp_path, capsys):
     assert f"{calls}:2: malformed JSON" in capsys.readouterr().err
 
 
+def test_a_recording_made_with_another_eviction_order_is_refused_not_answered_lru(tmp_path, capsys):
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text('{"page_size": 4, "eviction_policy": "lfu"}\n{"call": {"op": "insert", "tokens": [1, 2, 3, 4]}}\n')
+    assert main(["tree", str(calls), "--quiet"]) == 2
+    assert f"{calls}:1: eviction_policy: the trees answer with SGLang's LRU eviction, got 'lfu'" in capsys.readouterr().err
+
+
 def test_a_node_the_recorder_could_not_name_may_be_left_out_of_a_later_host_eviction():
     unnamed: set = set()
     demote = {"events": [{"demote": [0, 256, 5723]}]}
