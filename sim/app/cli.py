@@ -76,6 +76,8 @@ def _cmd_run(args) -> int:
     from sim.app.scenario import load_scenario
     from sim.base.fileio import run_folder
 
+    if args.workers is not None and args.seeds is None:
+        raise InputError("--workers: parallel runs of --seeds; a single run is one process (add --seeds N)")
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
     if args.seeds is not None:
@@ -326,7 +328,8 @@ def _add_validate(sub) -> None:
                        description="Validate a scenario YAML: unknown keys, wrong types and impossible sizes "
                        "are reported with the YAML path of the field; exit status 2 on error.")  # fmt: skip
     p.add_argument("scenario", metavar="SCENARIO.yaml")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a field as run does, and check the result (repeatable)")  # fmt: skip
     p.set_defaults(func=_cmd_validate)
 
 
@@ -593,7 +596,8 @@ def _cmd_sweep(args) -> int:
         write_text_atomic(f"{args.out}/sweep_seeds.csv", aggregate(df, keys).to_csv(index=False))
     else:
         print(format_rows(df, [a.key for a in plan.axes]))
-    print(f"wrote {args.out}/sweep.parquet ({len(df)} of {len(plan.points)} points), sweep.yaml, points/")
+    also = ", sweep_seeds.csv" if args.seeds is not None else ""
+    print(f"wrote {args.out}/sweep.parquet ({len(df)} of {len(plan.points)} points), sweep.yaml{also}, points/")
     failed = df[df["status"] == "failed"] if "status" in df else df.iloc[:0]
     if len(failed):
         first = failed.iloc[0]

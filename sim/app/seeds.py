@@ -138,7 +138,7 @@ def format_intervals(df: pd.DataFrame, keys: Sequence[str] = ()) -> str:
     cols = [(m, h, f) for m, h, f in HEADLINE if f"{m}_mean" in agg]
     heads = [k.rsplit(".", 1)[-1] for k in keys] + ["seeds"] + [h for _, h, _ in cols]
     cells = []
-    for _, r in agg.iterrows():
+    for r in agg.to_dict("records"):  # per column, so an integer grid value prints as one (iterrows: floats)
         row = [str(r[k]) for k in keys] + [str(int(r["seeds"]))]
         for m, _, f in cols:
             half = r[f"{m}_half"]

@@ -297,11 +297,12 @@ def _md_notes(section: dict) -> list[str]:
 
 def _md_header(d: dict, command: str) -> list[str]:
     slo = ", ".join(f"{k} <= {t:g} s" for k, t in d["slo"].items()) or "none"
-    seeds = ", ".join(map(str, d["seeds"]))
-    out = [f"# Plan: {d['scenario']} ({d['model']}, {d['pools']} pools)", ""]
+    seeds = ("seed " if len(d["seeds"]) == 1 else "seeds ") + ", ".join(map(str, d["seeds"]))
+    model = "" if d["model"] == d["scenario"] else f"{d['model']}, "
+    out = [f"# Plan: {d['scenario']} ({model}{d['pools']} pools)", ""]
     if command:
         out += ["```", command, "```", ""]
-    out += [f"{d['runs']} runs ({len(d['failed_runs'])} failed), seeds {seeds}; SLOs: {slo}. Intervals are 95% "
+    out += [f"{d['runs']} runs ({len(d['failed_runs'])} failed), {seeds}; SLOs: {slo}. Intervals are 95% "
             "Student-t over seeds: `mean [lo, hi]` (lower ends clipped at 0).", ""]  # fmt: skip
     return out + _md_notes(d)
 
