@@ -691,10 +691,12 @@ def _bench_serving(conv: Conversion, argv: list[str], index: int) -> None:
             key, kind = names[flag]
             step[key] = _number(kind, flag, value)
             conv.mapped.append(f"{text} -> workload.steps[{index}].{key}")
+            conv.origins[f"workload.steps.{index}.{key}"] = f"--bench {text}"
         elif flag == "--request-rate":
             rate = _number(float, flag, value, infinite=True)
             step["request_rate"] = None if rate == math.inf else rate
             conv.mapped.append(f"{text} -> workload.steps[{index}].request_rate: {step['request_rate']}")
+            conv.origins[f"workload.steps.{index}.request_rate"] = f"--bench {text}"
         elif flag == "--flush-cache":
             step["flush_cache"] = True
             conv.mapped.append(f"{text} -> workload.steps[{index}].flush_cache: true")
@@ -734,6 +736,7 @@ def _bench_multiturn(conv: Conversion, argv: list[str], sglang_version: str) -> 
             kind = names[flag]
             wl[key] = _number(kind, flag, value) if kind is not str else value
             conv.mapped.append(f"{text} -> workload.{key}")
+            conv.origins[f"workload.{key}"] = f"--bench {text}"
         elif flag == "--disable-random-sample":
             wl["disable_random_sample"] = True
             random_sample = False
@@ -790,9 +793,11 @@ def _aiperf(conv: Conversion, argv: list[str]) -> None:
             else:
                 wl[target.split(".", 1)[1]] = number
             conv.mapped.append(f"{text} -> {target}: {number}")
+            conv.origins[target] = f"--bench {text}"
         elif target == "workload.path":
             wl["path"] = str(Path(value).expanduser())
             conv.mapped.append(f"{text} -> workload.path")
+            conv.origins["workload.path"] = f"--bench {text}"
         elif flag == "--custom-dataset-type" and value != "weka_trace":
             raise InputError(f"aiperf --custom-dataset-type {value}: only weka_trace is modelled (workload.kind: lanes)")
         elif flag == "--cache-bust" and value != "first_turn_prefix":

@@ -85,6 +85,17 @@ def test_a_flags_number_is_held_to_every_inputs_bounds_and_a_field_it_set_blames
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(("bench", "message"), [
+    ("python -m sglang.bench_serving --num-prompts -5", "--bench --num-prompts -5: workload.steps.0.num_prompts"),
+    ("python benchmark/hicache/bench_multiturn.py --num-clients -3 --disable-auto-run",
+     "--bench --num-clients -3: workload.num_clients"),
+])  # fmt: skip
+def test_a_field_a_bench_flag_set_blames_that_flag(bench, message):
+    with pytest.raises(InputError) as info:
+        from_sglang(V4, [bench], gpu="H200").check()
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
 def test_bench_serving_commands_become_steps_in_order():
     bench = "python -m sglang.bench_serving --dataset-name random-ids --random-range-ratio 1 --request-rate inf --flush-cache"
     conv = from_sglang(M2_LAUNCH, [f"{bench} --max-concurrency 1 --num-prompts 4", f"{bench} --max-concurrency 8"],
