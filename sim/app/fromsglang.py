@@ -831,7 +831,7 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     _launch(conv, argv, model_config)
     _resolve_spec(conv, accept_length)
     _hardware(conv, gpu, sglang_version, host_mem_gb)
-    _page_defaults(conv)
+    _page_defaults(conv, model_config)
     for i, bench in enumerate(benches):
         _bench(conv, bench, i, sglang_version)
     if conv.prompt_text and not conv.token_ids:  # SGLang tokenizes text prompts one after another
@@ -858,15 +858,19 @@ def _hardware(conv: Conversion, gpu: str, sglang_version: str, host_mem_gb: floa
         hw["host_mem_gb"] = host_mem_gb
 
 
-def _page_defaults(conv: Conversion) -> None:
+def _page_defaults(conv: Conversion, model_config: str | None) -> None:
     """SGLang's page size for the model (256, asserted, for DeepSeek V4; else 1) and V4's SWA cap mode; HiCache
     off unless the command enabled it."""
     from sim.model.modelcfg import derive, load_config
 
     model, hw = conv.scenario["model"], conv.scenario["hardware"]
     try:
-        shape = derive(load_config(model["config"])[0], tp_size=hw.get("tp_size", 1),
-                       kv_dtype=model.get("kv_dtype", "auto"), expert_dtype=model.get("expert_dtype", "auto"))  # fmt: skip
+        config = load_config(model["config"])[0]
+    except InputError as exc:  # the config --model-config names, or the one --model-path found
+        raise InputError(f"{'--model-config' if model_config else '--launch'}: {exc}") from None
+    try:
+        shape = derive(config, tp_size=hw.get("tp_size", 1), kv_dtype=model.get("kv_dtype", "auto"),
+                       expert_dtype=model.get("expert_dtype", "auto"))  # fmt: skip
     except InputError as exc:  # a flag's value the model cannot take (--kv-cache-dtype, --tp-size)
         raise InputError(f"--launch: {exc}") from None
     hc = conv.scenario.setdefault("hicache", {})

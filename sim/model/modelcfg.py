@@ -94,6 +94,8 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
 
     path = Path(ref).expanduser()
     if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(f"model config {ref!r}: a folder without a config.json")
         path = path / "config.json"
     shipped = model_config_path(ref)
     if shipped is not None:

@@ -96,6 +96,13 @@ def test_a_field_a_bench_flag_set_blames_that_flag(bench, message):
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
 
 
+def test_a_model_config_that_cannot_be_read_names_the_option(tmp_path):
+    with pytest.raises(InputError, match=r"^--model-config: model config '.*': a folder without a config.json"):
+        from_sglang(V4, [], gpu="H200", model_config=str(tmp_path))
+    with pytest.raises(InputError, match=r"^--model-config: model config '.*nope.json': no such file"):
+        from_sglang(V4, [], gpu="H200", model_config=str(tmp_path / "nope.json"))
+
+
 def test_bench_serving_commands_become_steps_in_order():
     bench = "python -m sglang.bench_serving --dataset-name random-ids --random-range-ratio 1 --request-rate inf --flush-cache"
     conv = from_sglang(M2_LAUNCH, [f"{bench} --max-concurrency 1 --num-prompts 4", f"{bench} --max-concurrency 8"],
