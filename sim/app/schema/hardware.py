@@ -34,7 +34,8 @@ class HardwareConfig(_Section):
         "are not given: SGLang 0.5.23 (modelled) or 0.5.2 (older published runs); nothing else changes.",
     )
     gpu_name: str = Field("H200", description="Label for reports.")
-    gpu_mem_gb: float = Field(141.0, gt=0, description="GPU memory in GB (1e9 B); H200 SXM: 141.")
+    gpu_mem_gb: float = Field(141.0, gt=0, description="GPU memory in GB (1e9 B). The default is H200 SXM's datasheet 141; "
+                            "hardware.gpu fills the memory CUDA reports instead (H200: 143,771 MiB = 150.755 GB).")
     kv_mem_gb: float = Field(
         40.0,
         gt=0,
