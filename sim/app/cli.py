@@ -445,7 +445,7 @@ def _cmd_replay(args) -> int:
     from sim.base.fileio import check_output_file, write_text_atomic
     from sim.cache.hicache import HiCache
     from sim.cache.v4.swacache import v4_cache
-    from sim.offline.replay import format_table, pages_for_bytes, parse_size, replay, replay_v4
+    from sim.offline.replay import check_fits_v4, format_table, pages_for_bytes, parse_size, replay, replay_v4
     from sim.workload.traces import detect_format, trace_requests
 
     if args.json:
@@ -460,7 +460,7 @@ def _cmd_replay(args) -> int:
     # read as it is replayed, so memory does not grow with it; a first pass checks every record and counts them.
     requests = trace_requests(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                               max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
-    requests.survey(lambda n_in, n_out: 0.0)
+    seen = requests.survey(lambda n_in, n_out: 0.0)
     l1 = args.l1_pages
     if args.l1_bytes:
         l1 = pages_for_bytes(model, parse_size(args.l1_bytes, "--l1-bytes"), page, args.swa_ratio)
@@ -475,9 +475,12 @@ def _cmd_replay(args) -> int:
                 args.granularity != "node":
             raise InputError(f"--policy boundary, --granularity and --eviction-policy/--eviction-config apply to the "
                              f"single-pool residency model, not yet to the V4 cache of {model.name} (try --model generic)")
-        cache = v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
-                         load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
-        result = replay_v4(cache, model, requests, args.trace, progress=True)
+        def make():
+            return v4_cache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page=page,
+                            load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
+
+        check_fits_v4(make(), seen.largest, args.trace)  # before the replay, on pools of their own
+        result = replay_v4(make(), model, requests, args.trace, progress=True)
     else:
         cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
                         load_back_threshold=args.load_back_threshold, eviction_policy=args.eviction_policy,

@@ -24,7 +24,7 @@ from sim.model.pools import ModelSpec
 from sim.serve.metrics import dropped_by_reason
 from sim.workload.request import Request
 
-__all__ = ["ReplayResult", "bound_capacities", "duplicate_pages", "format_table", "pages_for_bytes", "parse_size",
+__all__ = ["ReplayResult", "bound_capacities", "check_fits_v4", "duplicate_pages", "format_table", "pages_for_bytes", "parse_size",
            "replay", "replay_v4"]  # fmt: skip
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
@@ -126,6 +126,19 @@ def replay_v4(cache: SWACache, model: ModelSpec, requests: Iterable[Request], tr
             cache.ack_all()
             cache.write_back_copies.clear()  # no clock: a write_back copy costs nothing here
     return ReplayResult(cache, trace, time.perf_counter() - start, model)
+
+
+def check_fits_v4(empty: SWACache, largest: Iterable[tuple[int, int]], trace: str = "") -> None:
+    """Refuse, before a replay, a trace whose largest requests (:attr:`Survey.largest
+    <sim.workload.stream.Survey.largest>`) the ``empty`` V4 pools cannot hold on their own: the replay would
+    stop at the first of them."""
+    for n_in, n_out in largest:
+        keys = list(range(-(-(n_in + max(1, n_out)) // empty.page)))
+        try:
+            empty.finish(empty.admit(keys, n_in, max(1, n_out)))
+        except OutOfMemory as exc:
+            raise InputError(f"the trace's largest request ({n_in:,} + {n_out:,} tokens) does not fit the empty "
+                             f"device pools ({exc}): give L1 more pages", source=trace or None) from None  # fmt: skip
 
 
 def _v4_summary(result: ReplayResult) -> dict:

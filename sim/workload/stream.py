@@ -30,13 +30,15 @@ Cost = Callable[[np.ndarray, np.ndarray], float]  # (input tokens, output tokens
 @dataclass(frozen=True)
 class Survey:
     """What starting a run needs to know of its workload, from one pass: the request count, the last
-    arrival, the smallest request (fewest input, then output tokens; the first of equals) and ``cost``
-    summed over every request."""
+    arrival, the smallest request (fewest input, then output tokens; the first of equals), ``cost``
+    summed over every request, and ``largest``: (input, output) tokens of the request with the most tokens
+    and of the one with the longest prompt (the first of equals), the two a check that every request fits tries."""
 
     requests: int
     last_arrival_s: float
     smallest: Request | None
     cost: float
+    largest: tuple[tuple[int, int], ...] = ()
 
 
 class RequestStream:
@@ -53,11 +55,16 @@ def survey(items: Iterable, cost: Cost) -> Survey:
     """One pass over ``items`` (requests, or lane calls: anything with ``input_len`` and ``output_len``),
     holding at most ``CHUNK`` lengths at a time."""
     count, last, best, total = 0, 0.0, None, 0.0
+    most = widest = (0, 0)
     n_in, n_out = array("d"), array("d")
     for item in items:
         count += 1
         n_in.append(item.input_len)
         n_out.append(item.output_len)
+        if item.input_len + item.output_len > most[0] + most[1]:
+            most = (item.input_len, item.output_len)
+        if item.input_len > widest[0]:
+            widest = (item.input_len, item.output_len)
         if isinstance(item, Request):
             last = item.arrival_s
             if best is None or (item.input_len, item.output_len) < (best.input_len, best.output_len):
@@ -67,7 +74,7 @@ def survey(items: Iterable, cost: Cost) -> Survey:
             n_in, n_out = array("d"), array("d")
     if n_in or not count:
         total += cost(np.frombuffer(n_in), np.frombuffer(n_out))
-    return Survey(count, last, best, total)
+    return Survey(count, last, best, total, tuple(dict.fromkeys((most, widest))) if count else ())
 
 
 class IndexedRequests(RequestStream, Sequence):
@@ -98,7 +105,9 @@ class IndexedRequests(RequestStream, Sequence):
         for lo in range(0, n, CHUNK):
             total += cost(n_in[lo : lo + CHUNK].astype(float), n_out[lo : lo + CHUNK].astype(float))
         fewest = np.flatnonzero(n_in == n_in.min())
-        return Survey(n, self.make(n - 1).arrival_s, self.make(int(fewest[np.argmin(n_out[fewest])])), total)
+        largest = [(int(n_in[i]), int(n_out[i])) for i in (int(np.argmax(n_in + n_out)), int(np.argmax(n_in)))]
+        return Survey(n, self.make(n - 1).arrival_s, self.make(int(fewest[np.argmin(n_out[fewest])])), total,
+                      tuple(dict.fromkeys(largest)))  # fmt: skip
 
 
 class Concat(IndexedRequests):

@@ -205,12 +205,13 @@ class TestReplayCommandErrors:
         assert err.count("\n") == 1
         assert error_line(err).startswith(f"hicache-sim: error: {trace}:3: malformed JSON")
 
-    def test_a_request_the_v4_pools_cannot_hold_is_one_line_naming_it(self, tmp_path, capsys):
+    def test_a_trace_whose_largest_request_the_v4_pools_cannot_hold_is_refused_in_one_line(self, tmp_path, capsys):
         trace = tmp_path / "t.jsonl"
         trace.write_text(json.dumps({"timestamp": 0, "input_length": 6000, "output_length": 4, "hash_ids": list(range(12))}) + "\n")
         status, out, err = run(["replay", str(trace), "--model", "deepseek-v4-flash", "--l1-pages", "8"], capsys)
         assert status == 2 and out == "" and err.count("\n") == 1
-        assert error_line(err).startswith(f"hicache-sim: error: {trace}: request 0 (6,000 + 4 tokens) does not fit")
+        assert error_line(err).startswith(f"hicache-sim: error: {trace}: the trace's largest request (6,000 + 4 tokens) "
+                                          "does not fit the empty device pools")  # before the replay: no progress
 
     def test_a_missing_trace_is_named(self, tmp_path, capsys):
         status, _, err = run(["replay", str(tmp_path / "absent.jsonl")], capsys)

@@ -90,6 +90,15 @@ class TestTraces:
         assert (len(stream), seen.last_arrival_s, seen.smallest.rid) == (6, 0.005, 0)
         assert list(stream) == list(stream) and len(list(stream)) == 6
 
+    def test_a_survey_names_the_requests_with_the_most_tokens_and_the_longest_prompt(self, tmp_path):
+        path = tmp_path / "t.jsonl"
+        rows = [(600, 5), (700, 900), (1200, 10), (1200, 3)]
+        path.write_text("".join(json.dumps({"timestamp": i, "input_length": a, "output_length": b,
+                                            "hash_ids": [i, i + 1, i + 2]}) + "\n" for i, (a, b) in enumerate(rows)))  # fmt: skip
+        assert trace_requests(path, page_size=256).survey(lengths_cost).largest == ((700, 900), (1200, 10))
+        steps = random_ids_requests(50, 300, 40, 0.5, 7, 64)  # an indexed workload reads its lengths instead
+        assert steps.survey(lengths_cost).largest == survey(iter(steps), lengths_cost).largest
+
     def test_a_survey_checks_every_record_before_the_run(self, tmp_path):
         stream = trace_requests(mooncake_lines(tmp_path / "t.jsonl", 6, bad_at=5), page_size=256)
         with pytest.raises(InputError, match=r"t\.jsonl:6: malformed JSON"):
