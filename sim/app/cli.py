@@ -712,6 +712,7 @@ def _add_scenario(sub) -> None:
 
 def _cmd_from_sglang(args) -> int:
     from sim.app.fromsglang import from_sglang, to_yaml
+    from sim.app.run import check_startable
     from sim.base.fileio import check_output_file, write_text_atomic
 
     if args.out is not None:
@@ -719,7 +720,7 @@ def _cmd_from_sglang(args) -> int:
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
                        accept_length=args.accept_length)  # fmt: skip
-    conv.check()  # the result must load
+    check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
     text = to_yaml(conv)
     if args.out is None:
         print(text, end="")

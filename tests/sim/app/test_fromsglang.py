@@ -133,6 +133,18 @@ def test_cli_writes_the_yaml_and_refuses_unknown_flags_with_exit_2(tmp_path, cap
     assert len(err) == 1 and "unknown flag --nope" in err[0]
 
 
+def test_a_scenario_that_could_not_start_is_not_written(tmp_path, capsys):
+    """The converted scenario is checked as a run starts: here, the aiperf corpus it names has a bad record."""
+    corpus = tmp_path / "w.jsonl"
+    corpus.write_text('{"id": "a", "block_size": 64, "hash_id_scope": "local", "requests": '
+                      '[{"t": 0, "type": "n", "in": -4, "out": 2, "hash_ids": []}]}\n')
+    out = tmp_path / "s.yaml"
+    bench = f"aiperf profile --input-file {corpus} --custom-dataset-type weka_trace"
+    assert main(["scenario", "from-sglang", "--gpu", "H200", "--launch", V4, "--bench", bench, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{corpus}:1: requests[0].in: must be >= 1" in err[0] and not out.exists()
+
+
 def test_max_running_requests_without_a_swa_ratio_is_sglangs_cap_mode_for_v4():
     launch = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --max-running-requests 32"
     conv = from_sglang(launch, gpu="H20")
