@@ -271,25 +271,24 @@ def plot_misses(df: pd.DataFrame):
 
 
 def read_timeseries(path: Path) -> pd.DataFrame:
-    try:
-        role = json.loads((path.parent / "summary.json").read_text()).get("role")
-    except (OSError, ValueError, AttributeError):
-        role = None
-    if role == "decode":
+    summary = _run_summary(path) or {}  # a bare timeseries.parquet plots without capacity lines
+    if summary.get("role") == "decode":
         raise InputError("no occupancy to plot: this is a decode instance's run (HiSparse), whose time series "
                          "holds its decode steps, not the cache pools; plot misses instead", source=str(path))  # fmt: skip
     df = _read(path, OCCUPANCY_COLUMNS)
-    capacity = _capacity(path.parent / "summary.json")
+    capacity = summary.get("capacity_pages")
     if capacity:
         df.attrs["capacity"] = capacity
     return df
 
 
-def _capacity(summary: Path) -> dict | None:
+def _run_summary(path: Path) -> dict | None:
+    """The ``summary.json`` beside a run's parquet file, or None where there is none to read."""
     try:
-        return json.loads(summary.read_text()).get("capacity_pages")
+        summary = json.loads((path.parent / "summary.json").read_text())
     except (OSError, ValueError):
-        return None  # a bare timeseries.parquet plots without capacity lines
+        return None
+    return summary if isinstance(summary, dict) else None
 
 
 def plot_occupancy(df: pd.DataFrame):
@@ -341,10 +340,8 @@ def read_rounds(path: Path) -> pd.DataFrame:
     """The records, with the client that grouped them (from the run's ``summary.json``): rounds of
     bench_multiturn or steps of bench_serving. A run without either has nothing to plot by round."""
     df = _read(path, ROUNDS_COLUMNS)
-    try:
-        client = (json.loads((path.parent / "summary.json").read_text()).get("client") or {}).get("client", "")
-    except (OSError, ValueError):
-        client = None  # a bare requests.parquet: rounds if it has more than one
+    summary = _run_summary(path)  # None: a bare requests.parquet, plotted by rounds if it has more than one
+    client = None if summary is None else (summary.get("client") or {}).get("client", "")
     if client == "" or (client is None and df["round"].nunique() < 2):
         raise InputError("no rounds to plot: this run's workload has no bench_multiturn rounds or bench_serving "
                          "steps (plot occupancy shows a run over time)", source=str(path))  # fmt: skip

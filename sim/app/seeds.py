@@ -194,25 +194,27 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str] | None = No
             r = interval(y / x) if np.all(x != 0) else Interval(math.nan, math.nan, math.nan, None, len(x), None)
             lo, hi, rlo, rhi, test = d.lo, d.hi, r.lo, r.hi, "paired t"
             ratio = r.mean
-        elif len(x) >= 2 and len(y) >= 2:
-            va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-            se = math.sqrt(va + vb)
-            dof = (va + vb) ** 2 / ((va**2 / (len(x) - 1) if va else 0) + (vb**2 / (len(y) - 1) if vb else 0) or 1)
-            half = t_quantile(max(1, int(dof))) * se  # floor of Welch's df: a slightly wider interval
-            lo, hi, test = mb - ma - half, mb - ma + half, "Welch t"
-            rlo, rhi = (ratio - half / ma, ratio + half / ma) if ma else (math.nan, math.nan)
-        elif max(len(x), len(y)) >= 2:  # one seed on one side: the other side's spread, as for one more draw
-            many = x if len(x) >= 2 else y
-            half = t_quantile(len(many) - 1) * float(many.std(ddof=1)) * math.sqrt(1 / len(many) + 1)
-            lo, hi, test = mb - ma - half, mb - ma + half, f"t, {'B' if len(y) < 2 else 'A'} one seed"
-            rlo, rhi = (ratio - half / ma, ratio + half / ma) if ma else (math.nan, math.nan)
         else:
-            lo = hi = mb - ma
-            rlo = rhi = ratio
-            test = "one seed"
+            half, test = _unpaired_half(x, y)
+            lo, hi = mb - ma - half, mb - ma + half
+            rlo, rhi = (ratio - half / ma, ratio + half / ma) if ma else (math.nan, math.nan)
         significant = test != "one seed" and (lo > 0 or hi < 0)
         out.append(Difference(m, ma, mb, mb - ma, lo, hi, ratio, rlo, rhi, test, len(x), len(y), significant))
     return out
+
+
+def _unpaired_half(x: np.ndarray, y: np.ndarray) -> tuple[float, str]:
+    """The half-width of B - A's 95% interval for unpaired seeds, and the test: Welch's with spread on both sides;
+    with one seed on one side, the other side's spread for one more draw; none with one seed on each."""
+    if len(x) >= 2 and len(y) >= 2:
+        va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+        dof = (va + vb) ** 2 / ((va**2 / (len(x) - 1) if va else 0) + (vb**2 / (len(y) - 1) if vb else 0) or 1)
+        return t_quantile(max(1, int(dof))) * math.sqrt(va + vb), "Welch t"  # floor of the df: a little wider
+    if max(len(x), len(y)) >= 2:
+        many = x if len(x) >= 2 else y
+        half = t_quantile(len(many) - 1) * float(many.std(ddof=1)) * math.sqrt(1 / len(many) + 1)
+        return half, f"t, {'B' if len(y) < 2 else 'A'} one seed"
+    return 0.0, "one seed"
 
 
 def format_compare(diffs: Sequence[Difference], name_a: str = "A", name_b: str = "B") -> str:

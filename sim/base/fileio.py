@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sim.base.errors import InputError
+from sim.base.inputs import pipe_or_device
 
 __all__ = ["atomic_path", "check_image_file", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
            "write_text_atomic"]
@@ -93,7 +94,7 @@ def check_output_file(path: str | os.PathLike, option: str = "--out") -> Path:
 
 def _check_not_special(path: Path, option: str) -> None:
     """Results are written whole to a new file renamed into place, which would replace a device or a pipe."""
-    if path.exists() and not path.is_file() and not path.is_dir():
+    if pipe_or_device(path):
         raise InputError(f"{option}: a device or a pipe, not a file (results are written to a new file renamed "
                          "into place, which would replace it)", source=str(path))  # fmt: skip
 

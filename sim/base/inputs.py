@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ __all__ = [
     "num_text",
     "numbers_problem",
     "parse_json",
+    "pipe_or_device",
     "parse_yaml",
     "read_text",
 ]
@@ -154,14 +153,17 @@ def file_stamp(path: str | Path) -> tuple | None:
     return st.st_size, st.st_mtime_ns
 
 
+def pipe_or_device(path: str | Path) -> bool:
+    """Whether ``path`` names something other than a file or a folder (a pipe, a device, a socket): it cannot be
+    read twice, nor replaced by renaming a new file over it (that would replace the node itself)."""
+    p = Path(path)
+    return p.exists() and not p.is_file() and not p.is_dir()
+
+
 def check_rereadable(path: str | Path, what: str) -> None:
     """Refuse a pipe or a device where a file is read more than once (checked through, then replayed): a pipe
     gives its records once, and the replay would read nothing or the middle of a record."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return  # the first read names what is wrong
-    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+    if pipe_or_device(path):
         raise InputError(f"a pipe or a device: a {what} is read through before it is replayed, so give a file",
                          source=str(path))  # fmt: skip
 

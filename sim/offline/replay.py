@@ -19,6 +19,7 @@ from sim.base.inputs import number_problem
 from sim.base.text import plural
 from sim.cache.clairvoyant import Bound, clairvoyant
 from sim.cache.hicache import HiCache
+from sim.cache.v4.hicache import request_keys
 from sim.cache.v4.swacache import OutOfMemory, SWACache
 from sim.model.pools import ModelSpec
 from sim.serve.metrics import dropped_by_reason
@@ -110,19 +111,11 @@ def replay_v4(cache: SWACache, model: ModelSpec, requests: Iterable[Request], tr
     (with load-back), prefill chunk by chunk, decode, release; backups are acknowledged at the end of each request.
     Output pages that a trace does not give are keyed uniquely to their request."""
     from sim.base.progress import track
-    from sim.cache.v4.hicache import request_keys
 
     start = time.perf_counter()
-    page = cache.page
     with cycle_gc_paused():
         for req in track(requests, desc="replay", unit="requests", enabled=progress):
-            r = cache.admit(request_keys(req, page), req.input_len, max(1, req.output_len))
-            try:
-                cache.finish(r)
-            except OutOfMemory as exc:  # the pools, all else evicted, cannot hold this request: too small
-                raise InputError(f"request {req.rid} ({req.input_len:,} + {req.output_len:,} tokens) does not fit the "
-                                 f"device pools even with everything else evicted ({exc}): give L1 more pages",
-                                 source=trace or None) from None  # fmt: skip
+            _serve_v4(cache, req, f"request {req.rid}", "the device pools even with everything else evicted", trace)
             cache.ack_all()
             cache.write_back_copies.clear()  # no clock: a write_back copy costs nothing here
     return ReplayResult(cache, trace, time.perf_counter() - start, model)
@@ -133,12 +126,19 @@ def check_fits_v4(empty: SWACache, largest: Iterable[tuple[int, int]], trace: st
     <sim.workload.stream.Survey.largest>`) the ``empty`` V4 pools cannot hold on their own: the replay would
     stop at the first of them."""
     for n_in, n_out in largest:
-        keys = list(range(-(-(n_in + max(1, n_out)) // empty.page)))
-        try:
-            empty.finish(empty.admit(keys, n_in, max(1, n_out)))
-        except OutOfMemory as exc:
-            raise InputError(f"the trace's largest request ({n_in:,} + {n_out:,} tokens) does not fit the empty "
-                             f"device pools ({exc}): give L1 more pages", source=trace or None) from None  # fmt: skip
+        probe = Request(0, 0.0, n_in, n_out, list(range(n_in // empty.page)))
+        _serve_v4(empty, probe, "the trace's largest request", "the empty device pools", trace)
+
+
+def _serve_v4(cache: SWACache, req: Request, what: str, pools: str, trace: str) -> None:
+    """Admit ``req`` and run it to its end; pools too small for it (everything else evicted) are bad input,
+    ``what`` the request and ``pools`` the pools the message names."""
+    r = cache.admit(request_keys(req, cache.page), req.input_len, max(1, req.output_len))
+    try:
+        cache.finish(r)
+    except OutOfMemory as exc:
+        raise InputError(f"{what} ({req.input_len:,} + {req.output_len:,} tokens) does not fit {pools} ({exc}): give "
+                         "L1 more pages", source=trace or None) from None  # fmt: skip
 
 
 def _v4_summary(result: ReplayResult) -> dict:
