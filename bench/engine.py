@@ -16,7 +16,8 @@ each in a process of its own: wall time, requests per wall second, CPU time (wha
 figure to read on a shared machine), peak RSS, and the bytes each request adds at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0``
 skips it. (5) The same case overloaded (``--overload``, five times its rate): CPU time per request at two request
 counts, flat when the engine stays linear with a long queue. (6) With ``--base COMMIT``, the bundled multi-turn
-scenarios timed in this tree and in COMMIT's (checked out in a temporary ``git worktree``, removed after), each in a process of its own.
+scenarios timed in this tree and in COMMIT's (checked out in a temporary ``git worktree``, removed after), each in a process of its own:
+``--base fb467f9`` against the regroup, ``--base 8bae819`` against the tree issue 20 was filed on (flat modules).
 (7) A lane replay (``scenarios/dsv4_flash_agentic_lanes.yaml``, 120 s measured) over generated Weka corpora of
 ``--corpus`` and four times as many trajectories (written to a temporary folder): CPU time and peak RSS, flat in
 the corpus when the replay holds only the trajectories its lanes play.
@@ -46,12 +47,17 @@ ROOT = Path(__file__).resolve().parent.parent
 MULTI_TURN = ("quickstart", "dsv4_flash_multiturn_l1", "dsv4_flash_multiturn_l1l2", "dsv41_flash_multiturn_l1",
               "dsv41_flash_multiturn_l1l2", "mla_baseline_multiturn")  # fmt: skip
 # One timed run in a fresh process (argv: scenario, requests_out or "-", overrides...), in whichever tree
-# PYTHONPATH names: it uses only names that tree and fb467f9 both have. Prints one JSON line. Peak RSS is
-# this process's own (VmHWM): Linux carries ru_maxrss over an exec, so that would be the parent's when larger.
+# PYTHONPATH names: it uses only names that tree and fb467f9 both have, or a flat tree's (before the regroup,
+# such as 8bae819, the tree issue 20 was filed on). Prints one JSON line. Peak RSS is this process's own
+# (VmHWM): Linux carries ru_maxrss over an exec, so that would be the parent's when larger.
 _TIMED = """
 import json, re, resource, sys, time
-from sim.app.run import build, run_scenario
-from sim.app.scenario import load_scenario
+try:
+    from sim.app.run import build, run_scenario
+    from sim.app.scenario import load_scenario
+except ModuleNotFoundError:  # a flat tree, from before the regroup
+    from sim.run import build, run_scenario
+    from sim.scenario import load_scenario
 sc = load_scenario(sys.argv[1], sys.argv[3:])
 start, cpu = time.perf_counter(), time.process_time()
 if sys.argv[2] == "-":
@@ -153,7 +159,7 @@ def corpus(n: int, base: Path | None) -> None:
     from sim.workload.agentic import generate_sessions
 
     path = "scenarios/dsv4_flash_agentic_lanes.yaml"
-    trees = [("this", ROOT)] + ([("base", base)] if base else [])
+    trees = [("this", ROOT)] + ([("base", base)] if base and (base / path).exists() else [])  # lanes came later
     print(f"\n{path} over generated Weka corpora, 120 s measured (one process each):")
     print(f"{'tree':<6}{'trajectories':>13}{'file MB':>9}{'CPU s':>8}{'peak RSS MB':>13}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,9 +1,10 @@
 """What a timed run records, and how it is summarised.
 
-The engine appends plain tuples on its hot path (per-request records, link busy intervals, periodic
-samples); DataFrames and percentiles are built once, at the end. Per-request records go to a sink in
-batches (``requests.parquet`` written as the run goes) or stay in memory for library callers; the summary
-reads only running totals and the per-request latencies, so memory does not grow by ~4 KB a request.
+The engine hands plain tuples over on its hot path (per-request records, link busy intervals, periodic
+samples); DataFrames and percentiles are built once, at the end. Per-request records are held column by
+column (8 B a value, where a held tuple of boxed values costs ~800 B a record) and go to a sink in batches
+(``requests.parquet`` written as the run goes) or stay in memory for library callers; the summary reads only
+running totals and the per-request latencies, so memory does not grow by ~4 KB a request.
 Counter names follow SGLang's
 Prometheus metrics (``observability/metrics_collector.py``; ``shared/reference/sglang_hicache.md`` s7).
 """
@@ -35,7 +36,7 @@ REQUEST_COLUMNS = (
 SUMMED = ("input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
           "computed_tokens", "retractions", "reprocessed_computed_tokens", "reprocessed_cached_tokens")  # fmt: skip
 _INT_COLUMNS = {"rid", "instance", "session", "round", *SUMMED}
-REQUEST_DTYPES = {c: "int64" if c in _INT_COLUMNS else "float64" for c in REQUEST_COLUMNS}
+_TYPECODES = tuple("q" if c in _INT_COLUMNS else "d" for c in REQUEST_COLUMNS)  # array's int64 and float64
 _SUMMED_AT = tuple(REQUEST_COLUMNS.index(c) for c in SUMMED)
 BATCH_ROWS = 65_536  # per-request records held before a sink takes them
 MAX_TIMESERIES_ROWS = 50_000  # ~2.5 KB a row while running (a dict of ~20 columns)
@@ -101,13 +102,14 @@ UNFULFILLED_REASONS = ("below_threshold", "host_capacity", "storage_transfer", "
 class Recorder:
     """Everything one run records. ``links[(instance, link)]`` holds (start, end, bytes) intervals.
 
-    With a ``sink``, per-request records are handed to it in batches of ``BATCH_ROWS`` (call
-    :meth:`flush` at the end); without one they accumulate in ``requests``.
+    Per-request records are held in ``columns`` (one array a column of ``REQUEST_COLUMNS``). With a
+    ``sink``, or with ``record_requests`` off, they are folded into the totals and handed to the sink (or
+    dropped) in batches of ``BATCH_ROWS`` (call :meth:`flush` at the end); otherwise they accumulate.
     """
 
     record_requests: bool = True
-    sink: Callable[[list[tuple]], None] | None = None
-    requests: list[tuple] = field(default_factory=list)
+    sink: Callable[[list[array]], None] | None = None
+    columns: list[array] = field(default_factory=lambda: _columns())
     links: dict[tuple[int, str], Intervals] = field(default_factory=lambda: defaultdict(Intervals))
     samples: list[dict] = field(default_factory=SampleBuffer)
     dropped: Counter = field(default_factory=Counter)  # requests, by reason
@@ -139,25 +141,36 @@ class Recorder:
         self.e2e.append(rec[17])
         self.queue_wait.append(rec[15])
         self.tpot.append((rec[7] - rec[6]) / max(rec[9] - 1, 1))
-        self.totals = [t + rec[at] for t, at in zip(self.totals, _SUMMED_AT)]
-        if self.record_requests:
-            self.requests.append(rec)
-            if self.sink is not None and len(self.requests) >= BATCH_ROWS:
-                self.flush()
+        for column, value in zip(self.columns, rec):
+            column.append(value)
+        if len(self.columns[0]) >= BATCH_ROWS and (self.sink is not None or not self.record_requests):
+            self.flush()
+
+    @property
+    def held(self) -> int:
+        """Records held (not yet handed to the sink)."""
+        return len(self.columns[0])
 
     def flush(self) -> None:
-        """Hand the held records to the sink."""
-        if self.sink is not None and self.requests:
-            self.sink(self.requests)
-            self.requests = []
+        """Fold the held records into the totals and hand them to the sink (with none, those kept in memory
+        stay)."""
+        if not self.held or (self.sink is None and self.record_requests):
+            return
+        self.totals = self._totals()
+        if self.sink is not None and self.record_requests:
+            self.sink(self.columns)
+        self.columns = _columns()  # new arrays: the sink may still hold views of the old ones
+
+    def _totals(self) -> list[int]:
+        return [t + sum(self.columns[at]) for t, at in zip(self.totals, _SUMMED_AT)]
 
     def token_totals(self) -> dict[str, int]:
         """The finished requests' token columns summed (``retractions`` is a count, not tokens: left out)."""
-        return {c: int(v) for c, v in zip(SUMMED, self.totals) if c != "retractions"}
+        return {c: int(v) for c, v in zip(SUMMED, self._totals()) if c != "retractions"}
 
     def requests_frame(self) -> pd.DataFrame:
         """The records held in memory (all of them when there is no sink)."""
-        return _frame(self.requests)
+        return _frame(self.columns) if self.record_requests else _frame(_columns())
 
 
     def link_bytes(self, link: str) -> int:
@@ -186,8 +199,17 @@ class Recorder:
         return df
 
 
-def _frame(rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS)).astype(REQUEST_DTYPES)
+def _columns() -> list[array]:
+    return [array(code) for code in _TYPECODES]
+
+
+def _numpy(column: array) -> np.ndarray:
+    """A column's values without a copy (int64 or float64, as its typecode)."""
+    return np.frombuffer(column, dtype=np.int64 if column.typecode == "q" else np.float64)
+
+
+def _frame(columns: list[array]) -> pd.DataFrame:
+    return pd.DataFrame({c: _numpy(col).copy() for c, col in zip(REQUEST_COLUMNS, columns)})
 
 
 class RequestWriter:
@@ -198,15 +220,14 @@ class RequestWriter:
         import pyarrow.parquet as pq
 
         self._pa = pa
-        self._schema = pa.Table.from_pandas(_frame([]), preserve_index=False).schema
+        self._schema = pa.Table.from_pandas(_frame(_columns()), preserve_index=False).schema
         self._writer = pq.ParquetWriter(Path(path), self._schema)
 
-    def __call__(self, rows: list[tuple]) -> None:
-        """One row group, built column by column straight into the file's schema: the same values and types as
-        going through a DataFrame (``_frame``), at a fraction of the conversion time."""
+    def __call__(self, columns: list[array]) -> None:
+        """One row group, straight from the held columns into the file's schema (no copy, no DataFrame)."""
         pa, schema = self._pa, self._schema
-        columns = [pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)]
-        self._writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+        arrays = [pa.array(_numpy(col), type=f.type) for col, f in zip(columns, schema)]
+        self._writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
 
     def close(self) -> None:
         if self._writer is not None:

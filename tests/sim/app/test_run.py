@@ -42,10 +42,10 @@ class TestStreamedRecords:
     def test_a_recorder_with_a_sink_holds_at_most_one_batch(self, monkeypatch):
         monkeypatch.setattr(sim.serve.metrics, "BATCH_ROWS", 3)
         batches = []
-        rec = sim.serve.metrics.Recorder(sink=lambda rows: batches.append(len(rows)))
+        rec = sim.serve.metrics.Recorder(sink=lambda columns: batches.append(len(columns[0])))
         for i in range(10):
             rec.request((i, 0, -1, 0, 0.0, 0.0, 0.5, 1.0, 100, 4, 0, 0, 0, 100, 0.0, 0.0, 0.5, 1.0, 0, 0, 0))
-            assert len(rec.requests) < 3
+            assert rec.held < 3
         rec.flush()
         assert batches == [3, 3, 3, 1] and rec.n_finished == 10
         assert rec.token_totals()["input_tokens"] == 1000 and len(rec.ttft) == 10
