@@ -19,7 +19,9 @@ aiperf's agentic replay (``docs/benchmark-modes/semianalysis-agentx-faq.md`` §2
   t*. Later trajectories start from their first call.
 - After ``benchmark_duration_s`` of the measured phase no new call is sent; calls in flight have
   ``benchmark_grace_period_s`` more to finish (aiperf's ``--benchmark-grace-period``, 30 s by default; null
-  waits for all), and the run ends then: a call still running is left unfinished and out of the report.
+  waits for all), and the run ends when the last of them finishes or the grace period does: a call still
+  running then is left unfinished and out of the report. A lane whose next call would go after the end stops
+  at once rather than sitting out its idle gap, so no think time past the end counts in the run's span.
 
 The report follows InferenceX's ``utils/process_agentic_result.py``: throughput is (sum of input + output
 tokens) / (last finish - first start) of the measured calls, divided by the GPUs; ITL is each call's
@@ -28,6 +30,7 @@ tokens) / (last finish - first start) of the measured calls, divided by the GPUs
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -76,23 +79,28 @@ class LanePlayer:
 
     # ----- one trajectory ----------------------------------------------------------------------------
     def _subagent(self, group: Subagent, session: int, spawn_delay: float, first_turn: int):
-        env = self.env
-        yield env.timeout(self._gap(spawn_delay))
+        """A subagent group's chain; returns when it ended, or infinity when the duration's end cut it (a call
+        would have gone after it): the parent's next call, which waits for the group, is then never sent."""
+        env, spawn = self.env, self._gap(spawn_delay)
         prev = None
         for k, call in enumerate(group.calls):
-            gap = max(0.0, call.t - group.t) if prev is None else end_to_start(prev, call.t)
-            yield env.timeout(self._gap(gap))
-            if env.now >= self.stop_s:
-                return env.now
+            gap = self._gap(max(0.0, call.t - group.t) if prev is None else end_to_start(prev, call.t))
+            if (env.now + spawn if k == 0 else env.now) + gap >= self.stop_s:  # when the waits below would end
+                return math.inf  # no idle wait past the end: the run ends with its last call, not a think time
+            if k == 0:
+                yield env.timeout(spawn)
+            yield env.timeout(gap)
             yield self._send(call, session, first_turn + k)
             prev = call
         return env.now
 
     def _tree(self, traj: Trajectory, session: int, start: int, t_ref: float):
-        """Play ``traj`` from step ``start``, the first call's gap counted from recorded time ``t_ref``."""
+        """Play ``traj`` from step ``start``, the first call's gap counted from recorded time ``t_ref``; returns
+        False if the duration's end cut it (its next call would have gone after the end)."""
         env, steps = self.env, traj.steps
         groups: dict[int, object] = {}
         prev: Call | None = None
+        cut = False
         turn = sum(len(s.calls) if isinstance(s, Subagent) else 1 for s in steps[:start])
         for i in range(start, len(steps)):
             step = steps[i]
@@ -108,16 +116,19 @@ class LanePlayer:
                 yield env.all_of([groups[j] for j in joins])
                 last = max(groups[j].value for j in joins)
                 ready = max(ready, last + self._gap(max(0.0, step.t - max(steps[j].end_t for j in joins))))
-            if ready > env.now:
-                yield env.timeout(ready - env.now)
-            if env.now >= self.stop_s:
+            wait = max(0.0, ready - env.now)
+            if env.now + wait >= self.stop_s:  # no idle wait past the end (see _subagent)
+                cut = True
                 break
+            if wait:
+                yield env.timeout(wait)
             yield self._send(step, session, turn)
             turn += 1
             prev = step
         alive = [p for p in groups.values() if p.is_alive]
         if alive:  # a lane is held until its whole tree drains
             yield env.all_of(alive)
+        return not cut
 
     # ----- lanes -------------------------------------------------------------------------------------
     def _start_point(self, traj: Trajectory, rng: np.random.Generator) -> tuple[float, int, list[Call]]:
@@ -147,11 +158,11 @@ class LanePlayer:
         if self._warmed == self.w.lanes:
             self._begin()
         yield self._measured
-        yield from self._tree(traj, session, start, t_star)
-        while env.now < self.stop_s:
+        played = yield from self._tree(traj, session, start, t_star)
+        while played and env.now < self.stop_s:
             traj = trajs[self._cursor % len(trajs)]
             self._cursor += 1
-            yield from self._tree(traj, self._new_session(), 0, traj.steps[0].t)
+            played = yield from self._tree(traj, self._new_session(), 0, traj.steps[0].t)
 
     def _new_session(self) -> int:
         self._session += 1

@@ -140,6 +140,17 @@ class TestChurn:
         _, df = run_lanes(tmp_path, [a], benchmark_duration_s=12.0)
         assert df["arrival_s"].max() < 12.0 < df["finish_s"].max() + 5
 
+    @pytest.mark.parametrize("steps, sent", [
+        ([call(0, 256, [1]), call(40, 256, [1])], 1),  # the parent's next call is due after the end
+        ([call(0, 256, [1]), group(5, [call(5, 256, [2]), call(40, 256, [2, 3])], 36_000), call(45, 256, [1])],
+         2),  # the group's second call is due after the end, so the parent's call that joins it never goes
+    ], ids=["parent", "subagent"])  # fmt: skip
+    def test_a_run_ends_with_its_last_call_not_with_an_idle_gap_past_the_end(self, tmp_path, steps, sent):
+        result, df = run_lanes(tmp_path, [steps], benchmark_duration_s=20.0, benchmark_grace_period_s=5.0)
+        assert len(df) == sent and df["arrival_s"].max() < 20.0
+        assert result.summary["simulated_s"] == pytest.approx(df["finish_s"].max(), abs=1e-3)
+        assert df["finish_s"].max() < 20.0
+
 
 class TestTierAccounting:
     def test_device_and_host_hits_against_a_hand_computed_case(self, tmp_path):
