@@ -112,7 +112,8 @@ def parse_seeds(text: str, base: int) -> list[int]:
 
 def aggregate(df: pd.DataFrame, keys: Sequence[str] = (), metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """Rows of a per-seed table grouped by ``keys`` (grid columns): for each metric, ``M_mean``, ``M_lo``,
-    ``M_hi``, ``M_half``, and ``seeds`` (how many seeds the group holds). Failed rows are left out."""
+    ``M_hi``, ``M_half``, and ``seeds`` (how many seeds the group holds). Failed rows are left out. ``M_lo`` is
+    cut at 0: every figure here is a rate, a time or a share (``M_half`` stays the t interval's)."""
     if "status" in df:
         df = df[df["status"] == "ok"]
     metrics = [m for m, _, _ in HEADLINE] if metrics is None else list(metrics)
@@ -125,7 +126,7 @@ def aggregate(df: pd.DataFrame, keys: Sequence[str] = (), metrics: Sequence[str]
         row["seeds"] = len(g)
         for m in metrics:
             iv = interval(g[m])
-            row.update({f"{m}_mean": iv.mean, f"{m}_lo": iv.lo, f"{m}_hi": iv.hi, f"{m}_half": iv.half})
+            row.update({f"{m}_mean": iv.mean, f"{m}_lo": max(iv.lo, 0.0), f"{m}_hi": iv.hi, f"{m}_half": iv.half})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -141,20 +142,26 @@ def format_intervals(df: pd.DataFrame, keys: Sequence[str] = ()) -> str:
     for r in agg.to_dict("records"):  # per column, so an integer grid value prints as one (iterrows: floats)
         row = [str(r[k]) for k in keys] + [str(int(r["seeds"]))]
         for m, _, f in cols:
-            half = r[f"{m}_half"]
-            row.append(f.format(r[f"{m}_mean"]) + ("" if half is None or pd.isna(half) else f" ± {f.format(half)}"))
+            mean, half = r[f"{m}_mean"], r[f"{m}_half"]
+            if half is None or pd.isna(half):
+                row.append(f.format(mean))
+            elif mean - half < 0:  # cut at 0 (aggregate)
+                row.append(f"{f.format(mean)} [{f.format(0.0)}, {f.format(r[f'{m}_hi'])}]")
+            else:
+                row.append(f"{f.format(mean)} ± {f.format(half)}")
         cells.append(row)
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(heads, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines) + "\n(mean ± half-width of the 95% Student-t interval over seeds)"
+    return "\n".join(lines) + "\n(mean ± half-width of the 95% Student-t interval over seeds; [0, hi] where it is cut at 0)"
 
 
 @dataclass(frozen=True)
 class Difference:
-    """B against A for one metric: means, the difference B - A with its 95% interval, the ratio B / A with
-    its interval (paired: the interval of per-seed ratios; else the difference's interval over A's mean),
-    the test used, and whether the interval of the difference excludes zero."""
+    """B against A for one metric: means, the difference B - A with its 95% interval, the ratio of the means
+    B / A with the difference's interval over A's mean (A's mean taken as exact; its lower end cut at 0, as
+    every figure compared is a rate, a time or a share), the test used, and whether the interval of the
+    difference excludes zero (so that of the ratio excludes 1)."""
 
     metric: str
     mean_a: float
@@ -188,16 +195,13 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str] | None = No
             continue
         x, y = a[m].to_numpy(float), b[m].to_numpy(float)
         ma, mb = float(x.mean()), float(y.mean())
-        ratio = mb / ma if ma else math.nan
         if paired and len(x) >= 2:
-            d = interval(y - x)
-            r = interval(y / x) if np.all(x != 0) else Interval(math.nan, math.nan, math.nan, None, len(x), None)
-            lo, hi, rlo, rhi, test = d.lo, d.hi, r.lo, r.hi, "paired t"
-            ratio = r.mean
+            d = interval(y - x)  # centred on mb - ma
+            lo, hi, test = d.lo, d.hi, "paired t"
         else:
             half, test = _unpaired_half(x, y)
             lo, hi = mb - ma - half, mb - ma + half
-            rlo, rhi = (ratio - half / ma, ratio + half / ma) if ma else (math.nan, math.nan)
+        ratio, rlo, rhi = (mb / ma, max(0.0, 1 + lo / ma), 1 + hi / ma) if ma else (math.nan,) * 3
         significant = test != "one seed" and (lo > 0 or hi < 0)
         out.append(Difference(m, ma, mb, mb - ma, lo, hi, ratio, rlo, rhi, test, len(x), len(y), significant))
     return out

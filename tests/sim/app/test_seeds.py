@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from sim.app.cli import main
-from sim.app.seeds import aggregate, compare, interval, parse_seeds, t_quantile
+from sim.app.seeds import aggregate, compare, format_intervals, interval, parse_seeds, t_quantile
 from sim.base.errors import InputError
 
 QUICKSTART = str(Path(__file__).resolve().parents[3] / "scenarios" / "quickstart.yaml")
@@ -77,6 +77,20 @@ class TestCompare:
         assert d.significant  # 400 is far outside what A's spread gives one more seed
         (e,) = compare(b.assign(input_tokens_per_s=[160.0]), a, ["input_tokens_per_s"])
         assert e.test == "t, A one seed" and not e.significant and e.diff_hi - e.diff_lo == pytest.approx(2 * half)
+
+    def test_the_ratio_is_the_ratio_of_the_means_with_the_differences_interval_over_a(self):
+        a = pd.DataFrame({"seed": [1, 2, 3], "hit_device": [0.01, 0.06, 0.06]})
+        b = a.assign(hit_device=[0.09, 0.04, 0.12])  # per-seed ratios 9, 0.67, 2: their t interval goes below 0
+        (d,) = compare(a, b, ["hit_device"])
+        assert d.test == "paired t" and d.ratio == pytest.approx(d.mean_b / d.mean_a)
+        assert d.ratio_hi == pytest.approx(1 + d.diff_hi / d.mean_a)
+        assert d.diff_lo < -d.mean_a and d.ratio_lo == 0.0  # cut at 0: a share's ratio cannot be negative
+
+    def test_an_interval_of_a_share_is_cut_at_zero_in_the_table(self):
+        df = pd.DataFrame({"seed": [1, 2, 3], "hit_device": [0.0, 0.0, 0.066]})
+        row = aggregate(df, metrics=["hit_device"]).iloc[0]
+        assert row["hit_device_lo"] == 0.0 and row["hit_device_mean"] - row["hit_device_half"] < 0
+        assert "2.20% [0.00%, " in format_intervals(df)
 
     def test_aggregate_groups_by_grid_columns_and_leaves_out_failed_rows(self):
         df = pd.DataFrame({"x": [1, 1, 2, 2, 2], "seed": [1, 2, 1, 2, 3], "status": ["ok"] * 4 + ["failed"],
