@@ -23,6 +23,7 @@ FORMATS = ("png", "svg")
 SWEEP_DEFAULT_Y = ("hit_total", "ttft_p90_s", "input_tokens_per_s")
 MISSES_COLUMNS = ("step", "misses", "policy", "device_buffer_size")
 ROUNDS_COLUMNS = ("round", "ttft_s", "input_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens")
+MAX_INSTANCE_LINES = 4  # instances an occupancy panel draws one by one (past it: their mean and range)
 OCCUPANCY_COLUMNS = ("time_s", "instance", "waiting", "running", "l1_kv_pages", "l1_swa_pages", "l2_kv_pages",
                      "l2_swa_pages")  # fmt: skip
 # Axis labels with units for the metric columns sim.app.sweep writes; anything else is labelled by its name.
@@ -128,8 +129,11 @@ DASHES = ("-", "--", ":", "-.")
 def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] | None = None):
     """Metrics vs one grid parameter, one line per combination of the other varying parameters.
 
-    Default panels: total hit rate, TTFT p90, input throughput. Repeated seeds are averaged.
+    Default panels: total hit rate, TTFT p90, input throughput. Repeated seeds (``sweep --seeds``) are drawn
+    as their mean with its 95% interval (the table's, :func:`sim.app.seeds.aggregate`) as an error bar.
     """
+    from sim.app.seeds import aggregate
+
     source = df.attrs.get("source", "sweep")
     params = grid_columns(df)
     varying = [c for c in params if df[c].nunique(dropna=False) > 1]
@@ -147,15 +151,23 @@ def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] |
             f"--y {' '.join(unknown)}: not a metric column (have: {', '.join(have)})", source=source
         )
     groups = [c for c in varying if c not in (x, "seed")]
-    data = df.groupby([x, *groups], dropna=False)[metrics].mean().reset_index().sort_values(x)
-    fig, axes = _figure(len(metrics), f"{', '.join(_label(m) for m in metrics)} vs {x}", width=4.6)
+    data = aggregate(df, [x, *groups], metrics).sort_values(x)
+    data = data.rename(columns={f"{m}_mean": m for m in metrics})
+    seeds = int(data["seeds"].min())
+    title = f"{', '.join(_label(m) for m in metrics)} vs {x}"
+    fig, axes = _figure(len(metrics), title + (f" (mean and 95% interval over {seeds} seeds)" if seeds > 1 else ""),
+                        width=4.6)  # fmt: skip
     line_sets = data.groupby(groups, dropna=False) if groups else [((), data)]
     for i, (label, part) in enumerate(_merge_identical(line_sets, groups, x, metrics)):
         # Lines that still cross or touch stay visible: each gets its own dash and marker.
         style = {"marker": MARKERS[i % len(MARKERS)], "linestyle": DASHES[i % len(DASHES)],
                  "markersize": max(9 - 1.5 * i, 3)}  # fmt: skip
         for ax, m in zip(axes, metrics):
-            ax.plot(part[x], part[m], label=label, **style)
+            if seeds > 1:
+                ax.errorbar(part[x], part[m], yerr=[part[m] - part[f"{m}_lo"], part[f"{m}_hi"] - part[m]],
+                            capsize=3, label=label, **style)  # fmt: skip
+            else:
+                ax.plot(part[x], part[m], label=label, **style)
     for ax, m in zip(axes, metrics):
         ax.set_xlabel(f"{x} (tokens)" if x.endswith("_threshold") else x)
         ax.set_ylabel(METRIC_LABELS.get(m, m))
@@ -293,14 +305,17 @@ def _run_summary(path: Path) -> dict | None:
 
 def plot_occupancy(df: pd.DataFrame):
     """L1 and L2 pages used (kv and swa), L3 pages held when a run has L3, and queue lengths over time, one
-    colour per instance; each pool's capacity drawn where the summary gives it (the SWA pool is often the
-    limit that binds)."""
+    colour per instance (past ``MAX_INSTANCE_LINES`` instances, their mean with the band from the least to
+    the most, as one line each would not be told apart); each pool's capacity (one instance's) drawn where the
+    summary gives it (the SWA pool is often the limit that binds)."""
     from matplotlib.ticker import MaxNLocator
 
     l3 = "l3_pages" in df.columns
-    fig, axes = _figure(4 if l3 else 3, "Cache occupancy and queues", width=5.0)
-    capacity = df.attrs.get("capacity") or {}
     instances = sorted(df["instance"].unique())
+    banded = len(instances) > MAX_INSTANCE_LINES
+    fig, axes = _figure(4 if l3 else 3, "Cache occupancy and queues" + (
+        f" ({len(instances)} instances: mean, band from least to most)" if banded else ""), width=5.0)
+    capacity = df.attrs.get("capacity") or {}
     colours = [f"C{i % 10}" for i in range(len(instances))]
     panels = [
         (axes[0], "L1 (GPU) pages used", [("l1_kv_pages", "kv", "-"), ("l1_swa_pages", "swa", "--")],
@@ -314,7 +329,13 @@ def plot_occupancy(df: pd.DataFrame):
     panels.append((axes[-1], "Scheduler queues", [("running", "running", "-"), ("waiting", "waiting", "--")], None))
     for ax, title, series, limits in panels:
         shared = series[0][0] == "l3_pages"  # one store for every instance
-        for inst, colour in zip(instances[:1] if shared else instances, colours):
+        if banded and not shared:
+            by_time = df.groupby("time_s", sort=True)
+            for (col, name, style), colour in zip(series, colours):
+                band = by_time[col].agg(["mean", "min", "max"])
+                ax.plot(band.index, band["mean"], linestyle=style, color=colour, label=f"{name}, mean", linewidth=1.2)
+                ax.fill_between(band.index, band["min"], band["max"], color=colour, alpha=0.2, linewidth=0)
+        for inst, colour in zip([] if banded and not shared else instances[:1] if shared else instances, colours):
             part = df[df["instance"] == inst].sort_values("time_s")
             for col, name, style in series:
                 label = f"{name}, instance {inst}" if len(instances) > 1 and not shared else name
@@ -342,17 +363,23 @@ def read_rounds(path: Path) -> pd.DataFrame:
     df = _read(path, ROUNDS_COLUMNS)
     summary = _run_summary(path)  # None: a bare requests.parquet, plotted by rounds if it has more than one
     client = None if summary is None else (summary.get("client") or {}).get("client", "")
-    if client == "" or (client is None and df["round"].nunique() < 2):
-        raise InputError("no rounds to plot: this run's workload has no bench_multiturn rounds or bench_serving "
-                         "steps (plot occupancy shows a run over time)", source=str(path))  # fmt: skip
-    df.attrs["client"] = client or "bench_multiturn"
-    return df
+    if client in ("bench_multiturn", "bench_serving") or (client is None and df["round"].nunique() >= 2):
+        df.attrs["client"] = client or "bench_multiturn"
+        return df
+    what = ("a lane replay's calls come in sessions, not rounds (its AgentX figures are in summary.json)"
+            if client == "aiperf_agentic" else "this run's workload has no bench_multiturn rounds or bench_serving steps")
+    instead = "plot misses shows its decode steps" if summary and summary.get("role") == "decode" else (
+        "plot occupancy shows a run over time")
+    raise InputError(f"no rounds to plot: {what} ({instead})", source=str(path))
 
 
 def plot_rounds(df: pd.DataFrame):
     """The client's view by round (bench_multiturn) or step (bench_serving): TTFT, mean and the tail its own
-    report prints (p90 for bench_multiturn, p99 for bench_serving), and the cache hit rate by source."""
+    report prints, as it computes it (bench_multiturn's p90 at rank 0.9 n, bench_serving's interpolated p99),
+    and the cache hit rate by source."""
     from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    from sim.serve.clients import rank_quantile
 
     serving = df.attrs.get("client") == "bench_serving"
     unit, tail = ("step", 0.99) if serving else ("round", 0.9)
@@ -360,7 +387,8 @@ def plot_rounds(df: pd.DataFrame):
     rounds = list(g.groups)
     fig, (ax_t, ax_h) = _figure(2, f"Per {unit} ({'bench_serving steps' if serving else 'bench_multiturn rounds'})")
     ax_t.plot(rounds, g["ttft_s"].mean(), marker="o", label="mean")
-    ax_t.plot(rounds, g["ttft_s"].quantile(tail), marker="s", linestyle="--", label=f"p{tail * 100:.0f}")
+    tails = g["ttft_s"].quantile(tail) if serving else g["ttft_s"].agg(lambda v: rank_quantile(v.to_numpy(float), tail))
+    ax_t.plot(rounds, tails, marker="s", linestyle="--", label=f"p{tail * 100:.0f}")
     ax_t.set(xlabel=unit, ylabel="TTFT (s)", title="Time to first token")
     inputs = g["input_tokens"].sum()
     bottom = pd.Series(0.0, index=inputs.index)

@@ -20,7 +20,7 @@ import pandas as pd
 from sim.workload.request import Request
 from sim.workload.synthetic import MultiTurnRequests
 
-__all__ = ["bench_multiturn", "bench_serving", "client_report", "format_client_report"]
+__all__ = ["bench_multiturn", "bench_serving", "client_report", "format_client_report", "rank_quantile"]
 
 POLL_S = 0.05  # bench_multiturn's sleep while max_parallel requests are in flight
 FLUSH_POLL_S = 0.01
@@ -122,6 +122,11 @@ def bench_serving(sim, steps: list[tuple[object, list[Request]]]):
 
 
 # ----- reports ---------------------------------------------------------------------------------------------
+def rank_quantile(values: np.ndarray, q: float) -> float:
+    """bench_multiturn's percentile: the value at rank ``int(q n)`` of the sorted values, not interpolated."""
+    return float(np.sort(values)[int(q * len(values))])
+
+
 def _ms(values: pd.Series) -> dict[str, float]:
     a = values.to_numpy(dtype=float) * 1e3
     if not len(a):
@@ -148,7 +153,7 @@ def client_report(workload, df: pd.DataFrame) -> dict | None:
         if workload.kind == "multi_turn":
             ttft = g["ttft_s"].to_numpy(dtype=float)
             rows.append({"round": key, "requests": len(g), "ttft_mean_s": float(ttft.mean()),
-                         "ttft_p90_s": float(np.sort(ttft)[int(0.9 * len(ttft))]), "hit_rate": _hit_rate(g)})  # fmt: skip
+                         "ttft_p90_s": rank_quantile(ttft, 0.9), "hit_rate": _hit_rate(g)})  # fmt: skip
             continue
         step = workload.steps[key]
         duration = float(g["finish_s"].max() - g["arrival_s"].min())
@@ -168,13 +173,12 @@ def client_report(workload, df: pd.DataFrame) -> dict | None:
                               "storage": int(g["storage_hit_tokens"].sum())},
         })  # fmt: skip
     if workload.kind == "multi_turn":
-        ttft, lat = np.sort(df["ttft_s"].to_numpy(float)), np.sort(df["e2e_s"].to_numpy(float))
-        n = len(ttft)
+        ttft, lat = df["ttft_s"].to_numpy(float), df["e2e_s"].to_numpy(float)
         span = float(df["finish_s"].max() - df["arrival_s"].min())
-        summary = {"total_requests": n, "average_ttft": float(ttft.mean()), "p90_ttft": float(ttft[int(0.9 * n)]),
-                   "median_ttft": float(ttft[n // 2]), "average_latency": float(lat.mean()),
-                   "p90_latency": float(lat[int(0.9 * n)]), "median_latency": float(lat[n // 2]),
-                   "throughput": n / span if span else 0.0}  # fmt: skip
+        summary = {"total_requests": len(ttft), "average_ttft": float(ttft.mean()),
+                   "p90_ttft": rank_quantile(ttft, 0.9), "median_ttft": rank_quantile(ttft, 0.5),
+                   "average_latency": float(lat.mean()), "p90_latency": rank_quantile(lat, 0.9),
+                   "median_latency": rank_quantile(lat, 0.5), "throughput": len(ttft) / span if span else 0.0}  # fmt: skip
         return {"client": "bench_multiturn", "summary": summary, "rounds": rows}
     return {"client": "bench_serving", "steps": rows}
 

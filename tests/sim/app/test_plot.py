@@ -220,3 +220,53 @@ class TestHonestAxes:
         assert ax_t.get_xlabel() == "round" and all(float(t).is_integer() for t in ax_t.get_xticks())
         assert [line.get_label() for line in ax_t.get_lines()] == ["mean", "p90"]
         assert ax_h.yaxis.get_major_formatter()(0.25, 0) == "25%"
+
+    def test_the_rounds_tail_is_the_one_the_clients_report_prints(self, run_dir):
+        import json
+
+        from sim.app.plot import plot_rounds, read_rounds
+
+        ax_t = plot_rounds(read_rounds(run_dir / "requests.parquet")).get_axes()[0]
+        p90 = next(line for line in ax_t.get_lines() if line.get_label() == "p90").get_ydata()
+        rounds = json.loads((run_dir / "summary.json").read_text())["client"]["rounds"]
+        assert list(p90) == [r["ttft_p90_s"] for r in rounds]  # rank 0.9 n, not interpolated
+
+    def test_rounds_refuses_a_lane_replay_and_a_decode_run_naming_what_to_plot(self, tmp_path):
+        from sim.app.plot import read_rounds
+
+        run = tmp_path / "run"
+        run.mkdir()
+        pd.DataFrame({c: [0, 1] for c in ("round", "ttft_s", "input_tokens", "device_hit_tokens", "host_hit_tokens",
+                                          "storage_hit_tokens")}).to_parquet(run / "requests.parquet")  # fmt: skip
+        for summary, says in (('{"client": {"client": "aiperf_agentic"}}', "sessions, not rounds"),
+                              ('{"role": "decode"}', "plot misses")):  # fmt: skip
+            (run / "summary.json").write_text(summary)
+            with pytest.raises(InputError, match=says):
+                read_rounds(run / "requests.parquet")
+
+    def test_a_sweep_over_seeds_draws_each_points_interval(self, sweep_dir):
+        from matplotlib.container import ErrorbarContainer
+
+        from sim.app.plot import plot_threshold, read_sweep
+
+        df = read_sweep(sweep_dir / "sweep.parquet")
+        df = pd.concat([df, df.assign(seed=2, hit_total=df["hit_total"] + 0.1)], ignore_index=True)
+        fig = plot_threshold(df)
+        ax = fig.get_axes()[0]
+        bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        assert len(bars) == 2 and "95% interval over 2 seeds" in fig.texts[0].get_text()
+        means = np.asarray(bars[0].lines[0].get_ydata(), float)
+        assert means == pytest.approx(df[df["hicache.load_back_threshold"] == 1].groupby("hicache.prefetch_threshold")
+                                      ["hit_total"].mean().to_numpy())  # fmt: skip
+
+    def test_occupancy_of_many_instances_is_their_mean_and_range(self):
+        from sim.app.plot import MAX_INSTANCE_LINES, plot_occupancy
+
+        n = MAX_INSTANCE_LINES + 1
+        df = pd.DataFrame({"time_s": np.repeat([1.0, 2.0], n), "instance": np.tile(np.arange(n), 2), "waiting": 0,
+                           "running": 1, "l1_kv_pages": np.arange(2 * n), "l1_swa_pages": 1, "l2_kv_pages": 0,
+                           "l2_swa_pages": 0})  # fmt: skip
+        l1 = plot_occupancy(df).get_axes()[0]
+        assert [t.get_text() for t in l1.get_legend().get_texts()] == ["kv, mean", "swa, mean"]
+        kv = l1.get_lines()[0].get_ydata()
+        assert list(kv) == [np.mean(range(n)), np.mean(range(n, 2 * n))] and len(l1.collections) == 2
