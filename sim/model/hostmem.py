@@ -124,11 +124,13 @@ def swa_host_pages(l1_pages: int, l2_pages: int, swa_ratio: float, hicache_ratio
     return swa_pages(l2_pages, swa_ratio)
 
 
-def host_bytes(model: ModelSpec, l2_pages: int, swa_ratio: float, page_tokens: int) -> int:
-    """Pinned bytes per rank of host pools of ``l2_pages`` Full pages (0: no host pools)."""
+def host_bytes(model: ModelSpec, l1_pages: int, l2_pages: int, swa_ratio: float, page_tokens: int) -> int:
+    """Pinned bytes per rank of host pools of ``l2_pages`` Full pages beside ``l1_pages`` on the device (0: no
+    host pools): the SWA host pool as SGLang sizes it for the ratio ``l2_pages / l1_pages``
+    (:func:`swa_host_pages`), so a size on the curve costs what the candidate of that ratio does."""
     if not l2_pages:
         return 0
-    l2_swa = swa_host_pages(0, l2_pages, swa_ratio) if model.has_swa else 0
+    l2_swa = swa_host_pages(l1_pages, l2_pages, swa_ratio, l2_pages / l1_pages) if model.has_swa else 0
     return sum(_pool_bytes(model, l2_pages, l2_swa, page_tokens).values())
 
 

@@ -159,7 +159,7 @@ class _Setup:
 
     def bytes_per_node(self, l2_pages: int) -> int:
         ranks = min(self.sc.hardware.tp_size, self.spec.gpus_per_node)
-        return host_bytes(self.model, l2_pages, self.swa_ratio if self.model.has_swa else 0.0, self.page) * ranks
+        return host_bytes(self.model, self.l1, l2_pages, self.swa_ratio if self.model.has_swa else 0.0, self.page) * ranks
 
 
 @dataclass

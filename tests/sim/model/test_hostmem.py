@@ -27,8 +27,14 @@ def test_v4_paged_pools_pin_device_pages_times_the_ratio_on_their_anchor():
     for pool in V4.pools:
         pages = 4000 if pool.anchor == "kv" else 400
         assert c.pool_bytes.get(pool.name, 0) == pages * pool.bytes_per_page
-    assert c.per_rank == host_bytes(V4, 4000, 0.1, 256)
+    assert c.per_rank == host_bytes(V4, 1000, 4000, 0.1, 256)
     assert c.per_node == 8 * c.per_rank  # every TP rank pins its own copy
+
+
+def test_a_host_size_on_the_curve_costs_what_the_candidate_of_its_ratio_does():
+    c = cand(ratio=2.0, l1_pages=550, swa_ratio=0.0985)  # 54 SWA device pages: 108 on host, not 10% of 1,100
+    assert c.l2_pages == 1100 and c.l2_swa_pages == 108
+    assert host_bytes(V4, 550, 1100, 0.0985, 256) == c.per_rank
 
 
 def test_a_single_pool_host_pool_gets_sglangs_padding_page():
