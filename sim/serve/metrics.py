@@ -31,8 +31,9 @@ REQUEST_COLUMNS = (
     "retractions", "reprocessed_computed_tokens", "reprocessed_cached_tokens",
 )  # fmt: skip
 # A record's invariants (tests/sim/app/test_records.py): arrival <= admitted <= first token <= finish; the hits
-# and ``computed_tokens`` are the first admission's and add up to ``input_tokens``; a retracted request's
-# re-prefills (its prompt and the outputs it had made, again) are in the ``reprocessed_*`` columns only.
+# and ``computed_tokens`` are the first admission's and add up to ``input_tokens`` (a decode instance's are 0:
+# its prompts were prefilled elsewhere); a retracted request's re-prefills (its prompt and the outputs it had
+# made, again) are in the ``reprocessed_*`` columns only.
 SUMMED = ("input_tokens", "output_tokens", "device_hit_tokens", "host_hit_tokens", "storage_hit_tokens",
           "computed_tokens", "retractions", "reprocessed_computed_tokens", "reprocessed_cached_tokens")  # fmt: skip
 _INT_COLUMNS = {"rid", "instance", "session", "round", *SUMMED}
