@@ -173,11 +173,7 @@ def plot_threshold(df: pd.DataFrame, *, x: str | None = None, y: Sequence[str] |
         ax.set_ylabel(METRIC_LABELS.get(m, m))
         ax.set_title(_label(m))
         _value_axis(ax, m)
-        if (
-            pd.api.types.is_numeric_dtype(data[x])
-            and data[x].min() > 0
-            and data[x].max() / data[x].min() >= 16
-        ):
+        if pd.api.types.is_numeric_dtype(data[x]) and data[x].min() > 0 and data[x].max() / data[x].min() >= 16:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(data[x].unique()), [str(v) for v in sorted(data[x].unique())])
         ax.grid(alpha=0.3)
