@@ -196,9 +196,10 @@ def _add_plan(sub) -> None:
                    help="override a field of the base scenario (repeatable)")  # fmt: skip
     p.add_argument("--slo", default=None, metavar="K=V,...",
                    help="targets: ttft_p90, ttft_mean, ttft_p99, itl (TPOT mean), e.g. ttft_p90=2s,itl=50ms")  # fmt: skip
-    p.add_argument("--ratios", default="1,2,4,8,16", metavar="R1,R2,...", help="candidate --hicache-ratio values")
+    p.add_argument("--ratios", default="1,2,4,8,16", metavar="R1,R2,...",
+                   help="candidate --hicache-ratio values (default: %(default)s)")  # fmt: skip
     p.add_argument("--sizes", default="", metavar="GB1,GB2,...", help="candidate --hicache-size values (GB per rank)")
-    p.add_argument("--node-dram-gb", type=float, default=None,
+    p.add_argument("--node-dram-gb", type=_positive_float, default=None,
                    help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
                         "with --launch, 2048)")  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
@@ -238,7 +239,8 @@ def _cmd_plan(args) -> int:
         raise InputError("--decode: not a decode instance (set cluster.role: decode)", source=args.decode)
     spec = PlanSpec(sc, launch=args.launch, slo=parse_slo(args.slo), ratios=_float_list(args.ratios, "--ratios"),
                     sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
-                    node_dram_gb=args.node_dram_gb or (sc.hardware.host_mem_gb if args.scenario else 2048.0),
+                    node_dram_gb=args.node_dram_gb if args.node_dram_gb is not None else (
+                        sc.hardware.host_mem_gb if args.scenario else 2048.0),
                     gpus_per_node=args.gpus_per_node,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
                     decode_batches=args.batches)  # fmt: skip
@@ -260,12 +262,17 @@ def _cmd_plan(args) -> int:
 
 
 def _float_list(text: str, option: str) -> list[float]:
-    try:
-        values = [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise InputError(f"{option} {text}: expected numbers, e.g. 1,2,4") from None
-    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
-        raise InputError(f"{option} {text}: every value must be > 0")
+    """Distinct positive numbers within every input's bounds (a repeated candidate would run twice)."""
+    values = []
+    for t in (t for t in text.split(",") if t.strip()):
+        try:
+            values.append(_positive_float(t.strip()))
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"{option} {text}: {t.strip()}: {exc}") from None
+    if not values:
+        raise InputError(f"{option} {text}: expected numbers, e.g. 1,2,4")
+    if len(set(values)) != len(values):
+        raise InputError(f"{option} {text}: a value is repeated")
     return values
 
 
@@ -700,7 +707,7 @@ def _add_scenario(sub) -> None:
     f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
     f.add_argument("--model-config", default=None, metavar="CONFIG.json",
                    help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
-    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM for the L2 pools (all ranks), GB")
+    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM for the L2 pools (all ranks), GB (default: the scenario's hardware.host_mem_gb, 1024)")
     f.add_argument("--sglang-version", default="0.5.23", metavar="V",
                    help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
@@ -747,9 +754,9 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
+    if not _bounded(value) > 0:  # the bounds first: they name a nan or an inf as such
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return _bounded(value)
+    return value
 
 
 def _json_object(text: str | None, option: str) -> dict | None:

@@ -525,10 +525,13 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
         raise InputError("launch_server: --model-path is required")
     _resolve_dp(conv, dp_size)
     if hicache_size:
-        from sim.app.scenario import HiCacheConfig, field_problem
+        from sim.app.scenario import HiCacheConfig, build_model_spec, field_problem
+        from sim.model.hostmem import V4_SIZE_REFUSED
 
         # what the rest of the command makes, checked as the whole result will be (its error is the same line)
         probe = conv.check({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}})
+        if build_model_spec(probe).has_swa:  # SGLang does not start it: no scenario for what would not run
+            raise InputError(f"--hicache-size {num_text(hicache_size)}: {V4_SIZE_REFUSED}")
         page_bytes = probe.model.page_bytes(probe.hicache.page_size, probe.hardware.tp_size)
         pages = int(hicache_size * 1e9 // page_bytes)
         problem = field_problem(HiCacheConfig, "host_pages", pages)

@@ -89,8 +89,14 @@ def interval(values: Iterable[float]) -> Interval:
     return Interval(mean, mean - half, mean + half, half, n, sd)
 
 
+MAX_SEEDS = 1000  # each seed is a whole run
+
+
 def parse_seeds(text: str, base: int) -> list[int]:
-    """``--seeds``: ``N`` (N seeds from the scenario's own, ``base .. base+N-1``) or a list ``1,2,7``."""
+    """``--seeds``: ``N`` (N seeds from the scenario's own, ``base .. base+N-1``) or a list ``1,2,7``, at most
+    ``MAX_SEEDS`` of them, each within every input's bounds."""
+    from sim.base.inputs import number_problem
+
     text = str(text).strip()
     try:
         numbers = [int(t) for t in text.split(",") if t.strip()]
@@ -99,7 +105,13 @@ def parse_seeds(text: str, base: int) -> list[int]:
     if "," not in text:
         if len(numbers) != 1 or numbers[0] < 1:
             raise InputError(f"--seeds {text}: a count must be >= 1")
+        if numbers[0] > MAX_SEEDS:
+            raise InputError(f"--seeds {text}: at most {MAX_SEEDS:,} seeds (each is a whole run)")
         numbers = list(range(base, base + numbers[0]))
+    if len(numbers) > MAX_SEEDS:
+        raise InputError(f"--seeds {text}: at most {MAX_SEEDS:,} seeds (each is a whole run)")
+    if (problem := next(filter(None, map(number_problem, numbers)), None)) is not None:
+        raise InputError(f"--seeds {text}: {problem}")
     seeds = numbers
     if not seeds:
         raise InputError(f"--seeds {text}: no seed given")

@@ -488,8 +488,10 @@ def _recommend(spec: PlanSpec, data: dict, cands: list[HostCandidate]) -> dict:
     else:
         meeting = [p for p, v in zip(points, verdicts) if v["meets"]]
         choice = min(meeting, key=lambda p: p["host_bytes_per_node"]) if meeting else None
-        why = ("the least pinned host memory per node whose 95% upper bounds meet every SLO" if choice else
-               "none of the candidates meets the SLOs (upper ends of their 95% intervals)")  # fmt: skip
+        bound = ("95% upper bounds" if len(spec.seeds) > 1 else
+                 "figures (one seed: no interval, so the figure itself, not an upper bound)")  # fmt: skip
+        why = (f"the least pinned host memory per node whose {bound} meet every SLO" if choice else
+               f"none of the candidates meets the SLOs (their {bound})")  # fmt: skip
     out = {"criterion": why, "verdicts": verdicts, "choice": choice["label"] if choice else None}
     if choice is not None:
         sc = spec.scenario

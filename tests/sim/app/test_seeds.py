@@ -48,7 +48,8 @@ class TestSeedLists:
     def test_a_list_is_taken_as_given(self):
         assert parse_seeds("4,1,9", base=7) == [4, 1, 9]
 
-    @pytest.mark.parametrize("text", ["0", "x", "1,1", "-1,2", ","])
+    @pytest.mark.parametrize("text", ["0", "x", "1,1", "-1,2", ",", "1001", "99999999999999999999",
+                                      "1," + "9" * 20])  # fmt: skip
     def test_bad_seed_lists_are_refused(self, text):
         with pytest.raises(InputError):
             parse_seeds(text, base=1)

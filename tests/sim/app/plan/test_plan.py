@@ -98,6 +98,32 @@ def test_the_recommendation_is_the_cheapest_setup_whose_upper_bounds_meet_the_sl
             next(c["ratio"] for c in d["host_memory"]["candidates"] if c["label"] == rec["choice"]))
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--node-dram-gb", "0"], "--node-dram-gb: must be > 0"),
+    (["--node-dram-gb", "nan"], "--node-dram-gb: must be a finite number"),
+    (["--ratios", "2,2"], "--ratios 2,2: a value is repeated"),
+    (["--ratios", "1e20"], "--ratios 1e20: 1e20: 1e+20 is out of range"),
+    (["--seeds", "100000"], "--seeds 100000: at most 1,000 seeds"),
+])  # fmt: skip
+def test_bad_plan_options_are_one_line_before_any_run(args, says, tmp_path, capsys):
+    quickstart = str(Path(__file__).resolve().parents[4] / "scenarios" / "quickstart.yaml")
+    assert main(["plan", "--scenario", quickstart, *args, "--out", str(tmp_path / "p"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("seeds, says", [([1, 2, 3], "95% upper bounds"), ([1], "one seed: no interval")])
+def test_the_criterion_says_what_was_compared_with_the_targets(seeds, says):
+    from sim.app.plan.build import PlanSpec, _recommend
+    from sim.app.scenario import scenario_from_dict
+
+    spec = PlanSpec(scenario_from_dict({"name": "s"}), slo={"ttft_p90_s": 1.0}, seeds=seeds)
+    point = {"label": "L1 only", "host_bytes_per_node": 0, "seeds_ok": len(seeds),
+             "ttft_p90_s": {"mean": 1.5, "lo": 1.4, "hi": 1.6}}  # fmt: skip
+    rec = _recommend(spec, {"value": {"points": [point]}}, [])
+    assert rec["choice"] is None and says in rec["criterion"]
+
+
 def test_write_policies_and_l3_policies_are_side_by_side(report):
     _, d = report
     assert [r["policy"] for r in d["write_policy"]["rows"]] == ["write_through", "write_through_selective",
