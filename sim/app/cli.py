@@ -282,7 +282,8 @@ def _note(message: str) -> None:
 
 TREE_HELP = """Answer a stream of prefix-cache calls the way SGLang's own trees record them, and check the answers.
 
-Three formats (see shared/vectors): SGLang's RadixCache calls (insert / match / evict / state), the DeepSeek-V4
+Three formats (examples of each, with their READMEs, in the repository's tests/data/sglang_vectors): SGLang's
+RadixCache calls (insert / match / evict / state), the DeepSeek-V4
 UnifiedRadixCache calls (config / request / admit / extend / decode / finish / match / state), and the host-tier
 calls of SGLang's caches with HiCache on (vectors/hicache: those plus ack / complete_loads / step / evict_host /
 evict, for plain models and V4; answers add host hits, loads, host usage, the write-through window and the
@@ -312,9 +313,12 @@ def _cmd_tree(args) -> int:
         raise InputError("a folder: give a call stream file (JSON lines)", source=args.calls)
     if not path.exists():  # a pipe is read once, whole, and is fine
         raise InputError("no such file", source=args.calls)
+    answered = list(run_calls(path))  # every call first: a bad one is refused before any answer is printed
+    if not answered:
+        raise InputError("holds no calls", source=args.calls)
     checked = agreed = 0
     unnamed: set = set()
-    for lineno, answer, expect in run_calls(path):
+    for lineno, answer, expect in answered:
         if not args.quiet:
             print(json.dumps(answer, separators=(",", ":")))
         if expect is None:

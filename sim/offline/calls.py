@@ -49,10 +49,14 @@ def host_runs(tokens: list[int]) -> list:
 
 
 def check_call(call: dict, fields: dict[str, Fields]) -> None:
-    """Raise InputError naming the field of ``call`` that its op's declaration refuses."""
+    """Raise InputError naming the field of ``call`` that its op's declaration refuses, or one it does not
+    declare (a misspelt field would otherwise be dropped unseen; ``id`` names a call in any op)."""
     op = call.get("op")
     if not isinstance(op, str) or op not in fields:
         raise InputError(f"op: unknown op {op!r} (known: {', '.join(fields)})")
+    unknown = next((k for k in call if k not in fields[op] and k not in ("op", "id")), None)
+    if unknown is not None:
+        raise InputError(f"{unknown}: not a field of {op} (its fields: {', '.join(fields[op]) or 'none'})")
     check_fields(call, fields[op])
 
 

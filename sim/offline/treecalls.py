@@ -51,7 +51,7 @@ CALL_FIELDS: dict[str, Fields] = {
     "extend": {"rid": _RID},
     "decode": {"rid": _RID, "n": ("int", 0, False)},
     "finish": {"rid": _RID},
-    "match": {"tokens": _TOKENS},
+    "match": {"tokens": _TOKENS, "admission": ("bool", 0, False)},
     "state": {},
 }  # fmt: skip
 RADIX_CALL_FIELDS: dict[str, Fields] = {
@@ -157,6 +157,9 @@ class TreeDriver(CallDriver):
 
     @handles("match")
     def _op_match(self, call: dict) -> dict:
+        if call.get("admission") is False:
+            raise InputError("admission: this format's match is the admission one (its key limited to the "
+                             "prompt less one token, as SGLang's admission matches it)")  # fmt: skip
         tokens = expand_tokens(call["tokens"])
         return swa_match_fields(self.cache.lookup(self.cache.tree.page_keys(tokens), len(tokens)))
 

@@ -58,6 +58,26 @@ def test_cli_rejects_a_bad_line_in_one_line(tmp_path, capsys):
     assert f"{calls}:2: malformed JSON" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("second, says", [
+    ('{"op": "state", "typo": 1}', ":2: typo: not a field of state"),
+    ('{"op": "match", "tokens": [[1, 600]], "admission": false}', ":2: admission: this format's match is the admission one"),
+    ('{"op": "request", "tokens": "abcd"}', ":2: tokens:"),
+])  # fmt: skip
+def test_a_bad_call_is_refused_before_any_answer_is_printed(tmp_path, capsys, second, says):
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text('{"op": "request", "tokens": [[1, 600]], "output": [[900, 2]]}\n' + second + "\n")
+    assert main(["tree", str(calls)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"{calls}{says}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_stream_without_calls_is_refused(tmp_path, capsys):
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text('{"page_size": 4}\n')
+    assert main(["tree", str(calls)]) == 2
+    assert "holds no calls" in capsys.readouterr().err
+
+
 def test_a_recording_made_with_another_eviction_order_is_refused_not_answered_lru(tmp_path, capsys):
     calls = tmp_path / "calls.jsonl"
     calls.write_text('{"page_size": 4, "eviction_policy": "lfu"}\n{"call": {"op": "insert", "tokens": [1, 2, 3, 4]}}\n')
