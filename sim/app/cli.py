@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_no_progress(p) -> None:
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
+
+
 def _add_run(sub) -> None:
     p = sub.add_parser(
         "run",
@@ -66,8 +71,7 @@ def _add_run(sub) -> None:
                    help="run N seeds (from the scenario's own) or these seeds, in parallel; print and write each "
                         "figure's mean and 95%% interval (DIR/summary.json, seeds.csv)")  # fmt: skip
     p.add_argument("--workers", type=_positive_int, default=None, help="--seeds: parallel runs (default: CPUs)")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
+    _add_no_progress(p)
     p.set_defaults(func=_cmd_run, outputs=(("out", "folder"),))
 
 
@@ -195,7 +199,8 @@ def _add_plan(sub) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a field of the base scenario (repeatable)")  # fmt: skip
     p.add_argument("--slo", default=None, metavar="K=V,...",
-                   help="targets: ttft_p90, ttft_mean, ttft_p99, itl (TPOT mean), e.g. ttft_p90=2s,itl=50ms")  # fmt: skip
+                   help="targets, each once and with its unit (s or ms): ttft_p90, ttft_mean, ttft_p99, itl (TPOT mean), "
+                        "e.g. ttft_p90=2s,itl=50ms")  # fmt: skip
     p.add_argument("--ratios", default="1,2,4,8,16", metavar="R1,R2,...",
                    help="candidate --hicache-ratio values (default: %(default)s)")  # fmt: skip
     p.add_argument("--sizes", default="", metavar="GB1,GB2,...", help="candidate --hicache-size values (GB per rank)")
@@ -214,7 +219,7 @@ def _add_plan(sub) -> None:
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local processes (default) or Ray tasks, for larger grids")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="join this Ray cluster (default: local)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_no_progress(p)
     p.set_defaults(func=_cmd_plan, outputs=(("out", "folder"),))
 
 
@@ -423,6 +428,7 @@ def _add_replay(sub) -> None:
     p = sub.add_parser("replay", help="replay a trace in request order and report hit rates",
                        description=REPLAY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("trace", metavar="TRACE", help="Mooncake, Qwen-Bailian or Weka/AgentX JSONL (hash_ids), or token-id JSONL")
+    _add_no_progress(p)
     p.add_argument("--model", default="deepseek-v4-flash", help="catalog name or model YAML (default: %(default)s)")
     l1 = p.add_mutually_exclusive_group()
     l1.add_argument("--l1-pages", type=_positive_int, help="device (L1) capacity in pages (default: unbounded)")
@@ -491,13 +497,13 @@ def _cmd_replay(args) -> int:
                             load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
 
         check_fits_v4(make(), seen.largest, args.trace)  # before the replay, on pools of their own
-        result = replay_v4(make(), model, requests, args.trace, progress=True)
+        result = replay_v4(make(), model, requests, args.trace, progress=not args.no_progress)
     else:
         cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
                         load_back_threshold=args.load_back_threshold, eviction_policy=args.eviction_policy,
                         eviction_config=_json_object(args.eviction_config, "--eviction-config"),
                         one_page_nodes=args.granularity == "page")  # fmt: skip
-        result = replay(cache, requests, args.trace, progress=True, bound=not args.no_bound)
+        result = replay(cache, requests, args.trace, progress=not args.no_progress, bound=not args.no_bound)
     print(format_table(result))
     if args.json:
         write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str, allow_nan=False) + "\n")
@@ -518,6 +524,7 @@ def _add_compare(sub) -> None:
     p = sub.add_parser("compare", help="replay a trace under several policies and capacities, one table",
                        description=COMPARE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("trace", metavar="TRACE", help="Mooncake, Qwen-Bailian or Weka/AgentX JSONL (hash_ids), or token-id JSONL")
+    _add_no_progress(p)
     p.add_argument("--policies", required=True, metavar="P1,P2,...",
                    help="e.g. write_through,boundary,write_through+lfu,clairvoyant")  # fmt: skip
     p.add_argument("--l1-pages", required=True, metavar="N1,N2,...", type=_int_list, help="L1 capacities in pages")
@@ -548,7 +555,7 @@ def _cmd_compare(args) -> int:
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
-                 load_back_threshold=args.load_back_threshold, progress=True)  # fmt: skip
+                 load_back_threshold=args.load_back_threshold, progress=not args.no_progress)  # fmt: skip
     print(format_compare(df))
     if args.csv:
         write_text_atomic(args.csv, df.to_csv(index=False))
@@ -589,8 +596,7 @@ def _add_sweep(sub) -> None:
     p.add_argument("--seeds", default=None, metavar="N|S1,S2,...",
                    help="run every point at N seeds (or these seeds): a seed axis, and the table printed and "
                         "written (DIR/sweep_seeds.csv) as mean and 95%% interval over seeds")  # fmt: skip
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress (a bar on a terminal; off one, a line every 30 s of a longer run)")
+    _add_no_progress(p)
     p.set_defaults(func=_cmd_sweep, outputs=(("out", "folder"),))
 
 

@@ -7,7 +7,6 @@ the outcomes; nothing here is tuned to a result.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -29,7 +28,10 @@ TIMED = ("input_tokens_per_s", "output_tokens_per_s", "ttft_mean_s", "ttft_p90_s
 
 
 def parse_slo(text: str | None) -> dict[str, float]:
-    """``ttft_p90=2s,itl=50ms`` -> {``ttft_p90_s``: 2.0, ``tpot_mean_s``: 0.05}. Raises InputError."""
+    """``ttft_p90=2s,itl=50ms`` -> {``ttft_p90_s``: 2.0, ``tpot_mean_s``: 0.05}: each target once, with its unit
+    (a bare ``itl=50`` could mean 50 ms or 50 s). Raises InputError."""
+    from sim.base.inputs import number_problem
+
     out: dict[str, float] = {}
     for item in (text or "").split(","):
         if not item.strip():
@@ -38,14 +40,17 @@ def parse_slo(text: str | None) -> dict[str, float]:
         key, value = key.strip().lower(), value.strip().lower()
         if not sep or key not in SLO_KEYS:
             raise InputError(f"--slo {item.strip()}: expected one of {', '.join(SLO_KEYS)}=VALUE (e.g. ttft_p90=2s)")
-        scale = 1e-3 if value.endswith("ms") else 1.0
-        number = value.removesuffix("ms").removesuffix("s")
+        if SLO_KEYS[key] in out:
+            raise InputError(f"--slo {item.strip()}: {key} is given twice")
+        scale = 1e-3 if value.endswith("ms") else 1.0 if value.endswith("s") else None
         try:
-            seconds = float(number) * scale
+            if scale is None:
+                raise ValueError
+            seconds = float(value.removesuffix("ms").removesuffix("s")) * scale
         except ValueError:
-            raise InputError(f"--slo {item.strip()}: cannot read {value!r} as a time (2s, 50ms)") from None
-        if not (seconds > 0 and math.isfinite(seconds)):
-            raise InputError(f"--slo {item.strip()}: must be > 0")
+            raise InputError(f"--slo {item.strip()}: cannot read {value!r} as a time with its unit (2s, 50ms)") from None
+        if (problem := number_problem(seconds)) is not None or not seconds > 0:
+            raise InputError(f"--slo {item.strip()}: {problem or 'must be > 0'}")
         out[SLO_KEYS[key]] = seconds
     return out
 

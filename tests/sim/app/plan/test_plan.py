@@ -162,7 +162,8 @@ class TestSlo:
     def test_units(self):
         assert parse_slo("ttft_p90=2s,itl=50ms") == {"ttft_p90_s": 2.0, "tpot_mean_s": 0.05}
 
-    @pytest.mark.parametrize("text", ["ttft=2s", "ttft_p90=fast", "ttft_p90=-1s", "ttft_p90"])
+    @pytest.mark.parametrize("text", ["ttft=2s", "ttft_p90=fast", "ttft_p90=-1s", "ttft_p90", "itl=50",
+                                      "ttft_p90=2s,ttft_p90=3s", "ttft_p90=infs", "ttft_p90=nanms"])
     def test_bad_targets_are_one_line_errors(self, text):
         with pytest.raises(InputError):
             parse_slo(text)
