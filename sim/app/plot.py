@@ -209,14 +209,24 @@ def _merge_identical(line_sets, groups: list[str], x: str, metrics: list[str]) -
 
 def _value_axis(ax, metric: str) -> None:
     """Read from zero, as a ratio is read; shares in percent, as the tables print them; counts with separators."""
-    from matplotlib.ticker import FuncFormatter, PercentFormatter
+    from matplotlib.ticker import FuncFormatter
 
     top = max((float(np.nanmax(line.get_ydata())) for line in ax.get_lines() if len(line.get_ydata())), default=0)
     ax.set_ylim(0, top * 1.1 if top > 0 else 1)
     if metric.startswith(("hit_", "util_")):
-        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        _percent_axis(ax)
     else:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}"))
+
+
+def _percent_axis(ax) -> None:
+    """Shares in percent, with as many decimals as the axis's span needs for its ticks to differ (a 0-4% axis
+    labelled in whole percent reads 0%, 0%, 1%, 2%, 2%...)."""
+    from matplotlib.ticker import PercentFormatter
+
+    lo, hi = ax.get_ylim()
+    span = (hi - lo) * 100
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0 if span >= 10 else 1 if span >= 1 else 2))
 
 
 def _label(metric: str) -> str:
@@ -373,7 +383,7 @@ def plot_rounds(df: pd.DataFrame):
     """The client's view by round (bench_multiturn) or step (bench_serving): TTFT, mean and the tail its own
     report prints, as it computes it (bench_multiturn's p90 at rank 0.9 n, bench_serving's interpolated p99),
     and the cache hit rate by source."""
-    from matplotlib.ticker import MaxNLocator, PercentFormatter
+    from matplotlib.ticker import MaxNLocator
 
     from sim.serve.clients import rank_quantile
 
@@ -394,7 +404,7 @@ def plot_rounds(df: pd.DataFrame):
         ax_h.bar(rounds, share, bottom=bottom, label=name)
         bottom += share
     ax_h.set(xlabel=unit, ylabel="share of input tokens (first admission)", title="Cache hit rate", ylim=(0, 1))
-    ax_h.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    _percent_axis(ax_h)
     if not bottom.any():
         ax_h.text(0.5, 0.5, f"no cache hits in any {unit}", transform=ax_h.transAxes, ha="center", va="center",
                   color="dimgrey")  # fmt: skip
@@ -437,7 +447,7 @@ def plot_compare(df: pd.DataFrame, out: str | Path) -> Path:
 
 def compare_figure(df: pd.DataFrame):
     """The figure :func:`plot_compare` writes."""
-    from matplotlib.ticker import NullLocator, PercentFormatter
+    from matplotlib.ticker import NullLocator
 
     settings = list(dict.fromkeys(df["l2"]))
     fig, axes = _figure(len(settings), "hit rate vs L1 capacity (a panel per L2 setting, a line per policy)")
@@ -461,7 +471,7 @@ def compare_figure(df: pd.DataFrame):
         ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
         ax.xaxis.set_minor_locator(NullLocator())  # only the capacities simulated: no colliding log labels
         ax.set_ylim(0, top)
-        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        _percent_axis(ax)
         ax.set_xlabel("L1 capacity (pages)")
         ax.set_ylabel("L1+L2 hit rate (input pages)" if setting != "0" else "L1 hit rate (input pages)")
         ax.set_title("L2 off" if setting == "0" else f"L2 = {setting} pages" if not setting.endswith("x") else f"L2 = {setting} L1")

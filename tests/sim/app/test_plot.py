@@ -270,3 +270,15 @@ class TestHonestAxes:
         assert [t.get_text() for t in l1.get_legend().get_texts()] == ["kv, mean", "swa, mean"]
         kv = l1.get_lines()[0].get_ydata()
         assert list(kv) == [np.mean(range(n)), np.mean(range(n, 2 * n))] and len(l1.collections) == 2
+
+    def test_a_small_share_axis_gets_the_decimals_its_ticks_need(self):
+        from matplotlib.figure import Figure
+
+        from sim.app.plot import _percent_axis
+
+        ax = Figure().subplots()
+        ax.plot([0, 1], [0.0, 0.034])
+        ax.set_ylim(0, 0.04)
+        _percent_axis(ax)
+        fig_text = [ax.yaxis.get_major_formatter()(v, 0) for v in (0.005, 0.01, 0.015)]
+        assert len(set(fig_text)) == 3 and fig_text[0] == "0.5%"
