@@ -64,8 +64,11 @@ def iter_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | N
         if ts < 0 or n_in <= 0 or n_out < 0:
             raise InputError("timestamp and output_length must be >= 0, input_length > 0", source=str(path), line=lineno)
         _check_length(n_in + n_out, path, lineno)
-        if len(ids) < math.ceil(n_in / block_size) or not all(isinstance(h, int) for h in ids):
-            raise InputError(f"hash_ids: need {math.ceil(n_in / block_size)} integer ids for {n_in} tokens"
+        bad = next((h for h in ids if not isinstance(h, int) or isinstance(h, bool)), None)
+        if bad is not None:  # ids name blocks (hashes may be 64-bit): integers, not held to a quantity's bounds
+            raise InputError(f"hash_ids: every id must be an integer, got {bad!r}", source=str(path), line=lineno)
+        if len(ids) < math.ceil(n_in / block_size):
+            raise InputError(f"hash_ids: need {math.ceil(n_in / block_size)} ids for {n_in} tokens"
                              f" at block size {block_size}, got {len(ids)}", source=str(path), line=lineno)  # fmt: skip
         arrival = _arrival(ts / 1000.0, time_scale, "timestamp", path, lineno)
         _check_order(count, last, arrival, path, lineno)
