@@ -607,7 +607,9 @@ def _cmd_sweep(args) -> int:
     plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
                    progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
-    if args.seeds is not None:
+    # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
+    seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
+    if seeded:
         from sim.app.seeds import aggregate, format_intervals
         from sim.base.fileio import write_text_atomic
 
@@ -616,7 +618,7 @@ def _cmd_sweep(args) -> int:
         write_text_atomic(f"{args.out}/sweep_seeds.csv", aggregate(df, keys).to_csv(index=False))
     else:
         print(format_rows(df, [a.key for a in plan.axes]))
-    also = ", sweep_seeds.csv" if args.seeds is not None else ""
+    also = ", sweep_seeds.csv" if seeded else ""
     print(f"wrote {args.out}/sweep.parquet ({len(df)} of {len(plan.points)} points), sweep.yaml{also}, points/")
     failed = df[df["status"] == "failed"] if "status" in df else df.iloc[:0]
     if len(failed):

@@ -141,6 +141,9 @@ class TestCommands:
         agg = pd.read_csv(out / "sweep_seeds.csv")
         assert list(agg["seeds"]) == [2, 2]
         assert "±" in capsys.readouterr().out
+        (out / "sweep_seeds.csv").write_text("stale\n")  # resumed from its sweep.yaml: the intervals again
+        assert main(["sweep", str(out / "sweep.yaml"), "--out", str(out), "--no-progress"]) == 0
+        assert pd.read_csv(out / "sweep_seeds.csv").equals(agg)
 
     def test_diff_of_a_damaged_summary_is_one_line_and_exit_2(self, tmp_path, capsys):
         (tmp_path / "summary.json").write_text(json.dumps({"throughput": {}, "hit_rate": {}, "metrics": "x"}))
