@@ -830,6 +830,8 @@ def main(argv: list[str] | None = None) -> int:
         print("hicache-sim: terminated; nothing half-written was kept", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
+        if main_thread:  # the command is ending: a second SIGINT (`timeout` signals the process group as well)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # must not break this line or the exit's thread joins
         print("hicache-sim: interrupted; nothing half-written was kept", file=sys.stderr)
         return 130
     finally:
