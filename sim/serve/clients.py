@@ -173,7 +173,7 @@ def client_report(workload, df: pd.DataFrame) -> dict | None:
                               "storage": int(g["storage_hit_tokens"].sum())},
         })  # fmt: skip
     if workload.kind == "multi_turn":
-        ttft, lat = df["ttft_s"].to_numpy(float), df["e2e_s"].to_numpy(float)
+        ttft, lat = np.sort(df["ttft_s"].to_numpy(float)), np.sort(df["e2e_s"].to_numpy(float))  # (means in this order)
         span = float(df["finish_s"].max() - df["arrival_s"].min())
         summary = {"total_requests": len(ttft), "average_ttft": float(ttft.mean()),
                    "p90_ttft": rank_quantile(ttft, 0.9), "median_ttft": rank_quantile(ttft, 0.5),
