@@ -214,11 +214,31 @@ class Conversion:
 
     def check(self, scenario: dict[str, Any] | None = None) -> Any:
         """The scenario (or ``scenario``, a variant of it) validated; an error in a field a flag set names that
-        flag."""
-        from sim.app.scenario import scenario_from_dict
+        flag, and one across fields (a page size the model's compression does not divide) the flags without
+        which it goes away (:func:`sim.app.scenario.reblame`, as for ``--set``)."""
+        from sim.app.scenario import reblame, scenario_from_dict
 
-        return scenario_from_dict(self.scenario if scenario is None else scenario, source="from-sglang",
-                                  overridden=self.origins)  # fmt: skip
+        doc = self.scenario if scenario is None else scenario
+        try:
+            return scenario_from_dict(doc, source="from-sglang", overridden=self.origins)
+        except InputError as exc:
+            if not self.origins or not str(exc).startswith("from-sglang: "):
+                raise
+
+            def without(key: str) -> None:
+                scenario_from_dict(_without(doc, key), source="from-sglang")
+
+            raise reblame(exc, "from-sglang", self.origins, without) from None
+
+
+def _without(d: dict, path: str) -> dict:
+    """A copy of ``d`` without the field at dotted ``path`` (its default then applies)."""
+    head, _, rest = path.partition(".")
+    if head not in d:
+        return d
+    if not rest:
+        return {k: v for k, v in d.items() if k != head}
+    return {**d, head: _without(d[head], rest)} if isinstance(d[head], dict) else d
 
 
 def _put(d: dict, path: str, value: Any) -> None:

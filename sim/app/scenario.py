@@ -299,18 +299,19 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = (), *,
 def reblame(exc: InputError, source: str, origins: dict[str, str], check_without: Any) -> InputError:
     """``exc``, an error reported against a valid ``source`` that changes made to it caused (a ``--set`` that
     creates a section missing its required fields, a ``--grid`` value a cross-check refuses), blamed on the
-    changes without which the error goes away (all of them, if several are): ``check_without(key)`` checks the
-    document with every change but that one, raising InputError. Failing that, on the change whose dotted key
-    shares the longest prefix with the field the error names."""
+    changes without which the document is valid (all of them, if several are), else those without which the
+    error at least changes: ``check_without(key)`` checks the document with every change but that one, raising
+    InputError. Failing that, on the change whose dotted key shares the longest prefix with the field the error
+    names."""
     rest = str(exc)[len(source) + 2 :]
     field = rest.split(": ", 1)[0].split(".")
 
-    def needed(key: str) -> bool:
+    def outcome(key: str) -> str:
         try:
             check_without(key)
         except InputError as other:
-            return str(other) != str(exc)
-        return True
+            return "same" if str(other) == str(exc) else "other"
+        return "valid"
 
     def shared(key: str) -> int:
         n = 0
@@ -320,7 +321,11 @@ def reblame(exc: InputError, source: str, origins: dict[str, str], check_without
             n += 1
         return n
 
-    culprits = [key for key in origins if needed(key)] if len(origins) > 1 else list(origins)
+    if len(origins) > 1:
+        seen = {key: outcome(key) for key in origins}
+        culprits = [k for k, o in seen.items() if o == "valid"] or [k for k, o in seen.items() if o == "other"]
+    else:
+        culprits = list(origins)
     blamed = culprits or [max(origins, key=shared)]  # ties: the first given
     return InputError(rest, source=" and ".join(origins[k] for k in blamed))
 

@@ -78,6 +78,7 @@ QWEN = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp 2 "
     (V4, "--chunked-prefill-size 1", "--chunked-prefill-size 1: scheduler.chunked_prefill_size: 1 is below one page"),
     (QWEN, "--hicache-size 1 --chunked-prefill-size 1", "--chunked-prefill-size 1: scheduler.chunked_prefill_size"),
     (V4, "--hicache-size 100", "--hicache-size 100: DeepSeek V4 HiCache currently does not support --hicache-size"),
+    (V4, "--page-size 64", "--page-size 64: value error, page_size 64 is not a multiple of compress_ratio 128"),
 ])  # fmt: skip
 def test_a_flags_number_is_held_to_every_inputs_bounds_and_a_field_it_set_blames_it(launch, flags, message):
     """Found by the fuzzer's 10x profile: a size whose page count overflowed, and a cross-field error raised
