@@ -132,6 +132,7 @@ def _run_seeds(args, scenario) -> int:
 
     seeds = parse_seeds(args.seeds, scenario.seed)
     check_startable(scenario)
+    _note_seeds_of_a_trace(scenario)
     with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):
         df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
         (tmp / "summary.json").write_text(summary_json(seeds_summary(scenario, df)))
@@ -605,10 +606,12 @@ def _cmd_sweep(args) -> int:
 
     grid = list(args.grid) + ([_seed_axis(args)] if args.seeds is not None else [])
     plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
-    df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
-                   progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
+    if seeded:
+        _note_seeds_of_a_trace(plan.base)
+    df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
+                   progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
     if seeded:
         from sim.app.seeds import aggregate, format_intervals
         from sim.base.fileio import write_text_atomic
@@ -626,6 +629,12 @@ def _cmd_sweep(args) -> int:
         raise InputError(f"{len(failed)} of {len(plan.points)} points failed (point {first['point_id']}: "
                          f"{first['error']}); their rows have status 'failed', the others are whole")  # fmt: skip
     return 0
+
+
+def _note_seeds_of_a_trace(scenario) -> None:
+    if scenario.workload.kind == "trace":  # nothing in a trace replay draws from the seed (plan runs one)
+        _note("a trace replays its own arrivals and prompts, so every seed gives the same run: the intervals "
+              "are 0, not a measure of the trace's noise")  # fmt: skip
 
 
 def _seed_axis(args) -> str:

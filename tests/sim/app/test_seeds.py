@@ -145,6 +145,12 @@ class TestCommands:
         assert main(["sweep", str(out / "sweep.yaml"), "--out", str(out), "--no-progress"]) == 0
         assert pd.read_csv(out / "sweep_seeds.csv").equals(agg)
 
+    def test_seeds_of_a_trace_replay_are_noted_as_giving_the_same_run(self, tmp_path, capsys):
+        trace = str(Path(QUICKSTART).parent / "mooncake_conversation.yaml")
+        assert main(["run", trace, "--set", "workload.max_requests=40", "--seeds", "2", "--out",
+                     str(tmp_path / "r"), "--workers", "1", "--no-progress"]) == 0  # fmt: skip
+        assert "every seed gives the same run" in capsys.readouterr().err
+
     def test_diff_of_a_damaged_summary_is_one_line_and_exit_2(self, tmp_path, capsys):
         (tmp_path / "summary.json").write_text(json.dumps({"throughput": {}, "hit_rate": {}, "metrics": "x"}))
         assert main(["diff", str(tmp_path), str(tmp_path)]) == 2
