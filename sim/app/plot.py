@@ -341,11 +341,12 @@ def plot_occupancy(df: pd.DataFrame):
                 band = by_time[col].agg(["mean", "min", "max"])
                 ax.plot(band.index, band["mean"], linestyle=style, color=colour, label=f"{name}, mean", linewidth=1.2)
                 ax.fill_between(band.index, band["min"], band["max"], color=colour, alpha=0.2, linewidth=0)
-        for inst, colour in zip([] if banded and not shared else instances[:1] if shared else instances, colours):
-            part = df[df["instance"] == inst].sort_values("time_s")
-            for col, name, style in series:
-                label = f"{name}, instance {inst}" if len(instances) > 1 and not shared else name
-                ax.plot(part["time_s"], part[col], linestyle=style, color=colour, label=label, linewidth=1.2)
+        else:
+            for inst, colour in zip(instances[:1] if shared else instances, colours):
+                part = df[df["instance"] == inst].sort_values("time_s")
+                for col, name, style in series:
+                    label = f"{name}, instance {inst}" if len(instances) > 1 and not shared else name
+                    ax.plot(part["time_s"], part[col], linestyle=style, color=colour, label=label, linewidth=1.2)
         for key, name, style in limits or []:
             if capacity.get(key):
                 ax.axhline(capacity[key], color="grey", linestyle=style, label=f"{name} ({capacity[key]:,})")

@@ -102,14 +102,13 @@ def parse_seeds(text: str, base: int) -> list[int]:
         numbers = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         raise InputError(f"--seeds {text}: expected a count (5) or a list of seeds (1,2,7)") from None
+    count = numbers[0] if "," not in text and len(numbers) == 1 else len(numbers)
+    if count > MAX_SEEDS:
+        raise InputError(f"--seeds {text}: at most {MAX_SEEDS:,} seeds (each is a whole run)")
     if "," not in text:
         if len(numbers) != 1 or numbers[0] < 1:
             raise InputError(f"--seeds {text}: a count must be >= 1")
-        if numbers[0] > MAX_SEEDS:
-            raise InputError(f"--seeds {text}: at most {MAX_SEEDS:,} seeds (each is a whole run)")
         numbers = list(range(base, base + numbers[0]))
-    if len(numbers) > MAX_SEEDS:
-        raise InputError(f"--seeds {text}: at most {MAX_SEEDS:,} seeds (each is a whole run)")
     if (problem := next(filter(None, map(number_problem, numbers)), None)) is not None:
         raise InputError(f"--seeds {text}: {problem}")
     seeds = numbers

@@ -223,3 +223,12 @@ def test_replay_takes_the_policy_simulators_page_granularity(tmp_path, capsys):
     assert "L1+L2 hit" in capsys.readouterr().out
     assert main(["replay", str(trace), "--model", "deepseek-v4-flash", "--granularity", "page"]) == 2
     assert "--granularity" in capsys.readouterr().err
+
+
+def test_from_sglangs_help_gives_the_schemas_own_host_memory_default(capsys):
+    from sim.app.schema.hardware import HardwareConfig
+
+    with pytest.raises(SystemExit):
+        main(["scenario", "from-sglang", "--help"])
+    default = HardwareConfig.model_fields["host_mem_gb"].default
+    assert f"hardware.host_mem_gb, {default:g})" in " ".join(capsys.readouterr().out.split())
