@@ -43,6 +43,7 @@ import simpy
 
 from sim.app.run import build, summarise
 from sim.app.scenario import load_scenario
+from sim.base.compiled import MODULES, build_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 MULTI_TURN = ("quickstart", "dsv4_flash_multiturn_l1", "dsv4_flash_multiturn_l1l2", "dsv41_flash_multiturn_l1",
@@ -118,22 +119,29 @@ def timed_process(tree: Path, scenario: Path, overrides: list[str], requests_out
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def million(n: int) -> None:
-    """(4): the synthetic V4 case at ``n`` and ``n / 4`` requests, and the bytes per request at the margin."""
+def million(n: int, compiled: Path | None) -> None:
+    """(4): the synthetic V4 case at ``n`` and ``n / 4`` requests, and the bytes per request at the margin; in this
+    tree as installed from source (pure Python) and in its ``compiled`` copy, the two alternating."""
     path = ROOT / "bench/synthetic_v4_l1l2.yaml"
+    trees = [("pure", ROOT)] + ([("compiled", compiled)] if compiled else [])
     print(f"\n{path.relative_to(ROOT)} (one process each, records streamed to Parquet):")
-    print(f"{'requests':>12}{'wall s':>10}{'req/wall s':>12}{'CPU s':>9}{'req/CPU s':>11}{'peak RSS MB':>13}")
-    runs = []
+    print(f"{'build':<10}{'requests':>12}{'wall s':>10}{'req/wall s':>12}{'CPU s':>9}{'req/CPU s':>11}"
+          f"{'peak RSS MB':>13}")  # fmt: skip
+    runs: dict[str, list[dict]] = {label: [] for label, _ in trees}
     with tempfile.TemporaryDirectory() as tmp:
         for k in (n // 4, n):
-            r = timed_process(ROOT, path, [f"workload.num_requests={k}"], str(Path(tmp) / "requests.parquet"))
-            runs.append(r)
-            print(f"{r['requests']:>12,}{r['wall_s']:>10.1f}{r['requests'] / r['wall_s']:>12,.0f}{r['cpu_s']:>9.1f}"
-                  f"{r['requests'] / r['cpu_s']:>11,.0f}{r['rss_mb']:>13,.0f}")  # fmt: skip
-    (a, b) = runs
-    margin = (b["rss_mb"] - a["rss_mb"]) * 2**20 / max(1, b["requests"] - a["requests"])
-    print(f"bytes per request at the margin: {margin:,.0f} B ((RSS at {b['requests']:,} - at {a['requests']:,}) / "
-          "the requests between)")
+            for label, tree in trees:
+                r = timed_process(tree, path, [f"workload.num_requests={k}"], str(Path(tmp) / "requests.parquet"))
+                runs[label].append(r)
+                print(f"{label:<10}{r['requests']:>12,}{r['wall_s']:>10.1f}{r['requests'] / r['wall_s']:>12,.0f}"
+                      f"{r['cpu_s']:>9.1f}{r['requests'] / r['cpu_s']:>11,.0f}{r['rss_mb']:>13,.0f}")  # fmt: skip
+    for label, (a, b) in runs.items():
+        margin = (b["rss_mb"] - a["rss_mb"]) * 2**20 / max(1, b["requests"] - a["requests"])
+        print(f"{label}: bytes per request at the margin: {margin:,.0f} B ((RSS at {b['requests']:,} - at "
+              f"{a['requests']:,}) / the requests between)")
+    if compiled:
+        (_, pure), (_, comp) = runs["pure"], runs["compiled"]
+        print(f"compiled over pure, CPU time at {pure['requests']:,} requests: {pure['cpu_s'] / comp['cpu_s']:.2f}x")
 
 
 def overload(n: int) -> None:
@@ -192,19 +200,45 @@ def base_tree(commit: str | None) -> Iterator[Path | None]:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
 
 
-def against_base(base: Path, commit: str, repeat: int) -> None:
-    """(6): the multi-turn scenarios' CPU time here and at ``commit`` (checked out at ``base``), each run in a
-    process of its own, the two trees alternating ``repeat`` times; the least of each tree's times is kept, as
-    load on a shared machine only ever adds to a run's time."""
+@contextlib.contextmanager
+def compiled_tree(wanted: bool) -> Iterator[Path | None]:
+    """A compiled copy of this tree in a temporary folder (``sim.base.compiled.build_copy``), or None when not
+    wanted or no compiler is at hand."""
+    if not wanted or importlib.util.find_spec("mypyc") is None:
+        if wanted:
+            print("compiled build: mypyc not installed (pip install -e '.[dev]'), skipped")
+        yield None
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        try:
+            build_copy(ROOT, Path(tmp))
+        except (RuntimeError, OSError) as exc:
+            print(f"compiled build failed, skipped: {str(exc).splitlines()[0]}")
+            yield None
+            return
+        print(f"compiled build: {len(MODULES)} modules with mypyc in {time.perf_counter() - start:.0f} s")
+        yield Path(tmp)
+
+
+def against_base(base: Path, commit: str, repeat: int, compiled: Path | None) -> None:
+    """(6): the multi-turn scenarios' CPU time here (and in the ``compiled`` copy) and at ``commit`` (checked out
+    at ``base``), each run in a process of its own, the trees alternating ``repeat`` times; the least of each
+    tree's times is kept, as load on a shared machine only ever adds to a run's time."""
+    trees = [("base", base), ("this", ROOT)] + ([("compiled", compiled)] if compiled else [])
     print(f"\nmulti-turn scenarios, CPU s (one process each, least of {repeat} alternating; base {commit}):")
-    print(f"{'scenario':<30}{'requests':>10}{'base s':>9}{'this s':>9}{'speed-up':>10}")
+    print(f"{'scenario':<30}{'requests':>10}" + "".join(f"{label + ' s':>11}" for label, _ in trees)
+          + "".join(f"{label + ' x':>12}" for label, _ in trees[1:]))  # fmt: skip
     for name in MULTI_TURN:
-        old, new = [], []
+        cpu: dict[str, list[float]] = {label: [] for label, _ in trees}
         for _ in range(repeat):
-            old.append(timed_process(base, base / f"scenarios/{name}.yaml", [])["cpu_s"])
-            r = timed_process(ROOT, ROOT / f"scenarios/{name}.yaml", [])
-            new.append(r["cpu_s"])
-        print(f"{name:<30}{r['requests']:>10,}{min(old):>9.2f}{min(new):>9.2f}{min(old) / min(new):>9.2f}x")
+            for label, tree in trees:
+                own = base if label == "base" else ROOT  # the base runs its own copy of the scenario
+                r = timed_process(tree, own / f"scenarios/{name}.yaml", [])
+                cpu[label].append(r["cpu_s"])
+        least = {label: min(v) for label, v in cpu.items()}
+        print(f"{name:<30}{r['requests']:>10,}" + "".join(f"{least[label]:>11.2f}" for label, _ in trees)
+              + "".join(f"{least['base'] / least[label]:>11.2f}x" for label, _ in trees[1:]))  # fmt: skip
 
 
 def main() -> None:
@@ -215,6 +249,8 @@ def main() -> None:
     p.add_argument("--base", metavar="COMMIT", help="time the multi-turn scenarios and the lane replay against this commit too")
     p.add_argument("--corpus", type=int, default=200, help="trajectories of the lane replay's smaller corpus (0: skip it)")
     p.add_argument("--repeat", type=int, default=3, help="alternating runs of each multi-turn scenario against --base")
+    p.add_argument("--no-compiled", dest="compiled", action="store_false",
+                   help="skip the compiled build (by default (4) and (6) also time a copy compiled with mypyc)")
     args = p.parse_args()
     simpy_eps = bare_simpy()
     cases = [
@@ -239,15 +275,16 @@ def main() -> None:
         print(f"{r['name']:<30}{backend:<16}{r['requests']:>10,}{r['simulated_s']:>10,.0f}{r['wall_s']:>9.2f}"
               f"{r['requests'] / r['wall_s']:>12,.0f}{eps:>12,.0f}{eps / simpy_eps:>10.2f}"
               f"{r['wall_s'] / roof_wall[r['name']]:>12.2f}x")  # fmt: skip
-    if args.requests:
-        million(args.requests)
-    if args.overload:
-        overload(args.overload)
-    with base_tree(args.base) as base:
-        if args.corpus:
-            corpus(args.corpus, base)
-        if base:
-            against_base(base, args.base, args.repeat)
+    with compiled_tree(args.compiled and bool(args.requests or args.base)) as compiled:
+        if args.requests:
+            million(args.requests, compiled)
+        if args.overload:
+            overload(args.overload)
+        with base_tree(args.base) as base:
+            if args.corpus:
+                corpus(args.corpus, base)
+            if base:
+                against_base(base, args.base, args.repeat, compiled)
 
 
 if __name__ == "__main__":

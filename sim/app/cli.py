@@ -11,6 +11,7 @@ import sys
 import threading
 
 from sim import __version__
+from sim.base.compiled import MODULES, compiled, stale
 from sim.base.errors import InputError
 from sim.cache.eviction import EVICTION_POLICIES
 
@@ -29,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hicache-sim",
         description="Simulate SGLang HiCache (L1 GPU / L2 host / L3 storage) and HiSparse for multi-pool KV models.",
     )
-    parser.add_argument("--version", action="version", version=f"hicache-sim {__version__}")
+    n = len(compiled())
+    build = "pure Python" if not n else f"compiled: {n} of {len(MODULES)} engine modules"
+    parser.add_argument("--version", action="version", version=f"hicache-sim {__version__} ({build})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(sub)
     _add_validate(sub)
@@ -815,6 +818,10 @@ def main(argv: list[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"hicache-sim: error: {exc}", file=sys.stderr)
         return 2
+    edited = stale()
+    if edited:
+        print(f"hicache-sim: warning: {', '.join(edited)} changed after being compiled, and the compiled copy is what "
+              "runs: rebuild with HICACHE_SIM_COMPILE=1 pip install -e .", file=sys.stderr)  # fmt: skip
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # `kill`, `timeout`
     try:

@@ -9,6 +9,8 @@ Outputs count in full, clipped at ``CLIP_MAX_NEW_TOKENS``: the requests have fix
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["CLIP_MAX_NEW_TOKENS", "admission_demand", "chunk_end", "chunk_reservation", "clip_output", "output_left"]
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (schedule_policy.py:89-91)
@@ -19,7 +21,7 @@ def clip_output(tokens: int) -> int:
     return tokens if tokens < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
 
 
-def output_left(r) -> int:
+def output_left(r: Any) -> int:
     """The output request record ``r`` (either cache's, or a driver's) has still to make, as the budget counts it
     for a running request (``prefill_budget.py:156-167``)."""
     return clip_output(r.output_len - r.emitted)

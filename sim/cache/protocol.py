@@ -85,12 +85,24 @@ class PrefixCache(Protocol):
     page_tokens: int
     load_back_threshold: int
     page_bytes: dict[str, int]  # bytes of one page, per pool (what a copy of a page moves in it)
-    l1: TierUse
-    l2: TierUse
-    tree: CacheTree
     stats: Any  # the raw counters (kept across /flush_cache: the engine moves them to the new cache)
-    pending: dict  # backups committed and not yet acknowledged (the write-through window)
-    write_back_copies: list  # write_back copies a device eviction waits for, batched per eviction
+
+    @property
+    def l1(self) -> TierUse: ...
+
+    @property
+    def l2(self) -> TierUse: ...
+
+    @property
+    def tree(self) -> CacheTree: ...
+
+    @property
+    def pending(self) -> dict:
+        """Backups committed and not yet acknowledged (the write-through window)."""
+
+    @property
+    def write_back_copies(self) -> list:
+        """write_back copies a device eviction waits for, batched per eviction."""
 
     @property
     def window(self) -> SlidingWindow | None:

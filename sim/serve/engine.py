@@ -29,8 +29,9 @@ scheduler processes, so an arrival at a step boundary is seen by that boundary's
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
@@ -47,6 +48,9 @@ from sim.serve.scheduler.instance import Instance
 from sim.serve.scheduler.req import Running
 from sim.serve.storage import Storage
 from sim.workload.request import Request
+
+if TYPE_CHECKING:
+    from sim.serve.lanes import LanePlayer
 
 __all__ = ["EngineConfig", "Simulation"]
 
@@ -122,8 +126,8 @@ class Simulation:
         self._rr = 0
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
-        self.progress = None
-        self.client = None  # a client with a report of its own (sim.serve.lanes.LanePlayer)
+        self.progress: Any = None  # a progress bar, counting the requests that leave
+        self.client: LanePlayer | None = None  # a client with a report of its own
         self.end_s = 0.0
         # Pools that hold bytes, with their anchor: a copy moves kv-anchored pages and window pages.
         self._pool_items = [(p.name, p.anchor) for p in cfg.model.pools if p.bytes_per_page]
@@ -177,7 +181,7 @@ class Simulation:
         inst = self.route(req)
         inst.tokenize(Running(req, inst.idx))
 
-    def trace_arrivals(self, requests: list[Request]):
+    def trace_arrivals(self, requests: Iterable[Request]) -> Generator[simpy.Event, Any, None]:
         env = self.env
         for req in requests:
             if req.arrival_s > env.now:
@@ -188,6 +192,7 @@ class Simulation:
         """A finished request's record (``sim.serve.metrics.REQUEST_COLUMNS``): admitted and hit at its first
         admission, first token as the client saw it, retractions and their re-prefills apart."""
         req = run.req
+        assert run.hits is not None  # set at its first admission
         device, host, storage = run.hits
         self.rec.request((
             req.rid, run.inst, req.session, req.round, req.arrival_s, run.admitted_s, run.first_token_s, now,
@@ -205,7 +210,7 @@ class Simulation:
         if self.on_finish is not None:
             self.on_finish(req)
 
-    def sampler(self):
+    def sampler(self) -> Generator[simpy.Event, Any, None]:
         env, interval = self.env, self.cfg.sample_interval_s
         while True:
             yield env.timeout(interval)
@@ -227,7 +232,7 @@ class Simulation:
                     row["l3_pages"] = len(self.storage)
                 self.rec.samples.append(row)
 
-    def run(self, arrivals, progress=None) -> None:
+    def run(self, arrivals: Generator[simpy.Event, Any, None], progress: Any = None) -> None:
         """Play the arrival process out; stop at ``duration_s`` if set, else when all work is done. ``progress``
         (a bar's ``update``) counts the requests that leave the system."""
         with cycle_gc_paused():

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -111,10 +112,10 @@ class Recorder:
     record_requests: bool = True
     sink: Callable[[list[array]], None] | None = None
     columns: list[array] = field(default_factory=lambda: _columns())
-    links: dict[tuple[int, str], Intervals] = field(default_factory=lambda: defaultdict(Intervals))
-    samples: list[dict] = field(default_factory=SampleBuffer)
+    links: defaultdict[tuple[int, str], Intervals] = field(default_factory=lambda: defaultdict(Intervals))
+    samples: SampleBuffer = field(default_factory=SampleBuffer)  # its type, not list: compiled code calls its append
     dropped: Counter = field(default_factory=Counter)  # requests, by reason
-    counters: Counter = field(default_factory=Counter)  # engine-level: steps, stalls, prefetches...
+    counters: Counter = field(default_factory=Counter)  # engine-level: steps, stalls, prefetches, seconds
     # Aggregates kept even when per-request records are off.
     n_finished: int = 0
     totals: list[int] = field(default_factory=lambda: [0] * len(SUMMED))
@@ -128,7 +129,7 @@ class Recorder:
         then the simulator's own, prefixed ``sim_``. ``storage_prefetch_unfulfilled_tokens_total`` carries
         only the reasons the model produces."""
         c = self.counters
-        out = {k: c[k] for k in ENGINE_COUNTERS}
+        out: dict[str, Any] = {k: c[k] for k in ENGINE_COUNTERS}
         out["storage_prefetch_unfulfilled_tokens_total"] = {
             r: c[f"storage_prefetch_unfulfilled_tokens_total:{r}"] for r in UNFULFILLED_REASONS}  # fmt: skip
         return out

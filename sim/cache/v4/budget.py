@@ -18,7 +18,7 @@ def swa_estimate(extend: int, max_new: int, *, window: int, page: int, limit: in
     return reserved
 
 
-def swa_chunk_limit(extend: int, max_new: int, *, window: int, page: int, limit: int, room: float, size: float,
+def swa_chunk_limit(extend: int, max_new: int, *, window: int, page: int, limit: int, room: int | float, size: int | float,
                     host_hit: int = 0) -> int | None:  # fmt: skip
     """The first-chunk limit SGLang's SWA budget admits a request with (``SWAPrefillBudget.check_prefill``,
     ``prefill_budget.py:228-262``): ``limit`` when its estimate fits the ``room`` left; when it can never fit

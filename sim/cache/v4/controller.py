@@ -11,8 +11,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mypy_extensions import trait
+
 from sim.cache.v4.node import UNode
-from sim.cache.v4.unified import UnifiedTree
+from sim.cache.v4.pools import PagedPools
 
 if TYPE_CHECKING:
     from sim.cache.v4.swacache import Running
@@ -51,14 +53,13 @@ class Backup:
 
 
 
-class HostController:
-    """Backups, acks and load-backs over the tree's host tier, with the counters they keep."""
+@trait
+class HostController(PagedPools):
+    """Backups, acks and load-backs over the tree's host tier, with the counters they keep; over the pools it
+    frees room in."""
 
     # Set by SWACache.__init__.
-    page: int
     window: int
-    tree: UnifiedTree
-    stats: Counter
     dropped: Counter
     write_policy: str
     threshold: int | None
@@ -75,7 +76,10 @@ class HostController:
             return
         chain = [node]
         x = node.parent
-        while x is not self.tree.root and not x.host:
+        while x is not self.tree.root:
+            assert x is not None
+            if x.host:
+                break
             chain.append(x)
             x = x.parent
         for n in reversed(chain):
@@ -104,7 +108,7 @@ class HostController:
             return True
         # The KV host pool first, asking host eviction for its shortfall (unified_radix_cache.py:1737-1762); then
         # the SWA host pool, reclaiming the whole request once if short (pool_host/group.py:176-245).
-        failed = None
+        failed: dict[str, int] | None = None
         if full > self.host_full_free():
             self.stats["host_evicted_tokens"] += self.tree.evict_host(int(full - self.host_full_free()))
             if full > self.host_full_free():

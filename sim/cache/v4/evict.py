@@ -7,38 +7,32 @@ and works on its state.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mypy_extensions import trait
+
 from sim.cache.v4.full import is_leaf
 from sim.cache.v4.node import UNode
+from sim.cache.v4.treestate import TreeState
 
 if TYPE_CHECKING:
-    from sim.cache.v4.swa import SWAComponent
+    pass
 
 __all__ = ["DeviceEviction"]
 
 
-class DeviceEviction:
+@trait
+class DeviceEviction(TreeState):
     """Evicts device state; ``tracker`` is ``[full, swa]``, the tokens each call freed so far."""
 
-    # Set by UnifiedTree.__init__.
-    root: UNode
-    swa: SWAComponent
-    num_nodes: int
-    full_evictable: int
-    counts: Counter
-    events: list[dict] | None
-    evict_unbacked: Callable[[UNode, list[int]], None] | None
-    back_up_window: Callable[[UNode], None] | None
 
     def evict(
         self,
         full_short: int,
         swa_short: int,
-        full_free: Callable[[], int],
-        swa_free: Callable[[], int],
+        full_free: Callable[[], int | float],
+        swa_free: Callable[[], int | float],
     ) -> tuple[int, int]:
         """Free tree state until ``full_short`` more Full and ``swa_short`` more SWA tokens are free
         (``unified_radix_cache.py:697-1058``); returns the (Full, SWA) tokens evicted.
@@ -101,19 +95,21 @@ class DeviceEviction:
         tracker[0] += node.tokens
         self.full_evictable -= node.tokens
         node.full = False
-        node.parent.full_kids -= 1
+        parent = node.parent
+        assert parent is not None
+        parent.full_kids -= 1
         tracker[1] += self.swa.tombstone(node)
         self.update_leaf(node)
-        self.update_leaf(node.parent)
+        self.update_leaf(parent)
 
     def delete_leaf(self, node: UNode, tracker: list[int]) -> None:
         """Delete a device leaf and then every childless ancestor left with neither a device nor a host
         copy of its Full KV (``:1903-1929, 2289-2346``)."""
-        parent = node.parent
+        cur = node.parent
         self._remove(node, tracker)
-        cur = parent
-        while cur is not self.root and not cur.children and not (cur.lock or cur.swa_lock or cur.host_lock):
-            if cur.full or cur.host:
+        while cur is not self.root:
+            assert cur is not None
+            if cur.children or cur.lock or cur.swa_lock or cur.host_lock or cur.full or cur.host:
                 break
             nxt = cur.parent
             self._remove(cur, tracker)
@@ -121,14 +117,15 @@ class DeviceEviction:
 
     def _remove(self, node: UNode, tracker: list[int]) -> None:
         """Take a childless node out of the tree with whatever it still holds (``:1878-1929``)."""
+        parent = node.parent
+        assert parent is not None
         if node.full:
             tracker[0] += node.tokens
             self.full_evictable -= node.tokens
             node.full = False
-            node.parent.full_kids -= 1
+            parent.full_kids -= 1
         tracker[1] += self.swa.tombstone(node)
         self._free_host(node)
-        parent = node.parent
         del parent.children[node.key[0]]
         node.parent = None
         self.num_nodes -= 1

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sim.cache.v4.leaforder import LeafOrder
+from mypy_extensions import trait
+
 from sim.cache.v4.node import UNode
+from sim.cache.v4.treestate import TreeState
 
 if TYPE_CHECKING:
-    from sim.cache.v4.swa import SWAComponent
+    pass
 
 __all__ = ["FullComponent", "is_host_leaf", "is_leaf"]
 
@@ -34,20 +36,12 @@ def is_host_leaf(node: UNode) -> bool:
             and node.pending is None)  # fmt: skip
 
 
-class FullComponent:
+@trait
+class FullComponent(TreeState):
     """The device leaves (Full on device, unlocked, no child with Full on device) and the host leaves (Full only
     on host, no children, unlocked on both tiers, no copy in flight), each with its LRU order
     (:class:`~sim.cache.v4.leaforder.LeafOrder`), and the Full ledgers (tokens)."""
 
-    # Set by UnifiedTree.__init__.
-    root: UNode
-    hicache: bool
-    swa: SWAComponent
-    num_nodes: int
-    full_evictable: int
-    full_protected: int
-    order: LeafOrder
-    host_order: LeafOrder
 
     # ----- leaves and the LRU ---------------------------------------------------------------------
     # A leaf is a state, not a set: each LeafOrder holds an entry of every leaf's current time (and stale ones,
@@ -62,7 +56,7 @@ class FullComponent:
                                 or node.pending is not None):  # fmt: skip
             self.host_order.file(node, node.last_access)
 
-    def touch_path(self, node: UNode, t: float) -> None:
+    def touch_path(self, node: UNode | None, t: float) -> None:
         """A match's LRU refresh: ``node`` and its ancestors get time ``t``, 1e-5 less per level up
         (``:1012-1036``)."""
         order = self.order
@@ -93,8 +87,10 @@ class FullComponent:
     # ----- locks -----------------------------------------------------------------------------------
     def lock(self, node: UNode) -> int | None:
         """Lock ``node``'s root path (Full) and its window run (SWA); returns the SWA boundary id."""
-        x, root, moved = node, self.root, 0
+        x: UNode | None = node
+        root, moved = self.root, 0
         while x is not root:
+            assert x is not None  # a node in the tree has the root above it
             if x.lock == 0 and x.full:
                 moved += x.tokens
             x.lock += 1
@@ -107,8 +103,10 @@ class FullComponent:
         """``unlock(old, old_uuid)`` then ``lock(new)``, with the same end state. A request's checkpoint moves
         its lock down its own path, so where ``old`` is an ancestor of ``new`` (or ``new`` itself) only the
         nodes between them change their count; the shared root path is not walked twice."""
-        root, seg, x = self.root, [], new
+        x: UNode | None = new
+        root, seg = self.root, []
         while x is not old and x is not root:
+            assert x is not None
             seg.append(x)
             x = x.parent
         if x is not old:
@@ -116,18 +114,20 @@ class FullComponent:
             return self.lock(new)
         self.swa.unlock(old, old_uuid)
         moved = 0
-        for x in seg:
-            if x.lock == 0 and x.full:
-                moved += x.tokens
-            x.lock += 1
+        for y in seg:
+            if y.lock == 0 and y.full:
+                moved += y.tokens
+            y.lock += 1
         self.full_evictable -= moved
         self.full_protected += moved
         return self.swa.lock(new)
 
     def unlock(self, node: UNode, uuid: int | None) -> None:
         self.swa.unlock(node, uuid)
-        x, root, moved = node, self.root, 0
+        x: UNode | None = node
+        root, moved = self.root, 0
         while x is not root:
+            assert x is not None
             if x.lock == 1:
                 if x.full:
                     moved += x.tokens

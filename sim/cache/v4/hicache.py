@@ -34,6 +34,7 @@ from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
 from sim.cache.v4.swacache import Backup, Running, SWACache, v4_cache
 from sim.cache.v4.unified import UNode
 from sim.model.pools import ModelSpec
+from sim.workload.request import Request
 
 __all__ = ["V4HiCache", "check_v4_setup", "request_keys", "v4_metrics"]
 
@@ -204,7 +205,7 @@ class V4HiCache:
         """Nothing to undo: a lookup takes no lock."""
 
     # ----- admission, prefill, decode, release ----------------------------------------------------
-    def try_admit(self, req, resumed: int = 0, chunk_limit: int | None = None) -> V4Admission | None:
+    def try_admit(self, req: Request, resumed: int = 0, chunk_limit: int | None = None) -> V4Admission | None:
         """Admit ``req`` (its prompt, with ``resumed`` output tokens a retraction made, re-prefilled) if the
         budget allows; ``chunk_limit``: the tokens its first chunk may take in this pass."""
         last = self._last_keys  # a request the pools stalled is tried again at every pass: its keys once
@@ -222,21 +223,21 @@ class V4HiCache:
         uuid = c.tree.lock(m.node)  # the budget check runs with the device prefix locked
         full_room, swa_room = self._rooms()
         if admission_demand(input_len, m.device, output_len, p) < full_room:
-            limit = swa_chunk_limit(-(-(input_len - m.device - host) // p) * p, clip_output(output_len), window=c.window,
+            first = swa_chunk_limit(-(-(input_len - m.device - host) // p) * p, clip_output(output_len), window=c.window,
                                     page=p, limit=limit, room=swa_room, size=c.swa_cap, host_hit=m.swa_host)  # fmt: skip
         else:
-            limit = None
+            first = None
         c.tree.unlock(m.node, uuid)
-        if limit is None or chunk_end(input_len, m.device + host, limit, p) <= m.device + host < input_len:
+        if first is None or chunk_end(input_len, m.device + host, first, p) <= m.device + host < input_len:
             return None  # an empty first chunk is not admitted (OTHER, schedule_policy.py:1663-1672)
         r = c.admit(keys, input_len, output_len, match=m)  # SGLang matches once: the budget check reads it
         adm = V4Admission(r, r.match.device, r.host_hit, input_len - r.prefilled, r.load_full // p,
-                          r.load_swa // p, first_end=chunk_end(input_len, r.prefilled, limit, p))  # fmt: skip
+                          r.load_swa // p, first_end=chunk_end(input_len, r.prefilled, first, p))  # fmt: skip
         self._reserve(adm, max(0, adm.first_end - r.prefilled))
         self.prefilling[id(r)] = adm
         return adm
 
-    def _rooms(self, reserved: bool = True) -> tuple[float, float]:
+    def _rooms(self, reserved: bool = True) -> tuple[int | float, int | float]:
         """Full and SWA tokens free or evictable, less the decoding requests' outputs and (``reserved``) what the
         budget sets aside for the prefilling requests' next chunks."""
         c = self.c
@@ -376,7 +377,7 @@ class V4HiCache:
         return self.c.tree.insert_host(list(keys[:n_pages]), self.window.pages if window else 0)
 
 
-def request_keys(req, page: int) -> list:
+def request_keys(req: Request, page: int) -> list:
     """Page keys of a request's whole prompt + output pages: the trace's or workload's own where it gives
     them (``final_keys``), else the prompt's followed by keys unique to this request's output."""
     total = (req.input_len + max(1, req.output_len)) // page

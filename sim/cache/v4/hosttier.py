@@ -10,35 +10,25 @@ host pool frees its own oldest window state. :class:`HostTier` is a base of
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
+
+from mypy_extensions import trait
 
 from sim.cache.v4.full import is_host_leaf, is_leaf
 from sim.cache.v4.node import PageKey, UNode, common_pages
+from sim.cache.v4.treestate import TreeState
 
 if TYPE_CHECKING:
-    from sim.cache.v4.swa import SWAComponent
+    pass
 
 __all__ = ["HostTier"]
 
 
-class HostTier:
+@trait
+class HostTier(TreeState):
     """Host ledgers (``host_tokens``, ``host_swa_tokens``) and the calls that move them."""
 
-    # Set by UnifiedTree.__init__.
-    root: UNode
-    page: int
-    window: int
-    swa: SWAComponent
-    num_nodes: int
-    full_evictable: int
-    full_protected: int
-    host_tokens: int
-    host_swa_tokens: int
-    counts: Counter
-    events: list[dict] | None
-    duplicates: dict[UNode, None] | None
 
     # ----- host copies ----------------------------------------------------------------------------
     def set_host(self, node: UNode, swa_nodes: Sequence[UNode]) -> None:
@@ -75,13 +65,15 @@ class HostTier:
         node.full = True
         if self.duplicates is not None and not node.loading:
             self.settle(node)
-        node.parent.full_kids += 1
+        parent = node.parent
+        assert parent is not None
+        parent.full_kids += 1
         if node.lock:
             self.full_protected += node.tokens
         else:
             self.full_evictable += node.tokens
         self.update_leaf(node)
-        self.update_leaf(node.parent)
+        self.update_leaf(parent)
 
     def insert_host(self, keys: Sequence[PageKey], window_pages: int) -> int:
         """Place pages read from L3 as a host-only leaf, the last ``window_pages`` of them with their window
@@ -108,10 +100,11 @@ class HostTier:
         self.update_leaf(node)
         return n - pos
 
-    def _swa_host(self, node: UNode) -> int:
+    def _swa_host(self, node: UNode | None) -> int:
         """Window tokens behind ``node`` that are only on host (what a load-back must bring in)."""
         n = host = 0
         while node is not self.root and n < self.window:
+            assert node is not None
             if node.swa:
                 n += node.tokens
             elif node.host_swa:
@@ -123,11 +116,12 @@ class HostTier:
         return host
 
     # ----- host locks -----------------------------------------------------------------------------
-    def _host_run(self, node: UNode):
+    def _host_run(self, node: UNode | None) -> Iterator[UNode]:
         """``node`` and the ancestors that cover the window behind it: what a host lock pins (the Full component
         pins its anchor alone, ``components/full.py:290-301``; the SWA component the window run, ``swa.py:849-895``)."""
         covered = 0
         while node is not self.root and covered < self.window:
+            assert node is not None
             yield node
             covered += node.tokens
             node = node.parent
@@ -144,16 +138,16 @@ class HostTier:
                 self.update_leaf(x)
 
     # ----- host eviction --------------------------------------------------------------------------
-    def _reclaim(self, tokens: int, nodes: list) -> int:
+    def _reclaim(self, duplicates: dict[UNode, None], tokens: int, nodes: list[list[int]]) -> int:
         """Give up host copies of Full KV also on the device, sparing evictable device leaves in a first pass;
         only the Full host layer goes, window state stays (``unified_tree_core.py:1975-2040``)."""
         freed = 0
         for spare in (True, False):
-            for x in list(self.duplicates):
+            for x in list(duplicates):
                 if freed >= tokens:
                     return freed
                 if x.parent is None or not (x.full and x.host):
-                    del self.duplicates[x]
+                    del duplicates[x]
                     continue
                 if x.pending is not None or x.loading or x.host_lock or (spare and is_leaf(x)):
                     continue
@@ -162,16 +156,16 @@ class HostTier:
                 freed += x.tokens
                 x.host = False
                 self.host_tokens -= x.tokens
-                del self.duplicates[x]
+                del duplicates[x]
         return freed
 
     def evict_host(self, tokens: int) -> int:
         """Delete least recently used host leaves until ``tokens`` host tokens are freed (``:1931-1960``)."""
         freed = 0
         tracker = [0, 0]
-        nodes = []
+        nodes: list[list[int]] = []
         if self.duplicates is not None:
-            freed = self._reclaim(tokens, nodes)
+            freed = self._reclaim(self.duplicates, tokens, nodes)
         while freed < tokens:
             node = self.pop_host_leaf()
             if node is None:
@@ -181,6 +175,7 @@ class HostTier:
             freed += node.tokens
             self.counts["host_evictions"] += 1
             parent = node.parent
+            assert parent is not None
             self._remove(node, tracker)
             if parent is not self.root:
                 self.update_leaf(parent)

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sim.cache.v4.controller import Backup
 
 __all__ = ["InsertOutcome", "Match", "PageKey", "UNode", "common_pages"]
 
@@ -34,7 +38,7 @@ class UNode:
         self.host_swa = False  # SWA state on host
         self.lock = 0
         self.host_lock = 0
-        self.pending: object | None = None  # the write-through backup in flight over this node
+        self.pending: Backup | None = None  # the write-through backup in flight over this node
         self.loading = False  # its Full KV is being loaded back (write_back pins it against reclaim)
         self.swa = False
         self.swa_lock = 0

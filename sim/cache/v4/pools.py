@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr, trait
+
 from sim.cache.v4.unified import UnifiedTree
 
 if TYPE_CHECKING:
@@ -20,19 +22,21 @@ if TYPE_CHECKING:
 __all__ = ["OutOfMemory", "PagedPools"]
 
 
+@mypyc_attr(native_class=False)
 class OutOfMemory(MemoryError):
     """An allocation failed even after eviction (SGLang raises; a scheduler would retract)."""
 
 
+@trait
 class PagedPools:
     """Capacities (tokens; ``inf``: unbounded), free and used tokens per pool, and the row allocation."""
 
     # Set by SWACache.__init__.
     page: int
-    full_cap: float
-    swa_cap: float
-    host_full_cap: float
-    host_swa_cap: float
+    full_cap: int | float  # an int, or inf: kept as Python keeps it (a compiled float would change the sums)
+    swa_cap: int | float
+    host_full_cap: int | float
+    host_swa_cap: int | float
     host_reserved: int
     host_swa_reserved: int
     tree: UnifiedTree
@@ -48,18 +52,18 @@ class PagedPools:
     def swa_used(self) -> int:
         return self.tree.swa_tokens + self._req_swa * self.page
 
-    def full_free(self) -> float:
+    def full_free(self) -> int | float:
         t = self.tree
         return self.full_cap - t.full_evictable - t.full_protected - self._req_full * self.page
 
-    def swa_free(self) -> float:
+    def swa_free(self) -> int | float:
         swa = self.tree.swa
         return self.swa_cap - swa.evictable - swa.protected - self._req_swa * self.page
 
-    def host_full_free(self) -> float:
+    def host_full_free(self) -> int | float:
         return self.host_full_cap - self.tree.host_tokens - self.host_reserved
 
-    def host_swa_free(self) -> float:
+    def host_swa_free(self) -> int | float:
         return self.host_swa_cap - self.tree.host_swa_tokens - self.host_swa_reserved
 
     def _account(self, r: Running) -> None:

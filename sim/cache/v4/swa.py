@@ -24,7 +24,13 @@ flag per node is exact at page granularity.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, cast
+
+from sim.cache.v4.node import UNode
+
+if TYPE_CHECKING:
+    from sim.cache.v4.unified import UnifiedTree
 
 __all__ = ["SWALRU", "SWAComponent", "SWA_EVICTION_INTERVAL", "out_of_window_boundary", "swa_cap_tokens",
            "swa_tokens_per_request"]  # fmt: skip
@@ -78,38 +84,42 @@ class SWALRU:
 
     __slots__ = ("head", "tail")
 
-    def __init__(self, sentinel_factory) -> None:
+    def __init__(self, sentinel_factory: Callable[[], UNode]) -> None:
         self.head = sentinel_factory()
         self.tail = sentinel_factory()
         self.head.swa_next = self.tail
         self.tail.swa_prev = self.head
 
     @staticmethod
-    def contains(node) -> bool:
+    def contains(node: UNode) -> bool:
         return node.swa_prev is not None
 
-    def _link_after(self, prev, node) -> None:
+    def _link_after(self, prev: UNode, node: UNode) -> None:
         nxt = prev.swa_next
+        assert nxt is not None  # every linked node (and the head) has one: the tail closes the list
         node.swa_prev, node.swa_next = prev, nxt
         nxt.swa_prev = node
         prev.swa_next = node
 
-    def remove(self, node) -> None:
-        node.swa_prev.swa_next = node.swa_next
-        node.swa_next.swa_prev = node.swa_prev
+    def remove(self, node: UNode) -> None:
+        prev, nxt = node.swa_prev, node.swa_next
+        assert prev is not None and nxt is not None
+        prev.swa_next = nxt
+        nxt.swa_prev = prev
         node.swa_prev = node.swa_next = None
 
-    def push_mru(self, node) -> None:
+    def push_mru(self, node: UNode) -> None:
         self._link_after(self.head, node)
 
-    def insert_after(self, prev, node) -> None:
+    def insert_after(self, prev: UNode, node: UNode) -> None:
         self._link_after(prev, node)
 
-    def refresh_window(self, node, root, span: int) -> None:
+    def refresh_window(self, node: UNode | None, root: UNode, span: int) -> None:
         """Move ``node`` and its live ancestors within ``span`` tokens to the MRU end, nearest first."""
         prev = self.head
         acc = 0
         while node is not root and acc < span:
+            assert node is not None
             if node.swa:
                 self.remove(node)
                 self._link_after(prev, node)
@@ -117,16 +127,20 @@ class SWALRU:
             acc += node.tokens
             node = node.parent
 
-    def lru_unlocked(self, before=None):
+    def lru_unlocked(self, before: UNode | None = None) -> UNode | None:
         """The least recently used unlocked node older than ``before`` (default: the whole list)."""
         x = (before or self.tail).swa_prev
-        while x is not self.head and x.swa_lock:
+        while x is not self.head:
+            assert x is not None
+            if not x.swa_lock:
+                break
             x = x.swa_prev
         return None if x is self.head else x
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[UNode]:
         x = self.head.swa_next
         while x is not self.tail:
+            assert x is not None
             yield x
             x = x.swa_next
 
@@ -140,46 +154,46 @@ class HostLRU:
 
     def __init__(self) -> None:
         self.head = object()  # sentinel: next[head] is the LRU end, prev[head] the MRU end
-        self.prev: dict = {self.head: self.head}
-        self.next: dict = {self.head: self.head}
+        self.prev: dict[object, object] = {self.head: self.head}
+        self.next: dict[object, object] = {self.head: self.head}
 
-    def __contains__(self, node) -> bool:
+    def __contains__(self, node: object) -> bool:
         return node in self.prev
 
-    def _link(self, before, node) -> None:
+    def _link(self, before: object, node: UNode) -> None:
         """Link ``node`` just before ``before`` in LRU-first order."""
         p = self.prev[before]
         self.prev[node], self.next[node] = p, before
         self.next[p] = node
         self.prev[before] = node
 
-    def push_mru(self, node) -> None:
+    def push_mru(self, node: UNode) -> None:
         if node not in self.prev:
             self._link(self.head, node)
 
-    def insert_behind(self, child, node) -> None:
+    def insert_behind(self, child: UNode, node: UNode) -> None:
         """``node`` just older than ``child``."""
         if node not in self.prev:
             self._link(child, node)
 
-    def remove(self, node) -> None:
+    def remove(self, node: UNode) -> None:
         if node in self.prev:
             p, n = self.prev.pop(node), self.next.pop(node)
             self.next[p] = n
             self.prev[n] = p
 
-    def oldest_first(self) -> Iterator:
+    def oldest_first(self) -> Iterator[UNode]:
         x = self.next[self.head]
         while x is not self.head:
             nxt = self.next[x]
-            yield x
+            yield cast(UNode, x)
             x = nxt if nxt in self.prev else self.next[self.head]
 
 
 class SWAComponent:
     """SWA bookkeeping of one tree: the LRU, lock segments, and the evictable/protected ledgers (tokens)."""
 
-    def __init__(self, tree, window: int) -> None:
+    def __init__(self, tree: UnifiedTree, window: int) -> None:
         self.tree = tree
         self.window = window
         self.lru = SWALRU(tree.sentinel)
@@ -189,13 +203,14 @@ class SWAComponent:
         self._uuids = itertools.count(1)
 
     # ----- matching -------------------------------------------------------------------------
-    def unbacked_window(self, node) -> list:
+    def unbacked_window(self, node: UNode | None) -> list[UNode]:
         """Nodes within the window behind ``node`` whose SWA is on device only, deepest first; the walk stops
         at a copy in flight or a gap (``swa.py:121-140``)."""
         root = self.tree.root
         covered = 0
         out = []
         while node is not root and covered < self.window:
+            assert node is not None
             if node.pending is not None or not (node.swa or node.host_swa):
                 break
             covered += node.tokens
@@ -205,7 +220,7 @@ class SWAComponent:
         return out
 
     # ----- values -----------------------------------------------------------------------------
-    def publish(self, node) -> None:
+    def publish(self, node: UNode) -> None:
         """Give ``node`` live SWA at the MRU end (``SWARebuild``, ``unified_tree_core.py:2958-2978``)."""
         node.swa = True
         self.host_lru.remove(node)
@@ -215,7 +230,7 @@ class SWAComponent:
         else:
             self.evictable += node.tokens
 
-    def tombstone(self, node) -> int:
+    def tombstone(self, node: UNode) -> int:
         """Free ``node``'s SWA; returns the tokens freed (``swa.py:698-734``)."""
         if not node.swa:
             return 0
@@ -229,7 +244,7 @@ class SWAComponent:
             self.evictable -= node.tokens
         return node.tokens
 
-    def on_split(self, new, child) -> None:
+    def on_split(self, new: UNode, child: UNode) -> None:
         """Redistribute on a split: locks copied, the boundary id moves up (``swa.py:609-690``)."""
         new.swa_lock = child.swa_lock
         new.swa = child.swa
@@ -241,7 +256,7 @@ class SWAComponent:
                 self.host_lru.push_mru(new)
 
     # ----- insert -----------------------------------------------------------------------------
-    def clip(self, node, start: int, end: int, window_start: int):
+    def clip(self, node: UNode, start: int, end: int, window_start: int) -> UNode | None:
         """The part of a tombstoned span ``[start, end)`` at or beyond ``window_start``, split off as its own
         node; None if all of it is behind."""
         live = max(start, window_start)
@@ -251,7 +266,7 @@ class SWAComponent:
             self.tree._split(node, (live - start) // self.tree.page)
         return node
 
-    def restore(self, node, start: int, end: int, window_start: int) -> None:
+    def restore(self, node: UNode, start: int, end: int, window_start: int) -> None:
         """An insert that recomputed (or, on a host-only node, brought to the device) a tombstoned node inside
         its window gives it SWA again (``swa.py:551-589``); a locked node keeps its Full KV and only takes
         the SWA pages."""
@@ -259,7 +274,7 @@ class SWAComponent:
         if part is not None:
             self.publish(part)
 
-    def populate(self, leaf, start: int, window_start: int) -> None:
+    def populate(self, leaf: UNode, start: int, window_start: int) -> None:
         """Publish a new leaf's in-window SWA, capping the locked run at one window of pages
         (``swa.py:591-607, 622-660``)."""
         part = self.clip(leaf, start, start + leaf.tokens, window_start)
@@ -272,12 +287,13 @@ class SWAComponent:
         self.publish(part)
 
     # ----- locks ------------------------------------------------------------------------------
-    def lock(self, node) -> int | None:
+    def lock(self, node: UNode | None) -> int | None:
         """Lock the run of nodes covering the window behind ``node``; returns the boundary id."""
         root = self.tree.root
         covered = 0
         uuid = None
         while node is not root and covered < self.window:
+            assert node is not None
             if node.swa_lock == 0 and node.swa:
                 self.evictable -= node.tokens
                 self.protected += node.tokens
@@ -290,9 +306,10 @@ class SWAComponent:
             node = node.parent
         return uuid
 
-    def unlock(self, node, uuid: int | None) -> None:
+    def unlock(self, node: UNode | None, uuid: int | None) -> None:
         root = self.tree.root
         while node is not root:
+            assert node is not None
             if node.swa_lock <= 0:
                 raise RuntimeError(f"SWA unlock of an unlocked node {node!r}")
             if node.swa_lock == 1 and node.swa:

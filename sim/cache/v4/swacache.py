@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sim.cache.v4.controller import WRITE_THRESHOLD, Backup, HostController
-from sim.cache.v4.pools import OutOfMemory, PagedPools
+from sim.cache.v4.pools import OutOfMemory
 from sim.cache.v4.swa import SWA_EVICTION_INTERVAL, out_of_window_boundary
 from sim.cache.v4.unified import Match, UnifiedTree, UNode
 from sim.model.hostmem import swa_pages
@@ -78,7 +78,7 @@ class Running:
         return self.prefilled + max(0, self.emitted - 1)
 
 
-class SWACache(HostController, PagedPools):
+class SWACache(HostController):
     """Paged Full and SWA pools (``full_pages``/``swa_pages`` of ``page`` tokens; None: unbounded) under a
     FULL + SWA tree."""
 

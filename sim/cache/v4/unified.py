@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import cast
 
 from sim.cache.v4.evict import DeviceEviction
 from sim.cache.v4.full import FullComponent
@@ -74,9 +75,10 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         p = self.page
         return [tuple(tokens[i : i + p]) for i in range(0, len(tokens) // p * p, p)]
 
-    def path_up(self, node: UNode, stop: UNode | None = None):
+    def path_up(self, node: UNode | None, stop: UNode | None = None) -> Iterator[UNode]:
         """``node`` and its ancestors up to (not including) ``stop`` or the root."""
         while node is not stop and node is not self.root:
+            assert node is not None
             yield node
             node = node.parent
 
@@ -86,7 +88,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         while x is not None and x is not self.root:
             start += x.tokens
             x = x.parent
-        return [start, start + node.tokens, node.key[-1][-1]]
+        return [start, start + node.tokens, cast(tuple, node.key[-1])[-1]]  # token-id pages (tree calls)
 
     def paths(self) -> list[list[UNode]]:
         """Every root-to-leaf path, as its nodes."""
@@ -107,7 +109,8 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         pos, n, dev_pages, best_pages = 0, len(keys), 0, 0
         hicache, window = self.hicache, self.window
         # the SWA validator (swa.py:357-377) on device or host (a load-back restores it), and on device only
-        run_any = run_dev = float("inf")
+        run_any: int | float = float("inf")
+        run_dev: int | float = run_any
         while pos < n:
             child = node.children.get(keys[pos])
             if child is None or not (child.full or child.host):
@@ -239,6 +242,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
     def _split(self, child: UNode, pages: int) -> UNode:
         """Split ``child`` after ``pages`` pages; returns the new parent (``:1467-1530``)."""
         parent = child.parent
+        assert parent is not None
         new = self._node(child.key[:pages], parent)
         child.key = child.key[pages:]
         new.children[child.key[0]] = child

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from sim.cache.hicache import BackupOp
-from sim.cache.v4.swacache import Backup
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sim.serve.scheduler.instance import Instance
@@ -39,7 +37,7 @@ class Link:
         return start, self.free_at
 
 
-def storage_pages(op: BackupOp | Backup, windowed: bool) -> tuple[list, bool, int]:
+def storage_pages(op: Any, windowed: bool) -> tuple[list, bool, int]:
     """What a backup writes to storage: its page keys, whether it carries window state, its window pages
     (``windowed``: the cache has a window pool)."""
     keys = [k for n in op.storage_nodes for k in n.key]
@@ -53,8 +51,8 @@ class CacheController:
     def __init__(self, inst: Instance) -> None:
         self.inst, self.sim, self.env = inst, inst.sim, inst.env
         self.links = {name: Link(name) for name in LINKS}
-        self.to_flush: list[BackupOp] = []
-        self.acked: list[BackupOp] = []
+        self.to_flush: list[Any] = []  # the caches' backups (PrefixCache.commit)
+        self.acked: list[Any] = []
         self.sync_until = 0.0  # a write_back eviction's D2H copy holds the next batch until then
 
     def process_acks(self) -> None:
@@ -86,7 +84,7 @@ class CacheController:
         sim.rec.transfer(self.inst.idx, "d2h", start, end, sum(cache.pool_bytes(kv, swa).values()))
         sim.rec.counters["backup_flushes"] += 1
 
-        def acked(_event, ops=ops) -> None:
+        def acked(_event: object, ops: list[Any] = ops) -> None:
             self.acked.extend(ops)
             self.inst.notify()
 
@@ -124,9 +122,12 @@ class CacheController:
             self.sync_until = max(self.sync_until, end)
             if sim.storage is not None:  # the keys as they are now: the nodes may be split or evicted later
                 writes = [storage_pages(op, cache.window is not None) for op in ops]
-                self.env.timeout(end - self.env.now).callbacks.append(
-                    lambda _e, writes=writes: [self.write_pages(*w) for w in writes])
+                self.env.timeout(end - self.env.now).callbacks.append(partial(self._write_all, writes))
         copies.clear()
+
+    def _write_all(self, writes: list[tuple[list, bool, int]], _event: object) -> None:
+        for w in writes:
+            self.write_pages(*w)
 
     def write_pages(self, keys: list, window: bool, swa_pages: int) -> None:
         """Write pages to storage; they are readable, and counted in ``backuped_tokens_total``, once the
@@ -140,8 +141,11 @@ class CacheController:
         start, end = self.links["l3_write"].submit(self.env.now, seconds)
         sim.rec.transfer(self.inst.idx, "l3_write", start, end, nbytes)
 
-        def written(_event) -> None:
-            sim.storage.put(keys, window)
+        storage = sim.storage
+        assert storage is not None
+
+        def written(_event: object) -> None:
+            storage.put(keys, window)
             sim.rec.counters["backuped_tokens_total"] += len(keys) * cfg.page_tokens
 
         self.env.timeout(end - self.env.now).callbacks.append(written)

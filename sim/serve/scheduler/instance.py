@@ -17,8 +17,11 @@ import heapq
 import itertools
 import math
 from collections import deque
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import simpy
 
 from sim.cache.hicache import HiCache
 from sim.cache.protocol import PrefixCache
@@ -131,7 +134,7 @@ class Instance:
         heapq.heappush(self.tokenizers, end)
         self.tokenizing += 1
 
-        def encoded(_event) -> None:
+        def encoded(_event: object) -> None:
             self.tokenizing -= 1
             self.submit(run)
 
@@ -162,7 +165,7 @@ class Instance:
         return self.running_batch.decode_ctx + self.queued_tokens
 
     # ----- the scheduler ----------------------------------------------------------------------
-    def run(self):
+    def run(self) -> Generator[simpy.Event, Any, None]:
         """The scheduler process: each turn forms the next batch, runs it and processes its results."""
         env, ctrl, rb = self.env, self.ctrl, self.running_batch
         if self.group is not None:
@@ -181,7 +184,7 @@ class Instance:
             steps = yield from self._run_batch(batch, t0)
             self._process_batch_result(batch, steps)
 
-    def _sleep(self):
+    def _sleep(self) -> Generator[simpy.Event, Any, None]:
         """Nothing to run: stream what is held, and wait for a request or an ack."""
         group = self.group
         self.output.stream_out()
@@ -192,7 +195,7 @@ class Instance:
         if group is not None:
             yield from group.enter()
 
-    def _wait_for_reads(self, t0: float):
+    def _wait_for_reads(self, t0: float) -> Generator[simpy.Event, Any, None]:
         """Only L3 reads hold the queue: sleep until one lands (it wakes us) or a deadline passes."""
         env, group, wake = self.env, self.group, self.prefetcher.wake
         if group is not None:
@@ -210,7 +213,8 @@ class Instance:
         if self.sim.storage is not None:
             self.prefetcher.retry_due()
         if self._defer_prefill():
-            blocked, tokens, pairs, chunks, loads_end, done = False, 0, 0, 0, 0.0, []
+            blocked, tokens, pairs, chunks, loads_end = False, 0, 0.0, 0, 0.0
+            done: list[Running] = []
         else:
             blocked = self.adder.admit()
             ctrl.charge_write_back()
@@ -239,7 +243,7 @@ class Instance:
             return False
         return True  # the decode passes that follow pay it off (_process_batch_result)
 
-    def _run_batch(self, b: Batch, t0: float):
+    def _run_batch(self, b: Batch, t0: float) -> Generator[simpy.Event, Any, int]:
         """The pass's forward, timed by the step-time backend; returns the decode steps it ran. With nothing
         but decodes to run, up to ``MAX_JUMP_STEPS`` of them go in one timeout, cut short by a wake-up."""
         env, sim, rb, ctrl, group = self.env, self.sim, self.running_batch, self.ctrl, self.group
@@ -252,7 +256,7 @@ class Instance:
             dt = self.spec.decode_seconds(sim.roofline, n_decode, rb.decode_ctx)
         wait = max(0.0, ctrl.sync_until - t0)  # a write_back eviction's copy (see CacheController.charge_write_back)
         if wait:
-            sim.rec.counters["sim_write_back_wait_seconds_total"] += wait
+            sim.rec.counters["sim_write_back_wait_seconds_total"] += wait  # type: ignore[assignment]  # seconds
         loads_end = b.loads_end
         end = max(t0 + wait + dt, loads_end + dt / self.layers) if loads_end else t0 + wait + dt
         steps = 1

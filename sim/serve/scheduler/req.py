@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sim.workload.request import Request
 
 if TYPE_CHECKING:
-    from sim.cache.hicache import Admission
-    from sim.cache.v4.hicache import V4Admission
     from sim.serve.scheduler.prefetch import Prefetch
 
 
@@ -20,7 +18,7 @@ class Running:
 
     req: Request
     inst: int
-    adm: Admission | V4Admission | None = None
+    adm: Any = None  # the cache's admission (the PrefixCache's try_admit answer), once admitted
     admitted_s: float = 0.0
     prefill_left: int = 0
     prefill_pos: int = 0

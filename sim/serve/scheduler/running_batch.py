@@ -26,13 +26,13 @@ class RunningBatch:
 
     def __init__(self, inst: Instance) -> None:
         self.inst, self.spec = inst, inst.spec
-        self.accept = self.spec.accept_length if self.spec else 1  # context tokens a decode pass adds per request
+        self.accept: int | float = self.spec.accept_length if self.spec else 1  # context tokens a decode pass adds per request
         # (finish step, join order, request): requests finishing in one pass are released in batch.reqs order, the
         # order they joined (batch_result_processor.py:1006, 1466; merge_batch appends, schedule_batch.py:3977)
         self.decoding: list[tuple[int, int, Running]] = []
         self.joined = 0
         self.page_due: list[tuple[int, int, Running]] = []  # decodes by the step of their next page
-        self.decode_ctx = 0
+        self.decode_ctx: int | float = 0  # a float under speculative decoding (accept_length)
         self.step = 0  # decode passes run: a prefill-only pass advances no decoding request
 
     def add(self, run: Running) -> None:
