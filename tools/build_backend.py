@@ -1,10 +1,11 @@
 """setuptools' build backend, which also asks for mypy (mypyc) when ``HICACHE_SIM_COMPILE=1`` compiles the engine
-(``setup.py``): a pure-Python install needs nothing beyond setuptools."""
+(``setup.py``): a pure-Python install needs nothing beyond setuptools. Its requirement hooks answer without
+running ``setup.py`` (setuptools' own run it, which would import mypyc before it is installed); the project
+declares no other build requirements."""
 
 import os
 
-from setuptools import build_meta
-from setuptools.build_meta import *  # noqa: F403  (the backend's hooks, unchanged)
+from setuptools.build_meta import *  # noqa: F403  (the backend's build hooks, unchanged)
 
 MYPYC = ["mypy==2.4.1"]  # the version the compiled modules are type-checked with (pyproject's dev extra)
 
@@ -14,8 +15,8 @@ def _compiler() -> list[str]:
 
 
 def get_requires_for_build_wheel(config_settings=None):
-    return build_meta.get_requires_for_build_wheel(config_settings) + _compiler()
+    return _compiler()
 
 
 def get_requires_for_build_editable(config_settings=None):
-    return build_meta.get_requires_for_build_editable(config_settings) + _compiler()
+    return _compiler()
