@@ -28,7 +28,7 @@ MODULES = (
     "sim.cache.v4.hicache",
     "sim.serve.scheduler.req", "sim.serve.scheduler.output", "sim.serve.scheduler.cache_controller",
     "sim.serve.scheduler.running_batch", "sim.serve.scheduler.schedule_policy", "sim.serve.scheduler.instance",
-    "sim.serve.engine",
+    "sim.serve.metrics", "sim.serve.engine",
 )  # fmt: skip
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from mypy_extensions import mypyc_attr
 
 __all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Intervals", "Recorder", "RequestWriter",
            "SampleBuffer", "busy_fraction", "dropped_by_reason"]
@@ -44,6 +45,7 @@ BATCH_ROWS = 65_536  # per-request records held before a sink takes them
 MAX_TIMESERIES_ROWS = 50_000  # ~2.5 KB a row while running (a dict of ~20 columns)
 
 
+@mypyc_attr(native_class=False)  # a list subclass (a compiled class cannot be one)
 class SampleBuffer(list):
     """The periodic samples, bounded: past ``max_rows`` it keeps every other sampling tick, as if sampled
     at twice the interval (``stride`` says by how much the interval grew). A tick is ``rows_per_tick``
@@ -55,7 +57,7 @@ class SampleBuffer(list):
         self.stride = 1
         self._appended = 0
 
-    def append(self, row) -> None:
+    def append(self, row: object) -> None:
         tick = self._appended // self.rows_per_tick + 1
         self._appended += 1
         if tick % self.stride == 0:
@@ -87,7 +89,7 @@ class Intervals:
     def __len__(self) -> int:
         return len(self.starts)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[float, float, int]]:
         return zip(self.starts, self.ends, self.nbytes)
 
 
@@ -115,7 +117,8 @@ class Recorder:
     links: defaultdict[tuple[int, str], Intervals] = field(default_factory=lambda: defaultdict(Intervals))
     samples: SampleBuffer = field(default_factory=SampleBuffer)  # its type, not list: compiled code calls its append
     dropped: Counter = field(default_factory=Counter)  # requests, by reason
-    counters: Counter = field(default_factory=Counter)  # engine-level: steps, stalls, prefetches, seconds
+    counters: Counter = field(default_factory=Counter)  # engine-level counts: steps, stalls, prefetches...
+    write_back_wait_s: float = 0.0  # seconds the scheduler waited on write_back copies (a count holds ints)
     # Aggregates kept even when per-request records are off.
     n_finished: int = 0
     totals: list[int] = field(default_factory=lambda: [0] * len(SUMMED))
@@ -130,6 +133,7 @@ class Recorder:
         only the reasons the model produces."""
         c = self.counters
         out: dict[str, Any] = {k: c[k] for k in ENGINE_COUNTERS}
+        out["sim_write_back_wait_seconds_total"] = self.write_back_wait_s or 0  # 0 while nothing waited
         out["storage_prefetch_unfulfilled_tokens_total"] = {
             r: c[f"storage_prefetch_unfulfilled_tokens_total:{r}"] for r in UNFULFILLED_REASONS}  # fmt: skip
         return out
@@ -259,7 +263,7 @@ def busy_fraction(intervals: Intervals | list[tuple[float, float, int]], lo: np.
     return (covered(hi) - covered(lo)) / width
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
+def percentiles(values: Sequence[float]) -> dict[str, float]:
     if not values:
         return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0}
     a = np.asarray(values, dtype=float)

@@ -8,16 +8,12 @@ and works on its state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from mypy_extensions import trait
 
 from sim.cache.v4.full import is_leaf
 from sim.cache.v4.node import UNode
 from sim.cache.v4.treestate import TreeState
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["DeviceEviction"]
 

@@ -11,15 +11,10 @@ rather than a member because ``update_leaf`` and the lock walks run for every no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mypy_extensions import trait
 
 from sim.cache.v4.node import UNode
 from sim.cache.v4.treestate import TreeState
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["FullComponent", "is_host_leaf", "is_leaf"]
 

@@ -11,16 +11,12 @@ host pool frees its own oldest window state. :class:`HostTier` is a base of
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from mypy_extensions import trait
 
 from sim.cache.v4.full import is_host_leaf, is_leaf
 from sim.cache.v4.node import PageKey, UNode, common_pages
 from sim.cache.v4.treestate import TreeState
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["HostTier"]
 

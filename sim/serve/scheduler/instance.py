@@ -40,6 +40,24 @@ if TYPE_CHECKING:
 MAX_JUMP_STEPS = 256  # decode-only steps simulated in one timeout when nothing else can happen
 
 
+def first_of(env: simpy.Environment, a: simpy.Event, b: simpy.Event) -> simpy.Event:
+    """An event that triggers when ``a`` or ``b`` is processed: SimPy's ``a | b`` as the scheduler waits on it,
+    without the condition's value (never read): it is scheduled at the same point as ``a | b`` would be, one
+    schedule per trigger, so the run's event order is the same."""
+    done = env.event()
+
+    def fire(_event: simpy.Event) -> None:
+        if not done.triggered:
+            done.succeed()
+
+    for event in (a, b):
+        if event.callbacks is None:  # already processed
+            fire(event)
+        else:
+            event.callbacks.append(fire)
+    return done
+
+
 def new_cache(cfg: EngineConfig) -> PrefixCache:
     """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.cache.v4.swacache`), else HiCache."""
     if cfg.model.has_swa:
@@ -200,7 +218,7 @@ class Instance:
         env, group, wake = self.env, self.group, self.prefetcher.wake
         if group is not None:
             group.leave()
-        yield (env.timeout(wake - t0) | self.wake) if wake < math.inf else self.wake
+        yield first_of(env, env.timeout(wake - t0), self.wake) if wake < math.inf else self.wake
         if group is not None:
             yield from group.enter()
 
@@ -256,7 +274,7 @@ class Instance:
             dt = self.spec.decode_seconds(sim.roofline, n_decode, rb.decode_ctx)
         wait = max(0.0, ctrl.sync_until - t0)  # a write_back eviction's copy (see CacheController.charge_write_back)
         if wait:
-            sim.rec.counters["sim_write_back_wait_seconds_total"] += wait  # type: ignore[assignment]  # seconds
+            sim.rec.write_back_wait_s += wait
         loads_end = b.loads_end
         end = max(t0 + wait + dt, loads_end + dt / self.layers) if loads_end else t0 + wait + dt
         steps = 1
@@ -264,7 +282,7 @@ class Instance:
         if jump and rb.decoding:
             steps = min(MAX_JUMP_STEPS, max(1, rb.decoding[0][0] - rb.step))
         if steps > 1:
-            yield env.timeout(steps * dt) | self.wake
+            yield first_of(env, env.timeout(steps * dt), self.wake)
             steps = min(steps, max(1, math.ceil((env.now - t0) / dt - 1e-9)))
             if t0 + steps * dt > env.now:
                 yield env.timeout(t0 + steps * dt - env.now)
