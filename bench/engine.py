@@ -12,11 +12,12 @@ itself). Absolute times on shared machines are noisy: read the ratios.
 
 Then (4) the million-request figure: ``bench/synthetic_v4_l1l2.yaml`` (synthetic V4-Flash requests, L1 + L2,
 records streamed to a Parquet file as ``hicache-sim run`` does) at ``--requests`` and at a quarter of it,
-each in a process of its own: wall time, requests per wall second, CPU time (what one core spent: the
-figure to read on a shared machine), peak RSS, and the bytes each request adds at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0``
-skips it. (5) The same case overloaded (``--overload``, five times its rate): CPU time per request at two request
+each in a process of its own, in this tree and in a copy of it compiled with mypyc (``sim.base.compiled``, built
+in a temporary folder; ``--no-compiled`` skips it), the two alternating: wall time, requests per wall second,
+CPU time (what one core spent: the figure to read on a shared machine), peak RSS, and the bytes each request adds
+at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0`` skips it. (5) The same case overloaded (``--overload``, five times its rate): CPU time per request at two request
 counts, flat when the engine stays linear with a long queue. (6) With ``--base COMMIT``, the bundled multi-turn
-scenarios timed in this tree and in COMMIT's (checked out in a temporary ``git worktree``, removed after), each in a process of its own:
+scenarios timed in this tree (and its compiled copy) and in COMMIT's (checked out in a temporary ``git worktree``, removed after), each in a process of its own:
 the least CPU time of ``--repeat`` alternating runs each; ``--base fb467f9`` against the regroup, ``--base 8bae819``
 against the tree issue 20 was filed on (flat modules).
 (7) A lane replay (``scenarios/dsv4_flash_agentic_lanes.yaml``, 120 s measured) over generated Weka corpora of
@@ -44,6 +45,10 @@ import simpy
 from sim.app.run import build, summarise
 from sim.app.scenario import load_scenario
 from sim.base.compiled import MODULES, build_copy
+from sim.base.compiled import compiled as compiled_here
+
+# What this tree runs as: "pure" from a source install; a tree compiled in place is labelled so.
+ROOT_BUILD = "compiled in place" if compiled_here() else "pure"
 
 ROOT = Path(__file__).resolve().parent.parent
 MULTI_TURN = ("quickstart", "dsv4_flash_multiturn_l1", "dsv4_flash_multiturn_l1l2", "dsv41_flash_multiturn_l1",
@@ -123,7 +128,7 @@ def million(n: int, compiled: Path | None) -> None:
     """(4): the synthetic V4 case at ``n`` and ``n / 4`` requests, and the bytes per request at the margin; in this
     tree as installed from source (pure Python) and in its ``compiled`` copy, the two alternating."""
     path = ROOT / "bench/synthetic_v4_l1l2.yaml"
-    trees = [("pure", ROOT)] + ([("compiled", compiled)] if compiled else [])
+    trees = [(ROOT_BUILD, ROOT)] + ([("compiled", compiled)] if compiled else [])
     print(f"\n{path.relative_to(ROOT)} (one process each, records streamed to Parquet):")
     print(f"{'build':<10}{'requests':>12}{'wall s':>10}{'req/wall s':>12}{'CPU s':>9}{'req/CPU s':>11}"
           f"{'peak RSS MB':>13}")  # fmt: skip
@@ -140,8 +145,9 @@ def million(n: int, compiled: Path | None) -> None:
         print(f"{label}: bytes per request at the margin: {margin:,.0f} B ((RSS at {b['requests']:,} - at "
               f"{a['requests']:,}) / the requests between)")
     if compiled:
-        (_, pure), (_, comp) = runs["pure"], runs["compiled"]
-        print(f"compiled over pure, CPU time at {pure['requests']:,} requests: {pure['cpu_s'] / comp['cpu_s']:.2f}x")
+        (_, pure), (_, comp) = runs[ROOT_BUILD], runs["compiled"]
+        print(f"compiled over {ROOT_BUILD}, CPU time at {pure['requests']:,} requests: "
+              f"{pure['cpu_s'] / comp['cpu_s']:.2f}x")
 
 
 def overload(n: int) -> None:
