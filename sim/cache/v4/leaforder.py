@@ -1,91 +1,200 @@
 """The least-recently-used order over one kind of the tree's leaves (device leaves, host leaves).
 
 Eviction takes the member with the smallest ``(last_access, id)`` (``components/full.py:209-246``: a heap on
-``last_access_time``). Times only grow (``UnifiedTree``'s access counter), so nearly every key filed is the
-greatest yet: a leaf created, refreshed by a match or an insert, or released by the request that made it.
-Those keys go to an ordered dict, where appending, moving a refreshed node and popping the oldest cost O(1);
-the few that arrive out of order (a parent left a leaf by its child's eviction, a node unlocked with an old
-time) go to a heap. A pop takes the smaller of the two heads, so the order is the one a single heap gives.
+``last_access_time``). Times only grow (``UnifiedTree``'s access counter), yet an order is fed by two or three
+interleaved streams, each nearly monotone: leaves created or refreshed at the current time; parents left leaves
+by their children's eviction and nodes unlocked with the times they had, roughly in LRU order; for the host
+order, nodes demoted from device in the device order's LRU order. One sorted run catches one stream and sends
+the others to a heap (~40% of the keys, each a sift of tuple compares), so the order keeps :data:`RUNS` sorted
+runs (lists appended at the tail, read from a moving head), in decreasing order of their tails: a key goes to
+the first run whose tail is below it (the greatest such tail: a best fit, so s streams need only s runs), else to
+a run left empty, else to the heap (~2-4% of the keys). A pop takes the smallest head of the runs and the heap,
+so the order is the one a single heap gives.
 
-Entries are checked when they reach a head, not when a node stops being a leaf: a node keeps its entry while it
-is locked or has a child, and becomes a leaf again with nothing to do if its time did not change meanwhile.
+Entries are checked when they reach the head of their run or of the heap, not when a node stops being a leaf: a
+node keeps an entry deeper in while it is locked or has a child, and becomes a leaf again with nothing to do if
+its time did not change meanwhile; one dropped at a head is filed again when the tree finds it a leaf again. A
+refreshed node's old entry stays behind, dead, until it reaches a head or :meth:`LeafOrder.compact`. Each pop
+clears the dead heads of the heap and of every run, not only the smallest: a dead entry holds its node, and a
+node removed from the tree its whole record, until it goes.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
 from collections.abc import Callable
 
 from sim.cache.v4.node import UNode
 
-__all__ = ["LeafOrder"]
+__all__ = ["RUNS", "LeafOrder"]
+
+RUNS = 4  # two or three streams feed an order; each run costs a compare per pop (3 and 6 measure the same)
+_TAKEN = UNode([], None, -1, 0.0, 1)  # what a taken slot holds until the run sheds it
+
+
+class _Run:
+    """Entries ``(times[i], nodes[i])`` for ``i >= head``, in increasing ``(t, id)`` order; ``(tail_t,
+    tail_id)`` is the key of the last one appended (kept when the run empties), unboxed for the compares."""
+
+    __slots__ = ("nodes", "times", "head", "tail_t", "tail_id")
+
+    def __init__(self) -> None:
+        self.nodes: list[UNode] = []
+        self.times: list[float] = []
+        self.head = 0
+        self.tail_t = -float("inf")
+        self.tail_id = -1
+
+    def append(self, node: UNode, t: float) -> None:
+        if self.head and self.head == len(self.nodes):  # empty: start over at the front
+            self.nodes.clear()
+            self.times.clear()
+            self.head = 0
+        self.nodes.append(node)
+        self.times.append(t)
+        self.tail_t, self.tail_id = t, node.id
+
+    def take(self) -> None:
+        """Drop the head entry; the lists shed their taken prefix once it is half of them (amortized O(1)). Its
+        slot lets go of the node meanwhile, which may have left the tree."""
+        self.nodes[self.head] = _TAKEN
+        self.head += 1
+        if self.head >= 64 and 2 * self.head >= len(self.nodes):
+            del self.nodes[: self.head]
+            del self.times[: self.head]
+            self.head = 0
 
 
 class LeafOrder:
-    """Entries ``(t, node)``: ``recent`` in increasing ``(t, id)`` order (at most one per node), ``heap`` the
-    rest; ``mark[node]`` is the time of the entry ``node`` has, so a node is filed once per time. An entry is
-    live while its node is a leaf (``is_leaf``) with that time; others are dropped as they reach a head."""
+    """Entries ``(t, node)`` in ``RUNS`` sorted ``runs`` (some may be empty), ordered by decreasing tail, and a
+    ``heap`` of ``(t, id, node)`` for the rest; ``size`` counts them all. ``mark[node]`` is the time of the
+    entry ``node`` has, so a node is filed once per time. An entry is live while its node is a leaf
+    (``is_leaf``) with that time; others are dropped when they reach a head. ``superseded`` counts the entries
+    whose node has been filed again since (``mark`` no longer their time): once they are half of all, they are
+    pruned at once, as a refreshed node's old entry can sit deep in a run long after its node left the tree."""
 
-    __slots__ = ("recent", "heap", "mark", "last_t", "last_id")
+    __slots__ = ("runs", "heap", "mark", "size", "superseded")
 
     def __init__(self) -> None:
-        self.recent: OrderedDict[UNode, float] = OrderedDict()
+        self.runs: list[_Run] = [_Run() for _ in range(RUNS)]
         self.heap: list[tuple[float, int, UNode]] = []
         self.mark: dict[UNode, float] = {}
-        self.last_t = -float("inf")  # the greatest key in ``recent``
-        self.last_id = -1
+        self.size = self.superseded = 0
 
     def __len__(self) -> int:
-        return len(self.recent) + len(self.heap)
+        return self.size
 
     def file(self, node: UNode, t: float) -> None:
         """``node`` is a leaf with time ``t``: give it an entry of that key unless it has one."""
         mark = self.mark
-        if mark.get(node) == t:
-            return
+        m = mark.get(node)
+        if m is not None:
+            if m == t:
+                return
+            self.superseded += 1
         mark[node] = t
-        recent = self.recent
-        if t > self.last_t or (t == self.last_t and node.id > self.last_id) or not recent:
-            recent[node] = t
-            recent.move_to_end(node)
-            self.last_t, self.last_id = t, node.id
-        else:
-            heapq.heappush(self.heap, (t, node.id, node))
+        if self.superseded > self.size // 2 + 1024:
+            self._prune()
+        self.size += 1
+        nid = node.id
+        runs = self.runs
+        # The first run whose tail is below (t, nid) has the greatest such tail; appending keeps the tails
+        # in decreasing order, as the run before has a tail above (t, nid).
+        for run in runs:
+            if run.tail_t < t or (run.tail_t == t and run.tail_id < nid):
+                run.append(node, t)
+                return
+        for run in runs:  # below every tail: an empty run moves to the back to take it
+            if run.head == len(run.nodes):
+                runs.remove(run)
+                runs.append(run)
+                run.append(node, t)
+                return
+        heapq.heappush(self.heap, (t, nid, node))
 
     def pop(self, is_leaf: Callable[[UNode], bool]) -> UNode | None:
-        """The leaf with the smallest key, its entry taken (None: there is none)."""
-        recent, heap, mark = self.recent, self.heap, self.mark
-        node = None
-        while recent:  # the oldest live entry in order
-            node, t = next(iter(recent.items()))
-            if node.last_access == t and is_leaf(node):
-                break
-            del recent[node]
-            if mark.get(node) == t:
-                del mark[node]
-            node = None
-        while heap:  # the smallest live entry out of order, taken if it is older
-            ht, hid, hnode = heap[0]
-            if hnode.last_access == ht and is_leaf(hnode):
-                if node is not None and (t < ht or (t == ht and node.id < hid)):
-                    break
-                heapq.heappop(heap)
-                del mark[hnode]
-                return hnode
-            heapq.heappop(heap)
-            if mark.get(hnode) == ht:
-                del mark[hnode]
+        """The leaf with the smallest key, its entry taken (None: there is none). Dead entries at the head of
+        the heap and of every run go first, so each head compared is live."""
+        heap = self.heap
+        node, t, nid = self._live_heap_head(is_leaf), 0.0, 0
         if node is not None:
-            del recent[node]
-            del mark[node]
+            t, nid = heap[0][0], node.id
+        best: _Run | None = None  # the run with the smallest head; None: the heap's
+        for run in self.runs:
+            rn = self._live_head(run, is_leaf)
+            if rn is None:
+                continue
+            rt, rid = run.times[run.head], rn.id
+            if node is None or rt < t or (rt == t and rid < nid):
+                best, node, t, nid = run, rn, rt, rid
+        if node is None:
+            return None
+        if best is None:
+            heapq.heappop(heap)
+        else:
+            best.take()
+        self.size -= 1
+        del self.mark[node]
         return node
 
+    def _drop(self, node: UNode, t: float) -> None:
+        """A dead entry ``(t, node)`` was taken: its mark goes if it is this entry's."""
+        self.size -= 1
+        m = self.mark.get(node)
+        if m is not None and m == t:
+            del self.mark[node]
+        else:
+            self.superseded -= 1
+
+    def _live_heap_head(self, is_leaf: Callable[[UNode], bool]) -> UNode | None:
+        heap = self.heap
+        while heap:
+            t, _, node = heap[0]
+            if node.last_access == t and is_leaf(node):
+                return node
+            heapq.heappop(heap)
+            self._drop(node, t)
+        return None
+
+    def _live_head(self, run: _Run, is_leaf: Callable[[UNode], bool]) -> UNode | None:
+        """``run``'s head node once its dead head entries are dropped (None: it is empty)."""
+        nodes, times = run.nodes, run.times
+        while run.head < len(nodes):
+            n, t = nodes[run.head], times[run.head]
+            if n.last_access == t and is_leaf(n):
+                return n
+            run.take()
+            self._drop(n, t)
+        return None
+
+    def _prune(self) -> None:
+        """Drop the superseded entries, keeping each run's order (and its tail key, still a bound) and the heap's."""
+        mark = self.mark
+        for r in self.runs:
+            keep = [i for i in range(r.head, len(r.nodes)) if mark.get(r.nodes[i]) == r.times[i]]
+            r.nodes, r.times, r.head = [r.nodes[i] for i in keep], [r.times[i] for i in keep], 0
+        self.heap = [e for e in self.heap if mark.get(e[2]) == e[0]]
+        heapq.heapify(self.heap)
+        self.size = len(self.heap) + sum(len(r.nodes) for r in self.runs)
+        self.superseded = 0
+
     def compact(self, is_leaf: Callable[[UNode], bool]) -> None:
-        """Drop every entry that can no longer be popped."""
-        recent = OrderedDict((n, t) for n, t in self.recent.items() if n.last_access == t and is_leaf(n))
-        heap = [e for e in self.heap if e[2].last_access == e[0] and is_leaf(e[2])]
-        heapq.heapify(heap)
-        self.recent, self.heap = recent, heap
-        self.mark = {n: t for n, t in recent.items()}
-        self.mark.update((n, t) for t, _, n in heap)
+        """Drop every entry that can no longer be popped; the rest, one per node, sorted into one run."""
+        mark: dict[UNode, float] = {}
+        for r in self.runs:
+            for i in range(r.head, len(r.nodes)):
+                n, t = r.nodes[i], r.times[i]
+                if n.last_access == t and is_leaf(n):
+                    mark[n] = t
+        for t, _, n in self.heap:
+            if n.last_access == t and is_leaf(n):
+                mark[n] = t
+        self.runs = [_Run() for _ in range(RUNS)]  # all in the first, the others empty below it
+        self.mark, self.heap, self.size, self.superseded = mark, [], len(mark), 0
+        run = self.runs[0]
+        for n in sorted(mark, key=_key):
+            run.append(n, mark[n])
+
+
+def _key(node: UNode) -> tuple[float, int]:
+    return node.last_access, node.id  # a live entry's time is its node's
