@@ -5,7 +5,9 @@ extensions that run the same code 1.7-2x faster: ``HICACHE_SIM_COMPILE=1 pip ins
 A plain install stays pure Python, as it runs everywhere. mypyc holds a compiled module's annotations to
 the values at run time (an ``int`` that receives a float raises), so these modules are fully annotated and
 type-check clean (``tests/sim/base/test_compiled.py``); values that are an int or ``inf`` are ``int | float``,
-since a compiled ``float`` would turn an int into a float and change what prints. This module imports only
+since a compiled ``float`` would turn an int into a float and change what prints. A dataclass made per request
+writes its own ``__init__`` (``init=False``): the methods the decorator generates are not compiled, and run as
+Python. This module imports only
 the standard library: ``setup.py`` reads it before anything is installed.
 """
 

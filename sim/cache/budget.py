@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CLIP_MAX_NEW_TOKENS", "admission_demand", "chunk_end", "chunk_reservation", "clip_output", "output_left"]
+__all__ = ["CLIP_MAX_NEW_TOKENS", "admission_demand", "chunk_end", "chunk_reservation", "clip_output", "output_left",
+           "steps_to_page"]
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (schedule_policy.py:89-91)
 
@@ -45,3 +46,11 @@ def chunk_end(prompt_len: int, prefix: int, limit: int, page: int) -> int:
     if -(-(prompt_len - prefix) // page) * page <= limit:
         return prompt_len
     return (prefix + limit // page * page) // page * page
+
+
+def steps_to_page(r: Any, page: int, lookahead: int) -> int:
+    """Decode steps until request record ``r`` (either cache's) next allocates a page, that step included: the
+    next step allocates row ``seqlen - 1`` and the ``lookahead`` draft slots past it."""
+    row = -(-r.allocated // page) * page  # the first row of the next page
+    return max(1, row - (r.prompt_len + r.emitted) - lookahead + 2)
+

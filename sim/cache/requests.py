@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sim.cache.budget import admission_demand, chunk_end, chunk_reservation, output_left
+from sim.cache.budget import admission_demand, chunk_end, chunk_reservation, output_left, steps_to_page
 from sim.cache.radix import Node, RadixTree
 
 if TYPE_CHECKING:
     from sim.cache.controller import BackupOp, Tier
 
-__all__ = ["Admission", "KVRecord", "RequestPhases", "RequestRows", "steps_to_page"]
+__all__ = ["Admission", "KVRecord", "RequestPhases", "RequestRows"]
 
 
 @dataclass
@@ -325,11 +325,4 @@ class RequestPhases(RequestRows):
             if self.prefilling.pop(id(r), None) is None:
                 self.decode_left -= output_left(r)
             self.release_rows(r)
-
-
-def steps_to_page(r, page: int, lookahead: int) -> int:
-    """Decode steps until request record ``r`` (either cache's) next allocates a page, that step included: the
-    next step allocates row ``seqlen - 1`` and the ``lookahead`` draft slots past it."""
-    row = -(-r.allocated // page) * page  # the first row of the next page
-    return max(1, row - (r.prompt_len + r.emitted) - lookahead + 2)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 __all__ = ["Request"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
 class Request:
     """One request. ``keys``: whole pages of the input; ``final_keys``: of input + output, if known."""
 
@@ -20,6 +20,11 @@ class Request:
     input_len: int
     output_len: int
     keys: list
-    final_keys: list | None = None
-    session: int = -1
-    round: int = 0
+    final_keys: list | None
+    session: int
+    round: int
+
+    def __init__(self, rid: int, arrival_s: float, input_len: int, output_len: int, keys: list,
+                 final_keys: list | None = None, session: int = -1, round: int = 0) -> None:  # fmt: skip
+        self.rid, self.arrival_s, self.input_len, self.output_len = rid, arrival_s, input_len, output_len
+        self.keys, self.final_keys, self.session, self.round = keys, final_keys, session, round

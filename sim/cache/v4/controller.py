@@ -24,7 +24,7 @@ __all__ = ["WRITE_THRESHOLD", "Backup", "HostController"]
 WRITE_THRESHOLD = {"write_through": 1, "write_through_selective": 2}  # unified_radix_cache.py:558-560
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
 class Backup:
     """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
     the other ``nodes`` (``swa`` tokens in all). Under write-through the node is locked until the ack
@@ -35,8 +35,12 @@ class Backup:
     full: int
     swa: int
     page: int
-    lock_uuid: int | None = None
-    locked: bool = False
+    lock_uuid: int | None
+    locked: bool
+
+    def __init__(self, node: UNode, nodes: list[UNode], full: int, swa: int, page: int) -> None:
+        self.node, self.nodes, self.full, self.swa, self.page = node, nodes, full, swa, page
+        self.lock_uuid, self.locked = None, False
 
     @property
     def kv_pages(self) -> int:

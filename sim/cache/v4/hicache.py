@@ -28,8 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.base.errors import InputError
-from sim.cache.budget import admission_demand, chunk_end, chunk_reservation, clip_output, output_left
-from sim.cache.requests import steps_to_page
+from sim.cache.budget import (
+    admission_demand,
+    chunk_end,
+    chunk_reservation,
+    clip_output,
+    output_left,
+    steps_to_page,
+)
 from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
 from sim.cache.v4.swacache import Backup, Running, SWACache, v4_cache
 from sim.cache.v4.unified import UNode
@@ -50,7 +56,7 @@ def check_v4_setup(model: ModelSpec, *, page_tokens: int, write_policy: str, evi
                          f"modelled on DeepSeek V4's cache yet ({model.name})")  # fmt: skip
 
 
-@dataclass
+@dataclass(init=False)  # these two have their own __init__, compiled: see :mod:`sim.base.compiled`
 class V4Lookup:
     """A match with no lock taken: what a router, lpm or the L3 lookup reads."""
 
@@ -60,8 +66,13 @@ class V4Lookup:
     host_pages: int
     best_node: UNode
 
+    def __init__(self, keys: Sequence, input_tokens: int, device_pages: int, host_pages: int,
+                 best_node: UNode) -> None:  # fmt: skip
+        self.keys, self.input_tokens, self.device_pages = keys, input_tokens, device_pages
+        self.host_pages, self.best_node = host_pages, best_node
 
-@dataclass
+
+@dataclass(init=False)
 class V4Admission:
     """An admitted request: the fields the engine records, and the cache's request record."""
 
@@ -71,9 +82,15 @@ class V4Admission:
     computed_tokens: int
     load_kv_pages: int
     load_swa_pages: int
-    first_end: int = 0  # where its first chunk ends
-    reserve: int = 0  # Full tokens the budget sets aside for its next chunk (and its output, if that ends the prompt)
-    swa_reserve: int = 0  # SWA tokens likewise
+    first_end: int  # where its first chunk ends
+    reserve: int  # Full tokens the budget sets aside for its next chunk (and its output, if that ends the prompt)
+    swa_reserve: int  # SWA tokens likewise
+
+    def __init__(self, run: Running, device_tokens: int, host_tokens: int, computed_tokens: int,
+                 load_kv_pages: int, load_swa_pages: int, first_end: int = 0) -> None:  # fmt: skip
+        self.run, self.device_tokens, self.host_tokens = run, device_tokens, host_tokens
+        self.computed_tokens, self.load_kv_pages, self.load_swa_pages = computed_tokens, load_kv_pages, load_swa_pages
+        self.first_end, self.reserve, self.swa_reserve = first_end, 0, 0
 
 
 class _Tier:

@@ -21,7 +21,7 @@ class UNode:
     __slots__ = (
         "key", "parent", "children", "id", "last_access", "hit_count", "tokens",
         "full", "full_kids", "host", "host_swa", "lock", "host_lock", "pending", "loading",
-        "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next",
+        "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next", "host_prev", "host_next",
     )  # fmt: skip
 
     def __init__(self, key: list[PageKey], parent: UNode | None, node_id: int, now: float, page: int) -> None:
@@ -45,13 +45,15 @@ class UNode:
         self.swa_uuid: int | None = None
         self.swa_prev: UNode | None = None
         self.swa_next: UNode | None = None
+        self.host_prev: UNode | None = None  # the SWA host LRU's links (``swa.HostLRU``)
+        self.host_next: UNode | None = None
 
     def __repr__(self) -> str:
         tiers = ("D" if self.full else "") + ("H" if self.host else "")
         return f"UNode(id={self.id}, tokens={self.tokens}, {tiers or 'dead'}, {'S' if self.swa else 'T'}, lock={self.lock})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)  # its own __init__: see :mod:`sim.base.compiled`
 class Match:
     """``device``: the SWA-valid device prefix (tokens) ending at ``node``; ``full_hit``: the Full prefix
     before the validator cut it back; ``branching``: the page-aligned Full hit beyond the valid end, if any.
@@ -64,12 +66,17 @@ class Match:
     full_hit: int
     branching: int | None
     best: UNode
-    best_len: int = 0
-    host: int = 0
-    swa_host: int = 0
+    best_len: int
+    host: int
+    swa_host: int
+
+    def __init__(self, device: int, node: UNode, full_hit: int, branching: int | None, best: UNode,
+                 best_len: int = 0, host: int = 0, swa_host: int = 0) -> None:  # fmt: skip
+        self.device, self.node, self.full_hit, self.branching = device, node, full_hit, branching
+        self.best, self.best_len, self.host, self.swa_host = best, best_len, host, swa_host
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)
 class InsertOutcome:
     """``prefix``: tokens already in the tree; ``node``: where the key ends; ``branch_inserted``: the insert
     reached the request's branching point."""
@@ -77,6 +84,9 @@ class InsertOutcome:
     prefix: int
     node: UNode
     branch_inserted: bool
+
+    def __init__(self, prefix: int, node: UNode, branch_inserted: bool) -> None:
+        self.prefix, self.node, self.branch_inserted = prefix, node, branch_inserted
 
 
 def common_pages(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from sim.cache.v4.node import UNode
 
@@ -148,46 +148,52 @@ class SWALRU:
 class HostLRU:
     """The SWA host LRU (``unified_tree_core.py:213-390``, the host list of the SWA component): nodes whose
     window state is on host only, oldest first. A node enters at the MRU end when its device SWA is freed with a
-    host copy kept (``swa.py:719-736``); a split places the new parent just behind its child (``:665-681``)."""
+    host copy kept (``swa.py:719-736``); a split places the new parent just behind its child (``:665-681``).
+    Intrusive, like :class:`SWALRU`: a circular list over nodes' ``host_prev``/``host_next`` through one
+    sentinel, whose ``host_next`` is the LRU end and ``host_prev`` the MRU end."""
 
-    __slots__ = ("prev", "next", "head")
+    __slots__ = ("head",)
 
-    def __init__(self) -> None:
-        self.head = object()  # sentinel: next[head] is the LRU end, prev[head] the MRU end
-        self.prev: dict[object, object] = {self.head: self.head}
-        self.next: dict[object, object] = {self.head: self.head}
+    def __init__(self, sentinel_factory: Callable[[], UNode]) -> None:
+        self.head = sentinel_factory()
+        self.head.host_prev = self.head.host_next = self.head
 
-    def __contains__(self, node: object) -> bool:
-        return node in self.prev
+    def __contains__(self, node: UNode) -> bool:
+        return node.host_prev is not None
 
-    def _link(self, before: object, node: UNode) -> None:
+    def _link(self, before: UNode, node: UNode) -> None:
         """Link ``node`` just before ``before`` in LRU-first order."""
-        p = self.prev[before]
-        self.prev[node], self.next[node] = p, before
-        self.next[p] = node
-        self.prev[before] = node
+        p = before.host_prev
+        assert p is not None  # a linked node (or the sentinel) has both neighbours
+        node.host_prev, node.host_next = p, before
+        p.host_next = node
+        before.host_prev = node
 
     def push_mru(self, node: UNode) -> None:
-        if node not in self.prev:
+        if node.host_prev is None:
             self._link(self.head, node)
 
     def insert_behind(self, child: UNode, node: UNode) -> None:
         """``node`` just older than ``child``."""
-        if node not in self.prev:
+        if node.host_prev is None:
             self._link(child, node)
 
     def remove(self, node: UNode) -> None:
-        if node in self.prev:
-            p, n = self.prev.pop(node), self.next.pop(node)
-            self.next[p] = n
-            self.prev[n] = p
+        p, n = node.host_prev, node.host_next
+        if p is not None and n is not None:
+            p.host_next = n
+            n.host_prev = p
+            node.host_prev = node.host_next = None
 
     def oldest_first(self) -> Iterator[UNode]:
-        x = self.next[self.head]
-        while x is not self.head:
-            nxt = self.next[x]
-            yield cast(UNode, x)
-            x = nxt if nxt in self.prev else self.next[self.head]
+        """Oldest first; where the caller removed the next node meanwhile, from the LRU end again."""
+        head = self.head
+        x = head.host_next
+        while x is not head:
+            assert x is not None
+            nxt = x.host_next
+            yield x
+            x = nxt if nxt is not None and nxt.host_prev is not None else head.host_next
 
 
 class SWAComponent:
@@ -197,7 +203,7 @@ class SWAComponent:
         self.tree = tree
         self.window = window
         self.lru = SWALRU(tree.sentinel)
-        self.host_lru = HostLRU()
+        self.host_lru = HostLRU(tree.sentinel)
         self.evictable = 0
         self.protected = 0
         self._uuids = itertools.count(1)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sim.cache.v4.controller import WRITE_THRESHOLD, Backup, HostController
 from sim.cache.v4.pools import OutOfMemory
@@ -43,7 +43,7 @@ from sim.model.pools import ModelSpec
 
 __all__ = ["Backup", "OutOfMemory", "Running", "SWACache", "v4_cache"]
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
 class Running:
     """One request's KV record. ``keys``: page keys of its whole pages of prompt + output, so a checkpoint
     of the first ``n`` tokens inserts ``keys[: n // page]`` (token ids themselves are never needed)."""
@@ -56,21 +56,30 @@ class Running:
     lock_uuid: int | None
     protected: int  # tokens owned by the tree (cache_protected_len)
     branching: int | None
-    evicted: int = 0  # SWA-evicted boundary
-    inserted: int = 0  # cache_inserted_len
-    allocated: int = 0  # rows with KV slots
-    prefilled: int = 0  # extend_end
-    emitted: int = 0  # output tokens produced
-    decode_steps: int = 0
-    chunks: list[tuple[int, int]] = field(default_factory=list)
-    finished: bool = False
-    host_hit: int = 0  # tokens loaded back from host at admission
-    load_full: int = 0  # tokens of Full KV and of window state that admission loaded back
-    load_swa: int = 0
-    evicted_full: int = 0  # tree tokens evicted by this request's allocations (the caller resets them)
-    evicted_swa: int = 0
-    held_full: int = 0  # pages it holds outside the tree, as last accounted
-    held_swa: int = 0
+    evicted: int  # SWA-evicted boundary
+    inserted: int  # cache_inserted_len
+    allocated: int  # rows with KV slots
+    prefilled: int  # extend_end
+    emitted: int  # output tokens produced
+    decode_steps: int
+    chunks: list[tuple[int, int]]
+    finished: bool
+    host_hit: int  # tokens loaded back from host at admission
+    load_full: int  # tokens of Full KV and of window state that admission loaded back
+    load_swa: int
+    evicted_full: int  # tree tokens evicted by this request's allocations (the caller resets them)
+    evicted_swa: int
+    held_full: int  # pages it holds outside the tree, as last accounted
+    held_swa: int
+
+    def __init__(self, keys: Sequence, prompt_len: int, output_len: int, match: Match, lock_node: UNode,
+                 lock_uuid: int | None, protected: int, branching: int | None) -> None:  # fmt: skip
+        self.keys, self.prompt_len, self.output_len, self.match = keys, prompt_len, output_len, match
+        self.lock_node, self.lock_uuid, self.protected, self.branching = lock_node, lock_uuid, protected, branching
+        self.chunks, self.finished = [], False
+        self.evicted = self.inserted = self.allocated = self.prefilled = self.emitted = self.decode_steps = 0
+        self.host_hit = self.load_full = self.load_swa = self.evicted_full = self.evicted_swa = 0
+        self.held_full = self.held_swa = 0
 
     @property
     def kv_len(self) -> int:

@@ -75,7 +75,7 @@ def new_cache(cfg: EngineConfig) -> PrefixCache:
                    decode_lookahead=cfg.spec.reserve if cfg.spec else 0)  # fmt: skip
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
 class Batch:
     """The next pass: its prefill chunks (``tokens`` over ``chunks`` requests, ``done`` finishing their prompt),
     whether it decodes and how many rows, whether admission stalled on L1 in forming it."""
@@ -88,6 +88,11 @@ class Batch:
     blocked: bool
     decode: bool
     n_decode: int
+
+    def __init__(self, tokens: int, pairs: float, chunks: int, loads_end: float, done: list[Running],
+                 blocked: bool, decode: bool, n_decode: int) -> None:  # fmt: skip
+        self.tokens, self.pairs, self.chunks, self.loads_end = tokens, pairs, chunks, loads_end
+        self.done, self.blocked, self.decode, self.n_decode = done, blocked, decode, n_decode
 
 
 class Instance:
