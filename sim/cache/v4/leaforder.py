@@ -116,17 +116,26 @@ class LeafOrder:
         """The leaf with the smallest key, its entry taken (None: there is none). Dead entries at the head of
         the heap and of every run go first, so each head compared is live."""
         heap = self.heap
-        node, t, nid = self._live_heap_head(is_leaf), 0.0, 0
-        if node is not None:
-            t, nid = heap[0][0], node.id
+        node: UNode | None = None
+        t, nid = 0.0, 0
+        while heap:
+            t, nid, node = heap[0]
+            if node.last_access == t and is_leaf(node):
+                break
+            heapq.heappop(heap)
+            self._drop(node, t)
+            node = None
         best: _Run | None = None  # the run with the smallest head; None: the heap's
         for run in self.runs:
-            rn = self._live_head(run, is_leaf)
-            if rn is None:
-                continue
-            rt, rid = run.times[run.head], rn.id
-            if node is None or rt < t or (rt == t and rid < nid):
-                best, node, t, nid = run, rn, rt, rid
+            nodes, times = run.nodes, run.times
+            while run.head < len(nodes):
+                rn, rt = nodes[run.head], times[run.head]
+                if rn.last_access == rt and is_leaf(rn):
+                    if node is None or rt < t or (rt == t and rn.id < nid):
+                        best, node, t, nid = run, rn, rt, rn.id
+                    break
+                run.take()
+                self._drop(rn, rt)
         if node is None:
             return None
         if best is None:
@@ -145,27 +154,6 @@ class LeafOrder:
             del self.mark[node]
         else:
             self.superseded -= 1
-
-    def _live_heap_head(self, is_leaf: Callable[[UNode], bool]) -> UNode | None:
-        heap = self.heap
-        while heap:
-            t, _, node = heap[0]
-            if node.last_access == t and is_leaf(node):
-                return node
-            heapq.heappop(heap)
-            self._drop(node, t)
-        return None
-
-    def _live_head(self, run: _Run, is_leaf: Callable[[UNode], bool]) -> UNode | None:
-        """``run``'s head node once its dead head entries are dropped (None: it is empty)."""
-        nodes, times = run.nodes, run.times
-        while run.head < len(nodes):
-            n, t = nodes[run.head], times[run.head]
-            if n.last_access == t and is_leaf(n):
-                return n
-            run.take()
-            self._drop(n, t)
-        return None
 
     def _prune(self) -> None:
         """Drop the superseded entries, keeping each run's order (and its tail key, still a bound) and the heap's."""
