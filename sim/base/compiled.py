@@ -1,7 +1,7 @@
 """The compiled build: which modules mypyc compiles, building a compiled copy of a tree, and what is loaded.
 
 The engine's hot path (the V4 cache, the scheduler, the event loop's own processes, the recorder) compiles with mypyc to C
-extensions that run the same code 1.7-2x faster: ``HICACHE_SIM_COMPILE=1 pip install .`` (``setup.py``).
+extensions that run the same code about 2x faster: ``HICACHE_SIM_COMPILE=1 pip install .`` (``setup.py``).
 A plain install stays pure Python, as it runs everywhere. mypyc holds a compiled module's annotations to
 the values at run time (an ``int`` that receives a float raises), so these modules are fully annotated and
 type-check clean (``tests/sim/base/test_compiled.py``); values that are an int or ``inf`` are ``int | float``,
