@@ -15,11 +15,12 @@ records streamed to a Parquet file as ``hicache-sim run`` does) at ``--requests`
 each in a process of its own, in this tree and in a copy of it compiled with mypyc (``sim.base.compiled``, built
 in a temporary folder; ``--no-compiled`` skips it), the two alternating: wall time, requests per wall second,
 CPU time (what one core spent: the figure to read on a shared machine), peak RSS, and the bytes each request adds
-at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0`` skips it. (5) The same case overloaded (``--overload``, five times its rate): CPU time per request at two request
-counts, flat when the engine stays linear with a long queue. (6) With ``--base COMMIT``, the bundled multi-turn
-scenarios timed in this tree (and its compiled copy) and in COMMIT's (checked out in a temporary ``git worktree``, removed after), each in a process of its own:
-the least CPU time of ``--repeat`` alternating runs each; ``--base fb467f9`` against the regroup, ``--base 8bae819``
-against the tree issue 20 was filed on (flat modules).
+at the margin (the RSS difference over the request difference; flat memory reads ~0). ``--requests 0`` skips it.
+(5) The same case overloaded (``--overload``, five times its rate): CPU time per request at two request counts,
+flat when the engine stays linear with a long queue. (6) With ``--base COMMIT``, the bundled multi-turn scenarios
+timed in this tree (and its compiled copy) and in COMMIT's (checked out in a temporary ``git worktree``, removed
+after), each in a process of its own: the least CPU time of ``--repeat`` alternating runs each; ``--base fb467f9``
+against the regroup, ``--base 8bae819`` against the tree issue 20 was filed on (flat modules).
 (7) A lane replay (``scenarios/dsv4_flash_agentic_lanes.yaml``, 120 s measured) over generated Weka corpora of
 ``--corpus`` and four times as many trajectories (written to a temporary folder): CPU time and peak RSS, flat in
 the corpus when the replay holds only the trajectories its lanes play.

@@ -1,14 +1,14 @@
 """The compiled build: which modules mypyc compiles, building a compiled copy of a tree, and what is loaded.
 
-The engine's hot path (the V4 cache, the scheduler, the event loop's own processes, the recorder) compiles with mypyc to C
-extensions that run the same code about 2x faster: ``HICACHE_SIM_COMPILE=1 pip install .`` (``setup.py``).
-A plain install stays pure Python, as it runs everywhere. mypyc holds a compiled module's annotations to
-the values at run time (an ``int`` that receives a float raises), so these modules are fully annotated and
-type-check clean (``tests/sim/base/test_compiled.py``); values that are an int or ``inf`` are ``int | float``,
-since a compiled ``float`` would turn an int into a float and change what prints. A dataclass made per request
-writes its own ``__init__`` (``init=False``): the methods the decorator generates are not compiled, and run as
-Python. This module imports only
-the standard library: ``setup.py`` reads it before anything is installed.
+The engine's hot path (the V4 cache, the scheduler, the event loop's own processes, the recorder) compiles
+with mypyc to C extensions that run the same code about 2x faster: ``HICACHE_SIM_COMPILE=1 pip install .``
+(``setup.py``). A plain install stays pure Python, as it runs everywhere. mypyc holds a compiled module's
+annotations to the values at run time (an ``int`` that receives a float raises), so these modules are fully
+annotated and type-check clean (``tests/sim/base/test_compiled.py``); values that are an int or ``inf`` are
+``int | float``, since a compiled ``float`` would turn an int into a float and change what prints. A dataclass
+made per request writes its own ``__init__`` (``init=False``): the methods the decorator generates are not
+compiled, and run as Python. This module imports only the standard library: ``setup.py`` reads it before
+anything is installed.
 """
 
 from __future__ import annotations

@@ -53,4 +53,3 @@ def steps_to_page(r: Any, page: int, lookahead: int) -> int:
     next step allocates row ``seqlen - 1`` and the ``lookahead`` draft slots past it."""
     row = -(-r.allocated // page) * page  # the first row of the next page
     return max(1, row - (r.prompt_len + r.emitted) - lookahead + 2)
-

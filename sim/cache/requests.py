@@ -325,4 +325,3 @@ class RequestPhases(RequestRows):
             if self.prefilling.pop(id(r), None) is None:
                 self.decode_left -= output_left(r)
             self.release_rows(r)
-

@@ -156,33 +156,22 @@ class LeafOrder:
             self.superseded -= 1
 
     def _prune(self) -> None:
-        """Drop the superseded entries, keeping each run's order (and its tail key, still a bound) and the heap's."""
+        """Drop the superseded entries (their marks are already another time's)."""
         mark = self.mark
+        self._keep(lambda n, t: mark.get(n) == t)
+
+    def compact(self, is_leaf: Callable[[UNode], bool]) -> None:
+        """Drop every entry that can no longer be popped: one per live leaf stays, and only their marks."""
+        self._keep(lambda n, t: n.last_access == t and is_leaf(n))
+        self.mark = {n: t for r in self.runs for n, t in zip(r.nodes, r.times)}
+        self.mark.update((n, t) for t, _, n in self.heap)
+
+    def _keep(self, live: Callable[[UNode, float], bool]) -> None:
+        """Keep the entries ``live`` holds to, each run in its order (its tail key still a bound), the heap a heap."""
         for r in self.runs:
-            keep = [i for i in range(r.head, len(r.nodes)) if mark.get(r.nodes[i]) == r.times[i]]
-            r.nodes, r.times, r.head = [r.nodes[i] for i in keep], [r.times[i] for i in keep], 0
-        self.heap = [e for e in self.heap if mark.get(e[2]) == e[0]]
+            kept = [i for i in range(r.head, len(r.nodes)) if live(r.nodes[i], r.times[i])]
+            r.nodes, r.times, r.head = [r.nodes[i] for i in kept], [r.times[i] for i in kept], 0
+        self.heap = [e for e in self.heap if live(e[2], e[0])]
         heapq.heapify(self.heap)
         self.size = len(self.heap) + sum(len(r.nodes) for r in self.runs)
         self.superseded = 0
-
-    def compact(self, is_leaf: Callable[[UNode], bool]) -> None:
-        """Drop every entry that can no longer be popped; the rest, one per node, sorted into one run."""
-        mark: dict[UNode, float] = {}
-        for r in self.runs:
-            for i in range(r.head, len(r.nodes)):
-                n, t = r.nodes[i], r.times[i]
-                if n.last_access == t and is_leaf(n):
-                    mark[n] = t
-        for t, _, n in self.heap:
-            if n.last_access == t and is_leaf(n):
-                mark[n] = t
-        self.runs = [_Run() for _ in range(RUNS)]  # all in the first, the others empty below it
-        self.mark, self.heap, self.size, self.superseded = mark, [], len(mark), 0
-        run = self.runs[0]
-        for n in sorted(mark, key=_key):
-            run.append(n, mark[n])
-
-
-def _key(node: UNode) -> tuple[float, int]:
-    return node.last_access, node.id  # a live entry's time is its node's
