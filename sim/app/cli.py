@@ -326,14 +326,13 @@ def _cmd_tree(args) -> int:
     if not answered:
         raise InputError("holds no calls", source=args.calls)
     checked = agreed = 0
-    unnamed: set = set()
     for lineno, answer, expect in answered:
         if not args.quiet:
             print(json.dumps(answer, separators=(",", ":")))
         if expect is None:
             continue
         checked += 1
-        wrong = compare(answer, expect, unnamed)
+        wrong = compare(answer, expect)
         if wrong:
             print(f"{path}:{lineno}: call {answer.get('id', '?')}: {'; '.join(wrong)}", file=sys.stderr)
         else:

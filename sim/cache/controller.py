@@ -120,12 +120,18 @@ class CacheController:
 
     # ----- backups and their acks -------------------------------------------------------------
     def _backup_node(self, node: Node) -> bool:
-        """write_back: back up one device victim and wait for its copy; False if the host is full."""
+        """write_back: back up one device victim and wait for its copy; False if the host is full.
+
+        The copy's ack registers the victim as a duplicate before it is demoted (``finish_write_through``,
+        ``unified_tree_core.py:2840-2848``, via ``unified_radix_cache.py:1028-1036, 3478-3489``); the demotion
+        leaves the entry stale where it stands, so a later un-eviction keeps that place in the order."""
         pages = len(node.key)
         if not self._alloc_host(pages):
             self._backup_failed(node, pages)
             return False
         op = self._start_backup(node, pages, lock=False)
+        if self._duplicates is not None:
+            self._duplicates.setdefault(node.id, node)
         if self.events is not None:
             self.events.append({"ack": self._ref(node), "wait": True})
         self.write_back_copies.append([op])
