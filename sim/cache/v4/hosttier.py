@@ -50,7 +50,7 @@ class HostTier(TreeState):
 
     def settle(self, node: UNode) -> None:
         """Track ``node`` as a duplicate if its Full KV is on both tiers with no copy in flight (write_back)."""
-        if self.duplicates is not None and node.full and node.host and node.pending is None and not node.loading:
+        if self.duplicates is not None and node.full and node.host and node.pending is None and node.loading is None:
             self.duplicates.setdefault(node)
 
     def load(self, node: UNode) -> None:
@@ -59,7 +59,7 @@ class HostTier(TreeState):
 
     def _unevict(self, node: UNode) -> None:
         node.full = True
-        if self.duplicates is not None and not node.loading:
+        if self.duplicates is not None and node.loading is None:
             self.settle(node)
         parent = node.parent
         assert parent is not None
@@ -145,7 +145,7 @@ class HostTier(TreeState):
                 if x.parent is None or not (x.full and x.host):
                     del duplicates[x]
                     continue
-                if x.pending is not None or x.loading or x.host_lock or (spare and is_leaf(x)):
+                if x.pending is not None or x.loading is not None or x.host_lock or (spare and is_leaf(x)):
                     continue
                 if self.events is not None:
                     nodes.append(self.ref(x))

@@ -39,7 +39,9 @@ class UNode:
         self.lock = 0
         self.host_lock = 0
         self.pending: Backup | None = None  # the write-through backup in flight over this node
-        self.loading = False  # its Full KV is being loaded back (write_back pins it against reclaim)
+        # the anchor of the load-back bringing its Full KV back (write_back pins it against reclaim and against
+        # another anchor's load-back, ``load_back_pending_id``); None when none is in flight
+        self.loading: UNode | None = None
         self.swa = False
         self.swa_lock = 0
         self.swa_uuid: int | None = None
