@@ -141,7 +141,10 @@ class HostController(PagedPools):
             self._count_backup(op)
             if events is not None:
                 events.append({"ack": self.tree.ref(node), "wait": True})
-            self.tree.settle(node)
+            # the ack settles every node the copy covered, ancestors first (mark_write_through_pending sorts
+            # them by depth; finish_write_through, unified_tree_core.py:2752-2767, 2840-2848)
+            for x in (*reversed(swa_nodes), node):
+                self.tree.settle(x)
             self.write_back_copies.append([op])
         return True
 
