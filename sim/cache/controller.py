@@ -261,7 +261,7 @@ class CacheController:
             self.tree.revive(n)
             self.l1.alloc(len(n.key))
             n.dev_mask = self.all_pages_mask
-            n.loading = True
+            n.loading = lk.best_node
         self.tree.lock(lk.best_node)
         self.tree.host_lock(lk.best_node)
         self.stats.load_kv_pages += pages
@@ -270,16 +270,18 @@ class CacheController:
         return pages
 
     def load_done(self, node: Node) -> None:
-        """A load-back's ack: the nodes unlock on both tiers; their host copies stay as duplicates
-        (``unified_radix_cache.py:3530-3584``)."""
+        """A load-back's ack: the nodes unlock on both tiers; the ones it loaded (pinned to ``node``, its anchor;
+        another load-back's pins on the path stay) keep their host copies as duplicates, anchor first
+        (``unified_radix_cache.py:3530-3584``; ``finish_load_back``, ``unified_tree_core.py:2735-2751``)."""
         if self.events is not None:
             self.events.append({"load_done": self._ref(node)})
         self.tree.unlock(node)
         x = node
-        while x is not self.tree.root and x.loading:
-            x.loading = False
-            if self._duplicates is not None:
-                self._duplicates.setdefault(x.id, x)
+        while x is not self.tree.root:
+            if x.loading is node:
+                x.loading = None
+                if self._duplicates is not None:
+                    self._duplicates.setdefault(x.id, x)
             x = x.parent
         self.tree.host_unlock(node)
 

@@ -42,7 +42,7 @@ class TierEvictor:
 
     def _split_duplicate(self, node: Node) -> None:
         """A split's new parent is a duplicate if its KV is on both tiers and settled (``unified_tree_core.py:1529``)."""
-        if node.device and node.host and not node.loading and node.pending is None:
+        if node.device and node.host and node.loading is None and node.pending is None:
             self._duplicates.setdefault(node.id, node)
 
 
@@ -147,7 +147,7 @@ class TierEvictor:
                 if not (node.device and node.host) or node.parent is None:
                     del self._duplicates[node.id]
                     continue
-                if node.pending is not None or node.loading or node.host_lock_ref:
+                if node.pending is not None or node.loading is not None or node.host_lock_ref:
                     continue
                 if spare and node.lock_ref == 0 and node.dev_children == 0:
                     continue

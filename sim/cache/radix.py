@@ -49,7 +49,7 @@ class Node:
         self.dev_mask = 0  # which pools hold this node on device / host (set by sim.cache.hicache)
         self.host_mask = 0
         self.pending = None  # the in-flight write-through backup covering this node, if any
-        self.loading = False  # a load-back into this node not yet acknowledged
+        self.loading: Node | None = None  # the anchor of a load-back into this node not yet acknowledged
 
     @property
     def pages(self) -> int:
