@@ -123,7 +123,7 @@ class CacheController:
         """write_back: back up one device victim and wait for its copy; False if the host is full.
 
         The copy's ack registers the victim as a duplicate before it is demoted (``finish_write_through``,
-        ``unified_tree_core.py:2840-2848``, via ``unified_radix_cache.py:1028-1036, 3478-3489``); the demotion
+        ``unified_tree_core.py:2840-2848``, via ``unified_radix_cache.py:1033-1040, 3480-3488``); the demotion
         leaves the entry stale where it stands, so a later un-eviction keeps that place in the order."""
         pages = len(node.key)
         if not self._alloc_host(pages):

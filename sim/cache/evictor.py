@@ -138,7 +138,10 @@ class TierEvictor:
 
     def _reclaim_duplicates(self, want: int, nodes: list) -> int:
         """write_back: give up host copies of nodes also on the device, sparing evictable device leaves in a
-        first pass (``unified_tree_core.py:1975-2006``)."""
+        first pass (``unified_tree_core.py:1975-2006``). The order is a dict's insertion order, as SGLang's
+        ``full_host_duplicates`` (``:531``): entries go in by ``setdefault`` (``:1604-1610``: a write_back
+        victim's ack, a write-through ack, a split, an un-eviction, a load ack) and leave lazily, when this walk
+        passes them stale or releases them, so a node keeps the place it first took while its entry lives."""
         freed = 0
         for spare in (True, False):
             for node in list(self._duplicates.values()):

@@ -136,7 +136,9 @@ class HostTier(TreeState):
     # ----- host eviction --------------------------------------------------------------------------
     def _reclaim(self, duplicates: dict[UNode, None], tokens: int, nodes: list[list[int]]) -> int:
         """Give up host copies of Full KV also on the device, sparing evictable device leaves in a first pass;
-        only the Full host layer goes, window state stays (``unified_tree_core.py:1975-2040``)."""
+        only the Full host layer goes, window state stays (``unified_tree_core.py:1975-2040``). ``duplicates``
+        keeps SGLang's dict order (``full_host_duplicates``, ``:531, 1604-1610``): insertion by ``setdefault``,
+        lazy removal when this walk passes an entry stale or releases it."""
         freed = 0
         for spare in (True, False):
             for x in list(duplicates):
