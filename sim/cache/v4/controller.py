@@ -229,7 +229,7 @@ class HostController(PagedPools):
         if any(x.loading is not None and x.loading is not best for x in (*full_nodes, *swa_nodes)):
             # write_back: a node another load-back in flight pins (its Full KV loaded, its window not) is not
             # claimed: SGLang builds an empty transfer and the request recomputes (build_load_back_spec,
-            # unified_tree_core.py:2597-2610; unified_radix_cache.py:1876-1884)
+            # unified_tree_core.py:2597-2610; unified_radix_cache.py:1879-1884)
             return
         kv = sum(x.tokens for x in full_nodes)
         swa = sum(x.tokens for x in swa_nodes)
