@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from sim.hisparse.buffer import POLICIES, DecodeModelShape, HbmBudget, decode_capacity, run_stream
+from sim.hisparse.buffer import POLICIES, DecodeModelShape, HbmBudget, decode_capacity
+from sim.hisparse.coordinator import run_stream
 from sim.hisparse.topk import ParametricAccess
 from sim.model.costs import default_cost_table
 
