@@ -50,10 +50,12 @@ _SHAPES = {"deepseek-v4-flash": DecodeModelShape(), "deepseek-v4-pro": DecodeMod
 def decode_shape(model_name: str, weight_bytes: float, fp4_indexer: bool = False,
                  fp4_sized: bool = False) -> DecodeModelShape:  # fmt: skip
     """The decode GPU's shape; with the fp4 indexer its keys are read at 68 B each, and the pools are sized at
-    that only where SGLang sizes them so (``fp4_sized``: ROCm, ``pool_configurator.py:1109-1114``)."""
-    if model_name not in _SHAPES:
+    that only where SGLang sizes them so (``fp4_sized``: ROCm, ``pool_configurator.py:1109-1114``). The name is
+    matched as the catalog matches it, in any case (``DeepSeek-V4-Flash``, as a model path names it)."""
+    base = _SHAPES.get(model_name.lower())
+    if base is None:
         raise InputError(f"model: HiSparse decode is modelled for {', '.join(_SHAPES)}, not {model_name!r}")
-    shape = replace(_SHAPES[model_name], weight_bytes_per_gpu=weight_bytes)
+    shape = replace(base, weight_bytes_per_gpu=weight_bytes)
     if fp4_indexer:
         shape = replace(shape, c4_indexer_row_bytes=FP4_INDEXER_ROW_BYTES,
                         c4_indexer_sizing_bytes=None if fp4_sized else shape.c4_indexer_row_bytes)  # fmt: skip

@@ -6,6 +6,7 @@ import pytest
 from sim.app.run import run_scenario
 from sim.app.scenario import scenario_from_dict
 from sim.base.errors import InputError
+from sim.hisparse.decode import decode_shape
 from sim.hisparse.topk import ParametricAccess, TopkTrace, save_topk_trace
 from sim.offline.hisparsecalls import HiSparseDriver
 
@@ -155,3 +156,10 @@ def test_the_engine_decides_as_hicache_sim_hisparse_on_the_same_decode_steps(tmp
     for a in answers:
         row = engine.loc[(a["rid"], a["layer"], a["step"])]
         assert (row["misses"], row["accesses"]) == (a["misses"], a["hits"] + a["misses"]), a
+
+
+def test_the_model_is_named_in_any_case_as_a_model_path_names_it():
+    assert decode_shape("DeepSeek-V4-Flash", 1e9) == decode_shape("deepseek-v4-flash", 1e9)
+    assert decode_shape("DeepSeek-V4-Pro", 1e9).name == "DeepSeek-V4-Pro"
+    with pytest.raises(InputError, match="HiSparse decode is modelled for"):
+        decode_shape("Qwen3-14B", 1e9)
