@@ -63,7 +63,8 @@ def main() -> None:
           f"final length {final:,} (admission reserves prompt + max new tokens); roofline at 3.36 TB/s, "
           f"weights 13 GB/step; swap-in: LRU misses above x {costs.source.kind} cost table")
     print(f"{'swa ratio':>9} {'h2d ratio':>9} {'buffer':>6} {'B/full tok off':>14} {'on':>7} {'MB/req off':>10} "
-          f"{'on':>6} {'batch off':>10} {'on':>12} {'gain':>5} {'tok/s off':>9} {'on':>7} {'gain':>5} {'swap':>5}")
+          f"{'on':>6} {'batch off':>10} {'on':>12} {'gain':>5} {'tok/s off':>9} {'on':>7} {'gain':>5} {'swap':>5} "
+          f"{'pays from':>9}")
     for swa in (0.1, 0.004):
         for ratio in (2, 5, 10):
             for size in (4096, 8192):
@@ -76,7 +77,8 @@ def main() -> None:
                       f" {c.max_batch_hisparse:>4} {c.limit_hisparse:<7} {c.batch_gain:>5.2f} "
                       f"{c.tokens_per_s_baseline:>9,.0f} {c.tokens_per_s_hisparse:>7,.0f} "
                       f"{c.tokens_per_s_hisparse / c.tokens_per_s_baseline:>5.2f} "
-                      f"{c.swap_in_seconds_per_step / c.step_seconds_hisparse:>5.0%}")
+                      f"{c.swap_in_seconds_per_step / c.step_seconds_hisparse:>5.0%} "
+                      f"{c.break_even_batch if c.break_even_batch is not None else 'never':>9}")
 
     print(f"\nOne decode step at {final:,} tokens (swa ratio 0.004, host_to_device_ratio 10, 4096 slots):")
     c = decode_capacity(shape, budget, final, 4096, misses_at[4096], costs, k, swa_full_tokens_ratio=0.004,

@@ -194,6 +194,7 @@ class DecodeCapacity:
     step_seconds_baseline: float
     step_seconds_hisparse: float
     swap_in_seconds_per_step: float
+    break_even_batch: int | None = None  # the least HiSparse batch that matches the baseline's tokens/s
 
     @property
     def batch_gain(self) -> float:
@@ -234,13 +235,34 @@ def decode_capacity(shape: DecodeModelShape, budget: HbmBudget, seq_len: int, de
     def roofline(batch: int) -> float:
         return (shape.weight_bytes_per_gpu + batch * read) / budget.hbm_bandwidth
 
-    swap = 0.0
-    if cost_table is not None and nh and misses_per_layer_step > 0:
-        per_layer = cost_table.swap_in_seconds(nh, k, int(round(misses_per_layer_step * nh)), shape.kv_row_bytes)
-        swap = shape.n_c4_layers * per_layer
+    def swap_in(batch: int) -> float:  # one kernel per C4 layer over the batch's misses in that layer
+        if cost_table is None or not batch or misses_per_layer_step <= 0:
+            return 0.0
+        misses = min(int(round(misses_per_layer_step * batch)), batch * k)
+        return shape.n_c4_layers * cost_table.swap_in_seconds(batch, k, misses, shape.kv_row_bytes)
+
+    swap = swap_in(nh)
     aligned = _ceil_to(seq_len, shape.page_size)
     return DecodeCapacity(base, hs, int(aligned * base.bytes_per_full_token), int(aligned * hs.bytes_per_full_token),
-                          nb, nh, lb, lh, roofline(nb), roofline(nh) + swap, swap)
+                          nb, nh, lb, lh, roofline(nb), roofline(nh) + swap, swap,
+                          _break_even(nh, nb / roofline(nb) if nb else 0.0, lambda b: roofline(b) + swap_in(b)))
+
+
+def _break_even(max_batch: int, baseline_tokens_per_s: float, step_seconds) -> int | None:
+    """The least batch up to ``max_batch`` whose tokens/s (batch / step) reach the baseline's; None if none does.
+    Below it HiSparse costs more than it saves: its swap-ins slow every step and its larger batch is not there
+    yet. Tokens/s grows with the batch (a step is a fixed part, weights and launches, plus a part per request),
+    so a bisection finds it."""
+    if not max_batch or max_batch / step_seconds(max_batch) < baseline_tokens_per_s:
+        return None
+    lo, hi = 1, max_batch
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if mid / step_seconds(mid) >= baseline_tokens_per_s:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 # --------------------------------------------------------------------------------------------------

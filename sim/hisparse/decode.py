@@ -324,6 +324,7 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
             **({"misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
                 "miss_rate": hs.miss_rate,
                 "swap_in_share": dec.swap_s / dec.busy_s if dec.busy_s else 0.0,
+                "break_even_batch": cap.break_even_batch,
                 "d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if sc.hisparse.enabled else {}),  # off: no hot buffer
         },
     }

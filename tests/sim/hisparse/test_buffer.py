@@ -328,6 +328,30 @@ def test_swap_in_time_slows_the_hisparse_step():
     assert paid.step_seconds_hisparse == pytest.approx(free.step_seconds_hisparse + 21 * per_layer)
 
 
+class SlowSwapIn(FakeCost):
+    """1 ms per swap-in call plus 1 us per missed row: a swap-in that costs more than a request's KV read."""
+
+    def swap_in_seconds(self, n_requests: int, top_k: int, n_misses: int, row_bytes: int) -> float:
+        return 1e-3 + 1e-6 * n_misses
+
+
+def test_hisparse_pays_from_the_batch_whose_tokens_per_s_reach_the_baselines():
+    shape, budget = DecodeModelShape(), HbmBudget()
+    kw = {"swa_full_tokens_ratio": 0.004, "host_to_device_ratio": 10}
+    free = decode_capacity(shape, budget, 200_000, 4096, **kw)
+    assert free.break_even_batch == free.max_batch_baseline  # no swap-in priced: it pays past the baseline's wall
+    paid = decode_capacity(shape, budget, 200_000, 4096, misses_per_layer_step=40, cost_table=FakeCost(), **kw)
+    b, nb = paid.break_even_batch, paid.max_batch_baseline
+    assert b is not None and nb < b <= paid.max_batch_hisparse  # the swap-in makes the baseline's batch too small
+    step = free.step_seconds_baseline  # the baseline's step at its own max batch
+    for batch, reaches in ((b, True), (b - 1, False)):
+        swap = 21 * (1e-6 + 1e-9 * round(40 * batch))
+        hs_step = (shape.weight_bytes_per_gpu + batch * shape.kv_read_bytes(200_000, 512)) / budget.hbm_bandwidth
+        assert (batch / (hs_step + swap) >= nb / step) is reaches
+    slow = decode_capacity(shape, budget, 200_000, 4096, misses_per_layer_step=40, cost_table=SlowSwapIn(), **kw)
+    assert slow.break_even_batch is None and slow.tokens_per_s_hisparse < slow.tokens_per_s_baseline
+
+
 def test_host_memory_can_cap_the_hisparse_batch():
     shape = DecodeModelShape()
     budget = HbmBudget(host_bytes=10 * shape.c4_bytes(200_000))
