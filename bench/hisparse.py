@@ -4,18 +4,24 @@ Prints top-k ids processed per second for LRU, CLOCK and Belady, each replaying 
 streams (generation is not timed; Belady's timing includes its next-use precomputation); then, at 200K
 input, SGLang's pool sizes, the max batch (and which pool caps it) and the roofline throughput with and
 without HiSparse for buffers of 4096 and 8192 slots, across swa_full_tokens_ratio and host_to_device_ratio;
-then where one decode step's time goes, which is what holds the throughput gain below the batch gain.
+then where one decode step's time goes, which is what holds the throughput gain below the batch gain; then the
+timed decode engine's CPU time on the HiSparse scenarios, here and, with ``--base COMMIT``, at that commit (a
+temporary ``git worktree``), with ``--compiled`` in a copy compiled with mypyc too (bench/engine.py's helpers).
 
-    PYTHONPATH=. python bench/hisparse.py [--steps 1000] [--streams 4] [--input-len 200000]
+    PYTHONPATH=. python bench/hisparse.py [--steps 1000] [--streams 4] [--input-len 200000] [--base 9ebd5ae]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
+from bench.engine import ROOT, base_tree, compiled_tree, timed_process
 from sim.hisparse.buffer import POLICIES, DecodeModelShape, HbmBudget, decode_capacity
 from sim.hisparse.coordinator import run_stream
 from sim.hisparse.topk import ParametricAccess
@@ -31,6 +37,9 @@ def main() -> None:
     ap.add_argument("--kv-gb", type=float, default=100.0, help="GPU memory for the KV pools, GB")
     ap.add_argument("--max-running", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--base", metavar="COMMIT", help="time the decode engine at this commit too")
+    ap.add_argument("--compiled", action="store_true", help="time the decode engine in a mypyc-compiled copy too")
+    ap.add_argument("--repeat", type=int, default=3, help="alternating runs of each tree (the least CPU time kept)")
     args = ap.parse_args()
 
     # The decode scenario's roofline: 13 GB of weights per step, 4.8 TB/s at 70% (sim/app/schema/compute.py ComputeConfig).
@@ -98,6 +107,34 @@ def main() -> None:
               f"{step * 1e3:>8.2f} {n / step:>8,.0f}")
     print(f"  ceiling (any batch, no swap-in): {bw / shape.kv_read_bytes(final, k):,.0f} tok/s = HBM bandwidth / "
           "KV read per request")
+
+    with contextlib.ExitStack() as stack:
+        base = stack.enter_context(base_tree(args.base))
+        compiled = stack.enter_context(compiled_tree(args.compiled))
+        engine_speed(base, args.base, compiled, args.repeat)
+
+
+DECODE_SCENARIOS = ("dsv4_flash_hisparse_200k", "hisparse_quick")
+
+
+def engine_speed(base: Path | None, commit: str | None, compiled: Path | None, repeat: int) -> None:
+    """The decode engine's CPU time per scenario, each run in a process of its own, the trees alternating; the
+    least of each tree's times is kept (load on a shared machine only adds)."""
+    trees = ([("base", base)] if base else []) + [("this", ROOT)] + ([("compiled", compiled)] if compiled else [])
+    print(f"\ndecode engine, CPU s (one process each, least of {repeat}" + (f"; base {commit}" if commit else "") + "):")
+    print(f"{'scenario':<28}{'requests':>9}" + "".join(f"{label + ' s':>11}" for label, _ in trees)
+          + ("".join(f"{label + ' x':>11}" for label, _ in trees[1:]) if base else ""))  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in DECODE_SCENARIOS:
+            cpu: dict[str, list[float]] = {label: [] for label, _ in trees}
+            for _ in range(repeat):
+                for label, tree in trees:
+                    own = base if label == "base" else ROOT
+                    r = timed_process(tree, own / f"scenarios/{name}.yaml", [], str(Path(tmp) / "requests.parquet"))
+                    cpu[label].append(r["cpu_s"])
+            least = {label: min(v) for label, v in cpu.items()}
+            print(f"{name:<28}{r['requests']:>9,}" + "".join(f"{least[label]:>11.2f}" for label, _ in trees)
+                  + ("".join(f"{least['base'] / least[label]:>10.2f}x" for label, _ in trees[1:]) if base else ""))
 
 
 if __name__ == "__main__":

@@ -163,3 +163,25 @@ def test_the_model_is_named_in_any_case_as_a_model_path_names_it():
     assert decode_shape("DeepSeek-V4-Pro", 1e9).name == "DeepSeek-V4-Pro"
     with pytest.raises(InputError, match="HiSparse decode is modelled for"):
         decode_shape("Qwen3-14B", 1e9)
+
+
+def test_the_engine_takes_one_event_per_batch_change_not_one_per_step(monkeypatch):
+    """Steps between two decisions (a finish, the step an arrival joins at) run as one event."""
+    import simpy
+
+    events = []
+    step = simpy.Environment.step
+    monkeypatch.setattr(simpy.Environment, "step", lambda env: (events.append(1), step(env))[1])
+    run = run_scenario(decode_scenario(True))
+    steps = run.summary["engine"]["steps"]
+    assert steps > 512 and len(events) < steps / 4  # 60 requests x 512 steps in batches of up to 64
+    assert run.summary["requests"]["finished"] == 60
+
+
+def test_a_run_with_a_horizon_stops_at_the_step_across_it():
+    sc = decode_scenario(True)
+    full = run_scenario(sc).summary
+    cut = run_scenario(sc.model_copy(update={"duration_s": full["simulated_s"] / 2})).summary
+    assert cut["simulated_s"] == full["simulated_s"] / 2
+    assert cut["engine"]["busy_s"] <= cut["simulated_s"] and 0 < cut["engine"]["steps"] < full["engine"]["steps"]
+    assert 0 < cut["requests"]["finished"] < 60 and cut["requests"]["unfinished"] > 0
