@@ -359,7 +359,8 @@ decode request whose prompt is on the host), step (reqs: [{rid, seq_len, topk}] 
 row of compressed ids, -1 padding, or one row per layer), finish (rid). Prints one JSON answer per (step,
 request, C4 layer): the fast path, hits, misses, loads as [token, slot] in miss order, the ids they evicted,
 the D2H backup, the resident count and a digest of the LRU order. With --expect, prints the agreement per field
-on stderr and exits 1 on any mismatch. Format and recorded examples: shared/vectors/hisparse/README.md.
+on stderr and exits 1 on any mismatch. Format and SGLang's recorded streams (gzipped), in the repository's
+tests/data/sglang_vectors/hisparse.
 """
 
 
@@ -393,9 +394,10 @@ def _cmd_hisparse(args) -> int:
               f"{row.get('layer', '?')}: {'; '.join(diff)}"[:600], file=sys.stderr)  # fmt: skip
     if len(wrong) > 10:
         print(f"... and {len(wrong) - 10} more rows differ", file=sys.stderr)
+    rows = max(len(answers), len(expected))
     fields = ", ".join(f"{k} {a}/{n}" for k, (a, n) in per_field.items())
-    print(f"{len(expected) - len(wrong)}/{len(expected)} rows agree ({len(answers)} answered); per field: {fields}",
-          file=sys.stderr)  # fmt: skip
+    print(f"{rows - len(wrong)}/{rows} rows agree ({len(answers)} answered, {len(expected)} recorded); per field: "
+          f"{fields}", file=sys.stderr)  # fmt: skip
     return 0 if not wrong else 1
 
 

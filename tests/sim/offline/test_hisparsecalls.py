@@ -52,7 +52,8 @@ def test_every_recorded_stream_agrees_on_every_field(name, tmp_path, capsys):
     assert main(["hisparse", str(calls), "--expect", str(answers), "--quiet"]) == 0
     err = capsys.readouterr().err
     n = len(read_answers(answers))
-    assert f"{n}/{n} rows agree" in err and f"lru_hash {n}/{n}" in err and f"loads {n}/{n}" in err
+    assert f"{n}/{n} rows agree ({n} answered, {n} recorded)" in err
+    assert f"lru_hash {n}/{n}" in err and f"loads {n}/{n}" in err
 
 
 def test_one_changed_field_is_a_mismatch_named_with_its_row(tmp_path, capsys):
@@ -70,6 +71,10 @@ def test_missing_rows_are_mismatches(tmp_path, capsys):
     rows = read_answers(answers)
     per_field, wrong = agreement(answer([json.loads(x) for x in calls.read_text().splitlines()]), rows[:-2])
     assert [i for i, _ in wrong] == [len(rows) - 2, len(rows) - 1]
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows[:-2]))
+    assert main(["hisparse", str(calls), "--expect", str(answers), "--quiet"]) == 1
+    n = len(rows)
+    assert f"{n - 2}/{n} rows agree ({n} answered, {n - 2} recorded)" in capsys.readouterr().err
 
 
 # --- the rules, on streams built by hand -------------------------------------------------------------
