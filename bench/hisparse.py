@@ -51,7 +51,7 @@ def main() -> None:
     print(f"{args.streams} streams x {args.steps} steps, top-k {k}, input {args.input_len}: {n_ids:,} ids")
     print(f"{'policy':8} {'buffer':>6} {'fill':>8} {'ids/s':>12} {'misses/step':>12} {'miss rate':>10}")
     misses_at: dict[int, float] = {}
-    for size in (4096, 8192):
+    for size in (2048, 4096, 8192, 16384):  # the hot-buffer size against misses per step
         for policy in POLICIES:
             for fill in ("direct", "staging") if policy == "lru" else ("direct",):
                 t0 = time.perf_counter()
