@@ -90,6 +90,7 @@ class _Decoder:
         self.running: list[tuple[int, int, Request, float, int]] = []  # (finish step, rid, req, admitted, start)
         self.step_ends: list[float] = []  # when each step ended: a request's first token is its first step
         self.step = 0
+        self.now = 0.0  # when the last step ended, or the arrival that woke an idle decoder (env.now, exactly)
         self.seq_sum = 0
         self.wake = env.event()
         self.max_batch_seen = 0
@@ -132,15 +133,17 @@ class _Decoder:
             if not self.running:
                 yield self.wake
                 self.wake = env.event()
+                self.now = env.now
                 continue
             n = len(self.running)
             k = min(self.running[0][0] - self.step, max(1, MAX_BLOCK_CELLS // n))
             dt, swap = self._step_seconds(n, k)
-            ends = np.cumsum(np.concatenate(([env.now], dt)))[1:]  # as env.now advances step by step
+            ends = np.cumsum(np.concatenate(([self.now], dt)))[1:]  # as the clock advances step by step
             k = self._decision_within(ends, k)
             stalled = bool(self.waiting) and n < max_running  # each step's admission attempt stalls again
             end = float(ends[k - 1])
             yield env.timeout(end - env.now)
+            self.now = end
             self.busy_s = float(np.cumsum(np.concatenate(([self.busy_s], dt[:k])))[-1])
             self.swap_s = float(np.cumsum(np.concatenate(([self.swap_s], swap[:k])))[-1])
             self.step_ends.extend(ends[:k].tolist())
@@ -208,7 +211,7 @@ class _Decoder:
             self.used_full += need
             self.used_swa += self.swa_need
             self.used_c4 += self.c4_need
-            heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.env.now, self.step))
+            heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.now, self.step))
             self.starts.append(self.step)
             self.seq_sum += req.input_len
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
