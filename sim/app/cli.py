@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep(sub)
     _add_plot(sub)
     _add_tree(sub)
+    _add_hisparse(sub)
     _add_scenario(sub)
     _add_diff(sub)
     _add_plan(sub)
@@ -311,17 +312,24 @@ def _add_tree(sub) -> None:
     p.set_defaults(func=_cmd_tree)
 
 
+def _call_file(arg: str):
+    """A call stream's path, refused in one line if it is a folder or missing (a pipe is read once, whole)."""
+    from pathlib import Path
+
+    path = Path(arg)
+    if path.is_dir():
+        raise InputError("a folder: give a call stream file (JSON lines)", source=arg)
+    if not path.exists():
+        raise InputError("no such file", source=arg)
+    return path
+
+
 def _cmd_tree(args) -> int:
     import json
-    from pathlib import Path
 
     from sim.offline.treecalls import compare, run_calls
 
-    path = Path(args.calls)
-    if path.is_dir():
-        raise InputError("a folder: give a call stream file (JSON lines)", source=args.calls)
-    if not path.exists():  # a pipe is read once, whole, and is fine
-        raise InputError("no such file", source=args.calls)
+    path = _call_file(args.calls)
     answered = list(run_calls(path))  # every call first: a bad one is refused before any answer is printed
     if not answered:
         raise InputError("holds no calls", source=args.calls)
@@ -340,6 +348,56 @@ def _cmd_tree(args) -> int:
     if checked:
         print(f"{agreed}/{checked} answers agree with the recorded ones", file=sys.stderr)
     return 0 if agreed == checked else 1
+
+
+HISPARSE_HELP = """Answer a stream of HiSparse decode calls as SGLang 0.5.23's HiSparseCoordinator and its swap-in
+kernel decide them, and check the answers against a recording.
+
+Calls (one JSON object a line): config (device_buffer_size, top_k, layers, ...), arrive (rid, prompt_len: a PD
+decode request whose prompt is on the host), step (reqs: [{rid, seq_len, topk}] in batch order; topk is one
+row of compressed ids, -1 padding, or one row per layer), finish (rid). Prints one JSON answer per (step,
+request, C4 layer): the fast path, hits, misses, loads as [token, slot] in miss order, the ids they evicted,
+the D2H backup, the resident count and a digest of the LRU order. With --expect, prints the agreement per field
+on stderr and exits 1 on any mismatch. Format and SGLang's recorded streams (gzipped), in the repository's
+tests/data/sglang_vectors/hisparse.
+"""
+
+
+def _add_hisparse(sub) -> None:
+    p = sub.add_parser("hisparse", help="answer HiSparse decode calls like SGLang's coordinator; check recorded answers",
+                       description=HISPARSE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("calls", metavar="CALLS.jsonl", help="call stream (config / arrive / step / finish)")
+    p.add_argument("--expect", metavar="ANSWERS.jsonl", default=None,
+                   help="recorded answers, one line per (step, request, layer): print the agreement per field")
+    p.add_argument("--quiet", action="store_true", help="print only the agreement and mismatches, not every answer")
+    p.set_defaults(func=_cmd_hisparse)
+
+
+def _cmd_hisparse(args) -> int:
+    import json
+
+    from sim.offline.hisparsecalls import agreement, read_answers, run_calls
+
+    path = _call_file(args.calls)
+    expected = read_answers(_call_file(args.expect)) if args.expect else None  # both read before any output
+    answers = [a for _, rows in run_calls(path) for a in rows]
+    if not args.quiet:
+        for a in answers:
+            print(json.dumps(a, separators=(",", ":")))
+    if expected is None:
+        return 0
+    per_field, wrong = agreement(answers, expected)
+    for i, diff in wrong[:10]:
+        row = answers[i] if i < len(answers) else {}
+        print(f"{args.expect}:{i + 1}: step {row.get('step', '?')} rid {row.get('rid', '?')} layer "
+              f"{row.get('layer', '?')}: {'; '.join(diff)}"[:600], file=sys.stderr)  # fmt: skip
+    if len(wrong) > 10:
+        print(f"... and {len(wrong) - 10} more rows differ", file=sys.stderr)
+    rows = max(len(answers), len(expected))
+    fields = ", ".join(f"{k} {a}/{n}" for k, (a, n) in per_field.items())
+    print(f"{rows - len(wrong)}/{rows} rows agree ({len(answers)} answered, {len(expected)} recorded); per field: "
+          f"{fields}", file=sys.stderr)  # fmt: skip
+    return 0 if not wrong else 1
 
 
 def _add_validate(sub) -> None:

@@ -428,7 +428,6 @@ _LAUNCH = {
     "--hicache-storage-prefetch-policy": ("hicache.prefetch_policy", str),
     "--swa-full-tokens-ratio": ("hicache.swa_full_tokens_ratio", float),
     "--kv-cache-dtype": ("model.kv_dtype", str),
-    "--hisparse-config": ("hisparse", json.loads),
     "--tokenizer-worker-num": ("scheduler.tokenizer_workers", int),
     "--prefill-decode-interval": ("scheduler.prefill_decode_interval", int),
     "--prefill-decode-interval-min-bs": ("scheduler.prefill_decode_interval_min_bs", int),
@@ -538,7 +537,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
             conv.mapped.append(f"{text} -> " + ("hicache.host_pages (GB per rank over page bytes)" if hicache_size
                                                 else "0: hicache_ratio sizes the host pool"))  # fmt: skip
         elif not (_map_table_flag(conv, flag, value, text) or _map_model_flag(conv, flag, value, text, model_config)
-                  or _map_deployment_flag(conv, flag, value, text)):  # fmt: skip
+                  or _map_deployment_flag(conv, flag, value, text) or _map_hisparse_flag(conv, flag, value, text)):  # fmt: skip
             group = known["launch_server_groups"].get(flag, "")
             conv.ignored.append(f"{text}: {_WHY.get(flag) or GROUP_WHY.get(group, 'a launch option, not modelled')}")
     if "model" not in sc:
@@ -651,6 +650,69 @@ def _map_deployment_flag(conv: Conversion, flag: str, value: str | None, text: s
     else:
         return False
     return True
+
+
+# --hisparse-config's keys (mem_cache/sparsity/factory.py:79-100): the modelled ones -> their scenario field, the
+# rest -> why they are not modelled.
+HISPARSE_KEYS = {"top_k": "hisparse.top_k", "device_buffer_size": "hisparse.device_buffer_size",
+                 "host_to_device_ratio": "hisparse.host_to_device_ratio"}  # fmt: skip
+HISPARSE_WHY = {
+    "swap_in_block_size": "threads per swap-in kernel block: the kernel's time only, which the cost table prices",
+    "algorithm": "the sparse algorithm of the generic sparse coordinator: DeepSeek V4's HiSparse path is modelled",
+    "backend": "the sparse backend adaptor: DeepSeek V4's HiSparse path is modelled",
+    "min_sparse_prompt_len": "the generic sparse coordinator's threshold: DeepSeek V4's HiSparse path is modelled",
+    "page_size": "the generic sparse coordinator's page: V4's C4 page is the model's",
+}
+
+
+def _map_hisparse_flag(conv: Conversion, flag: str, value: str | None, text: str) -> bool:
+    """``--hisparse-config JSON``, read as SGLang reads it (``factory.py:62-112``): each modelled key to its
+    field, ``device_buffer_size`` defaulting to twice ``top_k`` where only ``top_k`` is given (:80), a buffer
+    smaller than top-k refused as SGLang refuses it (:84-87)."""
+    if flag != "--hisparse-config":
+        return False
+    try:
+        cfg = json.loads(value or "")
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{flag}: not JSON ({exc.msg}), got {(value or '')[:80]!r}") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"{flag}: expected a JSON object such as '{{\"top_k\": 512, \"device_buffer_size\": "
+                         f"4096}}', got {(value or '')[:80]!r}")  # fmt: skip
+    if "top_k" in cfg and "device_buffer_size" not in cfg and isinstance(cfg["top_k"], int):
+        cfg["device_buffer_size"] = 2 * cfg["top_k"]
+        conv.mapped.append(f"{flag}: no device_buffer_size -> 2 x top_k, {cfg['device_buffer_size']} (factory.py:80)")
+    for key, v in cfg.items():
+        if key in HISPARSE_KEYS:
+            path = HISPARSE_KEYS[key]
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise InputError(f"{flag}: {key} must be an integer, got {v!r}")
+            _check_mapped(f"{flag} {key}", v, path)
+            _put(conv.scenario, path, v)
+            conv.origins[path] = text
+            conv.mapped.append(f"{flag} {key} {v} -> {path}")
+        else:
+            conv.ignored.append(f"{flag} {key} {json.dumps(v)}: {HISPARSE_WHY.get(key, 'passed to the sparse algorithm as extra config: not modelled')}")
+    top_k, size = cfg.get("top_k"), cfg.get("device_buffer_size")
+    if isinstance(top_k, int) and isinstance(size, int) and size < top_k:
+        raise InputError(f"{flag}: device_buffer_size {size} is smaller than top_k {top_k} (SGLang refuses it: "
+                         "mem_cache/sparsity/factory.py:84-87)")  # fmt: skip
+    return True
+
+
+def _decode_instance(conv: Conversion) -> None:
+    """A PD decode instance (``--disaggregation-mode decode``): its SWA pool needs a ratio, and without a client
+    command it gets a synthetic workload to edit."""
+    sc = conv.scenario
+    if sc.get("cluster", {}).get("role") != "decode":
+        return
+    if sc.get("hicache", {}).get("swa_full_tokens_ratio") == "cap":
+        raise InputError("--max-running-requests: without --swa-full-tokens-ratio a DeepSeek V4 decode instance "
+                         "sizes its SWA pool in cap mode with transfer slots (pool_configurator.py:957-961), which "
+                         "is not modelled; add --swa-full-tokens-ratio R to the command")  # fmt: skip
+    if "workload" not in sc:
+        sc["workload"] = {"kind": "synthetic"}
+        conv.mapped.append("no client command for a decode instance -> workload.kind: synthetic at its defaults "
+                           "(rate, num_requests, input_length, output_length: set them to the run's)")  # fmt: skip
 
 
 def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
@@ -857,6 +919,7 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     _page_defaults(conv, model_config)
     for i, bench in enumerate(benches):
         _bench(conv, bench, i, sglang_version)
+    _decode_instance(conv)
     if conv.prompt_text and not conv.token_ids:  # SGLang tokenizes text prompts one after another
         rate = TOKENIZER_TOKENS_PER_S[conv.prompt_text]
         _put(conv.scenario, "scheduler.tokenizer_tokens_per_s", rate)

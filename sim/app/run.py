@@ -717,7 +717,9 @@ def _format_decode(result: RunResult) -> str:
         f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",
         *([f"{'misses per step (req, layer)':<30}{h['misses_per_step']:>14.1f}   miss rate {h['miss_rate']:.1%}, "
-           f"swap-in {h['swap_in_share']:.1%} of step time"] if h["enabled"] else []),
+           f"swap-in {h['swap_in_share']:.1%} of step time",
+           f"{'HiSparse pays from batch':<30}{h['break_even_batch'] or 'never':>14}   (its tok/s reach the "
+           f"baseline's at {h['max_batch_baseline']}: roofline, these misses, the cost table)"] if h["enabled"] else []),
         "",
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
