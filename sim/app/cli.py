@@ -14,6 +14,7 @@ from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
 from sim.base.errors import InputError
 from sim.cache.eviction import EVICTION_POLICIES
+from sim.model.hardware import NODE_DRAM_GB
 
 
 class _UsageError(Exception):
@@ -87,6 +88,7 @@ def _cmd_run(args) -> int:
         raise InputError("--workers: parallel runs of --seeds; a single run is one process (add --seeds N)")
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
+    _note_inert([o.partition("=")[0].strip() for o in args.overrides], [scenario], "--set")
     if args.seeds is not None:
         try:
             return _run_seeds(args, scenario)
@@ -210,7 +212,7 @@ def _add_plan(sub) -> None:
     p.add_argument("--sizes", default="", metavar="GB1,GB2,...", help="candidate --hicache-size values (GB per rank)")
     p.add_argument("--node-dram-gb", type=_positive_float, default=None,
                    help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
-                        "with --launch, 2048)")  # fmt: skip
+                        f"with --launch, {NODE_DRAM_GB:g} GB, every command's default)")  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
@@ -249,7 +251,7 @@ def _cmd_plan(args) -> int:
     spec = PlanSpec(sc, launch=args.launch, slo=parse_slo(args.slo), ratios=_float_list(args.ratios, "--ratios"),
                     sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
                     node_dram_gb=args.node_dram_gb if args.node_dram_gb is not None else (
-                        sc.hardware.host_mem_gb if args.scenario else 2048.0),
+                        sc.hardware.host_mem_gb if args.scenario else NODE_DRAM_GB),
                     gpus_per_node=args.gpus_per_node,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
                     decode_batches=args.batches)  # fmt: skip
@@ -611,6 +613,7 @@ def _cmd_sweep(args) -> int:
     plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
+    _note_inert([a.key for a in plan.axes], [p.scenario for p in plan.points], "--grid")
     if seeded:
         _note_seeds_of_a_trace(plan.base)
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
@@ -632,6 +635,14 @@ def _cmd_sweep(args) -> int:
         raise InputError(f"{len(failed)} of {len(plan.points)} points failed (point {first['point_id']}: "
                          f"{first['error']}); their rows have status 'failed', the others are whole")  # fmt: skip
     return 0
+
+
+def _note_inert(keys: list[str], scenarios: list, how: str) -> None:
+    """Say which given knobs cannot act in these scenarios (prefetch without L3, load-back without L2, ...)."""
+    from sim.app.knobs import inert_notes
+
+    for line in inert_notes(keys, scenarios, how):
+        _note(line)
 
 
 def _note_seeds_of_a_trace(scenario) -> None:
@@ -731,7 +742,8 @@ def _add_scenario(sub) -> None:
     f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
     f.add_argument("--model-config", default=None, metavar="CONFIG.json",
                    help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
-    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM for the L2 pools (all ranks), GB (default: the scenario's hardware.host_mem_gb, 1024)")
+    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM available for the L2 pools (all ranks), GB (default: "
+                   f"{NODE_DRAM_GB:g} GB, every command's default)")
     f.add_argument("--sglang-version", default="0.5.23", metavar="V",
                    help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip

@@ -16,6 +16,7 @@ from sim.app.plan import tasks
 from sim.app.scenario import Scenario, apply_overrides, build_model_spec, scenario_from_dict
 from sim.app.seeds import interval
 from sim.base.errors import InputError
+from sim.model.hardware import NODE_DRAM_GB
 from sim.model.hostmem import V4_AUTO_REFUSED, HostCandidate, auto_ratio, host_bytes, host_candidate
 from sim.model.pools import ModelSpec
 
@@ -64,7 +65,7 @@ class PlanSpec:
     slo: dict[str, float] = field(default_factory=dict)
     ratios: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0, 16.0])
     sizes_gb: list[float] = field(default_factory=list)
-    node_dram_gb: float = 2048.0
+    node_dram_gb: float = NODE_DRAM_GB
     gpus_per_node: int = 8
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     policies: list[str] = field(default_factory=lambda: ["write_through", "write_through_selective", "write_back"])
