@@ -540,9 +540,22 @@ def _add_compare(sub) -> None:
                    help="catalog name or model YAML without sliding-window pools (default: %(default)s)")
     _add_trace_args(p)
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="replays run at once, in worker processes (default: CPU count; 1 = in this process)")
     p.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also plot hit rate vs L1 capacity per policy")
     p.set_defaults(func=_cmd_compare, outputs=(("csv", "file"), ("plot", "image")))
+
+
+def _in_workers(calls: list, workers: int | None, progress: bool) -> list:
+    """Each call's result, in order, from up to ``workers`` processes; a call that raised is an internal bug."""
+    from sim.app.parallel import run_calls
+
+    outcomes = run_calls(calls, workers=workers, progress=progress, desc="compare")
+    failed = next((o["error"] for o in outcomes if o["status"] != "ok"), None)
+    if failed is not None:
+        raise RuntimeError(f"a compare replay failed: {failed}")
+    return [o["value"] for o in outcomes]
 
 
 def _cmd_compare(args) -> int:
@@ -561,7 +574,8 @@ def _cmd_compare(args) -> int:
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
-                 load_back_threshold=args.load_back_threshold, progress=not args.no_progress)  # fmt: skip
+                 load_back_threshold=args.load_back_threshold, workers=args.workers or os.cpu_count() or 1,
+                 mapper=lambda calls: _in_workers(calls, args.workers, not args.no_progress))  # fmt: skip
     print(format_compare(df))
     if args.csv:
         write_text_atomic(args.csv, df.to_csv(index=False))
@@ -614,6 +628,8 @@ def _cmd_sweep(args) -> int:
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
     _note_inert([a.key for a in plan.axes], [p.scenario for p in plan.points], "--grid")
+    if args.executor == "ray":
+        _note_ray_start(len(plan.points), args.ray_address)
     if seeded:
         _note_seeds_of_a_trace(plan.base)
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
@@ -643,6 +659,17 @@ def _note_inert(keys: list[str], scenarios: list, how: str) -> None:
 
     for line in inert_notes(keys, scenarios, how):
         _note(line)
+
+
+def _note_ray_start(points: int, address: str | None) -> None:
+    """Ray repays its start (tens of seconds for a local cluster) only with more CPUs than this machine has."""
+    cpus = os.cpu_count() or 1
+    if points <= cpus:
+        _note(f"--executor ray: {points} points fit this machine's {cpus} CPUs at once; local processes (the "
+              "default executor) run them without Ray's start, which takes tens of seconds")  # fmt: skip
+    elif address is None:
+        _note("--executor ray without --ray-address starts a Ray cluster on this machine: the same CPUs local "
+              "processes (the default) use, after tens of seconds of start; join a larger cluster to gain")  # fmt: skip
 
 
 def _note_seeds_of_a_trace(scenario) -> None:

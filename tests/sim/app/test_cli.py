@@ -247,3 +247,14 @@ def test_a_host_pool_must_leave_sglangs_reserve_as_plan_prices_it(tmp_path, caps
     assert main(["validate", "scenarios/quickstart.yaml", *sum([["--set", s] for s in sets], []),
                  "--set", "hardware.host_mem_gb=20"]) == 2
     assert "less SGLang's 10 GiB reserve" in capsys.readouterr().err
+
+
+def test_help_and_validate_leave_pandas_pyarrow_and_matplotlib_unimported():
+    """They start in a fraction of a second: the data libraries load only where a command writes or draws."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from sim.app.cli import main; main(['validate', 'scenarios/quickstart.yaml']); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow', 'matplotlib'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
