@@ -146,6 +146,7 @@ class _Setup:
     swa_ratio: float
     l1: int
     auto: float | None
+    order: tasks.Order | None = None  # the replays' request order: a timed run's admissions (multi-turn)
 
     @property
     def sc(self) -> Scenario:
@@ -220,7 +221,12 @@ def _setup(spec: PlanSpec) -> tuple[_Setup, list[str]]:
         notes.append("a trace replays its own arrivals and prompts, so the seed changes nothing: one seed, no "
                      "intervals")  # fmt: skip
     cands, swa_ratio, l1, auto = _host_candidates(spec, sc)
-    return _Setup(spec, model, cands, swa_ratio, l1, auto), notes
+    order = None
+    if sc.workload.kind == "multi_turn":  # a closed loop's order is the server's doing: take it from a timed run
+        order = tasks.admission_order(sc.model_copy(update={"seed": spec.seeds[0]}))
+        notes.append(f"the replays serve the requests in the order the timed run of the scenario as given (seed "
+                     f"{spec.seeds[0]}) first admitted them")  # fmt: skip
+    return _Setup(spec, model, cands, swa_ratio, l1, auto, order), notes
 
 
 def _add_timed_jobs(jobs: _Jobs, s: _Setup) -> None:
@@ -243,13 +249,13 @@ def _add_curve_jobs(jobs: _Jobs, s: _Setup) -> _Curve:
     exact, why = applies_to(s.model)
     dense = sorted({round(top * i / 400) for i in range(401)}) if exact else []
     if exact:
-        jobs.add(("mrc",), tasks.mrc_curve, sc, [max(l1, g) for g in grid], [max(l1, g) for g in dense])
+        jobs.add(("mrc",), tasks.mrc_curve, sc, [max(l1, g) for g in grid], [max(l1, g) for g in dense], s.order)
         for g in grid:
-            jobs.add(("replay", g), tasks.replay_single, sc, l1, g, s.base_policy)
+            jobs.add(("replay", g), tasks.replay_single, sc, l1, g, s.base_policy, s.order)
     else:
         for g in grid:
-            jobs.add(("replay", g), tasks.replay_swa, sc, l1, g, s.swa_ratio, s.base_policy)
-    jobs.add(("bound",), tasks.clairvoyant_hits, sc, [l1 + g for g in grid])
+            jobs.add(("replay", g), tasks.replay_swa, sc, l1, g, s.swa_ratio, s.base_policy, s.order)
+    jobs.add(("bound",), tasks.clairvoyant_hits, sc, [l1 + g for g in grid], s.order)
     return _Curve(grid, dense, exact, why)
 
 
@@ -294,9 +300,9 @@ def _add_swa_jobs(jobs: _Jobs, s: _Setup) -> list[tuple[float, int, int]]:
         host = int(full * sc.hicache.hicache_ratio)
         rows_spec.append((r, full, host))
         for tier, l2 in (("l1", 0), ("l1l2", host)):
-            jobs.add(("swa", r, tier), tasks.replay_swa, sc, full, l2, r, s.base_policy)
-            jobs.add(("nowin", r, tier), tasks.replay_single, sc, full, l2, s.base_policy)
-    jobs.add(("nowin", "unbounded"), tasks.replay_single, sc, None, 0, s.base_policy)  # first-seen misses
+            jobs.add(("swa", r, tier), tasks.replay_swa, sc, full, l2, r, s.base_policy, s.order)
+            jobs.add(("nowin", r, tier), tasks.replay_single, sc, full, l2, s.base_policy, s.order)
+    jobs.add(("nowin", "unbounded"), tasks.replay_single, sc, None, 0, s.base_policy, s.order)  # first-seen misses
     return rows_spec
 
 

@@ -355,8 +355,9 @@ def _md_value(v: dict) -> list[str]:
            f"Left: hit rate against pinned host GB per node; the line is {v['curve_method']}"
            + (f" ({v['curve_reason']})" if v["curve_reason"] else "")
            + (f"; its largest gap to the replays is {100 * v['one_pass_max_gap']:.2f} points" if v["one_pass_max_gap"] is not None else "")
-           + ". Replays serve the requests in order (a multi-turn workload round by round, clients in turn: "
-           "LRU's worst case), the timed runs in the client's own order, so the two can differ. "
+           + ". Replays serve the requests in order: a multi-turn workload in the order a timed run of the "
+           "scenario first admitted them (the order the server's cache meets the rounds in), a trace in its own; "
+           "they have no clock, so the timed runs can still differ. "
            "The clairvoyant ceiling is Belady's rule over L1 + L2 pages (no eviction policy does better; for "
            "DeepSeek-V4 it ignores the window, so it is a ceiling on Full-page hits). Dots: timed runs with their "
            "95% intervals. "
