@@ -283,6 +283,11 @@ def _add_l3_jobs(jobs: _Jobs, s: _Setup) -> HostCandidate | None:
                                        f"hicache.prefetch_threshold={th}"], f"L3 {pol} {th}")  # fmt: skip
                 for seed in s.spec.seeds:
                     jobs.add(("l3", pol, th, seed), tasks.timed_run, v.model_copy(update={"seed": seed}))
+        for pol in s.spec.policies:  # L3's marginal value: each write policy with storage on and off
+            for on in (True, False):
+                v = _variant(_candidate_scenario(s.sc, cand, pol), [f"l3.enabled={str(on).lower()}"], f"L3 {on} {pol}")
+                for seed in s.spec.seeds:
+                    jobs.add(("l3w", pol, on, seed), tasks.timed_run, v.model_copy(update={"seed": seed}))
     return cand
 
 
@@ -346,14 +351,19 @@ def _value_with_curve(s: _Setup, jobs: _Jobs, curve: _Curve) -> dict:
     return value
 
 
+def _figure(values: list[float]) -> dict:
+    """Mean and 95% interval of one figure over the seeds."""
+    iv = interval(values)
+    return {"mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "n": iv.n}
+
+
 def _figures(rows: list[dict]) -> dict:
     """Mean and 95% interval of each timed figure over the seeds' rows."""
     out = {}
     for m in TIMED:
         vals = [r[m] for r in rows if r is not None and m in r]
         if vals:
-            iv = interval(vals)
-            out[m] = {"mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "n": iv.n}
+            out[m] = _figure(vals)
     return out
 
 
@@ -433,7 +443,30 @@ def _l3_section(spec, jobs, cand) -> dict:
                          "cut_host_capacity": mean("storage_unfulfilled_host_capacity"),
                          "prefetched_tokens": mean("prefetched_tokens"),
                          **_figures(ok)})  # fmt: skip
-    return {"candidate": cand.label if cand else None, "rows": rows}
+    return {"candidate": cand.label if cand else None, "rows": rows, "marginal": _l3_marginal(spec, jobs)}
+
+
+def _l3_marginal(spec: PlanSpec, jobs: _Jobs) -> list[dict]:
+    """Per write policy: the hits L3 adds (on less off, paired seed by seed) against the bytes it writes. Every
+    page a backup lands in the host pool goes on to storage once its copy is acked (SGLang's write-through ack,
+    ``mem_cache/unified_radix_cache.py:1803-1818``), so a write policy that backs up more writes more to L3."""
+    out = []
+    for pol in spec.policies:
+        on = {s: jobs.get(("l3w", pol, True, s)) for s in spec.seeds}
+        off = {s: jobs.get(("l3w", pol, False, s)) for s in spec.seeds}
+        paired = [s for s in spec.seeds if on[s] is not None and off[s] is not None]
+        if not paired:
+            continue
+        gained = _figure([on[s]["hit_total"] - off[s]["hit_total"] for s in paired])
+        written = _figure([float(on[s].get("link_bytes_l3_write", 0)) for s in paired])
+        out.append({"write_policy": pol, "seeds_ok": len(paired),
+                    "hit_total_off": _figures([off[s] for s in paired])["hit_total"],
+                    "hit_total_on": _figures([on[s] for s in paired])["hit_total"],
+                    "hit_storage": _figures([on[s] for s in paired])["hit_storage"],
+                    "gained": gained, "l3_write_bytes": written,
+                    "gained_points_per_tb": 100 * gained["mean"] / (written["mean"] / 1e12)
+                    if written["mean"] > 0 else None})  # fmt: skip
+    return out
 
 
 def _swa_section(jobs, rows_spec) -> dict:

@@ -54,6 +54,8 @@ def _csvs(data: dict, folder: Path) -> list[str]:
               "value_points": pd.json_normalize(data["value"]["points"]),
               "write_policy": pd.json_normalize(data["write_policy"]["rows"]),
               "l3": pd.json_normalize(data["l3"]["rows"])}  # fmt: skip
+    if data["l3"].get("marginal"):
+        frames["l3_marginal"] = pd.json_normalize(data["l3"]["marginal"])
     if data["swa"].get("applies"):
         frames["swa"] = pd.DataFrame(data["swa"]["rows"])
     if data["hisparse"].get("applies"):
@@ -205,8 +207,31 @@ def _md_l3(l3: dict) -> list[str]:
     rows = [[r["prefetch_policy"], str(r["prefetch_threshold"]), f"{r['prefetches'] or 0:,.1f}",
              f"{r['requested_tokens'] or 0:,.0f}", f"{r['cut_below_threshold'] or 0:,.0f}", f"{r['cut_deadline'] or 0:,.0f}",
              _iv(r, "hit_storage", "{:.1%}"), _iv(r, "ttft_p90_s")] for r in l3["rows"]]  # fmt: skip
-    return out + [_table(["policy", "threshold", "prefetches", "requested tokens", "cut: threshold", "cut: timeout",
-                          "L3 hit", "TTFT p90 s"], rows), ""]  # fmt: skip
+    out += [_table(["policy", "threshold", "prefetches", "requested tokens", "cut: threshold", "cut: timeout",
+                    "L3 hit", "TTFT p90 s"], rows), ""]  # fmt: skip
+    return out + _md_l3_marginal(l3)
+
+
+def _signed(x: dict) -> str:
+    """A difference with its interval, not clipped at 0 (it may be a loss)."""
+    return f"{x['mean']:+.1%}" + (f" [{x['lo']:+.1%}, {x['hi']:+.1%}]" if x["n"] > 1 else "")
+
+
+def _md_l3_marginal(l3: dict) -> list[str]:
+    if not l3.get("marginal"):
+        return []
+    out = ["### L3's marginal value", "",
+           f"Each write policy at {l3['candidate']} with storage on and off (the scenario's prefetch policy and "
+           "threshold). Every page a backup puts in the host pool is written on to storage once its copy is acked "
+           "(SGLang's write-through ack, `mem_cache/unified_radix_cache.py:1803-1818`): *gained* is the total hit "
+           "rate L3 adds, paired seed by seed, against the bytes it wrote. Where L2 already holds the working set, "
+           "L3 writes without gaining.", ""]  # fmt: skip
+    rows = [[r["write_policy"], _iv(r, "hit_total_off", "{:.1%}"), _iv(r, "hit_total_on", "{:.1%}"),
+             _signed(r["gained"]), _iv(r, "l3_write_bytes", "{:,.2f}", 1 / GB),
+             "-" if r["gained_points_per_tb"] is None else f"{r['gained_points_per_tb']:,.1f}"]
+            for r in l3["marginal"]]  # fmt: skip
+    return out + [_table(["write policy", "hit, L3 off", "hit, L3 on", "gained", "L3 written GB",
+                          "hit points per TB written"], rows), ""]
 
 
 def _md_swa(swa: dict) -> list[str]:
