@@ -662,7 +662,12 @@ def _note_inert(keys: list[str], scenarios: list, how: str) -> None:
 
 
 def _note_ray_start(points: int, address: str | None) -> None:
-    """Ray repays its start (tens of seconds for a local cluster) only with more CPUs than this machine has."""
+    """Ray repays its start (tens of seconds for a local cluster) only with more CPUs than this machine has.
+    An address nothing answers at is the one line said (``check_reachable``), not a note before it."""
+    from sim.app.parallel import check_reachable
+
+    if address and address != "auto":
+        check_reachable(address)
     cpus = os.cpu_count() or 1
     if points <= cpus:
         _note(f"--executor ray: {points} points fit this machine's {cpus} CPUs at once; local processes (the "

@@ -322,8 +322,10 @@ def test_ray_says_when_it_cannot_repay_its_start(points, address, says, capsys):
     assert says in capsys.readouterr().err
 
 
-def test_ray_joining_a_cluster_for_a_large_grid_says_nothing(capsys):
+def test_ray_joining_a_cluster_for_a_large_grid_says_nothing(capsys, monkeypatch):
+    import sim.app.parallel
     from sim.app.cli import _note_ray_start
 
+    monkeypatch.setattr(sim.app.parallel, "check_reachable", lambda address: None)  # a cluster that answers
     _note_ray_start(10_000, "10.0.0.1:6379")
     assert capsys.readouterr().err == ""
