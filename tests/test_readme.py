@@ -101,3 +101,21 @@ def test_every_relative_link_resolves(page: Path) -> None:
         if anchor:
             headings = re.findall(r"^#+ (.+)$", file.read_text(), flags=re.M)
             assert anchor in {_slug(h) for h in headings}, f"{page.name}: no heading #{anchor} in {file.name}"
+
+
+def test_every_command_in_the_table_exists_with_its_options(capsys):
+    """The command table's lines are templates (S.yaml, TRACE): each names a real command whose --help lists
+    every option the line shows."""
+    from sim.app.cli import main
+
+    rows = re.findall(r"^\| `hicache-sim ([^`]+)` \|", README.read_text(), flags=re.M)
+    assert len(rows) >= 10
+    for row in rows:
+        words = row.replace("\\|", "|").split()
+        command = words[:2] if words[:2] == ["scenario", "from-sglang"] else words[:1]
+        with pytest.raises(SystemExit) as done:
+            main([*command, "--help"])
+        assert done.value.code == 0, row
+        helptext = capsys.readouterr().out
+        for option in re.findall(r"--[a-z][a-z0-9-]*", row):
+            assert option in helptext, f"{row}: {option} is not an option of {' '.join(command)}"
