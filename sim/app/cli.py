@@ -14,6 +14,7 @@ from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
 from sim.base.errors import InputError
 from sim.cache.eviction import EVICTION_POLICIES
+from sim.model.hardware import NODE_DRAM_GB
 
 
 class _UsageError(Exception):
@@ -88,6 +89,7 @@ def _cmd_run(args) -> int:
         raise InputError("--workers: parallel runs of --seeds; a single run is one process (add --seeds N)")
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
+    _note_inert([o.partition("=")[0].strip() for o in args.overrides], [scenario], "--set")
     if args.seeds is not None:
         try:
             return _run_seeds(args, scenario)
@@ -211,7 +213,7 @@ def _add_plan(sub) -> None:
     p.add_argument("--sizes", default="", metavar="GB1,GB2,...", help="candidate --hicache-size values (GB per rank)")
     p.add_argument("--node-dram-gb", type=_positive_float, default=None,
                    help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
-                        "with --launch, 2048)")  # fmt: skip
+                        f"with --launch, {NODE_DRAM_GB:g} GB, every command's default)")  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
@@ -250,7 +252,7 @@ def _cmd_plan(args) -> int:
     spec = PlanSpec(sc, launch=args.launch, slo=parse_slo(args.slo), ratios=_float_list(args.ratios, "--ratios"),
                     sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
                     node_dram_gb=args.node_dram_gb if args.node_dram_gb is not None else (
-                        sc.hardware.host_mem_gb if args.scenario else 2048.0),
+                        sc.hardware.host_mem_gb if args.scenario else NODE_DRAM_GB),
                     gpus_per_node=args.gpus_per_node,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
                     decode_batches=args.batches)  # fmt: skip
@@ -595,9 +597,22 @@ def _add_compare(sub) -> None:
                    help="catalog name or model YAML without sliding-window pools (default: %(default)s)")
     _add_trace_args(p)
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="replays run at once, in worker processes (default: CPU count; 1 = in this process)")
     p.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also plot hit rate vs L1 capacity per policy")
     p.set_defaults(func=_cmd_compare, outputs=(("csv", "file"), ("plot", "image")))
+
+
+def _in_workers(calls: list, workers: int | None, progress: bool) -> list:
+    """Each call's result, in order, from up to ``workers`` processes; a call that raised is an internal bug."""
+    from sim.app.parallel import run_calls
+
+    outcomes = run_calls(calls, workers=workers, progress=progress, desc="compare")
+    failed = next((o["error"] for o in outcomes if o["status"] != "ok"), None)
+    if failed is not None:
+        raise RuntimeError(f"a compare replay failed: {failed}")
+    return [o["value"] for o in outcomes]
 
 
 def _cmd_compare(args) -> int:
@@ -616,7 +631,8 @@ def _cmd_compare(args) -> int:
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
-                 load_back_threshold=args.load_back_threshold, progress=not args.no_progress)  # fmt: skip
+                 load_back_threshold=args.load_back_threshold, workers=args.workers or os.cpu_count() or 1,
+                 mapper=lambda calls: _in_workers(calls, args.workers, not args.no_progress))  # fmt: skip
     print(format_compare(df))
     if args.csv:
         write_text_atomic(args.csv, df.to_csv(index=False))
@@ -668,6 +684,9 @@ def _cmd_sweep(args) -> int:
     plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
+    _note_inert([a.key for a in plan.axes], [p.scenario for p in plan.points], "--grid")
+    if args.executor == "ray":
+        _note_ray_start(len(plan.points), args.ray_address)
     if seeded:
         _note_seeds_of_a_trace(plan.base)
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
@@ -689,6 +708,30 @@ def _cmd_sweep(args) -> int:
         raise InputError(f"{len(failed)} of {len(plan.points)} points failed (point {first['point_id']}: "
                          f"{first['error']}); their rows have status 'failed', the others are whole")  # fmt: skip
     return 0
+
+
+def _note_inert(keys: list[str], scenarios: list, how: str) -> None:
+    """Say which given knobs cannot act in these scenarios (prefetch without L3, load-back without L2, ...)."""
+    from sim.app.knobs import inert_notes
+
+    for line in inert_notes(keys, scenarios, how):
+        _note(line)
+
+
+def _note_ray_start(points: int, address: str | None) -> None:
+    """Ray repays its start (tens of seconds for a local cluster) only with more CPUs than this machine has.
+    An address nothing answers at is the one line said (``check_reachable``), not a note before it."""
+    from sim.app.parallel import check_reachable
+
+    if address and address != "auto":
+        check_reachable(address)
+    cpus = os.cpu_count() or 1
+    if points <= cpus:
+        _note(f"--executor ray: {points} points fit this machine's {cpus} CPUs at once; local processes (the "
+              "default executor) run them without Ray's start, which takes tens of seconds")  # fmt: skip
+    elif address is None:
+        _note("--executor ray without --ray-address starts a Ray cluster on this machine: the same CPUs local "
+              "processes (the default) use, after tens of seconds of start; join a larger cluster to gain")  # fmt: skip
 
 
 def _note_seeds_of_a_trace(scenario) -> None:
@@ -788,7 +831,8 @@ def _add_scenario(sub) -> None:
     f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
     f.add_argument("--model-config", default=None, metavar="CONFIG.json",
                    help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
-    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM for the L2 pools (all ranks), GB (default: the scenario's hardware.host_mem_gb, 1024)")
+    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM available for the L2 pools (all ranks), GB (default: "
+                   f"{NODE_DRAM_GB:g} GB, every command's default)")
     f.add_argument("--sglang-version", default="0.5.23", metavar="V",
                    help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 
 from sim.base.errors import InputError
 
-__all__ = ["connect_ray", "in_processes", "run_calls"]
+__all__ = ["check_reachable", "connect_ray", "in_processes", "run_calls"]
 
 Call = tuple[Callable[..., Any], tuple]
 
@@ -132,7 +132,7 @@ def _run_ray(calls: Sequence[Call], workers: int, address: str | None, out: list
 def connect_ray(workers: int, address: str | None) -> bool:
     """Start or join Ray now, before the sweep writes anything; True if this call started it."""
     if address and address != "auto":
-        _check_reachable(address)
+        check_reachable(address)
     try:
         import ray
     except ImportError:
@@ -150,7 +150,7 @@ def connect_ray(workers: int, address: str | None) -> bool:
     return True
 
 
-def _check_reachable(address: str, timeout_s: float = 3.0) -> None:
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
     """Fail in seconds, in one line, when nothing answers at ``[ray://]host:port`` (Ray itself retries
     for a minute, then raises)."""
     import socket

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
@@ -54,6 +54,9 @@ from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
 from sim.workload.traces import trace_requests
 from sim.workload.trajectory import PageBudget, Trajectory, WekaCorpus, weka_trajectory
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
@@ -378,6 +381,8 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
     ``requests`` is then None); ``keep_requests=False`` keeps none (a sweep point needs only the summary).
     ``notify`` receives one-line notes for the user (a widened time series, a long run ahead).
     """
+    import pandas as pd
+
     start = time.perf_counter()
     writer = RequestWriter(requests_out) if requests_out is not None else None
     agentx = sc.workload.kind in ("lanes", "agentic")  # its report reads every measured call's record
@@ -415,6 +420,8 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
 
 def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Recorder,
                 notify: Notify | None) -> RunResult:  # fmt: skip
+    import pandas as pd
+
     from sim.hisparse.decode import run_decode
 
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)

@@ -7,15 +7,17 @@ numpy; no clock, no SimPy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import pandas as pd
 
 from sim.cache.v4.swa import swa_tokens_per_request
 from sim.hisparse.coordinator import eager_backups, run_stream
 from sim.hisparse.hot import INITIAL_FILLS, POLICIES, InitialFill, Policy
 from sim.hisparse.topk import C4_RATIO, AccessModel, TraceAccess
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FP4_INDEXER_ROW_BYTES = 128 // 2 + 128 // 32  # fp4 payload + scales (deepseek_v4_memory_pool.py:53-57)
 
@@ -392,6 +394,8 @@ def miss_curve(buffer_sizes: list[int], policies: list[Policy], access: AccessMo
     ``per_step=False``: one row per (policy, buffer_size) with mean/p50/p99 misses per (stream, step) and
     the miss rate. ``per_step=True``: one row per (policy, buffer_size, step) with the mean over streams.
     """
+    import pandas as pd
+
     streams = [access.stream(i, 0, input_len, n_steps, top_k, rng) for i in range(n_streams)]
     rows = []
     for policy in policies:

@@ -23,9 +23,9 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from sim.base.errors import InputError
@@ -42,6 +42,9 @@ from sim.model.compute import Roofline, step_model
 from sim.model.costs import CostTable
 from sim.serve.metrics import Recorder, percentiles
 from sim.workload.request import Request
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DecodeRun", "decode_shape", "run_decode"]
 
@@ -295,6 +298,8 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
 
 
 def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
+    import pandas as pd
+
     r, layers, steps = hs.misses.shape
     idx = np.indices((r, layers, steps)).reshape(3, -1)
     return pd.DataFrame({

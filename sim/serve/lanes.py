@@ -32,12 +32,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.workload.request import Request
 from sim.workload.trajectory import Call, Subagent, Trajectory, end_to_start
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["LanePlayer", "agentx_report", "format_agentx_report"]
 

@@ -16,11 +16,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from mypy_extensions import mypyc_attr
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["LINKS", "MAX_TIMESERIES_ROWS", "REQUEST_COLUMNS", "Intervals", "Recorder", "RequestWriter",
            "SampleBuffer", "busy_fraction", "dropped_by_reason"]
@@ -192,6 +194,8 @@ class Recorder:
     def timeseries_frame(self, interval: float, instances: int) -> pd.DataFrame:
         """The periodic samples, with each link's busy fraction over the interval before each sample
         (``interval`` is the sampling interval actually kept)."""
+        import pandas as pd
+
         df = pd.DataFrame.from_records(list(self.samples))
         if df.empty:
             return df
@@ -215,6 +219,8 @@ def _numpy(column: array) -> np.ndarray:
 
 
 def _frame(columns: list[array]) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({c: _numpy(col).copy() for c, col in zip(REQUEST_COLUMNS, columns)})
 
 

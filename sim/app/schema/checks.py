@@ -13,6 +13,7 @@ from sim.app.schema.hardware import FP4_INDEXER_GPUS
 from sim.app.schema.model import build_model_spec
 from sim.app.schema.section import MAX_HISPARSE_IDS, MAX_WORKLOAD_PAGES, _field_error
 from sim.app.schema.workload import BenchServingWorkload, MultiTurnWorkload, SyntheticWorkload
+from sim.model.hostmem import RESERVE_BYTES
 
 if TYPE_CHECKING:
     from sim.app.schema.scenario import Scenario
@@ -118,7 +119,8 @@ def _aiconfigurator_covers(sc: Scenario) -> None:
 
 
 def _pools_fit(sc: Scenario) -> None:
-    """At least one device page in ``kv_mem_gb``, and a host pool of at least one page inside ``host_mem_gb``."""
+    """At least one device page in ``kv_mem_gb``, and a host pool of at least one page inside ``host_mem_gb`` less
+    SGLang's 10 GiB reserve, the rule ``plan`` prices candidates by (``mem_cache/pool_host/base.py:28, 84-108``)."""
     hc, hw = sc.hicache, sc.hardware
     page_bytes = sc.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
     if not page_bytes:
@@ -132,10 +134,11 @@ def _pools_fit(sc: Scenario) -> None:
     if host_pages < 1:
         raise _field_error("hicache.hicache_ratio", "host pool smaller than one page")
     host_gb = host_pages * page_bytes * hw.tp_size / 1e9
-    if host_gb > hw.host_mem_gb:
+    if host_gb > hw.host_mem_gb - RESERVE_BYTES / 1e9:
         field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
-        raise _field_error(field, f"host pool ({host_gb:,.1f} GB) exceeds hardware.host_mem_gb ({hw.host_mem_gb:g}): a "
-                           "smaller pool or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
+        raise _field_error(field, f"host pool ({host_gb:,.1f} GB) exceeds hardware.host_mem_gb ({hw.host_mem_gb:g}) less "
+                           "SGLang's 10 GiB reserve: a smaller pool or more host memory (scenario from-sglang: "
+                           "--host-mem-gb)")  # fmt: skip
 
 
 CROSS_CHECKS: tuple[Callable[[Scenario], None], ...] = (

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sim.app.schema.section import MAX_INSTANCES, _field_error, _resolve_file, _Section
-from sim.model.hardware import SGLANG_DEFAULTS
+from sim.model.hardware import NODE_DRAM_GB, SGLANG_DEFAULTS
 
 # Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
 FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
@@ -42,7 +42,9 @@ class HardwareConfig(_Section):
         description="GPU memory given to the KV pools (L1), GB; what is left after weights and activations.",
     )
     host_mem_gb: float = Field(
-        1024.0, gt=0, description="Host DRAM budget for the L2 pools of one instance (all ranks), GB."
+        NODE_DRAM_GB, gt=0,
+        description="Host DRAM available to one instance's L2 pools (all ranks), GB: what SGLang reads as available at "
+        "start; its pools must fit it less SGLang's 10 GiB reserve. Default: sim.model.hardware.NODE_DRAM_GB.",
     )
     tp_size: int = Field(
         1, ge=1, description="Tensor-parallel ranks per instance; V4 pools are replicated on every rank."

@@ -225,10 +225,36 @@ def test_replay_takes_the_policy_simulators_page_granularity(tmp_path, capsys):
     assert "--granularity" in capsys.readouterr().err
 
 
-def test_from_sglangs_help_gives_the_schemas_own_host_memory_default(capsys):
+def test_every_command_assumes_one_host_memory_and_says_which(capsys):
+    """from-sglang and plan used to assume 1 TB and 2 TB: one launch was refused by one and accepted by the other."""
+    from sim.app.plan.build import PlanSpec
     from sim.app.schema.hardware import HardwareConfig
 
-    with pytest.raises(SystemExit):
-        main(["scenario", "from-sglang", "--help"])
     default = HardwareConfig.model_fields["host_mem_gb"].default
-    assert f"hardware.host_mem_gb, {default:g})" in " ".join(capsys.readouterr().out.split())
+    assert PlanSpec.__dataclass_fields__["node_dram_gb"].default == default
+    for command in (["scenario", "from-sglang"], ["plan"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        assert f"{default:g} GB, every command's default" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_host_pool_must_leave_sglangs_reserve_as_plan_prices_it(tmp_path, capsys):
+    """The scenario check and plan's host-memory table share SGLang's rule: available memory less 10 GiB."""
+    sets = ["hardware.kv_mem_gb=8", "hicache.hicache_ratio=2"]  # V4-Flash: a 16 GB host pool
+    assert main(["validate", "scenarios/quickstart.yaml", *sum([["--set", s] for s in sets], []),
+                 "--set", "hardware.host_mem_gb=30"]) == 0
+    capsys.readouterr()
+    assert main(["validate", "scenarios/quickstart.yaml", *sum([["--set", s] for s in sets], []),
+                 "--set", "hardware.host_mem_gb=20"]) == 2
+    assert "less SGLang's 10 GiB reserve" in capsys.readouterr().err
+
+
+def test_help_and_validate_leave_pandas_pyarrow_and_matplotlib_unimported():
+    """They start in a fraction of a second: the data libraries load only where a command writes or draws."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from sim.app.cli import main; main(['validate', 'scenarios/quickstart.yaml']); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow', 'matplotlib'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
