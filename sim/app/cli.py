@@ -12,7 +12,7 @@ import threading
 
 from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
-from sim.base.errors import InputError
+from sim.base.errors import InputError, os_error_text
 from sim.cache.eviction import EVICTION_POLICIES
 
 
@@ -839,8 +839,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
             raise  # a bug: keep the traceback
-        print(f"hicache-sim: error: {exc.filename or ''}: {exc.strerror}; nothing half-written was kept",
-              file=sys.stderr)  # fmt: skip
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"hicache-sim: error: {where}{os_error_text(exc)}; nothing half-written was kept", file=sys.stderr)
         return 2
     except _Terminated:
         print("hicache-sim: terminated; nothing half-written was kept", file=sys.stderr)

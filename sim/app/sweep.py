@@ -19,6 +19,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,6 +313,7 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "loc
     _claim_folder(plan, out, overwrite)
     workers = workers or os.cpu_count() or 1
     ray_started = connect_ray(workers, ray_address) if executor == "ray" else False
+    created = not out.exists()
     try:
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -341,6 +343,10 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "loc
                 bar.update()
         finally:
             bar.close()
+    except BaseException:
+        if created and not any(points_dir.glob("*.json")):  # a folder this call made, with no point in it
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     finally:
         if ray_started:
             import ray

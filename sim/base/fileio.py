@@ -4,6 +4,8 @@ Single files go to a temporary name beside the target and are renamed over it. A
 under a hidden staging folder in the same parent (``.NAME.partial-PID-XXXX``) and renamed into place once
 every file is written, so a reader never sees a folder that mixes two runs or lacks a file. Output targets
 are checked before any work starts, so a bad ``--out`` costs a one-line error, not a finished simulation.
+Every write goes through :func:`atomic_path` or :func:`staged_dir`, which turn any ``OSError`` while they write
+(a full disk, a file-size limit, a folder gone) into one line naming the output and removing what was staged.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from sim.base.errors import InputError
+from sim.base.errors import InputError, os_error_text
 from sim.base.inputs import pipe_or_device
 
 __all__ = ["atomic_path", "check_image_file", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
@@ -30,19 +32,30 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     pipe or socket at ``path`` is refused: the rename would replace the node itself (``/dev/null`` with a file)."""
     final = Path(path)
     _check_not_special(final, "output")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
-    tmp_path = Path(tmp)
+    with _writing(final):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
+        tmp_path = Path(tmp)
+        try:
+            yield tmp_path
+            os.replace(tmp_path, final)
+        finally:
+            if tmp_path.exists():
+                tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def _writing(final: Path) -> Iterator[None]:
+    """Any ``OSError`` of the block, one line naming ``final`` (the callers remove what they staged)."""
     try:
-        yield tmp_path
-        os.replace(tmp_path, final)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot write: {os_error_text(exc)}; nothing half-written was kept",
+                         source=str(final)) from None  # fmt: skip
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
@@ -93,7 +106,11 @@ def check_output_file(path: str | os.PathLike, option: str = "--out") -> Path:
 
 
 def _check_not_special(path: Path, option: str) -> None:
-    """Results are written whole to a new file renamed into place, which would replace a device or a pipe."""
+    """Results are written whole to a new file renamed into place, which would replace a device or a pipe, or
+    a symbolic link whose target is missing (the user meant the target, which the rename would not write)."""
+    if path.is_symlink() and not path.exists():
+        raise InputError(f"{option}: a symbolic link to {os.readlink(path)}, which does not exist; remove the link "
+                         "or give another name", source=str(path))  # fmt: skip
     if pipe_or_device(path):
         raise InputError(f"{option}: a device or a pipe, not a file (results are written to a new file renamed "
                          "into place, which would replace it)", source=str(path))  # fmt: skip
@@ -104,6 +121,7 @@ def check_output_folder(path: str | os.PathLike, option: str = "--out") -> Path:
     too long)."""
     path = Path(path)
     _check_name(path, option)
+    _check_not_special(path, option)
     if path.exists() and not path.is_dir():
         raise InputError(f"{option}: is a file, expected a folder", source=str(path))
     _check_parents(path / "x" if path.is_dir() else path, option)
@@ -214,13 +232,14 @@ def staged_dir(final: str | os.PathLike, *, overwrite: bool = False, option: str
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; results are ordinary folders
-        yield tmp
-        old = None
-        if final.is_dir() and any(final.iterdir()):  # an empty one (a claimed run folder) is renamed over at once
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-{os.getpid()}-", dir=parent))
-            os.replace(final, old / final.name)
-        os.replace(tmp, final)
+        with _writing(final):
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; results are ordinary folders
+            yield tmp
+            old = None
+            if final.is_dir() and any(final.iterdir()):  # an empty one (a claimed run folder) is renamed over
+                old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-{os.getpid()}-", dir=parent))
+                os.replace(final, old / final.name)
+            os.replace(tmp, final)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     finally:

@@ -139,3 +139,58 @@ class TestOrigins:
     def test_an_output_name_too_long_for_the_file_system_is_refused(self, tmp_path, tiny, capsys):
         assert main(["run", str(tiny), "--out", str(tmp_path / ("x" * 300))]) == 2
         assert "--out: a name of 300 bytes in the path is too long" in one_line(capsys)
+
+
+# ---------------------------------------------------------------------------------------------- issue 37
+def under_limit(argvs: list[list[str]], cwd: Path, *, fsize: int = 100, timeout: float = 120) -> list[tuple[int, str]]:
+    """(exit status, stderr) of each command run by ``main`` in one child process whose files may not grow past
+    ``fsize`` bytes (``ulimit -f``: every write past it fails with EFBIG; Python ignores SIGXFSZ)."""
+    script = (
+        "import contextlib, io, json, resource, sys\n"
+        "from sim.app.cli import main\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({fsize}, resource.RLIM_INFINITY))\n"
+        "out = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):\n"
+        "        code = main(argv)\n"
+        "    out.append((code, err.getvalue()))\n"
+        "sys.__stdout__.write(json.dumps(out))\n"  # a pipe: the limit is on files only
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [tuple(r) for r in json.loads(proc.stdout)]
+
+
+class TestWriteErrors:
+    """Class 1: every write error is one line naming the output and the errno's meaning; nothing is left."""
+
+    def test_a_file_size_limit_is_one_line_naming_each_commands_output(self, tmp_path, tiny):
+        tiny.write_text(TINY)
+        assert main(["run", str(tiny), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+        trace = tmp_path / "t.jsonl"
+        trace.write_text("".join(f'{{"timestamp": {i}, "input_length": 600, "output_length": 4, "hash_ids": [{i}, {i + 100}]}}\n'
+                                 for i in range(20)))  # fmt: skip
+        launch = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B"
+        argvs = {"o": ["run", str(tiny), "--out", "o", "--no-progress"],
+                 "s": ["run", str(tiny), "--seeds", "2", "--workers", "1", "--out", "s", "--no-progress"],
+                 "w": ["sweep", str(tiny), "--grid", "seed=1,2", "--out", "w", "--workers", "1", "--no-progress"],
+                 "p.png": ["plot", "rounds", str(tmp_path / "r"), "--out", "p.png"],
+                 "j.json": ["replay", str(trace), "--l1-pages", "100", "--json", "j.json", "--no-progress"],
+                 "c.png": ["compare", str(trace), "--policies", "lru", "--l1-pages", "100", "--plot", "c.png"],
+                 "f.yaml": ["scenario", "from-sglang", "--gpu", "H200", "--launch", launch, "--out", "f.yaml"]}
+        work = tmp_path / "work"
+        work.mkdir()
+        for out, (code, err) in zip(argvs, under_limit(list(argvs.values()), work), strict=True):
+            lines = err.strip().splitlines()
+            assert code == 2 and len(lines) == 1, (out, err)
+            assert lines[0].startswith(f"hicache-sim: error: {out}") and "File too large (EFBIG)" in lines[0], lines
+        assert sorted(p.name for p in work.iterdir()) == [], "nothing half-written, no staging folder"
+
+    def test_a_dangling_symlink_as_out_is_refused_naming_its_target(self, tmp_path, tiny, capsys):
+        (tmp_path / "link").symlink_to(tmp_path / "gone")
+        assert main(["run", str(tiny), "--out", str(tmp_path / "link")]) == 2
+        assert f"a symbolic link to {tmp_path / 'gone'}, which does not exist" in one_line(capsys)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "s.yaml"]
