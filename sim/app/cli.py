@@ -313,15 +313,11 @@ def _add_tree(sub) -> None:
 
 def _cmd_tree(args) -> int:
     import json
-    from pathlib import Path
 
+    from sim.base.inputs import check_input
     from sim.offline.treecalls import compare, run_calls
 
-    path = Path(args.calls)
-    if path.is_dir():
-        raise InputError("a folder: give a call stream file (JSON lines)", source=args.calls)
-    if not path.exists():  # a pipe is read once, whole, and is fine
-        raise InputError("no such file", source=args.calls)
+    path = check_input(args.calls, "call stream (JSON lines)")
     answered = list(run_calls(path))  # every call first: a bad one is refused before any answer is printed
     if not answered:
         raise InputError("holds no calls", source=args.calls)

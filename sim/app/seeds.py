@@ -289,16 +289,14 @@ def seeds_summary(sc, df: pd.DataFrame) -> dict:
 def read_seed_table(folder) -> pd.DataFrame:
     """The per-seed table of a run folder: a ``run --seeds`` folder (many rows) or a plain run (one row)."""
     import json
-    from pathlib import Path
 
     from sim.app.sweep import flat_metrics
+    from sim.base.inputs import check_input, read_text
 
-    path = Path(folder)
+    path = check_input(folder, "run folder or its summary.json", folder=True)
     path = path / "summary.json" if path.is_dir() else path
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read a run's summary: {exc.strerror}", source=str(path)) from None
+        data = json.loads(read_text(path, "run's summary.json"))
     except ValueError:
         raise InputError("not a JSON summary", source=str(path)) from None
     try:

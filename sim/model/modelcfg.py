@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -94,14 +95,14 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
 
     path = Path(ref).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if not os.path.lexists(path / "config.json"):
             raise InputError(f"model config {ref!r}: a folder without a config.json")
         path = path / "config.json"
     shipped = model_config_path(ref)
     if shipped is not None:
         source = str(shipped)
         data, name = parse_json(read_text(shipped, "model config.json"), source, what="model config"), ref
-    elif path.suffix == ".json" and path.exists():
+    elif os.path.lexists(path):  # a path the user gave, whatever it is: the input rules say what it may be
         source = str(path)
         data = parse_json(read_text(path, "model config.json"), source, what="model config")
         name = path.parent.name if path.name == "config.json" else path.stem

@@ -32,7 +32,7 @@ from sim.base.inputs import (
     MAX_REQUEST_TOKENS,
     MAX_SIMULATED_S,
     MAX_WORKLOAD_PAGES,
-    check_rereadable,
+    check_input,
     check_unchanged,
     file_stamp,
     json_objects,
@@ -155,7 +155,7 @@ class WekaCorpus(Sequence):
 
     def __init__(self, path: str | Path, *, page_size: int, max_trajectories: int | None = None,
                  budget: PageBudget | None = None) -> None:  # fmt: skip
-        check_rereadable(path, "corpus")
+        check_input(path, "corpus", folder=True)
         self.path, self.page, self.most, self.budget = Path(path), page_size, max_trajectories, budget
         self._where: list[tuple[str, int | None, int]] | None = None  # (source, line or None, byte offset)
         self._stamps: dict[str, tuple | None] = {}

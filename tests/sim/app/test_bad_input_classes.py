@@ -3,6 +3,7 @@ the origin and exit 2 (or the documented behaviour), before any work; nothing le
 
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib import resources
@@ -194,3 +195,27 @@ class TestWriteErrors:
         assert main(["run", str(tiny), "--out", str(tmp_path / "link")]) == 2
         assert f"a symbolic link to {tmp_path / 'gone'}, which does not exist" in one_line(capsys)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "s.yaml"]
+
+
+class TestPipesAndDevices:
+    """Class 3: an input must be a regular file (or a folder where one is expected), found before it is opened."""
+
+    @pytest.mark.parametrize("argv", [["validate", "{p}"], ["tree", "{p}"], ["diff", "{p}", "{p}"],
+                                      ["plan", "--scenario", "{s}", "--trace", "{p}"],
+                                      ["validate", "{s}", "--set", "model.config={p}"]])  # fmt: skip
+    def test_a_fifo_is_named_as_one_not_read(self, tiny, fifo, capsys, argv):
+        pipe = fifo()
+        assert main([a.format(p=pipe, s=tiny) for a in argv]) == 2
+        assert re.search(f"{pipe}: cannot read .*: a named pipe \\(FIFO\\), not a regular file$", one_line(capsys))
+
+    @pytest.mark.parametrize("sets", [["model.config=/dev/zero"], ["workload.kind=trace", "workload.path=/dev/zero"]])
+    def test_a_device_is_named_as_one(self, tiny, capsys, sets):
+        assert main(["validate", str(tiny), *(a for s in sets for a in ("--set", s))]) == 2
+        assert re.search("/dev/zero: cannot read .*: a character device, not a regular file$", one_line(capsys))
+
+    def test_a_binary_file_is_named_as_one(self, tmp_path, tiny, capsys):
+        (tmp_path / "w.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(100))
+        assert main(["plan", "--scenario", str(tiny), "--trace", str(tmp_path / "w.bin")]) == 2
+        assert f"{tmp_path / 'w.bin'}:1: a binary file (a NUL byte at 7)" in one_line(capsys)
+        assert main(["validate", str(tiny), "--set", f"model.config={tmp_path / 'w.bin'}"]) == 2
+        assert f"{tmp_path / 'w.bin'}: a binary file (a NUL byte at 7), not a model config.json" in one_line(capsys)
