@@ -11,6 +11,7 @@ Every write goes through :func:`atomic_path` or :func:`staged_dir`, which turn a
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -211,42 +212,75 @@ def staged_dir(final: str | os.PathLike, *, overwrite: bool = False, option: str
 
     ``final`` may be absent or an empty folder. A non-empty one is replaced only with ``overwrite`` and only
     if it holds ``marker`` (an earlier run's output), so a mistyped ``--out`` cannot wipe unrelated files.
+    ``final`` is claimed (:func:`_claimed`) before it is looked at, so of two commands started together into
+    one folder the second stops at once instead of both writing and one result being lost.
     """
     final = check_output_folder(final, option)
-    if final.is_dir() and any(final.iterdir()):
-        if not (final / marker).is_file():
-            raise InputError(f"{option}: holds other files, not a hicache-sim output folder (no {marker}); choose "
-                             "an empty or new folder", source=str(final))  # fmt: skip
-        if not overwrite:
-            raise InputError(f"{option}: already holds results; pass --overwrite to replace them, or choose "
-                             "another folder", source=str(final))  # fmt: skip
     parent = final.absolute().parent
     created = [p for p in (parent, *parent.parents) if not p.exists()]  # removed again if the run fails
+    tmp: Path | None = None
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale(parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-{os.getpid()}-", dir=parent))
-    except OSError as exc:
-        raise InputError(f"{option}: cannot create the output folder: {exc.strerror or exc}",
-                         source=str(final)) from None  # fmt: skip
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        with _writing(final):
-            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; results are ordinary folders
-            yield tmp
-            old = None
-            if final.is_dir() and any(final.iterdir()):  # an empty one (a claimed run folder) is renamed over
-                old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-{os.getpid()}-", dir=parent))
-                os.replace(final, old / final.name)
-            os.replace(tmp, final)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{option}: cannot create the output folder: {os_error_text(exc)}",
+                             source=str(final)) from None  # fmt: skip
+        with _claimed(final, option):
+            if final.is_dir() and any(final.iterdir()):
+                if not (final / marker).is_file():
+                    raise InputError(f"{option}: holds other files, not a hicache-sim output folder (no {marker}); "
+                                     "choose an empty or new folder", source=str(final))  # fmt: skip
+                if not overwrite:
+                    raise InputError(f"{option}: already holds results; pass --overwrite to replace them, or choose "
+                                     "another folder", source=str(final))  # fmt: skip
+            with _writing(final):
+                _remove_stale(parent)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-{os.getpid()}-", dir=parent))
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; results are ordinary folders
+                yield tmp
+                old = None
+                if final.is_dir() and any(final.iterdir()):  # an empty one (a claimed run folder) is renamed over
+                    old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-{os.getpid()}-", dir=parent))
+                    os.replace(final, old / final.name)
+                os.replace(tmp, final)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if not final.exists():
             for folder in created:  # innermost first; stops at the first one that is not empty
                 try:
                     folder.rmdir()
                 except OSError:
                     break
+
+
+@contextlib.contextmanager
+def _claimed(final: Path, option: str) -> Iterator[None]:
+    """Hold ``final`` for this process: an exclusive ``flock`` on ``.NAME.lock`` beside it, which the kernel
+    drops when the process ends however it ends (a SIGKILLed writer leaves no claim, at most an empty file that
+    the next writer takes over). A second writer gets one line naming the folder, and exit status 2."""
+    lock = final.absolute().parent / f".{final.name}.lock"
+    while True:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise InputError(f"{option}: another command is writing this folder now; wait for it to end or choose "
+                             "another folder", source=str(final)) from None  # fmt: skip
+        try:  # the holder before may have removed the file it locked: hold the one at the path
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)

@@ -219,3 +219,29 @@ class TestPipesAndDevices:
         assert f"{tmp_path / 'w.bin'}:1: a binary file (a NUL byte at 7)" in one_line(capsys)
         assert main(["validate", str(tiny), "--set", f"model.config={tmp_path / 'w.bin'}"]) == 2
         assert f"{tmp_path / 'w.bin'}: a binary file (a NUL byte at 7), not a model config.json" in one_line(capsys)
+
+
+class TestOneWriterAFolder:
+    """Class 2: ``--out`` is claimed before it is looked at; a second writer stops at once, naming the folder."""
+
+    @pytest.mark.parametrize("extra", [[], ["--seeds", "2", "--workers", "1"]])
+    def test_a_second_writer_into_a_folder_being_written_is_refused(self, tmp_path, tiny, capsys, extra):
+        from sim.base.fileio import staged_dir
+
+        out = tmp_path / "out"
+        with staged_dir(out) as tmp:  # the first writer, still running
+            assert main(["run", str(tiny), "--out", str(out), "--no-progress", *extra]) == 2
+            assert f"{out}: --out: another command is writing this folder now" in one_line(capsys)
+            (tmp / "summary.json").write_text("{}")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "s.yaml"]
+
+    def test_two_runs_started_together_into_one_new_folder_keep_one_result_and_say_so(self, tmp_path, tiny):
+        out = tmp_path / "out"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        argv = [sys.executable, "-m", "sim.app.cli", "run", str(tiny), "--out", str(out), "--no-progress"]
+        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]  # fmt: skip
+        ends = sorted((p.wait(timeout=120), p.stderr.read()) for p in procs)
+        assert [code for code, _ in ends] == [0, 2], ends
+        assert str(out) in ends[1][1] and len(ends[1][1].strip().splitlines()) == 1
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "s.yaml"]
