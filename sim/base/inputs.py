@@ -30,7 +30,9 @@ __all__ = [
     "MAX_SIMULATED_S",
     "MAX_YAML_NODES",
     "MIN_MAGNITUDE",
+    "TRACE_ID_FIELDS",
     "check_input",
+    "check_trace_record",
     "check_unchanged",
     "file_stamp",
     "input_problem",
@@ -83,22 +85,40 @@ def number_problem(value: Any, *, floor: bool = True) -> str | None:
     return None
 
 
-def numbers_problem(value: Any, path: str = "") -> tuple[str, str] | None:
-    """(dotted path, problem) of the first number in a decoded document that :func:`number_problem` refuses."""
+def numbers_problem(value: Any, path: str = "", *, floor: bool = True,
+                    skip: frozenset[str] = frozenset()) -> tuple[str, str] | None:  # fmt: skip
+    """(dotted path, problem) of the first number in a decoded document that :func:`number_problem` refuses,
+    at any depth; ``skip``: keys, at any depth, whose values are not quantities (see ``TRACE_ID_FIELDS``)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            found = numbers_problem(item, f"{path}.{key}" if path else str(key))
+            if key in skip:
+                continue
+            found = numbers_problem(item, f"{path}.{key}" if path else str(key), floor=floor, skip=skip)
             if found:
                 return found
         return None
     if isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            found = numbers_problem(item, f"{path}.{i}" if path else str(i))
+            found = numbers_problem(item, f"{path}.{i}" if path else str(i), floor=floor, skip=skip)
             if found:
                 return found
         return None
-    problem = number_problem(value)
+    problem = number_problem(value, floor=floor)
     return (path, problem) if problem else None
+
+
+# Trace fields that name things or read a clock, not quantities, so the number rule does not hold them: ids
+# (block hashes may be 64-bit; token ids), and arrival_time_ns, an epoch in ns that is bounded in seconds
+# once converted. Every other number of a trace record, at any depth, is held to it (no floor: times may be
+# below a microsecond).
+TRACE_ID_FIELDS = frozenset({"id", "hash_ids", "input_ids", "input_tok_ids", "output_tok_ids", "chat_id",
+                             "parent_chat_id", "arrival_time_ns"})  # fmt: skip
+
+
+def check_trace_record(rec: Any, source: str, line: int | None = None) -> None:
+    """The number rule on every number of a trace record, nested ones included (a subagent's calls)."""
+    if (found := numbers_problem(rec, floor=False, skip=TRACE_ID_FIELDS)) is not None:
+        raise InputError(f"{found[0]}: {found[1]}", source=source, line=line)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -234,6 +254,7 @@ def json_records(path: str | Path, *, offset: int = 0, lineno: int = 0) -> Itera
         rec = parse_json(line, str(path), line=n)
         if not isinstance(rec, dict):
             raise InputError("expected a JSON object", source=str(path), line=n)
+        check_trace_record(rec, str(path), n)
         yield n, at, rec
 
 

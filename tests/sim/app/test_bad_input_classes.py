@@ -245,3 +245,38 @@ class TestOneWriterAFolder:
         assert [code for code, _ in ends] == [0, 2], ends
         assert str(out) in ends[1][1] and len(ends[1][1].strip().splitlines()) == 1
         assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "s.yaml"]
+
+
+def weka_trajectory(api: float = 1.0, duration_ms: float = 500) -> dict:
+    return {"id": "a", "block_size": 64, "hash_id_scope": "local", "requests": [
+        {"type": "n", "t": 0, "in": 256, "out": 4, "hash_ids": [1, 2, 3, 4], "api_time": api},
+        {"type": "subagent", "t": 1, "duration_ms": duration_ms,
+         "requests": [{"type": "s", "t": 1, "in": 128, "out": 2, "hash_ids": [9, 10]}]},
+        {"type": "n", "t": 3, "in": 512, "out": 4, "hash_ids": list(range(1, 9))}]}  # fmt: skip
+
+
+class TestNumbersEverywhere:
+    """Class 4: the number rule holds every number of every trace record, nested ones included."""
+
+    @pytest.mark.parametrize(("change", "message"), [
+        ({"api": 1e300}, "requests.0.api_time: 1e+300 is out of range"),
+        ({"duration_ms": 1e17}, "requests.1.duration_ms: 1e+17 is out of range"),
+        ({"duration_ms": -5}, "requests[1].duration_ms: expected milliseconds >= 0 or null, got -5"),
+        ({"duration_ms": 1e14}, "requests[1].duration_ms: the group ends at 1e+11 s, over the limit")])  # fmt: skip
+    def test_a_weka_number_out_of_bounds_is_refused_by_validate_naming_line_and_field(self, tmp_path, tiny, capsys,
+                                                                                      change, message):  # fmt: skip
+        trace = tmp_path / "w.jsonl"
+        trace.write_text(json.dumps(weka_trajectory()) + "\n")
+        sets = ["--set", "workload.kind=trace", "--set", f"workload.path={trace}", "--set", "workload.format=weka"]
+        assert main(["validate", str(tiny), *sets]) == 0
+        trace.write_text(json.dumps(weka_trajectory(**change)) + "\n")
+        capsys.readouterr()
+        assert main(["validate", str(tiny), *sets]) == 2
+        assert f"{trace}:1: {message}" in one_line(capsys)
+
+    def test_ids_and_epoch_nanoseconds_are_not_quantities(self, tmp_path, capsys):
+        trace = tmp_path / "t.jsonl"
+        trace.write_text('{"input_ids": [1, 2, 3], "output_length": 2, "arrival_time_ns": 1733000000000000000}\n'
+                         '{"input_ids": [1, 18446744073709551615], "output_length": 2, '
+                         '"arrival_time_ns": 1733000001000000000}\n')  # fmt: skip
+        assert main(["replay", str(trace), "--model", "generic", "--l1-pages", "10", "--no-bound"]) == 0
