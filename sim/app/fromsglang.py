@@ -628,6 +628,7 @@ def _map_deployment_flag(conv: Conversion, flag: str, value: str | None, text: s
     sc = conv.scenario
     if flag == "--load-balance-method":
         _put(sc, "scheduler.load_balance_method", value)
+        conv.origins["scheduler.load_balance_method"] = text
         conv.mapped.append(f"{text} -> scheduler.load_balance_method: {value}")
     elif flag == "--hicache-storage-backend":
         _put(sc, "l3.enabled", True)
@@ -662,12 +663,11 @@ def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
     hw = sc.get("hardware", {})
     if dp_size is not None:
         n, text = dp_size
-        if hw.get("enable_dp_attention") and "dp_size" not in hw:
-            _put(sc, "hardware.dp_size", n)
-            conv.mapped.append(f"{text} -> hardware.dp_size: {n} (attention-DP ranks)")
-        else:
-            _put(sc, "cluster.instances", n)
-            conv.mapped.append(f"{text} -> cluster.instances: {n} (replicas)")
+        path = "hardware.dp_size" if hw.get("enable_dp_attention") and "dp_size" not in hw else "cluster.instances"
+        _check_mapped(text.split()[0], n, path)
+        _put(sc, path, n)
+        conv.origins[path] = text
+        conv.mapped.append(f"{text} -> {path}: {n} ({'attention-DP ranks' if path.startswith('hardware') else 'replicas'})")
     if hw.get("dp_size", 1) > 1 and not hw.get("enable_dp_attention"):  # --attn-dp-size N
         _put(sc, "hardware.enable_dp_attention", True)
     if hw.get("enable_dp_attention") and hw.get("dp_size", 1) == 1:  # one attention-DP rank: plain TP
@@ -687,6 +687,7 @@ def _resolve_spec(conv: Conversion, accept_length: float | None) -> None:
         raise InputError("--speculative-algorithm: give the run's mean accept length per verify pass with "
                          "--accept-length (SGLang logs it as accept len; published V4 runs: ~2.4-3.5)")  # fmt: skip
     spec["accept_length"] = accept_length
+    conv.origins["speculative.accept_length"] = f"--accept-length {accept_length:g}"
     conv.mapped.append(f"--accept-length {accept_length:g} -> speculative.accept_length")
     sched = sc.setdefault("scheduler", {})
     if "max_running_requests" not in sched:

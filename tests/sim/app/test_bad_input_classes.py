@@ -280,3 +280,28 @@ class TestNumbersEverywhere:
                          '{"input_ids": [1, 18446744073709551615], "output_length": 2, '
                          '"arrival_time_ns": 1733000001000000000}\n')  # fmt: skip
         assert main(["replay", str(trace), "--model", "generic", "--l1-pages", "10", "--no-bound"]) == 0
+
+
+class TestTheUsersValueBlamed:
+    """Class 6: the check that names what the user typed runs before a derivation that consumes it."""
+
+    V3 = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8"
+
+    @pytest.mark.parametrize(("flags", "accept", "message"), [
+        ("--dp-size 3 --enable-dp-attention", None, "--dp-size 3: hardware.dp_size: 3 does not divide tp_size 8"),
+        ("--dp-size 0 --enable-dp-attention", None, "--dp-size 0: must be >= 1 (as hardware.dp_size)"),
+        ("--dp-size 0", None, "--dp-size 0: must be >= 1 (as cluster.instances)"),
+        ("--load-balance-method bogus", None, "--load-balance-method bogus: scheduler.load_balance_method: expected"),
+        ("--speculative-algorithm EAGLE", "9", "--accept-length 9: speculative.accept_length: 9 exceeds")])  # fmt: skip
+    def test_a_flag_is_blamed_for_its_own_value(self, tmp_path, capsys, flags, accept, message):
+        argv = ["scenario", "from-sglang", "--gpu", "H200", "--launch", f"{self.V3} {flags}", "--out", str(tmp_path / "s.yaml")]
+        assert main(argv + (["--accept-length", accept] if accept else [])) == 2
+        assert one_line(capsys).startswith(f"hicache-sim: error: {message}")
+
+    def test_weights_no_gpu_holds_are_blamed_on_the_config(self, tmp_path, tiny, capsys):
+        cfg = json.loads(resources.files("sim").joinpath("data", "models", "qwen3-14b.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 10**9}))
+        tiny.write_text(TINY.replace("hardware: {kv_mem_gb: 0.2}",
+                                     f"model: {{name: q, config: {tmp_path / 'config.json'}}}\nhardware: {{gpu: H200}}"))
+        assert main(["validate", str(tiny)]) == 2
+        assert f"model.config: {tmp_path / 'config.json'}: the weights (" in one_line(capsys)
