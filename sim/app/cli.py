@@ -215,8 +215,8 @@ def _add_plan(sub) -> None:
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
                    help="a decode-instance scenario for the HiSparse section (throughput against the batch)")  # fmt: skip
-    p.add_argument("--batches", default=[1, 2, 4, 8, 16, 32, 64], type=_int_list, metavar="B1,B2,...",
-                   help="--decode: batch caps to run HiSparse on and off at (default: %(default)s)")  # fmt: skip
+    p.add_argument("--batches", default=None, type=_int_list, metavar="B1,B2,...",
+                   help="--decode: batch caps to run HiSparse on and off at (default: 1,2,4,8,16,32,64)")  # fmt: skip
     p.add_argument("--out", default=None, metavar="DIR", help="report folder (default: runs/plan-NAME/DATE)")
     p.add_argument("--overwrite", action="store_true", help="replace the report already in --out DIR")
     p.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: CPU count)")
@@ -240,6 +240,9 @@ def _cmd_plan(args) -> int:
     from sim.app.seeds import parse_seeds
     from sim.base.fileio import new_run_dir, staged_dir
 
+    if args.batches is not None and args.decode is None:
+        raise InputError("--batches: the batch caps of the HiSparse section, which runs on a decode instance: "
+                         "add --decode SCENARIO.yaml")  # fmt: skip
     sc = base_scenario(scenario=args.scenario, launch=args.launch, gpu=args.gpu, benches=args.bench,
                        trace=args.trace, overrides=args.overrides)  # fmt: skip
     check_startable(sc)
@@ -252,7 +255,7 @@ def _cmd_plan(args) -> int:
                         sc.hardware.host_mem_gb if args.scenario else 2048.0),
                     gpus_per_node=args.gpus_per_node,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
-                    decode_batches=args.batches)  # fmt: skip
+                    **({"decode_batches": args.batches} if args.batches else {}))  # fmt: skip
     command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
     with contextlib.ExitStack() as stack:  # the report folder: --out (replaced only if it holds a plan) or a new one
         if args.out is None:
@@ -421,6 +424,8 @@ def _add_trace_args(p) -> None:
 
 def _trace_block(args, fmt: str) -> int | None:
     """The block size of a block-hashed trace (the default tree page for a model without a fixed page)."""
+    if fmt == "weka" and args.block_size is not None:
+        raise InputError("--block-size: a Weka trace states its own block size in each trajectory (block_size), which its hash_ids follow")
     return args.block_size or {"mooncake": 512, "bailian": 16, "weka": 64}.get(fmt)
 
 
@@ -472,7 +477,8 @@ def _cmd_replay(args) -> int:
         raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
     v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/cache/v4/swacache.py)
-    page = args.page_size or (_trace_block(args, fmt) if not v4 else None) or model.page_size
+    block = _trace_block(args, fmt)
+    page = args.page_size or (block if not v4 else None) or model.page_size
     # The policy simulator's unit: one node per hash id, the partial last block a page of its own. The trace is
     # read as it is replayed, so memory does not grow with it; a first pass checks every record and counts them.
     requests = trace_requests(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,

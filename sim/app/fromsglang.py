@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from sim.base.errors import InputError
-from sim.base.inputs import num_text, number_problem
+from sim.base.inputs import MAX_REQUEST_TOKENS, num_text, number_problem
 from sim.model.aic import model_config_path
 
 __all__ = ["Conversion", "from_sglang", "to_yaml"]
@@ -525,6 +525,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
     aliases = known["launch_server_aliases"]
     flags = [(aliases.get(f, f), v, t) for f, v, t in flags]  # --tensor-parallel-size is --tp-size
     tp = next((v for f, v, _ in flags if f == "--tp-size"), "1")
+    _check_choices(flags, known["launch_server_choices"])
     hicache_size = dp_size = None
     for flag, value, text in flags:
         current = _current_spelling(conv, flag, value, text, tp, older)
@@ -561,6 +562,16 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
         _put(sc, "hicache.host_pages", pages)
 
 
+def _check_choices(flags: list[tuple[str, str | None, str]], choices: dict[str, dict]) -> None:
+    """A value outside a flag's argparse ``choices`` is refused, as SGLang's parser refuses it before it starts."""
+    for flag, value, text in flags:
+        allowed = choices.get(flag, {}).get("choices")
+        if value is not None and allowed is not None and value not in map(str, allowed):
+            shown = ", ".join(map(str, allowed[:12])) + (f" and {len(allowed) - 12} more" if len(allowed) > 12 else "")
+            raise InputError(f"{text}: SGLang refuses it: expected one of {shown} "
+                             f"(sglang/srt/{choices[flag]['at']})")  # fmt: skip
+
+
 def _current_spelling(conv: Conversion, flag: str, value: str | None, text: str, tp: str,
                       older: dict[str, Any]) -> tuple[str, str | None, str] | None:  # fmt: skip
     """A flag as SGLang 0.5.23 spells it; None for a 0.5.2 flag that 0.5.23 dropped (listed as ignored)."""
@@ -582,6 +593,9 @@ def _map_table_flag(conv: Conversion, flag: str, value: str | None, text: str) -
     if flag in _LAUNCH:
         path, kind = _LAUNCH[flag]
         converted = _number(kind, flag, value)
+        if flag == "--chunked-prefill-size" and converted <= 0:  # SGLang: no chunking (scheduler.py:1372-1373)
+            converted = MAX_REQUEST_TOKENS
+            text = f"{text} (SGLang's chunking off: a chunk no request reaches)"
         if flag == "--schedule-policy" and converted not in ("fcfs", "lpm"):
             raise InputError(f"--schedule-policy {value}: not modelled (the simulator has fcfs and lpm)")
         if flag == "--hicache-storage-prefetch-policy" and converted not in ("best_effort", "wait_complete", "timeout"):

@@ -148,6 +148,12 @@ def check_config(cfg: dict[str, Any], source: str) -> None:
     if "head_dim" not in cfg and isinstance(heads, int) and isinstance(hidden, int) and heads > hidden:
         raise InputError(f"num_attention_heads: {heads} heads of a {hidden}-wide hidden state leave no head_dim "
                          "(give head_dim)", source=source)  # fmt: skip
+    kv_heads = cfg.get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv_heads, int) and heads >= 1 and kv_heads >= 1 and heads % kv_heads:
+        # each KV head serves a whole group of query heads: SGLang's attention takes the group as num_heads //
+        # num_kv_heads (layers/attention/triton_backend.py:317), none at all with more KV heads than heads
+        raise InputError(f"num_key_value_heads: {kv_heads} KV heads do not divide the {heads} attention heads into "
+                         "whole groups", source=source)  # fmt: skip
 
 
 def _need(cfg: dict, key: str, name: str) -> Any:

@@ -17,7 +17,7 @@ from sim.app.schema.hardware import HardwareConfig
 from sim.app.schema.model import ModelConfig, _named_config
 from sim.app.schema.scheduler import SchedulerConfig
 from sim.app.schema.section import _derivable, _field_error, _resolve_file
-from sim.base.inputs import number_problem
+from sim.base.inputs import MAX_REQUEST_TOKENS, number_problem
 
 
 @dataclass
@@ -152,8 +152,12 @@ def _fill_kv_mem(hw: dict, sched: dict, gpu: Any, shape: Any, tp: int, dp: int, 
     that leave none are the config's (at the TP size given), not a ``kv_mem_gb`` nobody typed."""
     from sim.model import hardware
 
+    chunk = sched.get("chunked_prefill_size")
+    if isinstance(chunk, int) and chunk >= MAX_REQUEST_TOKENS:  # chunking off (a chunk no request reaches):
+        # SGLang sizes the activations by max_prefill_tokens instead (arg_groups/memory_hook.py:304-307)
+        chunk = sched.get("max_prefill_tokens", SchedulerConfig.model_fields["max_prefill_tokens"].default)
     mfs = hw.get("mem_fraction_static") or hardware.default_mem_fraction_static(
-        gpu, tp_size=tp, chunked_prefill_size=sched.get("chunked_prefill_size"),
+        gpu, tp_size=tp, chunked_prefill_size=chunk,
         max_running_requests=sched.get("max_running_requests"), mla=shape.family == "mla",
         version=hw.get("sglang_defaults", "0.5.23"), attn_dp_size=dp)  # fmt: skip
     kv = hardware.kv_budget_bytes(gpu, mfs, shape.weight_bytes_per_rank)

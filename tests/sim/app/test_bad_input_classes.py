@@ -92,9 +92,9 @@ class TestNonsense:
 
     def test_a_trace_time_past_the_longest_run_is_refused(self, tmp_path, capsys):
         trace = tmp_path / "t.jsonl"
-        trace.write_text('{"timestamp": 1.7e308, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}\n')
+        trace.write_text('{"timestamp": 1e14, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}\n')
         assert main(["replay", str(trace), "--no-bound"]) == 2
-        assert f"{trace}:1: timestamp: arrives at 1.7e+305 s" in one_line(capsys)
+        assert f"{trace}:1: timestamp: arrives at 1e+11 s" in one_line(capsys)
 
     def test_a_swa_pool_that_drops_every_request_is_refused_before_the_run(self, tmp_path, tiny, capsys):
         out = tmp_path / "out"
@@ -291,7 +291,7 @@ class TestTheUsersValueBlamed:
         ("--dp-size 3 --enable-dp-attention", None, "--dp-size 3: hardware.dp_size: 3 does not divide tp_size 8"),
         ("--dp-size 0 --enable-dp-attention", None, "--dp-size 0: must be >= 1 (as hardware.dp_size)"),
         ("--dp-size 0", None, "--dp-size 0: must be >= 1 (as cluster.instances)"),
-        ("--load-balance-method bogus", None, "--load-balance-method bogus: scheduler.load_balance_method: expected"),
+        ("--load-balance-method bogus", None, "--load-balance-method bogus: SGLang refuses it: expected one of auto"),
         ("--speculative-algorithm EAGLE", "9", "--accept-length 9: speculative.accept_length: 9 exceeds")])  # fmt: skip
     def test_a_flag_is_blamed_for_its_own_value(self, tmp_path, capsys, flags, accept, message):
         argv = ["scenario", "from-sglang", "--gpu", "H200", "--launch", f"{self.V3} {flags}", "--out", str(tmp_path / "s.yaml")]
@@ -305,3 +305,45 @@ class TestTheUsersValueBlamed:
                                      f"model: {{name: q, config: {tmp_path / 'config.json'}}}\nhardware: {{gpu: H200}}"))
         assert main(["validate", str(tiny)]) == 2
         assert f"model.config: {tmp_path / 'config.json'}: the weights (" in one_line(capsys)
+
+
+class TestAsSGLangChecks:
+    """Class 5: what SGLang refuses is refused, naming where SGLang refuses it; what it accepts is accepted."""
+
+    QWEN = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B"
+
+    def test_a_value_outside_a_flags_choices_is_refused_with_sglangs_line(self, tmp_path, capsys):
+        argv = ["scenario", "from-sglang", "--gpu", "H200", "--out", str(tmp_path / "s.yaml")]
+        assert main([*argv, "--launch", f"{self.QWEN} --quantization fp2"]) == 2
+        line = one_line(capsys)
+        assert "--quantization fp2: SGLang refuses it: expected one of awq, fp8" in line
+        assert line.endswith("(sglang/srt/arg_groups/fields/model.py:181)")
+        assert not (tmp_path / "s.yaml").exists()
+
+    def test_a_chunk_of_minus_1_turns_chunking_off_as_sglang_does(self, tmp_path, capsys):
+        out = tmp_path / "s.yaml"
+        assert main(["scenario", "from-sglang", "--gpu", "H200", "--launch", f"{self.QWEN} --chunked-prefill-size -1",
+                     "--out", str(out)]) == 0  # fmt: skip
+        assert "chunked_prefill_size: 4194304" in out.read_text()
+        assert main(["validate", str(out)]) == 0
+
+    def test_more_kv_heads_than_heads_is_refused_naming_the_config_field(self, tmp_path, tiny, capsys):
+        cfg = json.loads(resources.files("sim").joinpath("data", "models", "qwen3-14b.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps({**cfg, "num_key_value_heads": 64}))
+        tiny.write_text(TINY.replace("hardware:", f"model: {{name: q, config: {tmp_path / 'config.json'}}}\nhardware:"))
+        assert main(["validate", str(tiny)]) == 2
+        assert "num_key_value_heads: 64 KV heads do not divide the 40 attention heads" in one_line(capsys)
+
+    def test_a_block_size_for_a_weka_trace_that_states_its_own_is_refused(self, tmp_path, tiny, capsys):
+        trace = tmp_path / "w.jsonl"
+        trace.write_text(json.dumps(weka_trajectory()) + "\n")
+        assert main(["replay", str(trace), "--block-size", "7"]) == 2
+        assert one_line(capsys).startswith("hicache-sim: error: --block-size: a Weka trace states its own block size")
+        sets = ["--set", "workload.kind=trace", "--set", f"workload.path={trace}", "--set", "workload.format=weka"]
+        assert main(["validate", str(tiny), *sets, "--set", "workload.block_size=7"]) == 2
+        assert "workload.block_size: a Weka trace states its own block size" in one_line(capsys)
+
+    def test_plan_batches_without_a_decode_instance_is_refused(self, tmp_path, tiny, capsys, monkeypatch):
+        monkeypatch.chdir(tmp_path)  # the default report folder, were it not refused
+        assert main(["plan", "--scenario", str(tiny), "--batches", "4"]) == 2
+        assert "--batches: the batch caps of the HiSparse section" in one_line(capsys)
