@@ -825,7 +825,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hicache-sim: warning: {', '.join(edited)} changed after being compiled, and the compiled copy is what "
               "runs: rebuild with HICACHE_SIM_COMPILE=1 pip install -e .", file=sys.stderr)  # fmt: skip
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # `kill`, `timeout`
+    # `kill`, `timeout`; SIGHUP: the terminal or ssh session closed. Both end as Ctrl-C does, staging removed.
+    previous = {s: signal.signal(s, _terminated) for s in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
     try:
         check_outputs(args)
         code = int(args.func(args) or 0)
@@ -842,19 +843,20 @@ def main(argv: list[str] | None = None) -> int:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
             raise  # a bug: keep the traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"hicache-sim: error: {where}{os_error_text(exc)}; nothing half-written was kept", file=sys.stderr)
+        print(f"hicache-sim: error: {where}{os_error_text(exc)}; {_kept(args)}", file=sys.stderr)
         return 2
-    except _Terminated:
-        print("hicache-sim: terminated; nothing half-written was kept", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    except _Terminated as exc:
+        why = "hung up (SIGHUP: the terminal closed)" if exc.signum == signal.SIGHUP else "terminated"
+        print(f"hicache-sim: {why}; {_kept(args)}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         if main_thread:  # the command is ending: a second SIGINT (`timeout` signals the process group as well)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # must not break this line or the exit's thread joins
-        print("hicache-sim: interrupted; nothing half-written was kept", file=sys.stderr)
+        print(f"hicache-sim: interrupted; {_kept(args)}", file=sys.stderr)
         return 130
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
@@ -872,12 +874,28 @@ def check_outputs(args) -> None:
             checks[kind](value, "--" + attr)
 
 
+def _kept(args) -> str:
+    """What an ending command leaves: a sweep keeps its finished points (the same command resumes it); every
+    other command, nothing (its staging is removed)."""
+    if getattr(args, "command", None) == "sweep":
+        from sim.app.sweep import finished_points
+
+        n = finished_points(args.out)
+        if n:
+            return f"the {n} finished point(s) in {args.out}/points were kept: run the same command again to resume"
+    return "nothing half-written was kept"
+
+
 class _Terminated(BaseException):
-    """SIGTERM, raised where the program is so ``finally`` blocks remove staging files."""
+    """SIGTERM or SIGHUP, raised where the program is so ``finally`` blocks remove staging files."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _terminated(signum, frame):
-    raise _Terminated
+    raise _Terminated(signum)
 
 
 if __name__ == "__main__":

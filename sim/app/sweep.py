@@ -297,6 +297,11 @@ def _json_default(value: Any) -> Any:
 # ------------------------------------------------------------------------------------------ running
 
 
+def finished_points(out_dir: str | Path) -> int:
+    """The points of the sweep in ``out_dir`` that finished (a rerun of the same sweep skips them)."""
+    return sum(1 for p in Path(out_dir, "points").glob("*.json") if (_read_point(p) or {}).get("status") == "ok")
+
+
 def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "local", workers: int | None = None,
               ray_address: str | None = None, progress: bool = False, max_points: int | None = None,
               overwrite: bool = False) -> pd.DataFrame:  # fmt: skip

@@ -347,3 +347,44 @@ class TestAsSGLangChecks:
         monkeypatch.chdir(tmp_path)  # the default report folder, were it not refused
         assert main(["plan", "--scenario", str(tiny), "--batches", "4"]) == 2
         assert "--batches: the batch caps of the HiSparse section" in one_line(capsys)
+
+
+class TestSignals:
+    """Class 8: SIGHUP ends a command as SIGTERM does; an ending sweep says what it kept and how to resume."""
+
+    def test_sighup_removes_the_staging_and_says_so(self, tmp_path, tiny):
+        import signal
+        import time
+
+        tiny.write_text(TINY.replace("num_clients: 2, max_parallel: 2", "num_clients: 1024, max_parallel: 64")
+                        .replace("num_rounds: 2", "num_rounds: 6"))  # fmt: skip
+        out = tmp_path / "out"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-m", "sim.app.cli", "run", str(tiny), "--out", str(out), "--no-progress"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".out.partial-*")):  # the run has started
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGHUP)
+        err = proc.communicate(timeout=120)[1]
+        assert proc.returncode == 128 + signal.SIGHUP, err
+        assert err.strip().splitlines() == ["hicache-sim: hung up (SIGHUP: the terminal closed); nothing half-written "
+                                            "was kept"]  # fmt: skip
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+    def test_an_interrupted_sweep_names_the_points_it_kept(self, tmp_path, tiny, capsys, monkeypatch):
+        import sim.app.sweep
+
+        run_local = sim.app.sweep._run_local
+
+        def one_then_ctrl_c(todo, workers):
+            yield from run_local(todo[:1], workers)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(sim.app.sweep, "_run_local", one_then_ctrl_c)
+        out = tmp_path / "sw"
+        argv = ["sweep", str(tiny), "--grid", "seed=1,2,3", "--out", str(out), "--workers", "1", "--no-progress"]
+        assert main(argv) == 130
+        assert one_line(capsys) == (f"hicache-sim: interrupted; the 1 finished point(s) in {out}/points were kept: run "
+                                    "the same command again to resume")  # fmt: skip
