@@ -388,3 +388,33 @@ class TestSignals:
         assert main(argv) == 130
         assert one_line(capsys) == (f"hicache-sim: interrupted; the 1 finished point(s) in {out}/points were kept: run "
                                     "the same command again to resume")  # fmt: skip
+
+
+class TestPhysics:
+    """Class 9: a timing faster than the link or the launch can be is a broken measurement, not an improvement."""
+
+    @pytest.fixture
+    def tables(self, tmp_path):
+        spec = json.loads(resources.files("sim").joinpath("data", "h200_spec.json").read_text())
+        (tmp_path / "base.json").write_text(json.dumps(spec))
+        return tmp_path, spec
+
+    def check(self, tmp_path, new: dict) -> int:
+        (tmp_path / "new.json").write_text(json.dumps(new))
+        return main(["calibrate", "check", str(tmp_path / "new.json"), "--baseline", str(tmp_path / "base.json")])
+
+    def test_medians_of_1e_30_s_are_refused_not_an_improvement(self, tables, capsys):
+        tmp_path, spec = tables
+        fast = [{**e, "median_s": 1e-30, "p10_s": 1e-30, "p90_s": 1e-30} for e in spec["entries"]]
+        assert self.check(tmp_path, {**spec, "entries": fast}) == 2
+        assert f"{tmp_path / 'new.json'}: entries[0].median_s: 1e-30 s is faster than any GPU operation timed from " \
+            "the host" in one_line(capsys)  # fmt: skip
+
+    def test_a_transfer_faster_than_the_tables_own_link_is_refused(self, tables, capsys):
+        tmp_path, spec = tables
+        big = max(range(len(spec["entries"])), key=lambda i: spec["entries"][i]["n_items"] * spec["entries"][i]["item_bytes"])
+        entries = [dict(e) for e in spec["entries"]]
+        entries[big].update(median_s=entries[big]["median_s"] / 10, p10_s=entries[big]["p10_s"] / 10)
+        assert self.check(tmp_path, {**spec, "entries": entries}) == 2
+        assert f"entries[{big}].median_s:" in (line := one_line(capsys))
+        assert "faster than the PCIe Gen5 x16 link (source.pcie) carries (63.008 GB/s)" in line
