@@ -130,18 +130,26 @@ def _in_scenario(exc: InputError, scenario: str) -> InputError:
 def _run_seeds(args, scenario) -> int:
     from sim.app.run import check_startable, summary_json
     from sim.app.scenario import dump_resolved
-    from sim.app.seeds import format_intervals, parse_seeds, run_seeds, seeds_summary
+    from sim.app.seeds import (
+        NO_SPREAD_NOTE,
+        format_intervals,
+        no_spread,
+        parse_seeds,
+        run_seeds,
+        seeds_summary,
+    )
     from sim.base.fileio import run_folder
 
     seeds = parse_seeds(args.seeds, scenario.seed)
     check_startable(scenario)
-    _note_seeds_of_a_trace(scenario)
     with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):
-        df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+        df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress)
         (tmp / "summary.json").write_text(summary_json(seeds_summary(scenario, df)))
         df.to_csv(tmp / "seeds.csv", index=False)
         (tmp / "scenario.yaml").write_text(dump_resolved(scenario))
     print(f"{scenario.name}: {len(seeds)} seeds ({', '.join(map(str, seeds))})")
+    if no_spread(df):
+        _note(NO_SPREAD_NOTE)
     print(format_intervals(df))
     print(f"wrote {out}/: summary.json, seeds.csv, scenario.yaml")
     return 0
@@ -162,12 +170,15 @@ def _add_diff(sub) -> None:
 def _cmd_diff(args) -> int:
     import json
 
-    from sim.app.seeds import compare, format_compare, read_seed_table
+    from sim.app.seeds import compare, different_workloads, format_compare, read_seed_table
     from sim.base.fileio import check_output_file, write_text_atomic
 
     if args.json:
         check_output_file(args.json, "--json")
     diffs = compare(read_seed_table(args.a), read_seed_table(args.b))
+    if fields := different_workloads(args.a, args.b):
+        _note(f"A and B run different workloads (workload.{', workload.'.join(fields)} differ): B - A is the "
+              "workload's difference as much as the setup's")  # fmt: skip
     print(f"A = {args.a}\nB = {args.b}")
     print(format_compare(diffs))
     if args.json:
@@ -263,7 +274,7 @@ def _cmd_plan(args) -> int:
         else:
             out = Path(args.out)
             tmp = stack.enter_context(staged_dir(out, overwrite=args.overwrite, marker="plan.json"))
-        data = make_plan(spec, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
+        data = make_plan(spec, workers=args.workers, progress=not args.no_progress,
                          executor=args.executor, ray_address=args.ray_address)  # fmt: skip
         names = write_report(data, tmp, command=command.strip())
     rec = data["recommendation"]
@@ -613,15 +624,15 @@ def _cmd_sweep(args) -> int:
     plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
-    if seeded:
-        _note_seeds_of_a_trace(plan.base)
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
                    progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
     if seeded:
-        from sim.app.seeds import aggregate, format_intervals
+        from sim.app.seeds import NO_SPREAD_NOTE, aggregate, format_intervals, no_spread
         from sim.base.fileio import write_text_atomic
 
         keys = [a.key for a in plan.axes if a.key != "seed"]
+        if no_spread(df, keys):
+            _note(NO_SPREAD_NOTE)
         print(format_intervals(df, keys))
         write_text_atomic(f"{args.out}/sweep_seeds.csv", aggregate(df, keys).to_csv(index=False))
     else:
@@ -634,12 +645,6 @@ def _cmd_sweep(args) -> int:
         raise InputError(f"{len(failed)} of {len(plan.points)} points failed (point {first['point_id']}: "
                          f"{first['error']}); their rows have status 'failed', the others are whole")  # fmt: skip
     return 0
-
-
-def _note_seeds_of_a_trace(scenario) -> None:
-    if scenario.workload.kind == "trace":  # nothing in a trace replay draws from the seed (plan runs one)
-        _note("a trace replays its own arrivals and prompts, so every seed gives the same run: the intervals "
-              "are 0, not a measure of the trace's noise")  # fmt: skip
 
 
 def _seed_axis(args) -> str:

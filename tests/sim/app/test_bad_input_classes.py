@@ -418,3 +418,38 @@ class TestPhysics:
         assert self.check(tmp_path, {**spec, "entries": entries}) == 2
         assert f"entries[{big}].median_s:" in (line := one_line(capsys))
         assert "faster than the PCIe Gen5 x16 link (source.pcie) carries (63.008 GB/s)" in line
+
+
+class TestNoiseAndNotes:
+    """Class 7: the seed note and the noise test know zero spread and different workloads; long work speaks."""
+
+    @pytest.fixture
+    def trace_scenario(self, tmp_path) -> Path:
+        trace = tmp_path / "t.jsonl"
+        trace.write_text("".join(f'{{"timestamp": {i * 50}, "input_length": 600, "output_length": 4, '
+                                 f'"hash_ids": [{i % 3}, {i}]}}\n' for i in range(30)))  # fmt: skip
+        (tmp_path / "t.yaml").write_text(TINY.replace(
+            "workload: {kind: multi_turn, num_clients: 2, max_parallel: 2, request_length: 64, output_length: 4,\n"
+            "           num_rounds: 2, request_rate: null}", f"workload: {{kind: trace, path: {trace}}}"))
+        return tmp_path / "t.yaml"
+
+    def test_a_difference_between_deterministic_runs_is_not_called_outside_the_noise(self, tmp_path, trace_scenario,
+                                                                                       capsys):  # fmt: skip
+        a, b = tmp_path / "a", tmp_path / "b"
+        for out, sets in ((a, []), (b, ["--set", "scheduler.max_running_requests=2"])):
+            assert main(["run", str(trace_scenario), "--seeds", "2", "--workers", "1", "--out", str(out),
+                         "--no-progress", *sets]) == 0  # fmt: skip
+            assert "every seed gave the same figures" in capsys.readouterr().err
+        assert main(["diff", str(a), str(b), "--json", str(tmp_path / "d.json")]) == 0
+        assert "outside the noise" not in capsys.readouterr().out
+        rows = json.loads((tmp_path / "d.json").read_text())
+        assert {r["test"] for r in rows} == {"no spread"} and not any(r["significant"] for r in rows)
+
+    def test_a_diff_of_two_workloads_says_so(self, tmp_path, tiny, capsys):
+        assert main(["run", str(tiny), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+        assert main(["run", str(tiny), "--out", str(tmp_path / "b"), "--no-progress", "--set",
+                     "workload.num_rounds=3"]) == 0  # fmt: skip
+        capsys.readouterr()
+        assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+        assert one_line(capsys) == ("hicache-sim: note: A and B run different workloads (workload.num_rounds differ): "
+                                    "B - A is the workload's difference as much as the setup's")  # fmt: skip
