@@ -23,7 +23,7 @@ from pathlib import Path
 from sim.base.errors import InputError, os_error_text
 from sim.base.inputs import pipe_or_device
 
-__all__ = ["atomic_path", "check_image_file", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
+__all__ = ["atomic_path", "check_image_file", "claim_folder", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
            "write_text_atomic"]
 
 
@@ -225,7 +225,7 @@ def staged_dir(final: str | os.PathLike, *, overwrite: bool = False, option: str
         except OSError as exc:
             raise InputError(f"{option}: cannot create the output folder: {os_error_text(exc)}",
                              source=str(final)) from None  # fmt: skip
-        with _claimed(final, option):
+        with claim_folder(final, option):
             if final.is_dir() and any(final.iterdir()):
                 if not (final / marker).is_file():
                     raise InputError(f"{option}: holds other files, not a hicache-sim output folder (no {marker}); "
@@ -259,7 +259,7 @@ def staged_dir(final: str | os.PathLike, *, overwrite: bool = False, option: str
 
 
 @contextlib.contextmanager
-def _claimed(final: Path, option: str) -> Iterator[None]:
+def claim_folder(final: Path, option: str) -> Iterator[None]:
     """Hold ``final`` for this process: an exclusive ``flock`` on ``.NAME.lock`` beside it, which the kernel
     drops when the process ends however it ends (a SIGKILLed writer leaves no claim, at most an empty file that
     the next writer takes over). A second writer gets one line naming the folder, and exit status 2."""

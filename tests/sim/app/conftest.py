@@ -1,7 +1,10 @@
 """Fixtures the command-line tests share."""
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -32,3 +35,31 @@ def fifo(tmp_path):
     yield make
     done.set()
     watcher.join()
+
+
+def _under_limit(argvs: list[list[str]], cwd: Path, *, fsize: int = 100, timeout: float = 120) -> list[tuple[int, str]]:
+    """(exit status, stderr) of each command run by ``main`` in one child process whose files may not grow past
+    ``fsize`` bytes (``ulimit -f``: every write past it fails with EFBIG; Python ignores SIGXFSZ)."""
+    script = (
+        "import contextlib, io, json, resource, sys\n"
+        "from sim.app.cli import main\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({fsize}, resource.RLIM_INFINITY))\n"
+        "out = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):\n"
+        "        code = main(argv)\n"
+        "    out.append((code, err.getvalue()))\n"
+        "sys.__stdout__.write(json.dumps(out))\n"  # a pipe: the limit is on files only
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [tuple(r) for r in json.loads(proc.stdout)]
+
+
+@pytest.fixture
+def under_limit():
+    """:func:`_under_limit`: commands run where files may not grow past a size (EFBIG)."""
+    return _under_limit

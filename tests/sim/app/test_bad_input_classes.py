@@ -143,32 +143,10 @@ class TestOrigins:
 
 
 # ---------------------------------------------------------------------------------------------- issue 37
-def under_limit(argvs: list[list[str]], cwd: Path, *, fsize: int = 100, timeout: float = 120) -> list[tuple[int, str]]:
-    """(exit status, stderr) of each command run by ``main`` in one child process whose files may not grow past
-    ``fsize`` bytes (``ulimit -f``: every write past it fails with EFBIG; Python ignores SIGXFSZ)."""
-    script = (
-        "import contextlib, io, json, resource, sys\n"
-        "from sim.app.cli import main\n"
-        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({fsize}, resource.RLIM_INFINITY))\n"
-        "out = []\n"
-        "for argv in json.loads(sys.argv[1]):\n"
-        "    err = io.StringIO()\n"
-        "    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):\n"
-        "        code = main(argv)\n"
-        "    out.append((code, err.getvalue()))\n"
-        "sys.__stdout__.write(json.dumps(out))\n"  # a pipe: the limit is on files only
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return [tuple(r) for r in json.loads(proc.stdout)]
-
-
 class TestWriteErrors:
     """Class 1: every write error is one line naming the output and the errno's meaning; nothing is left."""
 
-    def test_a_file_size_limit_is_one_line_naming_each_commands_output(self, tmp_path, tiny):
+    def test_a_file_size_limit_is_one_line_naming_each_commands_output(self, tmp_path, tiny, under_limit):
         tiny.write_text(TINY)
         assert main(["run", str(tiny), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
         trace = tmp_path / "t.jsonl"
