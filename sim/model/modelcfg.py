@@ -156,6 +156,16 @@ def check_config(cfg: dict[str, Any], source: str) -> None:
                          "whole groups", source=source)  # fmt: skip
 
 
+# The architectures SGLang builds as DeepSeek V4 (configs/model_config.py:395-400), and V4's model_type.
+V4_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
+
+
+def _names_v4(cfg: dict) -> bool:
+    archs = cfg.get("architectures")
+    return cfg.get("model_type") == "deepseek_v4" or (isinstance(archs, list) and any(
+        a in V4_ARCHITECTURES for a in archs if isinstance(a, str)))  # fmt: skip
+
+
 def _need(cfg: dict, key: str, name: str) -> Any:
     if key not in cfg or cfg[key] is None:
         raise InputError(f"{key}: required field missing (model {name!r})")
@@ -235,6 +245,9 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
     b = _dtype_bytes(cfg, kv_dtype, expert_dtype)
     embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
     mlp, mlp_active, expert, n_exp, k = _moe(cfg, name, hidden, layers)
+    if _names_v4(cfg) and "compress_ratios" not in cfg:  # SGLang would build V4's model and fail on it
+        raise InputError(f"compress_ratios: required field missing (model {name!r}: its architectures or model_type "
+                         "name DeepSeek V4, whose model SGLang builds from compress_ratios, models/deepseek_v4.py:1047)")
     if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
         att = _v4_attention(cfg, name, hidden, heads, layers, fp4_indexer)
     elif "kv_lora_rank" in cfg:

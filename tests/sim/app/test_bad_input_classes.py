@@ -326,6 +326,14 @@ class TestAsSGLangChecks:
         assert main(["plan", "--scenario", str(tiny), "--batches", "4"]) == 2
         assert "--batches: the batch caps of the HiSparse section" in one_line(capsys)
 
+    def test_a_config_naming_deepseek_v4_without_its_fields_is_refused(self, tmp_path, tiny, capsys):
+        cfg = json.loads(resources.files("sim").joinpath("data", "models", "qwen3-14b.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "deepseek_v4",
+                                                          "architectures": ["DeepseekV4ForCausalLM"]}))  # fmt: skip
+        tiny.write_text(TINY.replace("hardware:", f"model: {{name: q, config: {tmp_path / 'config.json'}}}\nhardware:"))
+        assert main(["validate", str(tiny)]) == 2
+        assert "compress_ratios: required field missing" in one_line(capsys)
+
 
 class TestSignals:
     """Class 8: SIGHUP ends a command as SIGTERM does; an ending sweep says what it kept and how to resume."""
