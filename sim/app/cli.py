@@ -128,7 +128,7 @@ def _in_scenario(exc: InputError, scenario: str) -> InputError:
 
 
 def _run_seeds(args, scenario) -> int:
-    from sim.app.run import check_startable, summary_json
+    from sim.app.run import LONG_RUN_REQUESTS, check_startable, summary_json
     from sim.app.scenario import dump_resolved
     from sim.app.seeds import (
         NO_SPREAD_NOTE,
@@ -141,7 +141,10 @@ def _run_seeds(args, scenario) -> int:
     from sim.base.fileio import run_folder
 
     seeds = parse_seeds(args.seeds, scenario.seed)
-    check_startable(scenario)
+    requests = check_startable(scenario)
+    if requests and requests * len(seeds) >= LONG_RUN_REQUESTS:  # as one run announces its own length
+        _note(f"{len(seeds)} seeds x {requests:,} requests = {requests * len(seeds):,} requests on "
+              f"{min(args.workers or os.cpu_count() or 1, len(seeds))} worker(s): expect minutes")  # fmt: skip
     with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):
         df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress)
         (tmp / "summary.json").write_text(summary_json(seeds_summary(scenario, df)))

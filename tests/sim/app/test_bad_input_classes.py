@@ -431,6 +431,13 @@ class TestNoiseAndNotes:
         rows = json.loads((tmp_path / "d.json").read_text())
         assert {r["test"] for r in rows} == {"no spread"} and not any(r["significant"] for r in rows)
 
+    def test_seeds_that_add_up_to_a_long_run_are_announced_before_the_work(self, tmp_path, tiny, capsys, monkeypatch):
+        monkeypatch.setattr("sim.app.run.LONG_RUN_REQUESTS", 8)  # as 100,000 requests: tiny's 4 a seed, 2 seeds
+        assert main(["run", str(tiny), "--seeds", "2", "--workers", "1", "--out", str(tmp_path / "o"),
+                     "--no-progress"]) == 0  # fmt: skip
+        assert "hicache-sim: note: 2 seeds x 4 requests = 8 requests on 1 worker(s): expect minutes" \
+            in capsys.readouterr().err  # fmt: skip
+
     def test_a_diff_of_two_workloads_says_so(self, tmp_path, tiny, capsys):
         assert main(["run", str(tiny), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
         assert main(["run", str(tiny), "--out", str(tmp_path / "b"), "--no-progress", "--set",
