@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -63,3 +64,20 @@ def _under_limit(argvs: list[list[str]], cwd: Path, *, fsize: int = 100, timeout
 def under_limit():
     """:func:`_under_limit`: commands run where files may not grow past a size (EFBIG)."""
     return _under_limit
+
+
+MAX_RSS_GROWTH_KB = 2 << 20  # 2 GB over a fuzzing module: a bomb expanded in memory would pass it
+
+
+@pytest.fixture(scope="module")
+def rss():
+    """The module's peak memory grows by under ``MAX_RSS_GROWTH_KB``."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    yield
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < MAX_RSS_GROWTH_KB
+
+
+@pytest.fixture
+def fresh(tmp_path_factory):
+    """A new folder for each example of a property test (the function's ``tmp_path`` is shared by them)."""
+    return lambda: tmp_path_factory.mktemp("fuzz")
