@@ -1,10 +1,11 @@
 """The input-structure rules every reader of a user's file goes through, whatever its format.
 
 One place says what may be read as an input at all (a regular file, or a folder where one is expected: never a
-pipe, a device or a socket, which could hang the reader or never end), how big a file may be before it is read, how long one line of a JSON-lines file may be, how
-deep a document may nest, how far YAML aliases may expand, and which numbers any input may hold. Each rule is
-checked before the content is used, and each failure is an :class:`~sim.base.errors.InputError` of one line that
-names the file (and line) it came from, so no reader needs its own copy of these checks.
+pipe, a device or a socket, which could hang the reader or never end), how big a file may be before it is read,
+how long one line of a JSON-lines file may be, how deep a document may nest, how far YAML aliases may expand, and
+which numbers any input may hold, a trace's nested ones included. Each rule is checked before the content is used,
+and each failure is an :class:`~sim.base.errors.InputError` of one line that names the file (and line) it came
+from, so no reader needs its own copy of these checks.
 """
 
 from __future__ import annotations
