@@ -12,7 +12,7 @@ import threading
 
 from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
-from sim.base.errors import InputError
+from sim.base.errors import InputError, os_error_text
 from sim.cache.eviction import EVICTION_POLICIES
 from sim.model.hardware import NODE_DRAM_GB
 
@@ -131,20 +131,31 @@ def _in_scenario(exc: InputError, scenario: str) -> InputError:
 
 
 def _run_seeds(args, scenario) -> int:
-    from sim.app.run import check_startable, summary_json
+    from sim.app.run import LONG_RUN_REQUESTS, check_startable, summary_json
     from sim.app.scenario import dump_resolved
-    from sim.app.seeds import format_intervals, parse_seeds, run_seeds, seeds_summary
+    from sim.app.seeds import (
+        NO_SPREAD_NOTE,
+        format_intervals,
+        no_spread,
+        parse_seeds,
+        run_seeds,
+        seeds_summary,
+    )
     from sim.base.fileio import run_folder
 
     seeds = parse_seeds(args.seeds, scenario.seed)
-    check_startable(scenario)
-    _note_seeds_of_a_trace(scenario)
+    requests = check_startable(scenario)
+    if requests and requests * len(seeds) >= LONG_RUN_REQUESTS:  # as one run announces its own length
+        _note(f"{len(seeds)} seeds x {requests:,} requests = {requests * len(seeds):,} requests on "
+              f"{min(args.workers or os.cpu_count() or 1, len(seeds))} worker(s): expect minutes")  # fmt: skip
     with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):
-        df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+        df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress)
         (tmp / "summary.json").write_text(summary_json(seeds_summary(scenario, df)))
         df.to_csv(tmp / "seeds.csv", index=False)
         (tmp / "scenario.yaml").write_text(dump_resolved(scenario))
     print(f"{scenario.name}: {len(seeds)} seeds ({', '.join(map(str, seeds))})")
+    if no_spread(df):
+        _note(NO_SPREAD_NOTE)
     print(format_intervals(df))
     print(f"wrote {out}/: summary.json, seeds.csv, scenario.yaml")
     return 0
@@ -165,12 +176,15 @@ def _add_diff(sub) -> None:
 def _cmd_diff(args) -> int:
     import json
 
-    from sim.app.seeds import compare, format_compare, read_seed_table
+    from sim.app.seeds import compare, different_workloads, format_compare, read_seed_table
     from sim.base.fileio import check_output_file, write_text_atomic
 
     if args.json:
         check_output_file(args.json, "--json")
     diffs = compare(read_seed_table(args.a), read_seed_table(args.b))
+    if fields := different_workloads(args.a, args.b):
+        _note(f"A and B run different workloads (workload.{', workload.'.join(fields)} differ): B - A is the "
+              "workload's difference as much as the setup's")  # fmt: skip
     print(f"A = {args.a}\nB = {args.b}")
     print(format_compare(diffs))
     if args.json:
@@ -218,8 +232,8 @@ def _add_plan(sub) -> None:
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
                    help="a decode-instance scenario for the HiSparse section (throughput against the batch)")  # fmt: skip
-    p.add_argument("--batches", default=[1, 2, 4, 8, 16, 32, 64], type=_int_list, metavar="B1,B2,...",
-                   help="--decode: batch caps to run HiSparse on and off at (default: %(default)s)")  # fmt: skip
+    p.add_argument("--batches", default=None, type=_int_list, metavar="B1,B2,...",
+                   help="--decode: batch caps to run HiSparse on and off at (default: 1,2,4,8,16,32,64)")  # fmt: skip
     p.add_argument("--out", default=None, metavar="DIR", help="report folder (default: runs/plan-NAME/DATE)")
     p.add_argument("--overwrite", action="store_true", help="replace the report already in --out DIR")
     p.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: CPU count)")
@@ -243,6 +257,9 @@ def _cmd_plan(args) -> int:
     from sim.app.seeds import parse_seeds
     from sim.base.fileio import new_run_dir, staged_dir
 
+    if args.batches is not None and args.decode is None:
+        raise InputError("--batches: the batch caps of the HiSparse section, which runs on a decode instance: "
+                         "add --decode SCENARIO.yaml")  # fmt: skip
     sc = base_scenario(scenario=args.scenario, launch=args.launch, gpu=args.gpu, benches=args.bench,
                        trace=args.trace, overrides=args.overrides)  # fmt: skip
     check_startable(sc)
@@ -255,7 +272,7 @@ def _cmd_plan(args) -> int:
                         sc.hardware.host_mem_gb if args.scenario else NODE_DRAM_GB),
                     gpus_per_node=args.gpus_per_node,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
-                    decode_batches=args.batches)  # fmt: skip
+                    **({"decode_batches": args.batches} if args.batches else {}))  # fmt: skip
     command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
     with contextlib.ExitStack() as stack:  # the report folder: --out (replaced only if it holds a plan) or a new one
         if args.out is None:
@@ -263,7 +280,7 @@ def _cmd_plan(args) -> int:
         else:
             out = Path(args.out)
             tmp = stack.enter_context(staged_dir(out, overwrite=args.overwrite, marker="plan.json"))
-        data = make_plan(spec, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
+        data = make_plan(spec, workers=args.workers, progress=not args.no_progress,
                          executor=args.executor, ray_address=args.ray_address)  # fmt: skip
         names = write_report(data, tmp, command=command.strip())
     rec = data["recommendation"]
@@ -315,15 +332,10 @@ def _add_tree(sub) -> None:
 
 
 def _call_file(arg: str):
-    """A call stream's path, refused in one line if it is a folder or missing (a pipe is read once, whole)."""
-    from pathlib import Path
+    """A call stream's path, refused in one line unless it is a regular file (a folder, a pipe, a device)."""
+    from sim.base.inputs import check_input
 
-    path = Path(arg)
-    if path.is_dir():
-        raise InputError("a folder: give a call stream file (JSON lines)", source=arg)
-    if not path.exists():
-        raise InputError("no such file", source=arg)
-    return path
+    return check_input(arg, "call stream (JSON lines)")
 
 
 def _cmd_tree(args) -> int:
@@ -484,6 +496,8 @@ def _add_trace_args(p) -> None:
 
 def _trace_block(args, fmt: str) -> int | None:
     """The block size of a block-hashed trace (the default tree page for a model without a fixed page)."""
+    if fmt == "weka" and args.block_size is not None:
+        raise InputError("--block-size: a Weka trace states its own block size in each trajectory (block_size), which its hash_ids follow")
     return args.block_size or {"mooncake": 512, "bailian": 16, "weka": 64}.get(fmt)
 
 
@@ -535,7 +549,8 @@ def _cmd_replay(args) -> int:
         raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
     v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/cache/v4/swacache.py)
-    page = args.page_size or (_trace_block(args, fmt) if not v4 else None) or model.page_size
+    block = _trace_block(args, fmt)
+    page = args.page_size or (block if not v4 else None) or model.page_size
     # The policy simulator's unit: one node per hash id, the partial last block a page of its own. The trace is
     # read as it is replayed, so memory does not grow with it; a first pass checks every record and counts them.
     requests = trace_requests(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
@@ -687,15 +702,15 @@ def _cmd_sweep(args) -> int:
     _note_inert([a.key for a in plan.axes], [p.scenario for p in plan.points], "--grid")
     if args.executor == "ray":
         _note_ray_start(len(plan.points), args.ray_address)
-    if seeded:
-        _note_seeds_of_a_trace(plan.base)
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
                    progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
     if seeded:
-        from sim.app.seeds import aggregate, format_intervals
+        from sim.app.seeds import NO_SPREAD_NOTE, aggregate, format_intervals, no_spread
         from sim.base.fileio import write_text_atomic
 
         keys = [a.key for a in plan.axes if a.key != "seed"]
+        if no_spread(df, keys):
+            _note(NO_SPREAD_NOTE)
         print(format_intervals(df, keys))
         write_text_atomic(f"{args.out}/sweep_seeds.csv", aggregate(df, keys).to_csv(index=False))
     else:
@@ -732,12 +747,6 @@ def _note_ray_start(points: int, address: str | None) -> None:
     elif address is None:
         _note("--executor ray without --ray-address starts a Ray cluster on this machine: the same CPUs local "
               "processes (the default) use, after tens of seconds of start; join a larger cluster to gain")  # fmt: skip
-
-
-def _note_seeds_of_a_trace(scenario) -> None:
-    if scenario.workload.kind == "trace":  # nothing in a trace replay draws from the seed (plan runs one)
-        _note("a trace replays its own arrivals and prompts, so every seed gives the same run: the intervals "
-              "are 0, not a measure of the trace's noise")  # fmt: skip
 
 
 def _seed_axis(args) -> str:
@@ -924,7 +933,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hicache-sim: warning: {', '.join(edited)} changed after being compiled, and the compiled copy is what "
               "runs: rebuild with HICACHE_SIM_COMPILE=1 pip install -e .", file=sys.stderr)  # fmt: skip
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # `kill`, `timeout`
+    # `kill`, `timeout`; SIGHUP: the terminal or ssh session closed. Both end as Ctrl-C does, staging removed.
+    previous = {s: signal.signal(s, _terminated) for s in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
     try:
         check_outputs(args)
         code = int(args.func(args) or 0)
@@ -940,20 +950,21 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
             raise  # a bug: keep the traceback
-        print(f"hicache-sim: error: {exc.filename or ''}: {exc.strerror}; nothing half-written was kept",
-              file=sys.stderr)  # fmt: skip
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"hicache-sim: error: {where}{os_error_text(exc)}; {_kept(args)}", file=sys.stderr)
         return 2
-    except _Terminated:
-        print("hicache-sim: terminated; nothing half-written was kept", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    except _Terminated as exc:
+        why = "hung up (SIGHUP: the terminal closed)" if exc.signum == signal.SIGHUP else "terminated"
+        print(f"hicache-sim: {why}; {_kept(args)}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         if main_thread:  # the command is ending: a second SIGINT (`timeout` signals the process group as well)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # must not break this line or the exit's thread joins
-        print("hicache-sim: interrupted; nothing half-written was kept", file=sys.stderr)
+        print(f"hicache-sim: interrupted; {_kept(args)}", file=sys.stderr)
         return 130
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
@@ -971,12 +982,28 @@ def check_outputs(args) -> None:
             checks[kind](value, "--" + attr)
 
 
+def _kept(args) -> str:
+    """What an ending command leaves: a sweep keeps its finished points (the same command resumes it); every
+    other command, nothing (its staging is removed)."""
+    if getattr(args, "command", None) == "sweep":
+        from sim.app.sweep import finished_points
+
+        n = finished_points(args.out)
+        if n:
+            return f"the {n} finished point(s) in {args.out}/points were kept: run the same command again to resume"
+    return "nothing half-written was kept"
+
+
 class _Terminated(BaseException):
-    """SIGTERM, raised where the program is so ``finally`` blocks remove staging files."""
+    """SIGTERM or SIGHUP, raised where the program is so ``finally`` blocks remove staging files."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _terminated(signum, frame):
-    raise _Terminated
+    raise _Terminated(signum)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from sim.base.errors import InputError
-from sim.base.inputs import num_text, number_problem
+from sim.base.inputs import MAX_REQUEST_TOKENS, num_text, number_problem
 from sim.model.aic import model_config_path
 
 __all__ = ["Conversion", "from_sglang", "to_yaml"]
@@ -524,6 +524,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
     aliases = known["launch_server_aliases"]
     flags = [(aliases.get(f, f), v, t) for f, v, t in flags]  # --tensor-parallel-size is --tp-size
     tp = next((v for f, v, _ in flags if f == "--tp-size"), "1")
+    _check_choices(flags, known["launch_server_choices"])
     hicache_size = dp_size = None
     for flag, value, text in flags:
         current = _current_spelling(conv, flag, value, text, tp, older)
@@ -560,6 +561,16 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
         _put(sc, "hicache.host_pages", pages)
 
 
+def _check_choices(flags: list[tuple[str, str | None, str]], choices: dict[str, dict]) -> None:
+    """A value outside a flag's argparse ``choices`` is refused, as SGLang's parser refuses it before it starts."""
+    for flag, value, text in flags:
+        allowed = choices.get(flag, {}).get("choices")
+        if value is not None and allowed is not None and value not in map(str, allowed):
+            shown = ", ".join(map(str, allowed[:12])) + (f" and {len(allowed) - 12} more" if len(allowed) > 12 else "")
+            raise InputError(f"{text}: SGLang refuses it: expected one of {shown} "
+                             f"(sglang/srt/{choices[flag]['at']})")  # fmt: skip
+
+
 def _current_spelling(conv: Conversion, flag: str, value: str | None, text: str, tp: str,
                       older: dict[str, Any]) -> tuple[str, str | None, str] | None:  # fmt: skip
     """A flag as SGLang 0.5.23 spells it; None for a 0.5.2 flag that 0.5.23 dropped (listed as ignored)."""
@@ -581,6 +592,9 @@ def _map_table_flag(conv: Conversion, flag: str, value: str | None, text: str) -
     if flag in _LAUNCH:
         path, kind = _LAUNCH[flag]
         converted = _number(kind, flag, value)
+        if flag == "--chunked-prefill-size" and converted <= 0:  # SGLang: no chunking (scheduler.py:1372-1373)
+            converted = MAX_REQUEST_TOKENS
+            text = f"{text} (SGLang's chunking off: a chunk no request reaches)"
         if flag == "--schedule-policy" and converted not in ("fcfs", "lpm"):
             raise InputError(f"--schedule-policy {value}: not modelled (the simulator has fcfs and lpm)")
         if flag == "--hicache-storage-prefetch-policy" and converted not in ("best_effort", "wait_complete", "timeout"):
@@ -627,6 +641,7 @@ def _map_deployment_flag(conv: Conversion, flag: str, value: str | None, text: s
     sc = conv.scenario
     if flag == "--load-balance-method":
         _put(sc, "scheduler.load_balance_method", value)
+        conv.origins["scheduler.load_balance_method"] = text
         conv.mapped.append(f"{text} -> scheduler.load_balance_method: {value}")
     elif flag == "--hicache-storage-backend":
         _put(sc, "l3.enabled", True)
@@ -724,12 +739,11 @@ def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
     hw = sc.get("hardware", {})
     if dp_size is not None:
         n, text = dp_size
-        if hw.get("enable_dp_attention") and "dp_size" not in hw:
-            _put(sc, "hardware.dp_size", n)
-            conv.mapped.append(f"{text} -> hardware.dp_size: {n} (attention-DP ranks)")
-        else:
-            _put(sc, "cluster.instances", n)
-            conv.mapped.append(f"{text} -> cluster.instances: {n} (replicas)")
+        path = "hardware.dp_size" if hw.get("enable_dp_attention") and "dp_size" not in hw else "cluster.instances"
+        _check_mapped(text.split()[0], n, path)
+        _put(sc, path, n)
+        conv.origins[path] = text
+        conv.mapped.append(f"{text} -> {path}: {n} ({'attention-DP ranks' if path.startswith('hardware') else 'replicas'})")
     if hw.get("dp_size", 1) > 1 and not hw.get("enable_dp_attention"):  # --attn-dp-size N
         _put(sc, "hardware.enable_dp_attention", True)
     if hw.get("enable_dp_attention") and hw.get("dp_size", 1) == 1:  # one attention-DP rank: plain TP
@@ -749,6 +763,7 @@ def _resolve_spec(conv: Conversion, accept_length: float | None) -> None:
         raise InputError("--speculative-algorithm: give the run's mean accept length per verify pass with "
                          "--accept-length (SGLang logs it as accept len; published V4 runs: ~2.4-3.5)")  # fmt: skip
     spec["accept_length"] = accept_length
+    conv.origins["speculative.accept_length"] = f"--accept-length {accept_length:g}"
     conv.mapped.append(f"--accept-length {accept_length:g} -> speculative.accept_length")
     sched = sc.setdefault("scheduler", {})
     if "max_running_requests" not in sched:

@@ -32,14 +32,14 @@ def _outcome(fn: Callable[..., Any], args: tuple) -> dict:
 
 def run_calls(calls: Sequence[Call], *, workers: int | None = None, progress: bool = False, desc: str = "runs",
               bar=None, executor: str = "local", ray_address: str | None = None) -> list[dict]:  # fmt: skip
-    """The outcome of each call, in input order. ``bar``: an open tqdm bar to advance instead of a new one.
+    """The outcome of each call, in input order. ``bar``: an open progress bar to advance instead of a new one.
     ``executor="ray"``: Ray tasks (started here, or joined at ``ray_address``), as ``sweep --executor ray``."""
-    from tqdm import tqdm
+    from sim.base.progress import progress_bar
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(calls)))
     own = bar is None
     if own:
-        bar = tqdm(total=len(calls), desc=desc, unit="run", disable=not progress, file=sys.stderr)
+        bar = progress_bar(len(calls), desc=desc, unit="runs", enabled=progress)
     out: list[dict] = [{}] * len(calls)
     try:
         if executor == "ray":

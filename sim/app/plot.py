@@ -16,6 +16,7 @@ import pandas as pd
 
 from sim.base.errors import InputError
 from sim.base.fileio import atomic_path, check_output_file
+from sim.base.inputs import check_input
 
 __all__ = ["KINDS", "compare_figure", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
 
@@ -73,9 +74,7 @@ def _resolve(source: str | Path, default_name: str) -> Path:
     path = Path(source)
     if path.is_dir():
         path = path / default_name
-    if not path.is_file():
-        raise InputError("no such file", source=str(path))
-    return path
+    return check_input(path, "run's result file")
 
 
 def _read(path: Path, required: Sequence[str]) -> pd.DataFrame:

@@ -346,10 +346,11 @@ def lane_trajectories(w, page: int, rng: np.random.Generator) -> Sequence[Trajec
     return [weka_trajectory(rec, page, "workload", None, budget) for rec in generate_sessions(w, rng, w.sessions)]
 
 
-def check_startable(sc: Scenario) -> None:
+def check_startable(sc: Scenario) -> int | None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
     the workload as the run builds it (a trace's records, its simulated span, its smallest request against the
-    empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing."""
+    empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing; returns the
+    requests the run would serve where the workload says (None: a decode instance, or a run a duration ends)."""
     model = build_model_spec(sc)
     if sc.cluster.role != "decode":
         device_pools(sc, model)  # cap mode may leave no Full pool
@@ -360,16 +361,16 @@ def check_startable(sc: Scenario) -> None:
     if sc.compute.backend != "roofline":
         step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
     if sc.cluster.role != "decode":
-        build(sc)  # the workload as the run makes it (a trace read and checked, none held): its span, its fit
-    else:
-        from sim.hisparse.decode import decode_shape, decode_swa_ratio
+        return build(sc)[2]  # the workload as the run makes it (a trace read and checked, none held)
+    from sim.hisparse.decode import decode_shape, decode_swa_ratio
 
-        decode_swa_ratio(sc)
-        from sim.hisparse.topk import load_topk_trace
+    decode_swa_ratio(sc)
+    from sim.hisparse.topk import load_topk_trace
 
-        decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
-        if sc.hisparse.access.kind == "trace":
-            load_topk_trace(sc.hisparse.access.trace_path)
+    decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
+    if sc.hisparse.access.kind == "trace":
+        load_topk_trace(sc.hisparse.access.trace_path)
+    return None
 
 
 def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | None = None,

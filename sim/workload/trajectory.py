@@ -32,13 +32,13 @@ from sim.base.inputs import (
     MAX_REQUEST_TOKENS,
     MAX_SIMULATED_S,
     MAX_WORKLOAD_PAGES,
-    check_rereadable,
+    check_input,
+    check_trace_record,
     check_unchanged,
     file_stamp,
     json_objects,
     json_records,
     num_text,
-    number_problem,
     parse_json,
     read_text,
 )
@@ -155,7 +155,7 @@ class WekaCorpus(Sequence):
 
     def __init__(self, path: str | Path, *, page_size: int, max_trajectories: int | None = None,
                  budget: PageBudget | None = None) -> None:  # fmt: skip
-        check_rereadable(path, "corpus")
+        check_input(path, "corpus", folder=True)
         self.path, self.page, self.most, self.budget = Path(path), page_size, max_trajectories, budget
         self._where: list[tuple[str, int | None, int]] | None = None  # (source, line or None, byte offset)
         self._stamps: dict[str, tuple | None] = {}
@@ -212,6 +212,7 @@ def _load_json(path: Path) -> dict:
     rec = parse_json(read_text(path, "trace"), str(path))  # the input rules: size, UTF-8, strict JSON, nesting
     if not isinstance(rec, dict):
         raise InputError("expected a JSON object (one trajectory)", source=str(path))
+    check_trace_record(rec, str(path))
     return rec
 
 
@@ -273,9 +274,12 @@ def _weka_subagent(r: dict, block: int, page: int, interner: PageInterner, where
         where.fail(f"{at}.requests", "a subagent group needs at least one call")
     dur = r.get("duration_ms")
     if dur is not None:
-        if isinstance(dur, bool) or not isinstance(dur, (int, float)):
-            where.fail(f"{at}.duration_ms", f"unexpected value {dur!r}")
-        end = t + max(0.0, dur / 1000.0)
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or dur < 0:
+            where.fail(f"{at}.duration_ms", f"expected milliseconds >= 0 or null, got {dur!r}")
+        end = t + dur / 1000.0
+        if end > MAX_SIMULATED_S:
+            where.fail(f"{at}.duration_ms", f"the group ends at {end:.3g} s, over the limit of {MAX_SIMULATED_S:g} s "
+                       "of simulated time")  # fmt: skip
     else:
         end = max(c.t + (c.api_time or 0.0) for c in calls)
     return Subagent(t, end, calls)
@@ -290,6 +294,9 @@ def _weka_call(r: dict, block: int, page: int, interner: PageInterner, where: _W
     if api is not None and (isinstance(api, bool) or not isinstance(api, (int, float)) or api < 0):
         where.fail(f"{at}.api_time", f"expected seconds >= 0 or null, got {api!r}")
     where.at_least((f"{at}.t", t, 0), (f"{at}.in", n_in, 1), (f"{at}.out", n_out, 0))
+    if t + (api or 0.0) > MAX_SIMULATED_S:
+        where.fail(f"{at}.api_time" if api else f"{at}.t", f"ends at {t + (api or 0.0):.3g} s, over the limit of "
+                   f"{MAX_SIMULATED_S:g} s of simulated time")  # fmt: skip
     _check_ids(ids, n_in, block, where, f"{at}.hash_ids")
     if n_in + n_out > MAX_REQUEST_TOKENS:
         where.fail(at, f"in + out of {n_in + n_out:,} tokens, over the limit of {MAX_REQUEST_TOKENS:,} per request")
@@ -332,11 +339,8 @@ class _Where:
                 self.fail(name, f"must be >= {low}, got {value}")
 
     def number(self, rec: dict, name: str, at: str = "") -> float:
-        """A time or duration: within the bounds every input number has (sim.base.inputs; no floor)."""
-        value = float(self.get(rec, name, (int, float), at))
-        if (problem := number_problem(value, floor=False)) is not None:
-            self.fail(f"{at}.{name}" if at else name, problem)
-        return value
+        """A time or duration (its bounds were checked with the whole record: sim.base.inputs.check_trace_record)."""
+        return float(self.get(rec, name, (int, float), at))
 
 
 # ----- Bailian ------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ the outcomes; nothing here is tuned to a result.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -323,13 +322,10 @@ def _add_hisparse_jobs(jobs: _Jobs, spec: PlanSpec) -> None:
 
 
 def _run(jobs: _Jobs, *, workers: int | None, progress: bool, executor: str, ray_address: str | None) -> None:
-    from tqdm import tqdm
-
     from sim.app.parallel import run_calls
 
-    with tqdm(total=len(jobs.calls), desc="plan", unit="run", disable=not progress, file=sys.stderr,
-              bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} runs [{elapsed}<{remaining}]") as bar:  # fmt: skip
-        outcomes = run_calls(jobs.calls, workers=workers, bar=bar, executor=executor, ray_address=ray_address)
+    outcomes = run_calls(jobs.calls, workers=workers, progress=progress, desc="plan", executor=executor,
+                         ray_address=ray_address)  # fmt: skip
     jobs.results = dict(zip(jobs.keys, outcomes))
 
 

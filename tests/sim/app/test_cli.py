@@ -210,7 +210,8 @@ def test_a_full_disk_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypa
     monkeypatch.setattr(sim.app.run, "write_files", full)
     assert _run(tmp_path, "--out", str(tmp_path / "out")) == 2
     err = capsys.readouterr().err
-    assert "No space left on device" in err and len(err.strip().splitlines()) == 1
+    assert f"{tmp_path / 'out'}: cannot write: No space left on device (ENOSPC)" in err
+    assert len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
 
 

@@ -397,9 +397,10 @@ class TestModelConfigAndGpu:
         spec = build_model_spec(scenario_from_dict(self.BASE))
         assert spec.bytes_per_page == 81_920 * 64
 
-    def test_weights_too_big_for_the_gpu_is_an_error_naming_the_field(self):
+    def test_weights_too_big_for_the_gpu_are_the_configs_error_not_a_derived_fields(self):
         data = {**self.BASE, "model": {"name": "v3", "config": "deepseek-v3"}, "hardware": {"gpu": "A10"}}
-        assert "hardware.kv_mem_gb" in error_of(scenario_from_dict, data)
+        assert "model.config: deepseek-v3: the weights (672.9 GB per rank at tp_size 1) leave no KV memory" \
+            in error_of(scenario_from_dict, data)  # fmt: skip
 
     def test_unknown_gpu_and_config_are_field_errors(self):
         assert "hardware.gpu" in error_of(scenario_from_dict, {**self.BASE, "hardware": {"gpu": "Z9"}})

@@ -113,6 +113,8 @@ def test_a_config_key_no_config_has_set_is_named(tmp_path, capsys):
 
 @pytest.mark.parametrize(("calls", "message"), [
     ([ADMIT, {"op": "finish", "rid": "g"}, {"op": "extend", "rid": "g"}], "rid: request 'g' has finished"),
+    ([ADMIT, {"op": "finish", "rid": "g"}, {"op": "finish", "rid": "g"}],
+     "rid: request 'g' was finished by an earlier finish call"),
     ([ADMIT, {"op": "extend", "rid": "g"}, {"op": "extend", "rid": "g"}], "rid: request 'g' has no prompt left"),
     ([ADMIT, {"op": "decode", "rid": "g", "n": 2}], "rid: request 'g' has prompt left to prefill"),
     ([ADMIT, ADMIT], "rid: request 'g' is already running"),

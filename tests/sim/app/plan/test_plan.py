@@ -183,10 +183,11 @@ class TestSlo:
             parse_slo(text)
 
 
-def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and_a_progress_bar(capsys):
+def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and_a_progress_bar(capsys, monkeypatch):
     from sim.app.plan import PlanSpec, make_plan
     from sim.app.scenario import load_scenario
 
+    monkeypatch.setattr("sim.base.progress.PLAIN_EVERY_S", 0.0)  # off a terminal: a line a run, not every 30 s
     sc = load_scenario(ROOT / "scenarios" / "mla_baseline_multiturn.yaml",
                        ["workload.num_clients=32", "workload.max_parallel=8", "workload.num_rounds=3"])  # fmt: skip
     spec = PlanSpec(sc, ratios=[1.0, 4.0], seeds=[1], policies=["write_through"], l3_policies=["timeout"],
