@@ -737,6 +737,9 @@ def _add_scenario(sub) -> None:
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
     f.add_argument("--accept-length", type=_positive_float, default=None, metavar="X",
                    help="with --speculative-algorithm: the run's mean tokens per verify pass (its accept len)")
+    f.add_argument("--server-log", default=None, metavar="FILE",
+                   help="the server's startup log: the pool capacities, chunk size and request cap it printed "
+                        "replace the derived ones (a derived pool more than a page off is reported)")  # fmt: skip
     f.add_argument("--out", default=None, metavar="FILE.yaml", help="write here (default: stdout)")
     f.set_defaults(func=_cmd_from_sglang, outputs=(("out", "file"),))
 
@@ -750,7 +753,7 @@ def _cmd_from_sglang(args) -> int:
         check_output_file(args.out, "--out")
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
-                       accept_length=args.accept_length)  # fmt: skip
+                       accept_length=args.accept_length, server_log=args.server_log)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
     text = to_yaml(conv)
     if args.out is None:
@@ -760,6 +763,8 @@ def _cmd_from_sglang(args) -> int:
     print(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored")
     for line in conv.ignored:
         print(f"  ignored {line}")
+    for line in conv.checks:
+        print(f"  log vs derived: {line}")
     return 0
 
 

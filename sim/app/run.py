@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.app.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
 from sim.base.fileio import staged_dir
@@ -34,7 +35,6 @@ from sim.cache.v4.hicache import check_v4_setup
 from sim.cache.v4.swa import swa_cap_tokens
 from sim.model.compute import Roofline, attention_pairs, step_model
 from sim.model.costs import CostTable, resolve_cost_table
-from sim.model.hostmem import swa_host_pages
 from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode
 from sim.offline.replay import pages_for_bytes
@@ -77,6 +77,12 @@ class RunResult:
 
 
 def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
+    """(L1 Full pages, the SWA pool as a share of them): as the server logged them, else as derived
+    (:func:`sim.app.capacity.logged_device_pools`)."""
+    return logged_device_pools(sc, *derived_device_pools(sc, model))
+
+
+def derived_device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     """(L1 Full pages, the SWA pool as a share of them) that the scenario's KV memory holds.
 
     In SGLang's cap mode the SWA pool is a fixed token count (:func:`sim.cache.v4.swa.swa_cap_tokens`) whose bytes come
@@ -139,11 +145,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     page = hc.page_size
     dp = sc.hardware.attn_dp_size  # one scheduler, KV pool, tree and host pool per attention-DP rank
     l1, swa_ratio = device_pools(sc, model)
-    l2, l2_swa = 0, None
-    if hc.enabled:
-        l2 = hc.host_pages if hc.host_pages is not None else int(l1 * hc.hicache_ratio)
-        if model.has_swa and hc.host_pages is None:
-            l2_swa = swa_host_pages(l1, l2, swa_ratio, hc.hicache_ratio)
+    l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
     page_bytes = model.bytes_per_page * page / model.page_size
     return EngineConfig(
         model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
@@ -486,6 +488,8 @@ def _setup_summary(sc: Scenario, sim: Simulation) -> dict:
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
                            **_swa_pages(sc, sim),
                            **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
+        "capacity_sources": capacity_sources(sc, cfg.model),
+        **({"capacity_mismatches": m} if (m := logged_mismatches(sc, *derived_device_pools(sc, cfg.model))) else {}),
     }
 
 
@@ -636,6 +640,7 @@ def format_summary(result: RunResult) -> str:
         + (f"{s['dp_attention_ranks']} DP-attention ranks each (pools per rank), " if "dp_attention_ranks" in s else "")
         + f"L1 {plural(cap['l1'], 'page')}, L2 {plural(cap['l2'], 'page')} of {cap['page_tokens']} tokens"
         + (f"; SWA pool {plural(cap['l1_swa'], 'page')} ({cap['swa_sizing']})" if "l1_swa" in cap else ""),
+        *_capacity_lines(s),
         f"cost table: {s['cost_table']}",
         compute_line(s["compute"]),
         "",
@@ -660,6 +665,17 @@ def format_summary(result: RunResult) -> str:
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
     return "\n".join(lines)
+
+
+def _capacity_lines(s: dict) -> list[str]:
+    """Which capacities came from the server's log (or a cap), and where the derivation misses them; nothing
+    when all are derived."""
+    src = s.get("capacity_sources", {})
+    given = {k: v for k, v in src.items() if "logged" in v or "capped" in v or v.startswith("hicache.host")}
+    if not given:  # a mismatch needs a logged capacity
+        return []
+    return ["capacities: " + ", ".join(f"{k} from {v}" for k, v in given.items()),
+            *(f"  note: {m}" for m in s.get("capacity_mismatches", []))]
 
 
 def _hit_line(hr: dict, tiers: list[str]) -> str:

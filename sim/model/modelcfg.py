@@ -176,13 +176,15 @@ def _moe(cfg: dict, name: str, hidden: int, layers: int) -> tuple[float, float, 
 
 def expert_dtype_of(cfg: dict[str, Any], expert_dtype: str = "auto") -> str:
     """The routed experts' dtype: as given, else the checkpoint's: fp4 when its quantization_config marks the
-    routed experts mxfp4 (SGLang ``configs/model_config.py:722-733``), else its weights' dtype."""
+    routed experts mxfp4 (SGLang ``configs/model_config.py:722-733``) or its config declares them so (DeepSeek
+    V4's ``expert_dtype``, the key SGLang writes for it too, ``model_loader/expert_pack_runtime.py:275``), else
+    its weights' dtype. Memory sizing and every step-time backend read this one answer."""
     if expert_dtype != "auto":
         if expert_dtype not in EXPERT_DTYPE_BYTES:
             raise InputError(f"expert_dtype: unknown {expert_dtype!r} (known: auto, {', '.join(EXPERT_DTYPE_BYTES)})")
         return expert_dtype
     quant = cfg.get("quantization_config") or {}
-    if quant.get("routed_experts_quant_method") == "mxfp4":
+    if quant.get("routed_experts_quant_method") == "mxfp4" or cfg.get("expert_dtype") == "fp4":
         return "fp4"
     return "fp8" if quant.get("quant_method") in ("fp8", "deepseek_v4_fp8") else "bf16"
 

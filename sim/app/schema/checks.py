@@ -118,24 +118,37 @@ def _aiconfigurator_covers(sc: Scenario) -> None:
 
 
 def _pools_fit(sc: Scenario) -> None:
-    """At least one device page in ``kv_mem_gb``, and a host pool of at least one page inside ``host_mem_gb``."""
+    """At least one device page in ``kv_mem_gb``, and host pools of at least one page inside ``host_mem_gb``,
+    each pool at the pages SGLang gives it (:mod:`sim.model.hostpools`)."""
     hc, hw = sc.hicache, sc.hardware
     page_bytes = sc.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
     if not page_bytes:
         return
-    device_pages = int(hw.kv_mem_gb * 1e9 // page_bytes)
-    if device_pages < 1:
+    if hw.max_total_num_tokens is None and int(hw.kv_mem_gb * 1e9 // page_bytes) < 1:
         raise _field_error("hardware.kv_mem_gb", f"smaller than one page ({page_bytes:,} B)")
     if not hc.enabled:
         return
-    host_pages = hc.host_pages if hc.host_pages is not None else int(device_pages * hc.hicache_ratio)
-    if host_pages < 1:
-        raise _field_error("hicache.hicache_ratio", "host pool smaller than one page")
-    host_gb = host_pages * page_bytes * hw.tp_size / 1e9
+    from sim.app.capacity import host_pages
+    from sim.app.run import device_pools
+    from sim.base.errors import InputError
+    from sim.model.hostpools import host_pool_bytes
+
+    model = build_model_spec(sc)
+    try:
+        l1, swa_ratio = device_pools(sc, model)
+    except InputError:
+        return  # the run reports it where it sizes the pools
+    l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
+    field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
+    if l2 < 1:
+        raise _field_error(field, "host pool smaller than one page")
+    if l2_swa is None and model.has_swa:  # a page count given: the SWA pools at their device share
+        l2_swa = max(1, int(l2 * swa_ratio))
+    host_gb = host_pool_bytes(model, l2, l2_swa or 0, hc.page_size) * hw.tp_size / 1e9
     if host_gb > hw.host_mem_gb:
-        field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
-        raise _field_error(field, f"host pool ({host_gb:,.1f} GB) exceeds hardware.host_mem_gb ({hw.host_mem_gb:g}): a "
-                           "smaller pool or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
+        raise _field_error(field, f"host pools ({host_gb:,.1f} GB over {hw.tp_size} ranks) exceed hardware.host_mem_gb "
+                           f"({hw.host_mem_gb:g}): a smaller pool or more host memory (scenario from-sglang: "
+                           "--host-mem-gb)")  # fmt: skip
 
 
 CROSS_CHECKS: tuple[Callable[[Scenario], None], ...] = (

@@ -41,6 +41,22 @@ class HardwareConfig(_Section):
         gt=0,
         description="GPU memory given to the KV pools (L1), GB; what is left after weights and activations.",
     )
+    max_total_num_tokens: int | None = Field(
+        None, ge=1,
+        description="The Full KV pool's tokens per scheduler, as the server's startup log states it (SGLang prints "
+        "max_total_num_tokens=N, managers/scheduler.py:1268-1276): replaces the pool derived from kv_mem_gb. "
+        "`scenario from-sglang --server-log` fills it.",
+    )
+    swa_max_total_num_tokens: int | None = Field(
+        None, ge=1,
+        description="DeepSeek V4's SWA pool tokens per scheduler as logged (DSV4 pool sizes: swa=N, "
+        "pool_configurator.py:1605-1611): replaces hicache.swa_full_tokens_ratio's share; needs max_total_num_tokens.",
+    )
+    max_total_tokens: int | None = Field(
+        None, ge=1,
+        description="SGLang --max-total-tokens: caps the Full pool at this many tokens (the derived pool if smaller, "
+        "kv_cache_configurator.py:3096-3105).",
+    )
     host_mem_gb: float = Field(
         1024.0, gt=0, description="Host DRAM budget for the L2 pools of one instance (all ranks), GB."
     )
@@ -86,6 +102,8 @@ class HardwareConfig(_Section):
         if self.tp_size % self.attn_dp_size:
             raise _field_error("dp_size", f"{self.dp_size} does not divide tp_size {self.tp_size} "
                                "(SGLang asserts it, parallel_hook.py:326)")  # fmt: skip
+        if self.swa_max_total_num_tokens is not None and self.max_total_num_tokens is None:
+            raise _field_error("swa_max_total_num_tokens", "needs hardware.max_total_num_tokens (the Full pool beside it)")
         if self.tp_size % self.ep_size:
             raise _field_error("ep_size", f"{self.ep_size} does not divide tp_size {self.tp_size}")
         return self

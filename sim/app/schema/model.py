@@ -132,7 +132,8 @@ class ModelConfig(_Section):
     expert_dtype: Literal["auto", "bf16", "fp8", "fp4"] = Field(
         "auto",
         description="Routed-expert weights (with a config): auto = the checkpoint's (fp4 when its quantization_config "
-        "says routed_experts_quant_method mxfp4, configs/model_config.py:722-733), or bf16, fp8, fp4 (MXFP4: "
+        "says routed_experts_quant_method mxfp4, configs/model_config.py:722-733, or the config declares expert_dtype "
+        "fp4, as DeepSeek V4's does), or bf16, fp8, fp4 (MXFP4: "
         "e2m1 pairs and one scale per 32 weights, layers/quantization/fp8.py:1603-1716); also the quantization "
         "compute.backend: aiconfigurator prices the MoE kernels at.",
     )
