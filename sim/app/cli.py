@@ -385,15 +385,30 @@ def _add_pools(sub) -> None:
         description="Print the pools HiCache registers for a model: anchor, hit policy, bytes per page.",
     )
     p.add_argument("model", metavar="MODEL",
-                   help="deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash, generic, or a model YAML file")  # fmt: skip
+                   help="what run takes: a catalog name (deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash, "
+                        "generic), a bundled config (qwen3-14b), a Hugging Face id aiconfigurator-core ships, a "
+                        "config.json, or a model YAML file")  # fmt: skip
     p.add_argument("--page-size", type=_positive_int, default=None, help="tokens per page (default: the model's)")
+    p.add_argument("--platform", choices=("cuda", "rocm"), default="cuda",
+                   help="rocm: DeepSeek V4 on ROCm's unified KV layout (SGLANG_HACK_FLASHMLA_BACKEND="
+                        "unified_kv_triton): no SWA or state host pools, 1,024-B bf16 rows")  # fmt: skip
+    p.add_argument("--unified-kv-fp8", action="store_true",
+                   help="with --platform rocm: SGLANG_DSV4_UNIFIED_KV_FP8=1 (gfx95): fp8 nope rows and bf16 rope pools")
+    p.add_argument("--fp4-indexer", action="store_true", help="--enable-deepseek-v4-fp4-indexer's C4 indexer pools")
+    p.add_argument("--tp-size", type=_positive_int, default=1, help="ranks a config's KV heads are split over (default 1)")
     p.set_defaults(func=_cmd_pools)
 
 
 def _cmd_pools(args) -> int:
+    from sim.model.modelref import resolve_model
     from sim.model.pools import pool_table
 
-    print(pool_table(_load_model(args.model, args.page_size)))
+    if args.model.endswith((".yaml", ".yml")):
+        model = _load_model(args.model, args.page_size)
+    else:
+        model = resolve_model(args.model, page_size=args.page_size, platform=args.platform,
+                              unified_fp8=args.unified_kv_fp8, fp4_indexer=args.fp4_indexer, tp_size=args.tp_size)  # fmt: skip
+    print(pool_table(model))
     return 0
 
 

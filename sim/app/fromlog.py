@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from sim.app.fromsglang import Conversion
     from sim.model.pools import ModelSpec
 
-__all__ = ["apply_server_log", "check_capacities", "host_pool_checks"]
+__all__ = ["apply_server_log", "check_capacities", "host_pool_checks", "kv_layout_env"]
 
 # Scheduler summary key -> scenario field (managers/scheduler.py:1268-1276).
 _SCHEDULER_FIELDS = {
@@ -62,18 +62,45 @@ def apply_server_log(conv: Conversion, path: str) -> ServerLog:
         else:
             _set(conv, log, key, field, value)
     swa_key = "dsv4_swa_tokens" if "dsv4_swa_tokens" in log.values else "swa_layer_tokens"
-    if log.get(swa_key):
+    if log.get(swa_key) and not log.unified_kv:  # the unified layout's paged SWA pool is vestigial (a ring)
         _set(conv, log, swa_key, "hardware.swa_max_total_num_tokens", log.get(swa_key))
     if (ctx := log.get("context_len")) is not None:
         conv.ignored.append(f"{log.where('context_len')}: context_len={ctx}: a length limit, not modelled")
     hc = sc.get("hicache", {})
     if hc.get("enabled"):
         _host_pages(conv, log, int(hc.get("page_size", 1)))
-    if log.unified_kv:
-        layout = "fp8 nope + bf16 rope pools" if log.unified_kv_fp8 else "bf16 rows"
-        conv.mapped.append(f"{log.source}:{log.lines['unified_kv']}: unified=True -> ROCm's unified KV layout "
-                           f"({layout}): use a model for --platform rocm")  # fmt: skip
+    if log.unified_kv is not None:
+        layout = ("unified_fp8" if log.unified_kv_fp8 else "unified") if log.unified_kv else "paged"
+        where = f"{log.source}:{log.lines['unified_kv']}"
+        _put(sc, "model.kv_layout", layout)
+        conv.origins["model.kv_layout"] = f"--server-log {where}"
+        conv.mapped.append(f"{where}: unified={log.unified_kv}, unified_fp8={log.unified_kv_fp8} -> "
+                           f"model.kv_layout: {layout}")  # fmt: skip
     return log
+
+
+def kv_layout_env(conv: Conversion, name: str, value: str, truthy: bool) -> None:
+    """ROCm's unified KV layout from the launch's environment: ``SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton``
+    turns it on (``unified_kv_gate.py:12-15``), ``SGLANG_DSV4_UNIFIED_KV_FP8=1`` makes its rows fp8 (:19-38)."""
+    text = f"{name}={value}"
+    model = conv.scenario.setdefault("model", {})
+    if name == "SGLANG_DSV4_UNIFIED_KV_FP8":
+        conv.origins["env.unified_fp8"] = text if truthy else ""
+        if model.get("kv_layout") == "unified" and truthy:
+            model["kv_layout"] = "unified_fp8"
+            conv.origins["model.kv_layout"] = text
+            conv.mapped.append(f"{text} -> model.kv_layout: unified_fp8 (fp8 nope rows, bf16 rope pools)")
+        elif not model.get("kv_layout"):
+            conv.ignored.append(f"{text}: fp8 rows of the unified KV layout, which this launch does not turn on"
+                                if truthy else f"{text}: off (bf16 rows)")  # fmt: skip
+        return
+    if value != "unified_kv_triton":
+        conv.ignored.append(f"{text}: an attention backend choice; the KV layout stays paged")
+        return
+    layout = "unified_fp8" if conv.origins.pop("env.unified_fp8", "") else "unified"
+    model["kv_layout"] = layout
+    conv.origins["model.kv_layout"] = text
+    conv.mapped.append(f"{text} -> model.kv_layout: {layout} (ROCm's unified KV layout)")
 
 
 def _set(conv: Conversion, log: ServerLog, key: str, field: str, value: int, how: str = "") -> None:

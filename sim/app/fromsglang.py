@@ -303,6 +303,10 @@ def _env(conv: Conversion, name: str, value: str) -> None:
         path, why = ENV_MAPPED[name]
         _put(conv.scenario, path, _truthy(value))
         conv.mapped.append(f"{text} -> {path}: {_truthy(value)} ({why})")
+    elif name in ("SGLANG_HACK_FLASHMLA_BACKEND", "SGLANG_DSV4_UNIFIED_KV_FP8"):
+        from sim.app.fromlog import kv_layout_env
+
+        kv_layout_env(conv, name, value, _truthy(value))
     elif name in ENV_WHY:
         conv.ignored.append(f"{text}: {ENV_WHY[name]}")
     elif name in _sglang_flags()["environ"]:

@@ -117,6 +117,27 @@ def _aiconfigurator_covers(sc: Scenario) -> None:
             raise _field_error(*err)
 
 
+def _unified_kv_layout(sc: Scenario) -> None:
+    """ROCm's unified KV layout: DeepSeek V4 (V4.1 refuses it) on a ROCm GPU; fp8 rows on gfx95 only."""
+    layout = sc.model.kv_layout
+    if layout == "paged":
+        return
+    from sim.app.schema.hardware import HIP_GPUS
+    from sim.base.errors import InputError
+
+    gpu = (sc.hardware.gpu or "").upper()
+    if sc.hardware.gpu is not None and gpu not in HIP_GPUS:
+        raise _field_error("model.kv_layout", f"{layout} is ROCm's layout (is_hip, unified_kv_gate.py:12-15); "
+                           f"{sc.hardware.gpu} is not a ROCm GPU ({', '.join(HIP_GPUS)})")  # fmt: skip
+    if layout == "unified_fp8" and sc.hardware.gpu is not None and gpu != "MI355X":
+        raise _field_error("model.kv_layout", f"unified_fp8 needs a gfx95 GPU (MI355X); on {sc.hardware.gpu} SGLang "
+                           "falls back to bf16 rows (unified_kv_gate.py:31-37): set unified")  # fmt: skip
+    try:
+        build_model_spec(sc)
+    except InputError as exc:
+        raise _field_error("model.kv_layout", str(exc)) from None
+
+
 def _pools_fit(sc: Scenario) -> None:
     """At least one device page in ``kv_mem_gb``, and host pools of at least one page inside ``host_mem_gb``,
     each pool at the pages SGLang gives it (:mod:`sim.model.hostpools`)."""
@@ -152,7 +173,7 @@ def _pools_fit(sc: Scenario) -> None:
 
 
 CROSS_CHECKS: tuple[Callable[[Scenario], None], ...] = (
-    _page_sizes_agree, _chunk_holds_a_page, _v4_pages_are_256, _l3_needs_l2, _decode_workload,
+    _unified_kv_layout, _page_sizes_agree, _chunk_holds_a_page, _v4_pages_are_256, _l3_needs_l2, _decode_workload,
     _workload_pages_bounded, _hisparse_fits, _fp4_indexer_supported, _speculative_without_mixed_chunk,
     _dp_attention_serves, _speculative_serves, _aiconfigurator_covers, _pools_fit,
 )  # fmt: skip

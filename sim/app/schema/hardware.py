@@ -12,7 +12,7 @@ from sim.model.hardware import SGLANG_DEFAULTS
 
 # Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
 FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
-HIP_GPUS = ("MI300X", "MI355X")  # ROCm: SGLang sizes the fp4 indexer pool at its fp4 bytes (pool_configurator.py:1109-1114)
+HIP_GPUS = ("MI300X", "MI325X", "MI355X")  # ROCm: SGLang sizes the fp4 indexer pool at its fp4 bytes (pool_configurator.py:1109-1114)
 
 
 class HardwareConfig(_Section):
@@ -24,7 +24,7 @@ class HardwareConfig(_Section):
     rank. Fields given explicitly win.
     """
 
-    gpu: str | None = Field(None, description="Catalog GPU: H20, H100, H800, H200, B200, B300, A10, MI300X, MI355X.")
+    gpu: str | None = Field(None, description="Catalog GPU: H20, H100, H800, H200, B200, B300, A10, MI300X, MI325X, MI355X.")
     mem_fraction_static: float | None = Field(
         None, gt=0, lt=1, description="SGLang --mem-fraction-static; null = SGLang's default rule for the GPU."
     )

@@ -14,6 +14,7 @@ from sim.app.fromsglang import from_sglang, to_yaml
 from sim.app.run import device_pools, engine_config
 from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
+from sim.model.hostpools import host_pool_bytes
 
 LOGS = Path(__file__).parents[2] / "data" / "server_logs"
 QWEN_LOG = str(LOGS / "qwen3-14b_a10_tp2_hicache.log")
@@ -141,3 +142,46 @@ def test_validate_prints_each_capacity_with_its_source(tmp_path):
                  "swa 1,280 pages <- hardware.swa_max_total_num_tokens (logged)",
                  "l2 25,600 pages <- hicache.host_pages", "l2_swa 2,560 pages <- hicache.host_swa_pages"):  # fmt: skip
         assert line in text
+
+
+ROCM_LOG = str(LOGS / "deepseek-v4-pro_mi355x_tp8_rocm.log")
+ROCM = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --enable-hierarchical-cache "
+        "--hicache-ratio 3 --enable-deepseek-v4-fp4-indexer")  # fmt: skip
+
+
+def test_the_published_rocm_setup_starts_with_each_host_pool_at_its_own_count():
+    env = "SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton "
+    assert from_sglang(env + ROCM, gpu="MI355X", host_mem_gb=2960).scenario["model"]["kv_layout"] == "unified"
+    sc = from_sglang(env + ROCM, gpu="MI355X", host_mem_gb=2960, server_log=ROCM_LOG).check()
+    model = build_model_spec(sc)  # c4, c4_indexer (+ scale), c128 at 83,853 pages: 181 GB a rank
+    assert host_pool_bytes(model, 83_853, 0, 256) * 8 < 2960e9
+    paged = build_model_spec(sc.model_copy(update={"model": sc.model.model_copy(update={"kv_layout": "paged"})}))
+    assert 83_853 * paged.bytes_per_page * 8 > 2 * 2960e9  # every paged pool at the Full count: what was refused
+
+
+def test_the_logs_unified_flag_sets_the_layout_and_its_host_pools_match_the_model():
+    conv = from_sglang(ROCM, gpu="MI355X", host_mem_gb=2960, server_log=ROCM_LOG)
+    assert conv.scenario["model"]["kv_layout"] == "unified"
+    assert "swa_max_total_num_tokens" not in conv.scenario["hardware"]  # the ring's paged pool is vestigial
+    assert conv.scenario["hicache"]["host_pages"] == 83_853
+    assert not [c for c in conv.checks if c.startswith("host pool")]  # every logged pool's bytes are the model's
+
+
+def test_a_host_pool_of_other_bytes_than_the_models_is_reported():
+    conv = from_sglang(ROCM, gpu="MI355X", host_mem_gb=4000, server_log=V4_LOG)  # a CUDA log beside fp4 indexer
+    assert any(c.startswith("host pool c4_indexer: 253,440 B a page logged") for c in conv.checks)
+
+
+@pytest.mark.parametrize("env, gpu, message", [
+    ("SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton", "H200", "unified is ROCm's layout"),
+    ("SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton SGLANG_DSV4_UNIFIED_KV_FP8=1", "MI300X", "needs a gfx95 GPU"),
+])  # fmt: skip
+def test_the_unified_layout_is_refused_where_sglang_would_not_run_it(env, gpu, message):
+    with pytest.raises(InputError, match=message):
+        from_sglang(f"{env} {ROCM}", gpu=gpu, host_mem_gb=4000).check()
+
+
+def test_v41_on_the_unified_layout_is_refused_naming_the_field():
+    doc = {"name": "v41", "model": {"name": "deepseek-v4.1-flash", "kv_layout": "unified"}, "hardware": {"gpu": "MI355X"}}
+    with pytest.raises(InputError, match="model.kv_layout: .*DeepSeek-V4.1 does not support the unified KV layout"):
+        scenario_from_dict(doc)
