@@ -403,7 +403,9 @@ def _model_ref(path: str, override: str | None) -> tuple[str, str]:
         return str(local / "config.json"), local.name
     bundled = HF_IDS.get(path.lower().rstrip("/"))
     if bundled is None and model_config_path(path.rstrip("/")) is not None:
-        bundled = path.rstrip("/")  # a config aiconfigurator-core ships (the aic extra): models by name
+        from sim.model.modelids import shipped_id
+
+        bundled = shipped_id(path)  # a config aiconfigurator-core ships (the aic extra), suffixes dropped
     if bundled is None:
         raise InputError(f"--model-path {path}: no local config.json and not a bundled model "
                          f"({', '.join(sorted(set(HF_IDS.values())))}) or one aiconfigurator-core ships; "
@@ -612,7 +614,9 @@ def _map_model_flag(conv: Conversion, flag: str, value: str | None, text: str, m
         sc["name"] = sc.get("name") or name.lower()
         _put(sc, "model.name", name)
         _put(sc, "model.config", ref)
-        conv.mapped.append(f"{text} -> model.config: {ref}")
+        same = f" ({value.rstrip('/')} has its architecture: release suffixes dropped)" if (
+            "/" in ref and ref.lower() != value.rstrip("/").lower()) else ""  # fmt: skip
+        conv.mapped.append(f"{text} -> model.config: {ref}{same}")
     elif flag == "--speculative-algorithm":
         if value.upper() not in SPEC_ALGORITHMS:
             raise InputError(f"--speculative-algorithm {value}: not modelled (the simulator has "

@@ -79,18 +79,24 @@ def shipped_models() -> dict[str, Path]:
 
 
 def model_config_path(name: str) -> Path | None:
-    """The shipped config.json of a Hugging Face id (case-insensitive), or None."""
-    return next((p for k, p in shipped_models().items() if k.lower() == name.lower()), None)
+    """The shipped config.json of a Hugging Face id (case-insensitive; release and tuning suffixes dropped,
+    :func:`sim.model.modelids.shipped_id`), or None."""
+    from sim.model.modelids import shipped_id
+
+    key = shipped_id(name)
+    return None if key is None else shipped_models()[key]
 
 
 def aic_model_id(model) -> str | None:
     """The aiconfigurator-core model a scenario's ``model`` section names, or None."""
+    from sim.model.modelids import shipped_id
+
     for ref in (model.name, model.config):
         if ref is None:
             continue
         ref = _ALIASES.get(ref.lower(), ref)
-        if model_config_path(ref) is not None:
-            return next(k for k in shipped_models() if k.lower() == ref.lower())
+        if (key := shipped_id(ref)) is not None:
+            return key
     return None
 
 

@@ -8,6 +8,8 @@ or a config.json path; DeepSeek V4 configs map to the catalog's pools (:mod:`sim
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sim.base.errors import InputError
 from sim.model.pools import CATALOG, ModelSpec, get_model
 
@@ -24,13 +26,18 @@ def resolve_model(ref: str, *, page_size: int | None = None, platform: str = "cu
     catalog = ref if ref in CATALOG or ref == "generic" else None
     if catalog is None:
         from sim.model.modelcfg import derive, load_config, model_spec
+        from sim.model.modelids import shipped_id
 
         cfg, name = load_config(ref)
         shape = derive(cfg, tp_size=tp_size, name=name, fp4_indexer=fp4_indexer)
         if shape.catalog is None:
             if platform == "rocm":
                 raise InputError(f"--platform rocm: {ref} is not a DeepSeek V4 model; its pool is the same on ROCm")
-            return model_spec(shape, page_size or 1)
+            spec = model_spec(shape, page_size or 1)
+            base = shipped_id(ref) if "/" in ref else None
+            if base is not None and base.lower() != ref.lower():
+                spec = replace(spec, notes=f"{spec.notes}; the architecture config of {base} (release suffixes dropped)")
+            return spec
         catalog = shape.catalog
     if platform == "rocm":
         from sim.model.unified_kv import unified_model
