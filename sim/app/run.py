@@ -619,7 +619,8 @@ def compute_line(c: dict) -> str:
         return (f"compute: aiconfigurator-core {c['aiconfigurator_core']} measured SGLang {c['sglang_version']} "
                 f"kernels ({c['model']} on {c['system']}, {par}, ep {c['moe_ep_size']}, moe quant {c['moe_quant']}, "
                 f"step overhead {c['step_overhead_ms']:g} ms; {c['shapes_priced']:,} shapes priced; ops "
-                + ", ".join(f"{n} {src}" for src, n in c["op_sources"].items()) + ")")  # fmt: skip
+                + ", ".join(f"{n} {src}" for src, n in c["op_sources"].items()) + ")"
+                + (f"; {c['priced_as']}" if "priced_as" in c else ""))  # fmt: skip
     origin = c.get("origin") or {}
     keys = origin or [k for k in c if k != "backend"]
     return "compute: roofline, " + ", ".join(f"{k} {c[k]:.3g}" + (f" ({origin[k]})" if k in origin else "")
