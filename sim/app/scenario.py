@@ -348,7 +348,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *,
     lines = [
         f"{path}: ok ({s.name})",
         f"  model     {s.model.name}, page {hc.page_size} tokens"
-        + (f", {page_bytes:,} B/page/rank" if page_bytes else ""),
+        + (f", {page_bytes:,} B/page/rank" if page_bytes else "") + _experts_text(s),
     ]
     lines.append(
         f"  L1        {hw.kv_mem_gb:g} GB KV on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
@@ -415,3 +415,11 @@ def _capacity_lines(s: Scenario) -> list[str]:
              "l2_swa": cfg.l2_swa_pages}  # fmt: skip
     return [f"  {'pools' if i == 0 else '':<9} {k} {pages[k] or 0:,} pages <- {v}" for i, (k, v) in enumerate(sources.items())
             if pages[k] is not None]  # fmt: skip
+
+
+def _experts_text(s: Scenario) -> str:
+    """The routed experts' dtype memory and step time both use, and whether ``auto`` chose it."""
+    shape = s.model.shape(s.hardware.tp_size, s.hardware.attn_dp_size)
+    if shape is None or not shape.expert_dtype:
+        return ""
+    return f", experts {shape.expert_dtype}" + (" (auto: the checkpoint's)" if s.model.expert_dtype == "auto" else "")

@@ -60,6 +60,7 @@ class ModelShape:
     catalog: str | None = None  # DeepSeek V4: the catalog entry holding the pools
     fp4_indexer: bool = False  # DeepSeek V4: C4 indexer keys in fp4 (--enable-deepseek-v4-fp4-indexer)
     mlp_flops_per_token: float = 0.0  # per GPU: the MLP/MoE share of flops_per_token (DP attention gathers it)
+    expert_dtype: str = ""  # the routed experts' dtype as resolved (expert_dtype_of); "" without experts
 
 
 def bundled_configs() -> list[str]:
@@ -254,6 +255,7 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         n_experts=n_exp, experts_per_token=k, kv_read_bytes_per_token=att.kv_read_bytes_per_token,
         kv_read_bytes_per_request=att.kv_read_bytes_per_request, compute_dtype="fp8" if b.weight == 1 else "bf16",
         catalog=att.catalog, fp4_indexer=fp4_indexer and att.catalog is not None, mlp_flops_per_token=2 * mlp_active / tp_size,
+        expert_dtype=expert_dtype_of(cfg, expert_dtype) if n_exp else "",
     )  # fmt: skip
 
 
