@@ -80,6 +80,7 @@ def capacity_sources(sc: Scenario, model: ModelSpec) -> dict[str, str]:
         out["l2"] = "hicache.host_pages" if hc.host_pages is not None else f"hicache.hicache_ratio ({hc.hicache_ratio:g})"
         if model.has_swa:
             out["l2_swa"] = ("hicache.host_swa_pages" if hc.host_swa_pages is not None
+                             else "the SWA share of hicache.host_pages" if hc.host_pages is not None
                              else "the SWA device pool x hicache.hicache_ratio")  # fmt: skip
     return out
 

@@ -57,6 +57,9 @@ from sim.workload.trajectory import PageBudget, Trajectory, WekaCorpus, weka_tra
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
+AMD_ROOFLINE_WARNING = ("an AMD GPU has no measured kernel data here (aiconfigurator-core has none): its step times "
+                        "are its datasheet over efficiencies estimated for NVIDIA GPUs. Fit them to one run of your "
+                        "own: hicache-sim calibrate compute RESULTS --scenario S.yaml --out T.json")  # fmt: skip
 LONG_RUN_REQUESTS = 100_000  # ~20 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
 MAX_SAMPLE_ROWS_BUILT = 2_000_000  # sampler rows likely built (then mostly thinned): ~10 s of sampling
 Notify = Callable[[str], None]
@@ -547,8 +550,12 @@ def _compute_summary(sc: Scenario, sim: Simulation) -> dict:
     values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
     origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
               for k in values}  # fmt: skip
+    from sim.app.schema.hardware import HIP_GPUS
+
+    amd = (sc.hardware.gpu or "").upper() in HIP_GPUS and not fitted
     return {"backend": "roofline", **values, "origin": origin,
-            "fit_source": sim.costs.compute.get("source") if fitted else None}
+            "fit_source": sim.costs.compute.get("source") if fitted else None,
+            **({"warning": AMD_ROOFLINE_WARNING} if amd else {})}
 
 
 def _merge(into: dict, new: dict) -> None:
@@ -622,9 +629,9 @@ def compute_line(c: dict) -> str:
                 + ", ".join(f"{n} {src}" for src, n in c["op_sources"].items()) + ")"
                 + (f"; {c['priced_as']}" if "priced_as" in c else ""))  # fmt: skip
     origin = c.get("origin") or {}
-    keys = origin or [k for k in c if k != "backend"]
+    keys = origin or [k for k in c if k not in ("backend", "warning")]
     return "compute: roofline, " + ", ".join(f"{k} {c[k]:.3g}" + (f" ({origin[k]})" if k in origin else "")
-                                             for k in keys)  # fmt: skip
+                                             for k in keys) + (f"\nwarning: {c['warning']}" if "warning" in c else "")  # fmt: skip
 
 
 def format_summary(result: RunResult) -> str:
