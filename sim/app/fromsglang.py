@@ -557,7 +557,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
 
         # what the rest of the command makes, checked as the whole result will be (its error is the same line)
         probe = conv.check({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}})
-        if build_model_spec(probe).has_swa:  # SGLang does not start it: no scenario for what would not run
+        if build_model_spec(probe).paged_host:  # SGLang does not start it: no scenario for what would not run
             raise InputError(f"--hicache-size {num_text(hicache_size)}: {V4_SIZE_REFUSED}")
         page_bytes = probe.model.page_bytes(probe.hicache.page_size, probe.hardware.tp_size)
         pages = int(hicache_size * 1e9 // page_bytes)

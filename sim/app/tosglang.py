@@ -20,8 +20,8 @@ __all__ = ["launch_command"]
 _MODEL_PATHS = {v: k for k, v in HF_IDS.items()} | {"deepseek-v4-flash": "deepseek-ai/DeepSeek-V4-Flash"}
 _FIELDS = ("hicache.hicache_ratio", "hicache.write_policy", "hicache.io_backend", "hicache.mem_layout",
            "hicache.prefetch_policy", "hicache.swa_full_tokens_ratio", "hicache.page_size", "hardware.tp_size",
-           "hardware.mem_fraction_static", "scheduler.chunked_prefill_size", "scheduler.max_running_requests",
-           "scheduler.max_prefill_tokens", "scheduler.schedule_policy")  # fmt: skip
+           "hardware.mem_fraction_static", "hardware.max_total_tokens", "scheduler.chunked_prefill_size",
+           "scheduler.max_running_requests", "scheduler.max_prefill_tokens", "scheduler.schedule_policy")  # fmt: skip
 ALWAYS = {"hicache.hicache_ratio", "hicache.write_policy"}  # what a plan recommends: always written
 
 
