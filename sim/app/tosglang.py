@@ -92,6 +92,9 @@ def launch_command(sc: Scenario, base: str | None = None, *, hicache_size_gb: fl
     else:
         ref = sc.model.config or sc.model.name
         words = ["python", "-m", "sglang.launch_server", "--model-path", _MODEL_PATHS.get(ref, ref)]
+        if sc.model.kv_layout != "paged":  # ROCm's unified KV layout is chosen by the environment (unified_kv_gate.py)
+            words[:0] = ["SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton",
+                         *(["SGLANG_DSV4_UNIFIED_KV_FP8=1"] if sc.model.kv_layout == "unified_fp8" else [])]  # fmt: skip
         if sc.hardware.gpu is None:
             notes.append(f"hardware.kv_mem_gb {sc.hardware.kv_mem_gb:g} has no launch flag without a GPU: choose "
                          "--mem-fraction-static so the KV pools take that much")  # fmt: skip
