@@ -456,15 +456,30 @@ def _add_pools(sub) -> None:
         description="Print the pools HiCache registers for a model: anchor, hit policy, bytes per page.",
     )
     p.add_argument("model", metavar="MODEL",
-                   help="deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash, generic, or a model YAML file")  # fmt: skip
+                   help="what run takes: a catalog name (deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash, "
+                        "generic), a bundled config (qwen3-14b), a Hugging Face id aiconfigurator-core ships, a "
+                        "config.json, or a model YAML file")  # fmt: skip
     p.add_argument("--page-size", type=_positive_int, default=None, help="tokens per page (default: the model's)")
+    p.add_argument("--platform", choices=("cuda", "rocm"), default="cuda",
+                   help="rocm: DeepSeek V4 on ROCm's unified KV layout (SGLANG_HACK_FLASHMLA_BACKEND="
+                        "unified_kv_triton): no SWA or state host pools, 1,024-B bf16 rows")  # fmt: skip
+    p.add_argument("--unified-kv-fp8", action="store_true",
+                   help="with --platform rocm: SGLANG_DSV4_UNIFIED_KV_FP8=1 (gfx95): fp8 nope rows and bf16 rope pools")
+    p.add_argument("--fp4-indexer", action="store_true", help="--enable-deepseek-v4-fp4-indexer's C4 indexer pools")
+    p.add_argument("--tp-size", type=_positive_int, default=1, help="ranks a config's KV heads are split over (default 1)")
     p.set_defaults(func=_cmd_pools)
 
 
 def _cmd_pools(args) -> int:
+    from sim.model.modelref import resolve_model
     from sim.model.pools import pool_table
 
-    print(pool_table(_load_model(args.model, args.page_size)))
+    if args.model.endswith((".yaml", ".yml")):
+        model = _load_model(args.model, args.page_size)
+    else:
+        model = resolve_model(args.model, page_size=args.page_size, platform=args.platform,
+                              unified_fp8=args.unified_kv_fp8, fp4_indexer=args.fp4_indexer, tp_size=args.tp_size)  # fmt: skip
+    print(pool_table(model))
     return 0
 
 
@@ -847,6 +862,9 @@ def _add_scenario(sub) -> None:
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
     f.add_argument("--accept-length", type=_positive_float, default=None, metavar="X",
                    help="with --speculative-algorithm: the run's mean tokens per verify pass (its accept len)")
+    f.add_argument("--server-log", default=None, metavar="FILE",
+                   help="the server's startup log: the pool capacities, chunk size and request cap it printed "
+                        "replace the derived ones (a derived pool more than a page off is reported)")  # fmt: skip
     f.add_argument("--out", default=None, metavar="FILE.yaml", help="write here (default: stdout)")
     f.set_defaults(func=_cmd_from_sglang, outputs=(("out", "file"),))
 
@@ -860,7 +878,7 @@ def _cmd_from_sglang(args) -> int:
         check_output_file(args.out, "--out")
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
-                       accept_length=args.accept_length)  # fmt: skip
+                       accept_length=args.accept_length, server_log=args.server_log)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
     text = to_yaml(conv)
     if args.out is None:
@@ -870,6 +888,8 @@ def _cmd_from_sglang(args) -> int:
     print(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored")
     for line in conv.ignored:
         print(f"  ignored {line}")
+    for line in conv.checks:
+        print(f"  log vs derived: {line}")
     return 0
 
 

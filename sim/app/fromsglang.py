@@ -211,6 +211,7 @@ class Conversion:
     token_ids: bool = False  # the server takes token ids only (--skip-tokenizer-init)
     prompt_text: str | None = None  # the kind of text the client sends (TOKENIZER_TOKENS_PER_S); None: token ids
     origins: dict[str, str] = field(default_factory=dict)  # field path -> the flag that set it, as written
+    checks: list[str] = field(default_factory=list)  # the server's log against the derivation (sim.app.fromlog)
 
     def check(self, scenario: dict[str, Any] | None = None) -> Any:
         """The scenario (or ``scenario``, a variant of it) validated; an error in a field a flag set names that
@@ -302,6 +303,10 @@ def _env(conv: Conversion, name: str, value: str) -> None:
         path, why = ENV_MAPPED[name]
         _put(conv.scenario, path, _truthy(value))
         conv.mapped.append(f"{text} -> {path}: {_truthy(value)} ({why})")
+    elif name in ("SGLANG_HACK_FLASHMLA_BACKEND", "SGLANG_DSV4_UNIFIED_KV_FP8"):
+        from sim.app.fromlog import kv_layout_env
+
+        kv_layout_env(conv, name, value, _truthy(value))
     elif name in ENV_WHY:
         conv.ignored.append(f"{text}: {ENV_WHY[name]}")
     elif name in _sglang_flags()["environ"]:
@@ -398,7 +403,9 @@ def _model_ref(path: str, override: str | None) -> tuple[str, str]:
         return str(local / "config.json"), local.name
     bundled = HF_IDS.get(path.lower().rstrip("/"))
     if bundled is None and model_config_path(path.rstrip("/")) is not None:
-        bundled = path.rstrip("/")  # a config aiconfigurator-core ships (the aic extra): models by name
+        from sim.model.modelids import shipped_id
+
+        bundled = shipped_id(path)  # a config aiconfigurator-core ships (the aic extra), suffixes dropped
     if bundled is None:
         raise InputError(f"--model-path {path}: no local config.json and not a bundled model "
                          f"({', '.join(sorted(set(HF_IDS.values())))}) or one aiconfigurator-core ships; "
@@ -418,6 +425,7 @@ _LAUNCH = {
     "--page-size": ("hicache.page_size", int),
     "--mem-fraction-static": ("hardware.mem_fraction_static", float),
     "--chunked-prefill-size": ("scheduler.chunked_prefill_size", int),
+    "--max-total-tokens": ("hardware.max_total_tokens", int),
     "--max-running-requests": ("scheduler.max_running_requests", int),
     "--max-prefill-tokens": ("scheduler.max_prefill_tokens", int),
     "--schedule-policy": ("scheduler.schedule_policy", str),
@@ -473,7 +481,6 @@ _WHY = {
     "--scheduler-recv-interval": "polls for new requests every N scheduler iterations (default 1); not modelled",
     "--disable-radix-cache": "NOT MODELLED, and it matters: SGLang then reuses no prefix, while the simulator "
     "always matches prefixes, so every simulated cache hit is a miss on that server",
-    "--max-total-tokens": "caps the KV pool at that many tokens: not mapped; set hardware.kv_mem_gb to match",
     "--disable-cuda-graph": GROUP_EXEC_WHY, "--enable-flashinfer-allreduce-fusion": GROUP_EXEC_WHY,
     "--sampling-backend": GROUP_EXEC_WHY, "--monokernel-backend": GROUP_EXEC_WHY,
     "--reasoning-parser": "parses the output text into reasoning and answer: no effect on passes or cache",
@@ -550,7 +557,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
 
         # what the rest of the command makes, checked as the whole result will be (its error is the same line)
         probe = conv.check({**sc, "name": "probe", "hicache": {**sc.get("hicache", {}), "enabled": False}})
-        if build_model_spec(probe).has_swa:  # SGLang does not start it: no scenario for what would not run
+        if build_model_spec(probe).paged_host:  # SGLang does not start it: no scenario for what would not run
             raise InputError(f"--hicache-size {num_text(hicache_size)}: {V4_SIZE_REFUSED}")
         page_bytes = probe.model.page_bytes(probe.hicache.page_size, probe.hardware.tp_size)
         pages = int(hicache_size * 1e9 // page_bytes)
@@ -620,7 +627,9 @@ def _map_model_flag(conv: Conversion, flag: str, value: str | None, text: str, m
         sc["name"] = sc.get("name") or name.lower()
         _put(sc, "model.name", name)
         _put(sc, "model.config", ref)
-        conv.mapped.append(f"{text} -> model.config: {ref}")
+        same = f" ({value.rstrip('/')} has its architecture: release suffixes dropped)" if (
+            "/" in ref and ref.lower() != value.rstrip("/").lower()) else ""  # fmt: skip
+        conv.mapped.append(f"{text} -> model.config: {ref}{same}")
     elif flag == "--speculative-algorithm":
         if value.upper() not in SPEC_ALGORITHMS:
             raise InputError(f"--speculative-algorithm {value}: not modelled (the simulator has "
@@ -915,10 +924,12 @@ def _aiperf(conv: Conversion, argv: list[str]) -> None:
 
 def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | None = None,
                 model_config: str | None = None, host_mem_gb: float | None = None,
-                sglang_version: str = "0.5.23", accept_length: float | None = None) -> Conversion:  # fmt: skip
+                sglang_version: str = "0.5.23", accept_length: float | None = None,
+                server_log: str | None = None) -> Conversion:  # fmt: skip
     """Convert a launch_server command (and bench client commands, in order) into a scenario.
     ``sglang_version``: the server's, whose default rules fill the memory fraction and chunk size it left out.
-    ``accept_length``: the run's mean accept length, with speculative decoding."""
+    ``accept_length``: the run's mean accept length, with speculative decoding. ``server_log``: the server's
+    startup log, whose capacities replace the derived ones (:mod:`sim.app.fromlog`)."""
     from sim.model.hardware import SGLANG_DEFAULTS
 
     if sglang_version not in SGLANG_DEFAULTS:
@@ -932,6 +943,11 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     _resolve_spec(conv, accept_length)
     _hardware(conv, gpu, sglang_version, host_mem_gb)
     _page_defaults(conv, model_config)
+    log = None
+    if server_log is not None:
+        from sim.app.fromlog import apply_server_log
+
+        log = apply_server_log(conv, server_log)
     for i, bench in enumerate(benches):
         _bench(conv, bench, i, sglang_version)
     _decode_instance(conv)
@@ -944,6 +960,10 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     order = ["name", "description", "seed", "model", "hardware", "hicache", "l3", "scheduler", "cluster", "hisparse",
              "speculative", "workload"]  # fmt: skip
     conv.scenario = {k: conv.scenario[k] for k in order if k in conv.scenario}
+    if log is not None:
+        from sim.app.fromlog import check_capacities
+
+        conv.checks = check_capacities(conv, log)
     return conv
 
 
@@ -1006,5 +1026,6 @@ def to_yaml(conv: Conversion) -> str:
     head += [f"#   {c}" for c in conv.commands]
     head += ["# Mapped:"] + [f"#   {m}" for m in conv.mapped]
     head += ["# Ignored (not modelled):"] + ([f"#   {m}" for m in conv.ignored] or ["#   (none)"])
+    head += ["# The server's log against the derivation:"] + [f"#   {m}" for m in conv.checks] if conv.checks else []
     body = yaml.safe_dump(conv.scenario, sort_keys=False, default_flow_style=False)
     return "\n".join(head) + "\n" + body

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.app.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
 from sim.base.fileio import staged_dir
@@ -34,7 +35,6 @@ from sim.cache.v4.hicache import check_v4_setup
 from sim.cache.v4.swa import swa_cap_tokens
 from sim.model.compute import Roofline, attention_pairs, step_model
 from sim.model.costs import CostTable, resolve_cost_table
-from sim.model.hostmem import swa_host_pages
 from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode
 from sim.offline.replay import pages_for_bytes
@@ -60,6 +60,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
+AMD_ROOFLINE_WARNING = ("an AMD GPU has no measured kernel data here (aiconfigurator-core has none): its step times "
+                        "are its datasheet over efficiencies estimated for NVIDIA GPUs. Fit them to one run of your "
+                        "own: hicache-sim calibrate compute RESULTS --scenario S.yaml --out T.json")  # fmt: skip
 LONG_RUN_REQUESTS = 100_000  # ~20 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
 MAX_SAMPLE_ROWS_BUILT = 2_000_000  # sampler rows likely built (then mostly thinned): ~10 s of sampling
 Notify = Callable[[str], None]
@@ -80,6 +83,12 @@ class RunResult:
 
 
 def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
+    """(L1 Full pages, the SWA pool as a share of them): as the server logged them, else as derived
+    (:func:`sim.app.capacity.logged_device_pools`)."""
+    return logged_device_pools(sc, *derived_device_pools(sc, model))
+
+
+def derived_device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     """(L1 Full pages, the SWA pool as a share of them) that the scenario's KV memory holds.
 
     In SGLang's cap mode the SWA pool is a fixed token count (:func:`sim.cache.v4.swa.swa_cap_tokens`) whose bytes come
@@ -142,11 +151,7 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     page = hc.page_size
     dp = sc.hardware.attn_dp_size  # one scheduler, KV pool, tree and host pool per attention-DP rank
     l1, swa_ratio = device_pools(sc, model)
-    l2, l2_swa = 0, None
-    if hc.enabled:
-        l2 = hc.host_pages if hc.host_pages is not None else int(l1 * hc.hicache_ratio)
-        if model.has_swa and hc.host_pages is None:
-            l2_swa = swa_host_pages(l1, l2, swa_ratio, hc.hicache_ratio)
+    l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
     page_bytes = model.bytes_per_page * page / model.page_size
     return EngineConfig(
         model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
@@ -494,6 +499,8 @@ def _setup_summary(sc: Scenario, sim: Simulation) -> dict:
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
                            **_swa_pages(sc, sim),
                            **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
+        "capacity_sources": capacity_sources(sc, cfg.model),
+        **({"capacity_mismatches": m} if (m := logged_mismatches(sc, *derived_device_pools(sc, cfg.model))) else {}),
     }
 
 
@@ -551,8 +558,12 @@ def _compute_summary(sc: Scenario, sim: Simulation) -> dict:
     values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
     origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
               for k in values}  # fmt: skip
+    from sim.app.schema.hardware import HIP_GPUS
+
+    amd = (sc.hardware.gpu or "").upper() in HIP_GPUS and not fitted
     return {"backend": "roofline", **values, "origin": origin,
-            "fit_source": sim.costs.compute.get("source") if fitted else None}
+            "fit_source": sim.costs.compute.get("source") if fitted else None,
+            **({"warning": AMD_ROOFLINE_WARNING} if amd else {})}
 
 
 def _merge(into: dict, new: dict) -> None:
@@ -623,11 +634,12 @@ def compute_line(c: dict) -> str:
         return (f"compute: aiconfigurator-core {c['aiconfigurator_core']} measured SGLang {c['sglang_version']} "
                 f"kernels ({c['model']} on {c['system']}, {par}, ep {c['moe_ep_size']}, moe quant {c['moe_quant']}, "
                 f"step overhead {c['step_overhead_ms']:g} ms; {c['shapes_priced']:,} shapes priced; ops "
-                + ", ".join(f"{n} {src}" for src, n in c["op_sources"].items()) + ")")  # fmt: skip
+                + ", ".join(f"{n} {src}" for src, n in c["op_sources"].items()) + ")"
+                + (f"; {c['priced_as']}" if "priced_as" in c else ""))  # fmt: skip
     origin = c.get("origin") or {}
-    keys = origin or [k for k in c if k != "backend"]
+    keys = origin or [k for k in c if k not in ("backend", "warning")]
     return "compute: roofline, " + ", ".join(f"{k} {c[k]:.3g}" + (f" ({origin[k]})" if k in origin else "")
-                                             for k in keys)  # fmt: skip
+                                             for k in keys) + (f"\nwarning: {c['warning']}" if "warning" in c else "")  # fmt: skip
 
 
 def format_summary(result: RunResult) -> str:
@@ -644,6 +656,7 @@ def format_summary(result: RunResult) -> str:
         + (f"{s['dp_attention_ranks']} DP-attention ranks each (pools per rank), " if "dp_attention_ranks" in s else "")
         + f"L1 {plural(cap['l1'], 'page')}, L2 {plural(cap['l2'], 'page')} of {cap['page_tokens']} tokens"
         + (f"; SWA pool {plural(cap['l1_swa'], 'page')} ({cap['swa_sizing']})" if "l1_swa" in cap else ""),
+        *_capacity_lines(s),
         f"cost table: {s['cost_table']}",
         compute_line(s["compute"]),
         "",
@@ -668,6 +681,17 @@ def format_summary(result: RunResult) -> str:
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip
     return "\n".join(lines)
+
+
+def _capacity_lines(s: dict) -> list[str]:
+    """Which capacities came from the server's log (or a cap), and where the derivation misses them; nothing
+    when all are derived."""
+    src = s.get("capacity_sources", {})
+    given = {k: v for k, v in src.items() if "logged" in v or "capped" in v or v.startswith("hicache.host")}
+    if not given:  # a mismatch needs a logged capacity
+        return []
+    return ["capacities: " + ", ".join(f"{k} from {v}" for k, v in given.items()),
+            *(f"  note: {m}" for m in s.get("capacity_mismatches", []))]
 
 
 def _hit_line(hr: dict, tiers: list[str]) -> str:

@@ -348,7 +348,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *,
     lines = [
         f"{path}: ok ({s.name})",
         f"  model     {s.model.name}, page {hc.page_size} tokens"
-        + (f", {page_bytes:,} B/page/rank" if page_bytes else ""),
+        + (f", {page_bytes:,} B/page/rank" if page_bytes else "") + _experts_text(s),
     ]
     lines.append(
         f"  L1        {hw.kv_mem_gb:g} GB KV on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
@@ -388,6 +388,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *,
     else:
         desc = f"bench_serving {wl.dataset_name}, {len(wl.steps)} step(s), {sum(st.num_prompts for st in wl.steps)} prompts"
     lines.append(f"  workload  {desc}")
+    lines += _capacity_lines(s)
     lines.append(f"  compute   {s.compute.backend}" + (" (aiconfigurator-core's measured SGLang kernels)"
                                                        if s.compute.backend == "aiconfigurator" else ""))
     lines.append(
@@ -395,3 +396,30 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *,
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
     )
     return "\n".join(lines)
+
+
+def _capacity_lines(s: Scenario) -> list[str]:
+    """Each pool's pages per scheduler with where it came from (the server's log, a given field, the derivation)."""
+    from sim.app.capacity import capacity_sources
+    from sim.app.run import engine_config
+
+    if s.cluster.role == "decode":
+        return []
+    try:
+        model = schema.build_model_spec(s)
+        cfg = engine_config(s, model)
+    except InputError:
+        return []  # the run reports it where it sizes the pools
+    sources = capacity_sources(s, model)
+    pages = {"l1": cfg.l1_pages, "swa": max(1, int(cfg.l1_pages * cfg.swa_full_tokens_ratio)), "l2": cfg.l2_pages,
+             "l2_swa": cfg.l2_swa_pages}  # fmt: skip
+    return [f"  {'pools' if i == 0 else '':<9} {k} {pages[k] or 0:,} pages <- {v}" for i, (k, v) in enumerate(sources.items())
+            if pages[k] is not None]  # fmt: skip
+
+
+def _experts_text(s: Scenario) -> str:
+    """The routed experts' dtype memory and step time both use, and whether ``auto`` chose it."""
+    shape = s.model.shape(s.hardware.tp_size, s.hardware.attn_dp_size)
+    if shape is None or not shape.expert_dtype:
+        return ""
+    return f", experts {shape.expert_dtype}" + (" (auto: the checkpoint's)" if s.model.expert_dtype == "auto" else "")

@@ -20,8 +20,8 @@ __all__ = ["launch_command"]
 _MODEL_PATHS = {v: k for k, v in HF_IDS.items()} | {"deepseek-v4-flash": "deepseek-ai/DeepSeek-V4-Flash"}
 _FIELDS = ("hicache.hicache_ratio", "hicache.write_policy", "hicache.io_backend", "hicache.mem_layout",
            "hicache.prefetch_policy", "hicache.swa_full_tokens_ratio", "hicache.page_size", "hardware.tp_size",
-           "hardware.mem_fraction_static", "scheduler.chunked_prefill_size", "scheduler.max_running_requests",
-           "scheduler.max_prefill_tokens", "scheduler.schedule_policy")  # fmt: skip
+           "hardware.mem_fraction_static", "hardware.max_total_tokens", "scheduler.chunked_prefill_size",
+           "scheduler.max_running_requests", "scheduler.max_prefill_tokens", "scheduler.schedule_policy")  # fmt: skip
 ALWAYS = {"hicache.hicache_ratio", "hicache.write_policy"}  # what a plan recommends: always written
 
 
@@ -92,6 +92,9 @@ def launch_command(sc: Scenario, base: str | None = None, *, hicache_size_gb: fl
     else:
         ref = sc.model.config or sc.model.name
         words = ["python", "-m", "sglang.launch_server", "--model-path", _MODEL_PATHS.get(ref, ref)]
+        if sc.model.kv_layout != "paged":  # ROCm's unified KV layout is chosen by the environment (unified_kv_gate.py)
+            words[:0] = ["SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton",
+                         *(["SGLANG_DSV4_UNIFIED_KV_FP8=1"] if sc.model.kv_layout == "unified_fp8" else [])]  # fmt: skip
         if sc.hardware.gpu is None:
             notes.append(f"hardware.kv_mem_gb {sc.hardware.kv_mem_gb:g} has no launch flag without a GPU: choose "
                          "--mem-fraction-static so the KV pools take that much")  # fmt: skip

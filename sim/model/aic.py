@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,7 +44,13 @@ __all__ = ["SGLANG_VERSION", "SYSTEMS", "AicSteps", "aic_model_id", "coverage_er
            "shipped_models"]  # fmt: skip
 
 # The project's catalog GPUs that aiconfigurator-core 0.12.0 has SGLang tables for, and their system names.
-SYSTEMS = {"H100": "h100_sxm", "H200": "h200_sxm", "B200": "b200_sxm", "B300": "b300_sxm"}
+SYSTEMS = {"H100": "h100_sxm", "H200": "h200_sxm", "B200": "b200_sxm", "B300": "b300_sxm", "H800": "h100_sxm"}
+# GPUs priced on another GPU's kernels with their collectives rescaled: H800 is H100 compute and memory with NVLink
+# cut to 400 GB/s both ways (200 one way) against H100's 450 one way (aiconfigurator-core systems/h100_sxm.yaml:19,
+# intra_node_bw). The estimator prices communication as ops of their own (all-reduce, MoE dispatch), so those
+# are scaled by the bandwidth ratio: a bandwidth-bound bound, which overstates the smallest, latency-bound ones.
+COMM_SCALE = {"H800": 450 / 200}
+_COMM_OP = re.compile(r"(_ar(_\d+)?$|dispatch|all_?reduce|all_?to_?all|all_?gather|reduce_?scatter)")
 # aiconfigurator-core 0.12.0's "current" SGLang collection (systems/query_versions.yaml): every kernel family
 # collected at this version; the newer 0.5.16 slot is partial and back-filled from it.
 SGLANG_VERSION = "0.5.14"
@@ -79,18 +86,24 @@ def shipped_models() -> dict[str, Path]:
 
 
 def model_config_path(name: str) -> Path | None:
-    """The shipped config.json of a Hugging Face id (case-insensitive), or None."""
-    return next((p for k, p in shipped_models().items() if k.lower() == name.lower()), None)
+    """The shipped config.json of a Hugging Face id (case-insensitive; release and tuning suffixes dropped,
+    :func:`sim.model.modelids.shipped_id`), or None."""
+    from sim.model.modelids import shipped_id
+
+    key = shipped_id(name)
+    return None if key is None else shipped_models()[key]
 
 
 def aic_model_id(model) -> str | None:
     """The aiconfigurator-core model a scenario's ``model`` section names, or None."""
+    from sim.model.modelids import shipped_id
+
     for ref in (model.name, model.config):
         if ref is None:
             continue
         ref = _ALIASES.get(ref.lower(), ref)
-        if model_config_path(ref) is not None:
-            return next(k for k in shipped_models() if k.lower() == ref.lower())
+        if (key := shipped_id(ref)) is not None:
+            return key
     return None
 
 
@@ -213,10 +226,13 @@ class AicSteps:
     overhead_s: float = 0.0
     op_sources: tuple[tuple[str, int], ...] = ()
     name: str = "aiconfigurator"
+    comm_scale: float = 1.0  # collectives' time multiplier (COMM_SCALE): 1 on a GPU the tables measured
+    gpu: str = ""
     _prefill: dict = field(default_factory=dict, repr=False)
     _decode: dict = field(default_factory=dict, repr=False)
     _mixed: dict = field(default_factory=dict, repr=False)
     _attn: tuple | None = field(default=None, repr=False)
+    _comm: tuple | None = field(default=None, repr=False)
 
     @classmethod
     def from_scenario(cls, sc) -> AicSteps:
@@ -238,7 +254,8 @@ class AicSteps:
                                 "model.config)" if "fp4" in str(exc) and setup.system.startswith("h")
                                 else "")) from None  # fmt: skip
         overhead = sc.compute.step_overhead_ms
-        return cls(handle, setup, (overhead or 0.0) / 1e3, sources)
+        gpu = _gpu(sc).upper()
+        return cls(handle, setup, (overhead or 0.0) / 1e3, sources, comm_scale=COMM_SCALE.get(gpu, 1.0), gpu=gpu)
 
     # ----- the Roofline interface
     def prefill_seconds(self, tokens: int, pairs: float, n_prefill: int = 1) -> float:
@@ -258,14 +275,30 @@ class AicSteps:
         key = (n, chunk, prefix)
         ms = self._prefill.get(key)
         if ms is None:
-            ms = self._prefill[key] = self.handle.predict_prefill_latency(n, chunk + prefix, prefix)
+            ms = self.handle.predict_prefill_latency(n, chunk + prefix, prefix)
+            ms = self._prefill[key] = ms + self._extra_comm_ms(n, chunk, prefix, 0, 0)
         return ms
+
+    def _extra_comm_ms(self, n: int, chunk: int, prefix: int, n_decode: int, context: int) -> float:
+        """What the collectives of a pass add beyond the measured GPU's: (comm_scale - 1) x their time."""
+        if self.comm_scale == 1.0:
+            return 0.0
+        if self._comm is None:
+            ctx, gen = self.handle.run_static_per_op(batch_size=1, isl=2, osl=2, prefix=0)
+            self._comm = ([i for i, op in enumerate(ctx) if _COMM_OP.search(op[0])],
+                          [i for i, op in enumerate(gen) if _COMM_OP.search(op[0])])  # fmt: skip
+        ctx_idx, gen_idx = self._comm
+        ms = sum(op[1] for op in self.handle.evaluate_context_ops(ctx_idx, batch_size=n, s=chunk, prefix=prefix)) if n else 0.0
+        if n_decode:
+            ms += sum(op[1] for op in self.handle.evaluate_generation_ops(gen_idx, batch_size=n_decode, s=context))
+        return (self.comm_scale - 1.0) * ms
 
     def _decode_ms(self, n: int, context: int) -> float:
         key = (n, context)
         ms = self._decode.get(key)
         if ms is None:
-            ms = self._decode[key] = self.handle.decode_step_latency(n, context - 1, 0)
+            ms = self._decode[key] = self.handle.decode_step_latency(n, context - 1, 0) + self._extra_comm_ms(
+                0, 0, 0, n, context)  # fmt: skip
         return ms
 
     def step_seconds(self, prefill_tokens: int, pairs: float, n_decode: int, decode_context: float,
@@ -293,7 +326,7 @@ class AicSteps:
             shared = h.mixed_step_breakdown(n * chunk, n_decode, n * chunk, 0, 0)[1]
             ctx = sum(op[1] for op in h.evaluate_context_ops(ctx_idx, batch_size=n, s=chunk, prefix=prefix))
             gen = sum(op[1] for op in h.evaluate_generation_ops(gen_idx, batch_size=n_decode, s=s))
-            ms = self._mixed[key] = shared + ctx + gen
+            ms = self._mixed[key] = shared + ctx + gen + self._extra_comm_ms(n, chunk, prefix, n_decode, s)
         return ms / 1e3
 
     def describe(self) -> dict:
@@ -304,6 +337,8 @@ class AicSteps:
                 "moe_tp_size": s.moe_tp, "moe_ep_size": s.moe_ep, "moe_quant": s.moe_quant or "checkpoint",
                 "kv_quant": s.kv_quant or "checkpoint", "nextn": s.nextn, "step_overhead_ms": self.overhead_s * 1e3,
                 "op_sources": dict(self.op_sources),
+                **({"priced_as": f"{self.gpu} on {s.system} kernels, collectives x{self.comm_scale:.3g} (NVLink "
+                                 "bandwidth ratio, systems/h100_sxm.yaml:19)"} if self.comm_scale != 1.0 else {}),
                 "shapes_priced": len(self._prefill) + len(self._decode) + len(self._mixed)}  # fmt: skip
 
 

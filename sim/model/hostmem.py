@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sim.model.hostpools import host_pools
 from sim.model.pools import ModelSpec
 
 __all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate", "swa_host_pages",
@@ -89,15 +90,7 @@ def _budget_per_rank(node_dram_gb: float, ranks_per_node: int) -> int:
 
 
 def _pool_bytes(model: ModelSpec, l2: int, l2_swa: int, page_tokens: int) -> dict[str, int]:
-    scale = page_tokens / model.page_size
-    pad = 0 if model.has_swa else 1  # the single-pool host pool's padding page; V4's paged pools have none
-    out = {}
-    for pool in model.pools:
-        if not pool.bytes_per_page:
-            continue
-        pages = l2 if pool.anchor == "kv" else l2_swa
-        out[pool.name] = int((pages + pad) * pool.bytes_per_page * scale)
-    return out
+    return {p.name: p.nbytes for p in host_pools(model, l2, l2_swa, page_tokens)}  # sim.model.hostpools
 
 
 V4_SIZE_REFUSED = ("DeepSeek V4 HiCache currently does not support --hicache-size; use --hicache-ratio instead. "
@@ -153,9 +146,9 @@ def host_candidate(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_to
     cand = HostCandidate(label or flag, flag, ratio, size_gb, l1_pages, l2, l2_swa, pools, ranks, nodes, budget)
     need = cand.per_rank
     where = f"{node_dram_gb:g} GB on the node less the 10 GiB reserve, over {ranks} ranks"
-    if model.has_swa and size_gb is not None:
+    if model.paged_host and size_gb is not None:
         status, reason = "refused", V4_SIZE_REFUSED
-    elif need > budget and model.has_swa:  # pool by pool, each against what the ones before it left
+    elif need > budget and model.paged_host:  # pool by pool, each against what the ones before it left
         left, over = budget, ("", 0)
         for item in pools.items():
             if item[1] > left:
@@ -169,7 +162,7 @@ def host_candidate(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_to
         status, reason = "refused", (
             f"Not enough host memory available. Requesting {need / 1e9:.2f} GB but only have {budget / 1e9:.2f} "
             f"GB free. Please reduce the size of the hierarchical cache. (pool_host/base.py:248-257: {where})")  # fmt: skip
-    elif l2 <= l1_pages and not model.has_swa:  # V4's paged host pools skip HostKVCache's sizing and warning
+    elif l2 <= l1_pages and not model.paged_host:  # V4's paged host pools skip HostKVCache's sizing and warning
         status, reason = "warning", (f"host pool ({l2:,} pages) no larger than the device pool ({l1_pages:,}): "
                                      "SGLang warns that L2 is of little use (pool_host/base.py:238-246)")  # fmt: skip
     else:
@@ -183,7 +176,7 @@ def auto_ratio(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_tokens
     """The ratio SGLang's auto-sizing picks when the launch gives neither --hicache-ratio nor --hicache-size:
     min(2.0, fraction x budget x (1 - slack) / device bytes of the host-mirrored pools); None for DeepSeek-V4,
     which it cannot size (``V4_AUTO_REFUSED``)."""
-    if model.has_swa:
+    if model.paged_host:
         return None
     scale = page_tokens / model.page_size
     device = l1_pages * scale * (model.group_bytes_per_page("kv") + swa_ratio * model.group_bytes_per_page("swa"))

@@ -61,6 +61,7 @@ class ModelShape:
     catalog: str | None = None  # DeepSeek V4: the catalog entry holding the pools
     fp4_indexer: bool = False  # DeepSeek V4: C4 indexer keys in fp4 (--enable-deepseek-v4-fp4-indexer)
     mlp_flops_per_token: float = 0.0  # per GPU: the MLP/MoE share of flops_per_token (DP attention gathers it)
+    expert_dtype: str = ""  # the routed experts' dtype as resolved (expert_dtype_of); "" without experts
 
 
 def bundled_configs() -> list[str]:
@@ -193,13 +194,15 @@ def _moe(cfg: dict, name: str, hidden: int, layers: int) -> tuple[float, float, 
 
 def expert_dtype_of(cfg: dict[str, Any], expert_dtype: str = "auto") -> str:
     """The routed experts' dtype: as given, else the checkpoint's: fp4 when its quantization_config marks the
-    routed experts mxfp4 (SGLang ``configs/model_config.py:722-733``), else its weights' dtype."""
+    routed experts mxfp4 (SGLang ``configs/model_config.py:722-733``) or its config declares them so (DeepSeek
+    V4's ``expert_dtype``, the key SGLang writes for it too, ``model_loader/expert_pack_runtime.py:275``), else
+    its weights' dtype. Memory sizing and every step-time backend read this one answer."""
     if expert_dtype != "auto":
         if expert_dtype not in EXPERT_DTYPE_BYTES:
             raise InputError(f"expert_dtype: unknown {expert_dtype!r} (known: auto, {', '.join(EXPERT_DTYPE_BYTES)})")
         return expert_dtype
     quant = cfg.get("quantization_config") or {}
-    if quant.get("routed_experts_quant_method") == "mxfp4":
+    if quant.get("routed_experts_quant_method") == "mxfp4" or cfg.get("expert_dtype") == "fp4":
         return "fp4"
     return "fp8" if quant.get("quant_method") in ("fp8", "deepseek_v4_fp8") else "bf16"
 
@@ -272,6 +275,7 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         n_experts=n_exp, experts_per_token=k, kv_read_bytes_per_token=att.kv_read_bytes_per_token,
         kv_read_bytes_per_request=att.kv_read_bytes_per_request, compute_dtype="fp8" if b.weight == 1 else "bf16",
         catalog=att.catalog, fp4_indexer=fp4_indexer and att.catalog is not None, mlp_flops_per_token=2 * mlp_active / tp_size,
+        expert_dtype=expert_dtype_of(cfg, expert_dtype) if n_exp else "",
     )  # fmt: skip
 
 

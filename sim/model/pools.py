@@ -124,6 +124,12 @@ class ModelSpec:
         """Bytes of one page across every pool, as the measured ``page_bytes`` counts them."""
         return sum(p.bytes_per_page for p in self.pools)
 
+    @property
+    def paged_host(self) -> bool:
+        """Whether SGLang builds paged host pools for it, one per pool (DeepSeek V4, either layout: no padding
+        page, ``--hicache-size`` refused, no auto-sizing) rather than one host KV pool."""
+        return len(self.pools) > 1
+
     def group_bytes_per_page(self, anchor: str) -> int:
         return sum(p.bytes_per_page for p in self.pools if p.anchor == anchor)
 

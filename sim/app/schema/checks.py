@@ -118,31 +118,64 @@ def _aiconfigurator_covers(sc: Scenario) -> None:
             raise _field_error(*err)
 
 
+def _unified_kv_layout(sc: Scenario) -> None:
+    """ROCm's unified KV layout: DeepSeek V4 (V4.1 refuses it) on a ROCm GPU; fp8 rows on gfx95 only."""
+    layout = sc.model.kv_layout
+    if layout == "paged":
+        return
+    from sim.app.schema.hardware import HIP_GPUS
+    from sim.base.errors import InputError
+
+    gpu = (sc.hardware.gpu or "").upper()
+    if sc.hardware.gpu is not None and gpu not in HIP_GPUS:
+        raise _field_error("model.kv_layout", f"{layout} is ROCm's layout (is_hip, unified_kv_gate.py:12-15); "
+                           f"{sc.hardware.gpu} is not a ROCm GPU ({', '.join(HIP_GPUS)})")  # fmt: skip
+    if layout == "unified_fp8" and sc.hardware.gpu is not None and gpu != "MI355X":
+        raise _field_error("model.kv_layout", f"unified_fp8 needs a gfx95 GPU (MI355X); on {sc.hardware.gpu} SGLang "
+                           "falls back to bf16 rows (unified_kv_gate.py:31-37): set unified")  # fmt: skip
+    try:
+        build_model_spec(sc)
+    except InputError as exc:
+        raise _field_error("model.kv_layout", str(exc)) from None
+
+
 def _pools_fit(sc: Scenario) -> None:
-    """At least one device page in ``kv_mem_gb``, and a host pool of at least one page inside ``host_mem_gb`` less
-    SGLang's 10 GiB reserve, the rule ``plan`` prices candidates by (``mem_cache/pool_host/base.py:28, 84-108``)."""
+    """At least one device page in ``kv_mem_gb``, and host pools of at least one page inside ``host_mem_gb`` less
+    SGLang's 10 GiB reserve, the rule ``plan`` prices candidates by (``mem_cache/pool_host/base.py:28, 84-108``),
+    each pool at the pages SGLang gives it (:mod:`sim.model.hostpools`)."""
     hc, hw = sc.hicache, sc.hardware
     page_bytes = sc.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
     if not page_bytes:
         return
-    device_pages = int(hw.kv_mem_gb * 1e9 // page_bytes)
-    if device_pages < 1:
+    if hw.max_total_num_tokens is None and int(hw.kv_mem_gb * 1e9 // page_bytes) < 1:
         raise _field_error("hardware.kv_mem_gb", f"smaller than one page ({page_bytes:,} B)")
     if not hc.enabled:
         return
-    host_pages = hc.host_pages if hc.host_pages is not None else int(device_pages * hc.hicache_ratio)
-    if host_pages < 1:
-        raise _field_error("hicache.hicache_ratio", "host pool smaller than one page")
-    host_gb = host_pages * page_bytes * hw.tp_size / 1e9
+    from sim.app.capacity import host_pages
+    from sim.app.run import device_pools
+    from sim.base.errors import InputError
+    from sim.model.hostpools import host_pool_bytes
+
+    model = build_model_spec(sc)
+    try:
+        l1, swa_ratio = device_pools(sc, model)
+    except InputError:
+        return  # the run reports it where it sizes the pools
+    l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
+    field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
+    if l2 < 1:
+        raise _field_error(field, "host pool smaller than one page")
+    if l2_swa is None and model.has_swa:  # a page count given: the SWA pools at their device share
+        l2_swa = max(1, int(l2 * swa_ratio))
+    host_gb = host_pool_bytes(model, l2, l2_swa or 0, hc.page_size) * hw.tp_size / 1e9
     if host_gb > hw.host_mem_gb - RESERVE_BYTES / 1e9:
-        field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
-        raise _field_error(field, f"host pool ({host_gb:,.1f} GB) exceeds hardware.host_mem_gb ({hw.host_mem_gb:g}) less "
-                           "SGLang's 10 GiB reserve: a smaller pool or more host memory (scenario from-sglang: "
-                           "--host-mem-gb)")  # fmt: skip
+        raise _field_error(field, f"host pools ({host_gb:,.1f} GB over {hw.tp_size} ranks) exceed "
+                           f"hardware.host_mem_gb ({hw.host_mem_gb:g}) less SGLang's 10 GiB reserve: a smaller pool "
+                           "or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
 
 
 CROSS_CHECKS: tuple[Callable[[Scenario], None], ...] = (
-    _page_sizes_agree, _chunk_holds_a_page, _v4_pages_are_256, _l3_needs_l2, _decode_workload,
+    _unified_kv_layout, _page_sizes_agree, _chunk_holds_a_page, _v4_pages_are_256, _l3_needs_l2, _decode_workload,
     _workload_pages_bounded, _hisparse_fits, _fp4_indexer_supported, _speculative_without_mixed_chunk,
     _dp_attention_serves, _speculative_serves, _aiconfigurator_covers, _pools_fit,
 )  # fmt: skip

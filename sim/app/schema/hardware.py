@@ -12,7 +12,7 @@ from sim.model.hardware import NODE_DRAM_GB, SGLANG_DEFAULTS
 
 # Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
 FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
-HIP_GPUS = ("MI300X", "MI355X")  # ROCm: SGLang sizes the fp4 indexer pool at its fp4 bytes (pool_configurator.py:1109-1114)
+HIP_GPUS = ("MI300X", "MI325X", "MI355X")  # ROCm: SGLang sizes the fp4 indexer pool at its fp4 bytes (pool_configurator.py:1109-1114)
 
 
 class HardwareConfig(_Section):
@@ -24,7 +24,7 @@ class HardwareConfig(_Section):
     rank. Fields given explicitly win.
     """
 
-    gpu: str | None = Field(None, description="Catalog GPU: H20, H100, H800, H200, B200, B300, A10, MI300X, MI355X.")
+    gpu: str | None = Field(None, description="Catalog GPU: H20, H100, H800, H200, B200, B300, A10, MI300X, MI325X, MI355X.")
     mem_fraction_static: float | None = Field(
         None, gt=0, lt=1, description="SGLang --mem-fraction-static; null = SGLang's default rule for the GPU."
     )
@@ -40,6 +40,22 @@ class HardwareConfig(_Section):
         40.0,
         gt=0,
         description="GPU memory given to the KV pools (L1), GB; what is left after weights and activations.",
+    )
+    max_total_num_tokens: int | None = Field(
+        None, ge=1,
+        description="The Full KV pool's tokens per scheduler, as the server's startup log states it (SGLang prints "
+        "max_total_num_tokens=N, managers/scheduler.py:1268-1276): replaces the pool derived from kv_mem_gb. "
+        "`scenario from-sglang --server-log` fills it.",
+    )
+    swa_max_total_num_tokens: int | None = Field(
+        None, ge=1,
+        description="DeepSeek V4's SWA pool tokens per scheduler as logged (DSV4 pool sizes: swa=N, "
+        "pool_configurator.py:1605-1611): replaces hicache.swa_full_tokens_ratio's share; needs max_total_num_tokens.",
+    )
+    max_total_tokens: int | None = Field(
+        None, ge=1,
+        description="SGLang --max-total-tokens: caps the Full pool at this many tokens (the derived pool if smaller, "
+        "kv_cache_configurator.py:3096-3105).",
     )
     host_mem_gb: float = Field(
         NODE_DRAM_GB, gt=0,
@@ -88,6 +104,8 @@ class HardwareConfig(_Section):
         if self.tp_size % self.attn_dp_size:
             raise _field_error("dp_size", f"{self.dp_size} does not divide tp_size {self.tp_size} "
                                "(SGLang asserts it, parallel_hook.py:326)")  # fmt: skip
+        if self.swa_max_total_num_tokens is not None and self.max_total_num_tokens is None:
+            raise _field_error("swa_max_total_num_tokens", "needs hardware.max_total_num_tokens (the Full pool beside it)")
         if self.tp_size % self.ep_size:
             raise _field_error("ep_size", f"{self.ep_size} does not divide tp_size {self.tp_size}")
         return self

@@ -23,6 +23,12 @@ class HiCacheConfig(_Section):
     host_pages: int | None = Field(
         None, ge=1, description="Explicit host pages per pool, overriding hicache_ratio."
     )
+    host_swa_pages: int | None = Field(
+        None, ge=1,
+        description="DeepSeek V4: explicit host pages of the SWA-anchored pools (swa and the state rings), as the "
+        "server's log states them (memory_pool_host.py:341-350); null: int(SWA device pages x hicache_ratio) with "
+        "hicache_ratio, else the SWA share of host_pages.",
+    )
     write_policy: Literal["write_through", "write_through_selective", "write_back", "boundary"] = Field(
         "write_through",
         description="When L1 pages are backed up to L2: on insert (hit >= 1), on second hit (>= 2), at eviction, "

@@ -20,9 +20,9 @@ def _named_config(name: Any) -> str | None:
     """A model name that is a Hugging Face id with a shipped config (``deepseek-ai/DeepSeek-V4-Pro``)."""
     if not isinstance(name, str) or "/" not in name:
         return None
-    from sim.model.aic import model_config_path
+    from sim.model.modelids import shipped_id
 
-    return name if model_config_path(name) is not None else None
+    return shipped_id(name)  # the shipped id itself: a suffixed one resolves to its architecture's
 
 
 class PoolConfig(_Section):
@@ -132,7 +132,8 @@ class ModelConfig(_Section):
     expert_dtype: Literal["auto", "bf16", "fp8", "fp4"] = Field(
         "auto",
         description="Routed-expert weights (with a config): auto = the checkpoint's (fp4 when its quantization_config "
-        "says routed_experts_quant_method mxfp4, configs/model_config.py:722-733), or bf16, fp8, fp4 (MXFP4: "
+        "says routed_experts_quant_method mxfp4, configs/model_config.py:722-733, or the config declares expert_dtype "
+        "fp4, as DeepSeek V4's does), or bf16, fp8, fp4 (MXFP4: "
         "e2m1 pairs and one scale per 32 weights, layers/quantization/fp8.py:1603-1716); also the quantization "
         "compute.backend: aiconfigurator prices the MoE kernels at.",
     )
@@ -140,6 +141,14 @@ class ModelConfig(_Section):
         False,
         description="SGLang's --enable-deepseek-v4-fp4-indexer: C4 indexer keys stored as fp4 (68 B per compressed "
         "token instead of 132, mem_cache/deepseek_v4_memory_pool.py:53-57); SM100/SM120 only.",
+    )
+
+    kv_layout: Literal["paged", "unified", "unified_fp8"] = Field(
+        "paged",
+        description="DeepSeek V4's KV layout: paged (CUDA, and ROCm by default) or ROCm's unified layout "
+        "(SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton: 1,024-B bf16 rows, no SWA or state host pools; "
+        "unified_fp8 adds SGLANG_DSV4_UNIFIED_KV_FP8=1, gfx95 only: fp8 nope rows and bf16 rope pools). "
+        "sim/model/unified_kv.py.",
     )
 
     @model_validator(mode="before")
@@ -215,6 +224,8 @@ class ModelConfig(_Section):
         """Total bytes per page per rank over all pools."""
         from sim.model import pools
 
+        if self.kv_layout != "paged":
+            return self.unified_spec(page_size, tp_size).bytes_per_page
         if self.config is not None:
             from sim.model.modelcfg import model_spec
 
@@ -224,11 +235,22 @@ class ModelConfig(_Section):
         return pools.get_model(self.name, page_size=page_size, bytes_per_token=self.generic_bytes_per_token).bytes_per_page
 
 
+    def unified_spec(self, page_size: int, tp_size: int = 1) -> Any:
+        """The V4 model on ROCm's unified KV layout (:mod:`sim.model.unified_kv`)."""
+        from sim.model.unified_kv import unified_model
+
+        catalog = self.shape(tp_size).catalog if self.config is not None else self.name
+        return unified_model(catalog or self.name, page_size, fp8=self.kv_layout == "unified_fp8",
+                             fp4_indexer=self.fp4_indexer)  # fmt: skip
+
+
 def build_model_spec(scenario: Scenario) -> Any:
     """The ``sim.model.pools.ModelSpec`` for the scenario's model (imports sim.model.pools lazily)."""
     from sim.model import pools
 
     m = scenario.model
+    if m.kv_layout != "paged":  # the cross-checks hold it to a DeepSeek V4 model on a ROCm GPU
+        return m.unified_spec(scenario.hicache.page_size, scenario.hardware.tp_size)
     if m.config is not None:
         from sim.model.modelcfg import model_spec
 

@@ -206,3 +206,23 @@ class TestSWAPoolSizing:
 
         with pytest.raises(InputError, match=r"hicache.swa_full_tokens_ratio: a share in \(0, 1\] or cap"):
             self.v4(swa_full_tokens_ratio=value)
+
+
+def test_an_amd_gpu_on_the_roofline_is_warned_about_until_calibrated():
+    from sim.app.run import compute_line
+
+    amd = run_scenario(scenario(hardware={"gpu": "MI355X", "kv_mem_gb": 0.5}))
+    assert "hicache-sim calibrate compute" in amd.summary["compute"]["warning"]
+    assert "\nwarning: an AMD GPU has no measured kernel data" in compute_line(amd.summary["compute"])
+    assert "warning" not in run_scenario(scenario(hardware={"gpu": "H200", "kv_mem_gb": 0.5})).summary["compute"]
+
+
+def test_the_summary_names_each_capacitys_source():
+    logged = run_scenario(scenario(hardware={"kv_mem_gb": 0.5, "max_total_num_tokens": 40 * 256},
+                                   hicache={"host_pages": 100}))  # fmt: skip
+    s = logged.summary
+    assert s["capacity_pages"]["l1"] == 40 and s["capacity_pages"]["l2"] == 100
+    assert s["capacity_sources"] == {"l1": "hardware.max_total_num_tokens (logged)",
+                                     "swa": "hicache.swa_full_tokens_ratio (0.1)", "l2": "hicache.host_pages",
+                                     "l2_swa": "the SWA share of hicache.host_pages"}  # fmt: skip
+    assert "capacity_mismatches" in s  # 0.5 GB derives another pool than the logged 2,560 tokens

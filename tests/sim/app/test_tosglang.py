@@ -47,3 +47,10 @@ def test_a_v4_swa_share_round_trips_through_its_flag():
     cmd, _ = launch_command(sc)
     assert "--swa-full-tokens-ratio 0.5" in cmd
     assert back(cmd).hicache.swa_full_tokens_ratio == 0.5
+
+
+def test_rocms_unified_layout_comes_back_as_its_environment():
+    sc = scenario_from_dict({"name": "r", "model": {"name": "deepseek-v4-pro", "kv_layout": "unified_fp8"},
+                             "hardware": {"gpu": "MI355X", "tp_size": 8}, "hicache": {"enabled": False}})  # fmt: skip
+    command, _ = launch_command(sc)
+    assert command.startswith("SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton SGLANG_DSV4_UNIFIED_KV_FP8=1 python")

@@ -1,0 +1,36 @@
+"""One model, one precision: the routed experts' dtype ``auto`` resolves to is the one memory sizing and the
+measured-kernel backend both use, and ``validate`` says what it chose."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.app.scenario import scenario_from_dict, validate_file
+from sim.model.modelcfg import derive, expert_dtype_of, load_config
+
+pytest.importorskip("aiconfigurator_core")
+
+V4_PRO = "deepseek-ai/DeepSeek-V4-Pro"
+
+
+def test_deepseek_v4s_config_declares_fp4_experts_and_memory_sizes_them_so():
+    cfg, _ = load_config(V4_PRO)
+    assert expert_dtype_of(cfg) == "fp4"  # its config.json's expert_dtype (no routed_experts_quant_method)
+    auto, fp4, fp8 = (derive(cfg, tp_size=8, expert_dtype=d) for d in ("auto", "fp4", "fp8"))
+    assert auto.expert_dtype == "fp4" and auto.weight_bytes_per_rank == fp4.weight_bytes_per_rank
+    assert fp8.weight_bytes_per_rank > 1.5 * auto.weight_bytes_per_rank
+
+
+def test_the_kernel_backend_prices_the_same_experts():
+    from sim.model.aic import _setup
+
+    sc = scenario_from_dict({"name": "p", "model": V4_PRO, "hardware": {"gpu": "B300", "tp_size": 8},
+                             "hicache": {"enabled": False}})  # fmt: skip
+    assert sc.model.shape(8).expert_dtype == "fp4"
+    assert "mxfp4" in _setup(sc).moe_quant  # MXFP4 kernels, as memory counts MXFP4 bytes
+
+
+def test_validate_says_what_auto_chose(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(f"name: p\nmodel: {V4_PRO}\nhardware:\n  gpu: B300\n  tp_size: 8\nhicache:\n  enabled: false\n")
+    assert "experts fp4 (auto: the checkpoint's)" in validate_file(path)
