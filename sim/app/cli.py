@@ -236,6 +236,7 @@ def _cmd_plan(args) -> int:
     from sim.app.plan import PlanSpec, make_plan, parse_slo
     from sim.app.plan.inputs import base_scenario
     from sim.app.plan.report import write_report
+    from sim.app.plan.tierages import headline
     from sim.app.run import check_startable
     from sim.app.scenario import load_scenario
     from sim.app.seeds import parse_seeds
@@ -267,6 +268,8 @@ def _cmd_plan(args) -> int:
     rec = data["recommendation"]
     print(f"plan {sc.name}: {data['runs']} runs, {len(data['failed_runs'])} failed")
     print(f"recommendation: {rec['choice'] or 'none meets the SLOs'}" + (f"\n  {rec['launch']}" if rec.get("launch") else ""))
+    for line in headline(data.get("tier_ages", {}), rec["choice"]):
+        print(line)
     print(f"wrote {out}/: {', '.join(names)}")
     return 0
 

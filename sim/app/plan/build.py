@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sim.app.plan import tasks
+from sim.app.plan import l3value, tasks, tierages
 from sim.app.scenario import Scenario, apply_overrides, build_model_spec, scenario_from_dict
 from sim.app.seeds import interval
 from sim.base.errors import InputError
@@ -188,6 +188,7 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
     curve = _add_curve_jobs(jobs, setup)
     wp_cand = _add_policy_jobs(jobs, setup)
     l3_cand = _add_l3_jobs(jobs, setup)
+    l3_value_policies = l3value.add_jobs(jobs, setup, l3_cand)
     swa_rows_spec = _add_swa_jobs(jobs, setup)
     _add_hisparse_jobs(jobs, spec)
     _run(jobs, workers=workers, progress=progress, executor=executor, ray_address=ray_address)
@@ -197,7 +198,8 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
         "failed_runs": [{"key": list(map(str, k)), "error": jobs.error(k)} for k in jobs.keys if jobs.error(k)],
         "host_memory": _host_section(setup), "value": _value_with_curve(setup, jobs, curve),
         "write_policy": _policy_section(spec, jobs, wp_cand),
-        "l3": _l3_section(spec, jobs, l3_cand),
+        "l3": {**_l3_section(spec, jobs, l3_cand), "marginal": l3value.section(spec.seeds, l3_value_policies, jobs.get)},
+        "tier_ages": tierages.section(spec.seeds, ["L1 only", *(c.label for c in setup.startable)], jobs.get),
         "swa": _swa_section(jobs, swa_rows_spec) if model.has_swa else {"applies": False,
                                                                         "reason": f"{model.name} has no SWA pool"},
         "hisparse": _hisparse_section(spec, jobs),

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.app.plan import l3value, tierages
+
 __all__ = ["write_report"]
 
 GB = 1e9
@@ -227,7 +229,8 @@ def _csvs(data: dict, folder: Path) -> list[str]:
     frames = {"host_memory": host, "value_curve": pd.DataFrame(data["value"]["curve"]),
               "value_points": pd.json_normalize(data["value"]["points"]),
               "write_policy": pd.json_normalize(data["write_policy"]["rows"]),
-              "l3": pd.json_normalize(data["l3"]["rows"])}  # fmt: skip
+              "l3": pd.json_normalize(data["l3"]["rows"]),
+              "l3_marginal": pd.json_normalize(data["l3"].get("marginal", {}).get("rows", []))}  # fmt: skip
     if data["swa"].get("applies"):
         frames["swa"] = pd.DataFrame(data["swa"]["rows"])
     if data["hisparse"].get("applies"):
@@ -284,7 +287,9 @@ def write_report(data: dict, folder: Path, *, command: str = "") -> list[str]:
 def _markdown(d: dict, command: str) -> str:
     """The report, section by section: the recommendation first, since it is what the reader came for."""
     out = _md_header(d, command) + _md_recommendation(d) + _md_host_memory(d["host_memory"]) + _md_value(d["value"])
-    out += _md_write_policy(d["write_policy"]) + _md_l3(d["l3"]) + _md_swa(d["swa"]) + _md_hisparse(d["hisparse"])
+    out += _md_write_policy(d["write_policy"]) + _md_l3(d["l3"]) + l3value.markdown(d["l3"].get("marginal"))
+    out += tierages.markdown(d["tier_ages"]) if "tier_ages" in d else []
+    out += _md_swa(d["swa"]) + _md_hisparse(d["hisparse"])
     if d["failed_runs"]:
         out += ["## Failed runs", ""] + [f"- {' '.join(f['key'])}: {f['error']}" for f in d["failed_runs"]] + [""]
     out += ["Data: `plan.json` (everything above), CSVs per section. Regenerate with the command at the top."]
