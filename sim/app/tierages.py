@@ -70,11 +70,12 @@ def plot_ages(ages: TierAges):
     step = 10 ** (1 / PER_DECADE)
     centres = [math.sqrt(a * b) for a, b in zip((EDGES[0] / step, *EDGES), (*EDGES, EDGES[-1] * step))]
     for ax, tier in zip(axes, tiers):
-        drawn = False
+        drawn, missing = False, []
         for name, hist, colour in (("age at hit", ages.hit[tier], "tab:blue"),
                                    ("age at eviction", ages.evict[tier], "tab:red")):  # fmt: skip
             total = sum(hist)
             if not total:
+                missing.append("no hits" if name == "age at hit" else "no evictions")
                 continue
             ax.step(centres[lo:hi], [n / total for n in hist[lo:hi]], where="mid", color=colour,
                     label=f"{name} ({total:,} tokens)")  # fmt: skip
@@ -84,10 +85,12 @@ def plot_ages(ages: TierAges):
         if not drawn:
             ax.text(0.5, 0.5, "nothing to plot:\nno hits or evictions", ha="center", va="center",
                     transform=ax.transAxes)  # fmt: skip
+        elif missing:  # said in the legend, below the axes, not over the data
+            ax.plot([], [], " ", label=f"{missing[0]} in this tier")
         ax.set_xscale("log")
         ax.set_xlim(centres[lo] / 2, centres[hi - 1] * 2)
         ax.set_ylim(bottom=0)
-        ax.set_xlabel("age: seconds since last use (log; first bucket: 0-1 ms)")
+        ax.set_xlabel("age since last use (s, log scale)")
         ax.set_ylabel("share of the tier's tokens")
         ax.set_title(f"{TIER_NAMES[tier]} ({tier})")
         ax.grid(True, alpha=0.3)

@@ -87,3 +87,18 @@ class TestPlot:
             plot("ages", tmp_path, tmp_path / "a.png")
         assert main(["plot", "ages", str(tmp_path), "--out", str(tmp_path / "a.png")]) == 2
         assert not (tmp_path / "a.png").exists()
+
+
+def test_a_tier_with_hits_and_no_evictions_says_so_in_its_legend():
+    from sim.app.tierages import plot_ages
+    from sim.cache.ages import TierAges
+
+    ages = TierAges()
+    ages.hit_at("device", 0.0, 10, 2.0)
+    ages.evicted("device", -0.0, 10, 1)
+    ages.hit_at("storage", 0.0, 10, 20.0)
+    axes = plot_ages(ages).get_axes()
+    assert [a.get_title() for a in axes] == ["L1 (device)", "L3 (storage)"]
+    labels = [t.get_text() for t in axes[1].get_legend().get_texts()]
+    assert "no evictions in this tier" in labels and not any("no " in t for t in (
+        x.get_text() for x in axes[0].get_legend().get_texts()))
