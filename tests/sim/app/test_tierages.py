@@ -76,7 +76,7 @@ class TestPlot:
         axes = fig.get_axes()
         assert [a.get_title() for a in axes] == ["L1 (device)", "L2 (host)"]
         for ax in axes:
-            assert ax.get_xscale() == "log" and "seconds" in ax.get_xlabel()
+            assert ax.get_xscale() == "log" and "(s, log scale)" in ax.get_xlabel()
             legend = ax.get_legend()
             # the legend sits below the axes, outside the data
             assert legend is not None and legend.get_bbox_to_anchor().y1 < ax.get_window_extent().y0
