@@ -61,10 +61,11 @@ def read_ages(path: Path) -> TierAges:
 def plot_ages(ages: TierAges):
     """One panel per tier with traffic: the tokens hit and evicted by age (log-scaled seconds), each as a share
     of its own total, so the two curves compare where their counts differ; the medians marked."""
-    from sim.app.plot import _figure
+    from matplotlib.figure import Figure  # pyplot-free, as sim.app.plot's figures
 
     tiers = [t for t in TIERS if any(ages.hit[t]) or any(ages.evict[t])] or [TIERS[0]]
-    fig, axes = _figure(len(tiers), "Page age at hit and at eviction, per tier", width=4.6, height=3.6)
+    fig = Figure(figsize=(4.6 * len(tiers), 3.6))
+    axes = list(fig.subplots(1, len(tiers), squeeze=False)[0])
     fig.suptitle("Page age at hit and at eviction, per tier", y=1.03)
     lo, hi = _span(ages)
     step = 10 ** (1 / PER_DECADE)

@@ -188,7 +188,9 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
     curve = _add_curve_jobs(jobs, setup)
     wp_cand = _add_policy_jobs(jobs, setup)
     l3_cand = _add_l3_jobs(jobs, setup)
-    l3_value_policies = l3value.add_jobs(jobs, setup, l3_cand)
+    l3_value_policies = l3value.add_jobs(jobs, spec, None if l3_cand is None else (
+        lambda pol, on: _variant(_candidate_scenario(setup.sc, l3_cand, pol), [f"l3.enabled={str(on).lower()}"],
+                                 f"L3 value {pol} {'on' if on else 'off'}")))  # fmt: skip
     swa_rows_spec = _add_swa_jobs(jobs, setup)
     _add_hisparse_jobs(jobs, spec)
     _run(jobs, workers=workers, progress=progress, executor=executor, ray_address=ray_address)

@@ -13,8 +13,11 @@ with L3 off and one with L3 on per seed; the hit gain is the paired difference p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from sim.app.plan import tasks
+from sim.app.scenario import Scenario
 from sim.app.seeds import interval
 
 __all__ = ["add_jobs", "markdown", "section"]
@@ -22,21 +25,17 @@ __all__ = ["add_jobs", "markdown", "section"]
 GB = 1e9
 
 
-def add_jobs(jobs: Any, s: Any, cand: Any) -> list[str]:
-    """Add the L3 off/on pairs per write policy and seed at ``cand``; returns the policies."""
-    from sim.app.plan import tasks
-    from sim.app.plan.build import _candidate_scenario, _variant
-
-    if cand is None:
+def add_jobs(jobs: Any, spec: Any, scenario: Callable[[str, bool], Scenario] | None) -> list[str]:
+    """Add the L3 off/on pairs per write policy and seed; ``scenario(policy, l3_on)`` builds one at the L3
+    section's host size (None: no host size starts, nothing to add). Returns the policies."""
+    if scenario is None:
         return []
-    for pol in s.spec.policies:
-        base = _candidate_scenario(s.sc, cand, pol)
-        off = _variant(base, ["l3.enabled=false"], f"L3 value {pol} off")
-        on = _variant(base, ["l3.enabled=true"], f"L3 value {pol} on")
-        for seed in s.spec.seeds:
-            jobs.add(("l3value", pol, False, seed), tasks.timed_run, off.model_copy(update={"seed": seed}))
-            jobs.add(("l3value", pol, True, seed), tasks.timed_run, on.model_copy(update={"seed": seed}))
-    return list(s.spec.policies)
+    for pol in spec.policies:
+        for on in (False, True):
+            sc = scenario(pol, on)
+            for seed in spec.seeds:
+                jobs.add(("l3value", pol, on, seed), tasks.timed_run, sc.model_copy(update={"seed": seed}))
+    return list(spec.policies)
 
 
 def _mean(rows: list[dict], key: str) -> float | None:
@@ -69,19 +68,17 @@ def section(seeds: list[int], policies: list[str], get: Any) -> dict[str, Any]:
     return {"rows": rows}
 
 
-def markdown(sec: dict[str, Any] | None) -> list[str]:
-    """The L3 section's marginal-value table."""
+def markdown(sec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The L3 section's marginal-value table: its lead-in, column heads and rows (the report lays it out)."""
     if not sec or not sec["rows"]:
-        return []
-    from sim.app.plan.report import _pct, _table
-
-    out = ["### L3's marginal value, per write policy", "",
-           "SGLang writes every page that enters the host pool to storage once its host backup lands "
-           "(`unified_radix_cache.py:1803-1818`), so storage's write traffic follows the write policy. Hit gain: "
-           "the total hit rate with L3 on minus with L3 off, paired per seed (95% interval, not clipped: L3 can "
-           "cost hits, as its reads hold admissions); it includes what L3 changes in L1 and L2 hits, beside its "
-           "own (L3 hit). Tokens gained per GB: the hit tokens L3 adds for each GB the server writes to it.",
-           ""]  # fmt: skip
+        return None
+    intro = ["### L3's marginal value, per write policy", "",
+             "SGLang writes every page that enters the host pool to storage once its host backup lands "
+             "(`unified_radix_cache.py:1803-1818`), so storage's write traffic follows the write policy. Hit gain: "
+             "the total hit rate with L3 on minus with L3 off, paired per seed (95% interval, not clipped: L3 can "
+             "cost hits, as its reads hold admissions); it includes what L3 changes in L1 and L2 hits, beside its "
+             "own (L3 hit). Tokens gained per GB: the hit tokens L3 adds for each GB the server writes to it.",
+             ""]  # fmt: skip
     rows = []
     for r in sec["rows"]:
         if not r["seeds_ok"]:
@@ -95,4 +92,8 @@ def markdown(sec: dict[str, Any] | None) -> list[str]:
                      f"{r['ttft_p90_s_off']:.3f} / {r['ttft_p90_s_on']:.3f}"])  # fmt: skip
     heads = ["write policy", "hit, L3 off", "hit, L3 on", "L3 hit", "hit gain", "hit tokens gained",
              "GB written to L3", "tokens gained per GB", "TTFT p90 s off / on"]  # fmt: skip
-    return out + [_table(heads, rows), ""]
+    return {"intro": intro, "heads": heads, "rows": rows}
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"

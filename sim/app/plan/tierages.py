@@ -52,20 +52,19 @@ def _age(row: dict, tier: str, key: str) -> str:
     return "-" if v is None else f"{v:.2g}"
 
 
-def markdown(sec: dict[str, Any]) -> list[str]:
-    """The section in the report: a table of median ages per tier, and the verdict per host size."""
+def markdown(sec: dict[str, Any]) -> dict[str, Any] | None:
+    """The section in the report, a table of median ages per tier and the verdict per host size: its lead-in,
+    column heads and rows (the report lays it out)."""
     if not sec["rows"]:
-        return []
-    out = ["## Which tier is too small", "",
-           "Median page age (seconds since a page's last use by a request, or its insert) when a tier serves it "
-           "(hit) and when it lets it go (evict), over the seeds of each timed run above; a tier whose evictions "
-           "are younger than the reuse the tiers below it serve lets pages go before they come back. Metric "
-           "names as proposed upstream (sgl-project/sglang#38559: `kv_age_seconds`, `kv_reuses`); "
-           "`hicache-sim plot ages RUN` draws the distributions.", ""]  # fmt: skip
+        return None
+    intro = ["## Which tier is too small", "",
+             "Median page age (seconds since a page's last use by a request, or its insert) when a tier serves it "
+             "(hit) and when it lets it go (evict), over the seeds of each timed run above; a tier whose evictions "
+             "are younger than the reuse the tiers below it serve lets pages go before they come back. Metric "
+             "names as proposed upstream (sgl-project/sglang#38559: `kv_age_seconds`, `kv_reuses`); "
+             "`hicache-sim plot ages RUN` draws the distributions.", ""]  # fmt: skip
     heads = ["host size", "L1 hit", "L1 evict", "L2 hit", "L2 evict", "L3 hit", "verdict"]
     rows = [[r["label"], _age(r, "device", "age_at_hit_p50_s"), _age(r, "device", "age_at_evict_p50_s"),
              _age(r, "host", "age_at_hit_p50_s"), _age(r, "host", "age_at_evict_p50_s"),
              _age(r, "storage", "age_at_hit_p50_s"), "; ".join(r["verdict"])] for r in sec["rows"]]  # fmt: skip
-    from sim.app.plan.report import _table
-
-    return out + [_table(heads, rows), ""]
+    return {"intro": intro, "heads": heads, "rows": rows}

@@ -24,7 +24,8 @@ class UNode:
         "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next", "host_prev", "host_next",
     )  # fmt: skip
 
-    def __init__(self, key: list[PageKey], parent: UNode | None, node_id: int, now: float, page: int) -> None:
+    def __init__(self, key: list[PageKey], parent: UNode | None, node_id: int, now: float, page: int,
+                 used: float = 0.0) -> None:  # fmt: skip
         self.key = key
         self.parent = parent
         self.children: dict[PageKey, UNode] = {}
@@ -32,7 +33,7 @@ class UNode:
         self.last_access = now
         self.hit_count = 0
         self.tokens = len(key) * page
-        self.used = 0.0  # simulated seconds of its creation or last hit (sim.cache.ages; 0 with no clock)
+        self.used = used  # simulated seconds of its creation or last hit (sim.cache.ages; 0 with no clock)
         self.full = True  # Full KV on device; False: evicted to host (``host``) or dead
         self.full_kids = 0  # children with Full KV on device (a device leaf has none)
         self.host = False  # Full KV on host (backed up)

@@ -69,10 +69,8 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
 
     def _node(self, key: list[PageKey], parent: UNode | None) -> UNode:
         self._clock += 2  # access time, then creation time
-        node = UNode(key, parent, next(self._ids), self._clock - 1, self.page)
-        if self.ages is not None:
-            node.used = self.ages.clock.now
-        return node
+        used = self.ages.clock.now if self.ages is not None else 0.0
+        return UNode(key, parent, next(self._ids), self._clock - 1, self.page, used)
 
     # ----- keys and paths -----------------------------------------------------------------------
     def page_keys(self, tokens: Sequence[int]) -> list[PageKey]:
@@ -253,8 +251,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         new.children[child.key[0]] = child
         parent.children[new.key[0]] = new
         child.parent = new
-        new.hit_count = child.hit_count
-        new.used = child.used
+        new.hit_count, new.used = child.hit_count, child.used
         new.tokens = len(new.key) * self.page
         child.tokens -= new.tokens
         new.lock = child.lock
