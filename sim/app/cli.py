@@ -252,6 +252,7 @@ def _cmd_plan(args) -> int:
     from sim.app.plan import PlanSpec, make_plan, parse_slo
     from sim.app.plan.inputs import base_scenario
     from sim.app.plan.report import write_report
+    from sim.app.plan.tierages import headline
     from sim.app.run import check_startable
     from sim.app.scenario import load_scenario
     from sim.app.seeds import parse_seeds
@@ -286,6 +287,8 @@ def _cmd_plan(args) -> int:
     rec = data["recommendation"]
     print(f"plan {sc.name}: {data['runs']} runs, {len(data['failed_runs'])} failed")
     print(f"recommendation: {rec['choice'] or 'none meets the SLOs'}" + (f"\n  {rec['launch']}" if rec.get("launch") else ""))
+    for line in headline(data.get("tier_ages", {}), rec["choice"]):
+        print(line)
     print(f"wrote {out}/: {', '.join(names)}")
     return 0
 
@@ -790,8 +793,9 @@ def _add_plot(sub) -> None:
                        "input throughput vs a grid parameter), misses (misses.parquet: misses per step and "
                        "their distribution per policy and buffer size), occupancy (a run's timeseries.parquet "
                        "or its folder: L1/L2 pages and queues over time), rounds (a run's requests.parquet or its folder: TTFT "
-                       "and hit rate per bench_multiturn round or bench_serving step).")  # fmt: skip
-    p.add_argument("kind", choices=["threshold", "misses", "occupancy", "rounds"], help="what to plot")
+                       "and hit rate per bench_multiturn round or bench_serving step), ages (a run's summary.json or its folder: "
+                       "page age at hit and at eviction per tier, log-scaled seconds).")  # fmt: skip
+    p.add_argument("kind", choices=["threshold", "misses", "occupancy", "rounds", "ages"], help="what to plot")
     p.add_argument("input", metavar="INPUT", help="parquet file or the folder holding it")
     p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="image to write")
     p.add_argument("--x", default=None, metavar="PARAM", help="threshold: grid column on the x axis")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.app.tierages import plot_ages, read_ages
 from sim.base.errors import InputError
 from sim.base.fileio import atomic_path, check_output_file
 from sim.base.inputs import check_input
@@ -433,6 +434,7 @@ KINDS: dict[str, tuple[Callable[[Path], pd.DataFrame], str, Callable]] = {
     "misses": (read_misses, "misses.parquet", plot_misses),
     "occupancy": (read_timeseries, "timeseries.parquet", plot_occupancy),
     "rounds": (read_rounds, "requests.parquet", plot_rounds),
+    "ages": (read_ages, "summary.json", plot_ages),
 }
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.app import tierages
 from sim.app.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
@@ -457,6 +458,7 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
         "simulated_s": horizon,
         **_served_summary(sim, totals, horizon),
         "metrics": metrics,
+        "tier_ages": tierages.summary_section(sim.ages),
         **({"client": report} if (report := _client_report(sc, sim, df)) else {}),
     }
 
@@ -478,6 +480,7 @@ def _sglang_metrics(sim: Simulation, totals: dict) -> dict:
         "prefill_compute": totals["computed_tokens"] + totals["reprocessed_computed_tokens"],
         "prefill_cache": hits + totals["reprocessed_cached_tokens"]}  # fmt: skip
     metrics.update(sim.rec.engine_metrics())
+    metrics.update(sim.ages.metrics())
     return metrics
 
 
@@ -676,6 +679,7 @@ def format_summary(result: RunResult) -> str:
           if cap["l2"] or dropped or any(lu.values()) else []),  # HiCache off: no host tier to drop to or copy over
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
         *_l3_and_write_back_lines(m),
+        *(tierages.format_lines(s["tier_ages"]) if "tier_ages" in s else []),
         "",
         *([clients.format_client_report(s["client"]), ""] if s.get("client") else []),
         f"wall time {result.wall_s:.2f} s",

@@ -16,6 +16,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from sim.base.errors import InputError
+from sim.cache.ages import landed
 from sim.cache.radix import InsertResult, Node, RadixTree, node_ref
 
 if TYPE_CHECKING:
@@ -234,6 +235,8 @@ class CacheController:
         for node in new:
             self.tree.set_host(node, self.all_pages_mask)
             self.tree.refile(node)
+            if self.tree.ages is not None:
+                node.used = landed(self.tree.ages.clock.now)
         return res.inserted_pages
 
     # ----- load-back ------------------------------------------------------------------------

@@ -63,6 +63,8 @@ class TierEvictor:
         tokens = len(node.key) * self.page_tokens
         self.stats.evictions += 1
         self.stats.evicted_tokens += tokens
+        if self.tree.ages is not None:
+            self.tree.ages.evicted("device", node.used, tokens, node.hit_count)
         if self._boundary is not None:
             self._boundary.evict_device(node)
             return
@@ -157,14 +159,21 @@ class TierEvictor:
                 if self.events is not None:
                     nodes.append(self._ref(node))
                 freed += len(node.key)
+                self._aged_out(node)
                 self.l2.free(len(node.key))
                 self.tree.clear_host(node)
                 del self._duplicates[node.id]
         return freed
 
+    def _aged_out(self, node: Node) -> None:
+        """``node``'s host copy goes: its age and reuse count, when the run records them."""
+        if self.tree.ages is not None:
+            self.tree.ages.evicted("host", node.used, len(node.key) * self.page_tokens, node.hit_count)
+
     def _evict_host(self, node: Node) -> None:
         self.stats.host_evictions += 1
         self.stats.host_evicted_tokens += len(node.key) * self.page_tokens
+        self._aged_out(node)
         self.l2.free(len(node.key))
         self.tree.delete_leaf(node)
     def evict_tokens(self, tokens: int) -> int:

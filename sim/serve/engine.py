@@ -37,6 +37,7 @@ import numpy as np
 import simpy
 
 from sim.base.collector import cycle_gc_paused
+from sim.cache.ages import TierAges
 from sim.cache.protocol import PrefixCache
 from sim.model.compute import Roofline
 from sim.model.costs import CostTable
@@ -113,6 +114,9 @@ class Simulation:
         self.rec = Recorder(record_requests=cfg.record_requests)
         needs_window = cfg.model.has_swa
         self.storage = Storage(cfg.l3_capacity_pages, needs_window) if cfg.l3_enabled else None
+        self.ages = TierAges(self.env)  # page ages at hits and evictions per tier (sim.cache.ages)
+        if self.storage is not None:
+            self.storage.record_ages(self.ages, cfg.page_tokens)
         self.instances = [Instance(self, i) for i in range(cfg.instances)]
         dp = cfg.dp_size
         self.controllers: list[DPController] = []

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sim.app.plan import tasks
+from sim.app.plan import tasks, tierages
 from sim.app.scenario import Scenario, apply_overrides, build_model_spec, scenario_from_dict
 from sim.app.seeds import interval
 from sim.base.errors import InputError
@@ -199,6 +199,7 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
         "host_memory": _host_section(setup), "value": _value_with_curve(setup, jobs, curve),
         "write_policy": _policy_section(spec, jobs, wp_cand),
         "l3": _l3_section(spec, jobs, l3_cand),
+        "tier_ages": tierages.section(spec.seeds, ["L1 only", *(c.label for c in setup.startable)], jobs.get),
         "swa": _swa_section(jobs, swa_rows_spec) if model.has_swa else {"applies": False,
                                                                         "reason": f"{model.name} has no SWA pool"},
         "hisparse": _hisparse_section(spec, jobs),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.app.plan import figures
+from sim.app.plan import figures, tierages
 from sim.app.plan.figures import GB
 
 __all__ = ["write_report"]
@@ -94,11 +94,18 @@ def write_report(data: dict, folder: Path, *, command: str = "") -> list[str]:
 def _markdown(d: dict, command: str) -> str:
     """The report, section by section: the recommendation first, since it is what the reader came for."""
     out = _md_header(d, command) + _md_recommendation(d) + _md_host_memory(d["host_memory"]) + _md_value(d["value"])
-    out += _md_write_policy(d["write_policy"]) + _md_l3(d["l3"]) + _md_swa(d["swa"]) + _md_hisparse(d["hisparse"])
+    out += _md_write_policy(d["write_policy"]) + _md_l3(d["l3"])
+    out += _md_parts(tierages.markdown(d["tier_ages"])) if "tier_ages" in d else []
+    out += _md_swa(d["swa"]) + _md_hisparse(d["hisparse"])
     if d["failed_runs"]:
         out += ["## Failed runs", ""] + [f"- {' '.join(f['key'])}: {f['error']}" for f in d["failed_runs"]] + [""]
     out += ["Data: `plan.json` (everything above), CSVs per section. Regenerate with the command at the top."]
     return "\n".join(out) + "\n"
+
+
+def _md_parts(parts: dict | None) -> list[str]:
+    """A section another module words (its lead-in, column heads, rows), laid out as the others are."""
+    return parts["intro"] + [_table(parts["heads"], parts["rows"]), ""] if parts else []
 
 
 def _md_notes(section: dict) -> list[str]:

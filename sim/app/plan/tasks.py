@@ -37,6 +37,9 @@ def timed_run(sc: Scenario) -> dict:
         row["storage_prefetch_requested_tokens"] = m.get("sim_prefetch_requested_tokens_total", 0)
         row.update({f"storage_unfulfilled_{k}": v
                     for k, v in m.get("storage_prefetch_unfulfilled_tokens_total", {}).items()})  # fmt: skip
+        row["input_tokens"] = s["tokens"]["input_tokens"]
+        row["storage_written_tokens"] = m.get("backuped_tokens_total", 0)
+        row["ages"] = {k: m[k] for k in ("kv_age_seconds", "kv_age_tokens_total", "kv_reuses") if k in m}
     return row
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from mypy_extensions import trait
 
+from sim.cache.ages import landed
 from sim.cache.v4.full import is_host_leaf, is_leaf
 from sim.cache.v4.node import PageKey, UNode, common_pages
 from sim.cache.v4.treestate import TreeState
@@ -87,6 +88,8 @@ class HostTier(TreeState):
             return 0
         leaf = self._node(list(keys[pos:]), node)
         leaf.full = False
+        if self.ages is not None:
+            leaf.used = landed(self.ages.clock.now)
         node.children[leaf.key[0]] = leaf
         self.num_nodes += 1
         if 0 < window_pages < len(leaf.key):
@@ -152,6 +155,8 @@ class HostTier(TreeState):
                 if self.events is not None:
                     nodes.append(self.ref(x))
                 freed += x.tokens
+                if self.ages is not None:
+                    self.ages.evicted("host", x.used, x.tokens, x.hit_count)
                 x.host = False
                 self.host_tokens -= x.tokens
                 del duplicates[x]
@@ -172,6 +177,8 @@ class HostTier(TreeState):
                 nodes.append(self.ref(node))
             freed += node.tokens
             self.counts["host_evictions"] += 1
+            if self.ages is not None:
+                self.ages.evicted("host", node.used, node.tokens, node.hit_count)
             parent = node.parent
             assert parent is not None
             self._remove(node, tracker)
@@ -194,6 +201,8 @@ class HostTier(TreeState):
             freed += x.tokens
             if is_host_leaf(x):
                 self.counts["host_evictions"] += 1
+                if self.ages is not None:
+                    self.ages.evicted("host", x.used, x.tokens, x.hit_count)
                 parent = x.parent
                 self._remove(x, tracker)
                 if parent is not self.root:
