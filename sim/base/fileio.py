@@ -265,13 +265,18 @@ def claim_folder(final: Path, option: str) -> Iterator[None]:
     the next writer takes over). A second writer gets one line naming the folder, and exit status 2."""
     lock = final.absolute().parent / f".{final.name}.lock"
     while True:
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError as exc:
+            raise InputError(f"{option}: cannot write: {os_error_text(exc)}", source=str(final)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise InputError(f"{option}: another command is writing this folder now; wait for it to end or choose "
                              "another folder", source=str(final)) from None  # fmt: skip
+        except OSError:  # a file system without locks (some network ones): nothing to claim with, write unclaimed
+            break
         try:  # the holder before may have removed the file it locked: hold the one at the path
             if os.stat(lock).st_ino == os.fstat(fd).st_ino:
                 break
