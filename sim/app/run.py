@@ -530,7 +530,8 @@ def _client_report(sc: Scenario, sim: Simulation, df: pd.DataFrame) -> dict | No
         return clients.client_report(sc.workload, df)
     from sim.serve.lanes import agentx_report
 
-    return agentx_report(df, sim.client, list(sim.rec.samples), gpus=sc.hardware.tp_size * sim.cfg.instances,
+    # an instance is tp_size GPUs whatever its attention-DP ranks (sim.cfg.instances counts the ranks)
+    return agentx_report(df, sim.client, list(sim.rec.samples), gpus=sc.hardware.tp_size * sc.cluster.instances,
                          l1_pages=sim.cfg.l1_pages, page_tokens=sim.cfg.page_tokens)  # fmt: skip
 
 

@@ -194,6 +194,25 @@ class TestReport:
         assert r["ttft_s"]["mean"] == pytest.approx(df["ttft_s"].mean())
         assert r["running_req"]["p90"] <= 1 and r["queue_req"]["p50"] == 0
 
+    @pytest.mark.parametrize("instances", [1, 2])
+    def test_under_dp_attention_a_node_is_its_tp_gpus_not_tp_times_ranks(self, instances):
+        # A TP8 DP8 V4 node: eight attention-DP ranks on the same eight GPUs (sglang/srt/arg_groups/
+        # parallel_hook.py:39-61), so tok/s/GPU divides by 8 a node, as InferenceX divides by TP.
+        sc = scenario_from_dict({
+            "name": "dp8", "seed": 1, "model": "deepseek-v4-flash",
+            "hardware": {"kv_mem_gb": 1.0, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True},
+            "cluster": {"instances": instances}, "hicache": {"enabled": False},
+            "workload": {"kind": "lanes", "path": str(DATA / "weka_synthetic.jsonl"), "lanes": 8,
+                         "benchmark_duration_s": 20},
+        }, source="test")  # fmt: skip
+        result = run_scenario(sc)
+        r, df = result.summary["client"], result.requests
+        assert df["instance"].nunique() > 1  # the ranks served, each its own scheduler
+        assert r["gpus"] == 8 * instances
+        m = df[df["arrival_s"] >= r["measured_from_s"]]
+        tokens = m["input_tokens"].sum() + m["output_tokens"].sum()
+        assert r["tok_per_s_per_gpu"] == pytest.approx(tokens / r["duration_s"] / (8 * instances))
+
 
 def test_the_bundled_weka_file_replays_through_lanes_on_v4():
     sc = scenario_from_dict({
