@@ -53,7 +53,7 @@ from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
 from sim.workload.traces import trace_requests
-from sim.workload.trajectory import PageBudget, Trajectory, WekaCorpus, weka_trajectory
+from sim.workload.trajectory import Trajectory, WekaCorpus
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
@@ -334,13 +334,12 @@ def open_loop_stream(sc: Scenario, page: int, rng: np.random.Generator) -> Reque
 
 def lane_trajectories(w, page: int, rng: np.random.Generator) -> Sequence[Trajectory]:
     """The trajectories a lane replay draws from: a Weka corpus, read again trajectory by trajectory as lanes
-    draw them, or generated sessions (``kind: agentic``), held (they are bounded to start within seconds)."""
+    draw them, or generated sessions (``kind: agentic``), held as page-key runs (a few ints a call)."""
     if w.kind == "lanes":
         return WekaCorpus(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
-    from sim.workload.agentic import MAX_GENERATED_PAGES, generate_sessions
+    from sim.workload.agentic import generated_trajectories
 
-    budget = PageBudget(MAX_GENERATED_PAGES)
-    return [weka_trajectory(rec, page, "workload", None, budget) for rec in generate_sessions(w, rng, w.sessions)]
+    return generated_trajectories(w, rng, w.sessions, page)
 
 
 def check_startable(sc: Scenario) -> None:
