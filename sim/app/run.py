@@ -426,7 +426,7 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind
     return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
-                     pd.DataFrame.from_records(rec.samples),
+                     pd.DataFrame.from_records(list(rec.samples)),
                      tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
 
 

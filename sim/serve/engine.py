@@ -214,6 +214,8 @@ class Simulation:
         env, interval = self.env, self.cfg.sample_interval_s
         while True:
             yield env.timeout(interval)
+            if not self.rec.samples.wants_tick():  # a thinned tick: no row built
+                continue
             for inst in self.instances:
                 c, w = inst.cache, inst.cache.window
                 l1_swa, l2_swa = (w.l1_used, w.l2_used) if w else (0, 0)
