@@ -752,6 +752,8 @@ def _cmd_from_sglang(args) -> int:
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
                        accept_length=args.accept_length)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
+    for line in conv.notes:
+        print(f"note: {line}", file=sys.stderr)
     text = to_yaml(conv)
     if args.out is None:
         print(text, end="")

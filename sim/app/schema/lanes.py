@@ -35,6 +35,12 @@ class _LaneReplay(_Section):
         "and the rest are unfinished; null = wait for all (--benchmark-grace-period, aiperf's default 30)."
     )
 
+    warmup_grace_period_s: float | None = Field(
+        None, ge=0, description="Warm-up calls still in flight this long after the warm-up started are cancelled and "
+        "aiperf aborts the run (TrajectoryWarmupFailedError); null = wait for all, aiperf's default "
+        "(--agentic-warmup-grace-period, or --warmup-grace-period under --scenario)."
+    )
+
     @model_validator(mode="after")
     def _ratios(self) -> _LaneReplay:
         if self.trajectory_start_min_ratio > self.trajectory_start_max_ratio:

@@ -8,6 +8,7 @@ import pytest
 
 from sim.app.run import run_scenario
 from sim.app.scenario import scenario_from_dict
+from sim.serve.lanes import format_agentx_report
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "agentic"
 PAGE_BYTES = 256 * 1000  # the generic model below: 1,000 B per token
@@ -255,3 +256,30 @@ def test_calls_in_flight_get_the_grace_period_and_the_run_ends_after_it(tmp_path
     assert s["simulated_s"] == pytest.approx(6.0, abs=1e-6)
     waited = run_lanes(tmp_path, [long], benchmark_duration_s=5.0, benchmark_grace_period_s=None)[0].summary
     assert waited["requests"]["unfinished"] == 0 and waited["client"]["requests"] == 2
+
+
+class TestWarmupGrace:
+    """aiperf 0.13.0 cancels warm-up calls still in flight at the warm-up grace period and aborts the run
+    (timing/phase/runner.py:1157-1175, credit/callback_handler.py:334-351)."""
+
+    calls = [call(10.0 * k, 256 * (k + 1) * 40, list(range(4 * (k + 1) * 40))) for k in range(10)]
+
+    def test_a_warm_up_past_its_grace_period_aborts_the_run_there(self, tmp_path):
+        kw = dict(l1_pages=4000, trajectory_start_min_ratio=0.9, trajectory_start_max_ratio=0.9,
+                  warmup_requests_per_lane=1, benchmark_duration_s=60.0)  # fmt: skip
+        result, df = run_lanes(tmp_path, [self.calls], **kw)
+        warm = df[df["round"] == -1]
+        took = float(warm["finish_s"].max())
+        assert took > 0 and result.summary["client"]["requests"] > 0  # without a grace: waits, then measures
+        result, df = run_lanes(tmp_path, [self.calls], warmup_grace_period_s=took / 2, **kw)
+        r = result.summary["client"]
+        assert r["warmup_failed"] == 1 and r["requests"] == 0 and r["warmup_cut_s"] == pytest.approx(took / 2)
+        assert result.summary["requests"]["finished"] == 0 and result.summary["requests"]["unfinished"] == 1
+        assert "aborts the run" in format_agentx_report(r)
+
+    def test_a_warm_up_within_its_grace_period_changes_nothing(self, tmp_path):
+        kw = dict(l1_pages=4000, trajectory_start_min_ratio=0.9, trajectory_start_max_ratio=0.9,
+                  warmup_requests_per_lane=1, benchmark_duration_s=60.0)  # fmt: skip
+        _, base = run_lanes(tmp_path, [self.calls], **kw)
+        _, graced = run_lanes(tmp_path, [self.calls], warmup_grace_period_s=1e6, **kw)
+        assert base.equals(graced)
