@@ -54,7 +54,8 @@ def one(lanes: int, sessions: int, duration: float, hicache: bool) -> dict:
     return {"case": f"c{lanes} HiCache {'on' if hicache else 'off'}", "wall_s": time.perf_counter() - start,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "sent": reqs["arrived"], "measured": client.get("requests", 0),
-            "tok_per_s_per_gpu": client.get("tok_per_s_per_gpu"), "cpu_hit": client.get("cpu_hit")}  # fmt: skip
+            "tok_per_s_per_gpu": client.get("tok_per_s_per_gpu"), "gpu_hit": client.get("gpu_hit"),
+            "cpu_hit": client.get("cpu_hit")}  # fmt: skip
 
 
 def main() -> None:
@@ -74,9 +75,9 @@ def main() -> None:
                "--duration", str(a.duration), "--hicache", mode]  # fmt: skip
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
         tput = f"{r['tok_per_s_per_gpu']:,.0f}" if r["tok_per_s_per_gpu"] is not None else "-"
-        hit = f"{r['cpu_hit']:.1%}" if r["cpu_hit"] is not None else "-"
+        hit = f"GPU {r['gpu_hit']:.1%}, CPU {r['cpu_hit']:.1%}" if r["cpu_hit"] is not None else "-"
         print(f"  {r['case']:<18} {r['wall_s']:7.1f} s wall, peak RSS {r['peak_rss_mb']:6.0f} MB; {r['sent']:,} calls "
-              f"sent, {r['measured']:,} measured; tok/s/GPU {tput}, CPU hit {hit}")  # fmt: skip
+              f"sent, {r['measured']:,} measured; tok/s/GPU {tput}, hit {hit}")  # fmt: skip
 
 
 if __name__ == "__main__":
