@@ -3,7 +3,8 @@
     python bench/agentic_scale.py [--lanes 256] [--sessions 393] [--duration 3600] [--hicache on off]
 
 The shape of InferenceX's AgentX runs of DeepSeek-V4-Pro, set up by ``scenario from-sglang`` from a launch and an
-aiperf command (``LAUNCH``, ``AIPERF`` below): one B300 TP8 node with DP attention (8 ranks), ``--lanes``
+aiperf command (``LAUNCH``, ``AIPERF`` below): one B300 TP8 node with DP attention (8 ranks) behind the router's
+DP-aware consistent hashing (``--router``; ``cluster.router: consistent_hash``), ``--lanes``
 closed-loop lanes (aiperf's ``--concurrency``) replaying ``--sessions`` generated trajectories at the generator's
 defaults (the SemiAnalysis 062126 corpus's size: ~57K parent calls, contexts to ~990K tokens; see
 docs/notes/agentic.md), for ``--duration`` seconds of measured phase, HiCache off and on. Each case runs in a
@@ -33,23 +34,24 @@ AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --streaming --concurr
           "--public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
 
 
-def scenario(lanes: int, sessions: int, duration: float, hicache: bool) -> dict:
+def scenario(lanes: int, sessions: int, duration: float, hicache: bool, router: str = "consistent_hash") -> dict:
     """The scenario ``scenario from-sglang`` makes of an AgentX launch and aiperf command (no corpus at hand:
-    generated sessions with its statistics), HiCache on or off."""
+    generated sessions with its statistics), HiCache on or off, behind ``router`` (AgentX's sglang-router:
+    DP-aware consistent hashing on the session; round_robin: the server's own DP controller)."""
     from sim.app.fromsglang import from_sglang
 
     launch = LAUNCH if hicache else LAUNCH.replace(" --enable-hierarchical-cache --hicache-ratio 2", "")
     conv = from_sglang(launch, [AIPERF.format(lanes=lanes, duration=duration, sessions=sessions)], gpu="b300")
-    return conv.scenario
+    return {**conv.scenario, "cluster": {"router": router}}
 
 
-def one(lanes: int, sessions: int, duration: float, hicache: bool) -> dict:
+def one(lanes: int, sessions: int, duration: float, hicache: bool, router: str) -> dict:
     """One case in this process: what it took and what the lanes reported."""
     from sim.app.run import run_scenario
     from sim.app.scenario import scenario_from_dict
 
     start = time.perf_counter()
-    result = run_scenario(scenario_from_dict(scenario(lanes, sessions, duration, hicache), source="bench"))
+    result = run_scenario(scenario_from_dict(scenario(lanes, sessions, duration, hicache, router), source="bench"))
     client, reqs = result.summary["client"], result.summary["requests"]
     return {"case": f"c{lanes} HiCache {'on' if hicache else 'off'}", "wall_s": time.perf_counter() - start,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -64,15 +66,18 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=393)
     ap.add_argument("--duration", type=float, default=3600.0, help="measured phase, simulated s")
     ap.add_argument("--hicache", nargs="+", choices=("on", "off"), default=["off", "on"])
+    ap.add_argument("--router", choices=("consistent_hash", "round_robin"), default="consistent_hash",
+                    help="AgentX's sglang-router (DP-aware consistent hashing), or the DP controller's round robin")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one case, JSON out
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(one(a.lanes, a.sessions, a.duration, a.hicache == ["on"])))
+        print(json.dumps(one(a.lanes, a.sessions, a.duration, a.hicache == ["on"], a.router)))
         return
-    print(f"{a.sessions} generated sessions, {a.lanes} lanes, {a.duration:g} s measured; V4-Pro TP8 DP8 on B300")
+    print(f"{a.sessions} generated sessions, {a.lanes} lanes, {a.duration:g} s measured; V4-Pro TP8 DP8 on B300, "
+          f"router {a.router}")
     for mode in a.hicache:
         cmd = [sys.executable, __file__, "--one", "--lanes", str(a.lanes), "--sessions", str(a.sessions),
-               "--duration", str(a.duration), "--hicache", mode]  # fmt: skip
+               "--duration", str(a.duration), "--hicache", mode, "--router", a.router]  # fmt: skip
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
         tput = f"{r['tok_per_s_per_gpu']:,.0f}" if r["tok_per_s_per_gpu"] is not None else "-"
         hit = f"GPU {r['gpu_hit']:.1%}, CPU {r['cpu_hit']:.1%}" if r["cpu_hit"] is not None else "-"
