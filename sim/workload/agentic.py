@@ -12,10 +12,10 @@ the bundled files from it.
 Where the defaults come from (``AgenticWorkload``'s field descriptions say which is which): aiperf's
 AgentX FAQ (``docs/benchmark-modes/semianalysis-agentx-faq.md``) for the SemiAnalysis ``062126`` corpus (393
 trajectories, ~57K parent calls and ~42K subagent calls in all, half the parent calls past 256K tokens; its
-example trajectory's 1,856 tool + 2,304 system tokens and 312-822 output tokens), the issue's description
-of AgentX traffic (contexts of 100K-200K tokens growing by a few thousand tokens a turn), and AISimulate's
-fixture trajectory (129 calls, four subagent groups). The distributions' shapes (lognormal, geometric) are
-assumptions, not fitted.
+example trajectory's 1,856 tool + 2,304 system tokens and 312-822 output tokens), InferenceX's corpus builder
+(a call's input capped near 990K tokens), AgentX's description of its traffic (contexts growing by a few
+thousand tokens a turn), and AISimulate's fixture trajectory (129 calls, four subagent groups). The
+distributions' shapes (lognormal, geometric) are assumptions, not fitted; docs/notes/agentic.md has the table.
 """
 
 from __future__ import annotations
