@@ -884,6 +884,14 @@ def _cmd_from_sglang(args) -> int:
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
                        accept_length=args.accept_length, server_log=args.server_log)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
+    for line in conv.notes:
+        print(f"note: {line}", file=sys.stderr)
+    if args.out is not None:  # the paths typed here, written relative to the scenario's own folder
+        from pathlib import Path
+
+        from sim.app.scenario import rebase_paths
+
+        conv.scenario = rebase_paths(conv.scenario, Path.cwd(), Path(args.out).parent)
     text = to_yaml(conv)
     if args.out is None:
         print(text, end="")

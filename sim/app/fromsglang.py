@@ -167,15 +167,17 @@ AIPERF_FLAGS = {
     "--input-file": (True, "workload.path"),
     "--random-seed": (True, "seed"),
     "--custom-dataset-type": (True, "the trajectory format: weka_trace is workload.format: weka"),
-    "--public-dataset": (True, "the corpus name: the simulator reads the local copy --input-file names"),
+    "--public-dataset": (True, "the corpus: its local copy (--input-file), else generated sessions like it"),
     "--use-end-to-start-delays": (False, "always: a call waits its end-to-start gap"),
     "--cache-bust": (True, "always first_turn_prefix: each replayed session has cache keys of its own"),
     "--use-server-token-count": (False, "always: the simulator's token counts are the server's"),
     "--streaming": (False, "always: TTFT and ITL are measured per token"),
     "--extra-inputs": (True, "request options (ignore_eos: outputs are the recorded lengths anyway)"),
     "--system-idle-gap-cap-seconds": (True, "not modelled: it only shortens time when every lane is idle"),
-    "--warmup-grace-period": (True, "not modelled: warm-up calls always finish"),
-    "--agentic-warmup-grace-period": (True, "not modelled: warm-up calls always finish"),
+    "--warmup-grace-period": (True, "not the agentic warm-up's without --scenario (a --warmup-duration phase's)"),
+    "--agentic-warmup-grace-period": (True, "workload.warmup_grace_period_s"),
+    "--agentic-cache-warmup-duration": (True, "not modelled: no accelerated cache-pressure warm-up"),
+    "--burst-phase-starts": (False, "always: every lane's warm-up calls go out at time 0"),
     "--benchmark-grace-period": (True, "workload.benchmark_grace_period_s"),
     "--max-context-length": (True, "not modelled: no trajectory is filtered by its peak context"),
     "--allow-dataset-wrap": (False, "always: lanes replay the dataset again and again"),
@@ -212,6 +214,7 @@ class Conversion:
     prompt_text: str | None = None  # the kind of text the client sends (TOKENIZER_TOKENS_PER_S); None: token ids
     origins: dict[str, str] = field(default_factory=dict)  # field path -> the flag that set it, as written
     checks: list[str] = field(default_factory=list)  # the server's log against the derivation (sim.app.fromlog)
+    notes: list[str] = field(default_factory=list)  # what the user must know of the conversion, one line each
 
     def check(self, scenario: dict[str, Any] | None = None) -> Any:
         """The scenario (or ``scenario``, a variant of it) validated; an error in a field a flag set names that
@@ -890,9 +893,15 @@ def _aiperf(conv: Conversion, argv: list[str]) -> None:
     if not argv or argv[0] != "profile":
         raise InputError("aiperf: expected `aiperf profile ...`")
     wl: dict[str, Any] = {"kind": "lanes", "format": "weka"}
-    corpus = None
+    late: dict[str, tuple[Any, str]] = {}  # flags read together after the loop (sim.app.aiperf_agentx)
     for flag, value, text in _parse(argv[1:], {k: takes for k, (takes, _) in AIPERF_FLAGS.items()}, "aiperf"):
         target = AIPERF_FLAGS[flag][1]
+        if flag in ("--warmup-grace-period", "--agentic-warmup-grace-period"):
+            late[flag] = (_number(float, flag, value, infinite=True), text)
+        elif flag in ("--public-dataset", "--scenario"):
+            late[flag] = (value, text)
+        if flag in ("--warmup-grace-period", "--agentic-warmup-grace-period", "--public-dataset"):
+            continue
         if target in AIPERF_NUMBERS:
             number = _number(AIPERF_NUMBERS[target], flag, value, infinite=flag == "--benchmark-grace-period")
             if number == math.inf:  # wait for every response
@@ -914,12 +923,43 @@ def _aiperf(conv: Conversion, argv: list[str]) -> None:
         elif target.startswith(("always", "the trajectory format")):
             conv.mapped.append(f"{text} -> {target}")
         else:
-            corpus = value if flag == "--public-dataset" else corpus
             conv.ignored.append(f"{text}: {target}")
-    if "path" not in wl:
-        where = f" (download {corpus} and pass its local copy)" if corpus else ""
-        raise InputError(f"aiperf: --input-file PATH is required: the Weka trajectories to replay{where}")
-    sc["workload"] = wl
+    sc["workload"] = _aiperf_corpus_and_grace(conv, wl, late)
+
+
+def _aiperf_corpus_and_grace(conv: Conversion, wl: dict[str, Any], late: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+    """The corpus (a local copy, else generated sessions like it) and the agentic warm-up grace period."""
+    from sim.app import aiperf_agentx
+
+    scenario = late.get("--scenario", (None, ""))[0]
+    grace, src = aiperf_agentx.warmup_grace(late.get("--agentic-warmup-grace-period", (None, ""))[0],
+                                            late.get("--warmup-grace-period", (None, ""))[0], scenario)  # fmt: skip
+    for flag in ("--agentic-warmup-grace-period", "--warmup-grace-period"):
+        if flag in late:
+            text = late[flag][1]
+            if src.startswith(flag):
+                wl["warmup_grace_period_s"] = grace
+                conv.mapped.append(f"{text} -> workload.warmup_grace_period_s: {grace}")
+                conv.origins["workload.warmup_grace_period_s"] = f"--bench {text}"
+            else:
+                why = "--agentic-warmup-grace-period wins" if src.startswith("--agentic") else AIPERF_FLAGS[flag][1]
+                conv.ignored.append(f"{text}: {why}")
+    corpus, corpus_text = late.get("--public-dataset", (None, ""))
+    if "path" in wl:
+        if corpus is not None:
+            conv.mapped.append(f"{corpus_text} -> the corpus whose local copy --input-file names")
+        return wl
+    if corpus is None:
+        raise InputError("aiperf: --input-file PATH is required: the Weka trajectories to replay (or "
+                         "--public-dataset NAME)")  # fmt: skip
+    try:
+        out, line = aiperf_agentx.corpus_workload(corpus, wl)
+    except ValueError as exc:
+        raise InputError(f"aiperf {exc}") from None
+    conv.mapped.append(line)
+    conv.notes.append(line)
+    conv.origins["workload.kind"] = f"--bench {corpus_text}"
+    return out
 
 
 def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | None = None,

@@ -54,7 +54,7 @@ from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
 from sim.workload.traces import trace_requests
-from sim.workload.trajectory import PageBudget, Trajectory, WekaCorpus, weka_trajectory
+from sim.workload.trajectory import Trajectory, WekaCorpus
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -343,13 +343,12 @@ def open_loop_stream(sc: Scenario, page: int, rng: np.random.Generator) -> Reque
 
 def lane_trajectories(w, page: int, rng: np.random.Generator) -> Sequence[Trajectory]:
     """The trajectories a lane replay draws from: a Weka corpus, read again trajectory by trajectory as lanes
-    draw them, or generated sessions (``kind: agentic``), held (they are bounded to start within seconds)."""
+    draw them, or generated sessions (``kind: agentic``), held as page-key runs (a few ints a call)."""
     if w.kind == "lanes":
         return WekaCorpus(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
-    from sim.workload.agentic import MAX_GENERATED_PAGES, generate_sessions
+    from sim.workload.agentic import generated_trajectories
 
-    budget = PageBudget(MAX_GENERATED_PAGES)
-    return [weka_trajectory(rec, page, "workload", None, budget) for rec in generate_sessions(w, rng, w.sessions)]
+    return generated_trajectories(w, rng, w.sessions, page)
 
 
 def check_startable(sc: Scenario) -> int | None:
@@ -441,7 +440,7 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind
     return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
-                     pd.DataFrame.from_records(rec.samples),
+                     pd.DataFrame.from_records(list(rec.samples)),
                      tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
 
 
@@ -548,7 +547,8 @@ def _client_report(sc: Scenario, sim: Simulation, df: pd.DataFrame) -> dict | No
         return clients.client_report(sc.workload, df)
     from sim.serve.lanes import agentx_report
 
-    return agentx_report(df, sim.client, list(sim.rec.samples), gpus=sc.hardware.tp_size * sim.cfg.instances,
+    # an instance is tp_size GPUs whatever its attention-DP ranks (sim.cfg.instances counts the ranks)
+    return agentx_report(df, sim.client, list(sim.rec.samples), gpus=sc.hardware.tp_size * sc.cluster.instances,
                          l1_pages=sim.cfg.l1_pages, page_tokens=sim.cfg.page_tokens)  # fmt: skip
 
 

@@ -42,6 +42,7 @@ from sim.base.inputs import (
     parse_json,
     read_text,
 )
+from sim.workload.pagekeys import PageRuns
 from sim.workload.request import Request
 
 __all__ = ["Call", "PageBudget", "PageInterner", "Subagent", "Trajectory", "WekaCorpus", "iter_bailian",
@@ -57,7 +58,7 @@ class PageInterner:
 
     def __init__(self, budget: PageBudget | None = None) -> None:
         self._ids: dict[tuple, int] = {}
-        self._fresh = -1  # uncovered tails: negative ids, never shared
+        self._fresh = -(1 << 62)  # uncovered tails: negative ids, never shared, ascending (one run, PageRuns)
         self.budget = budget
 
     def pages(self, hash_ids: list[int], block: int, page: int, n_tokens: int) -> list[int]:
@@ -79,7 +80,7 @@ class PageInterner:
             raise InputError(f"page size {page} and block size {block}: one must divide the other")
         for _ in range(n_pages - len(out)):
             out.append(self._fresh)
-            self._fresh -= 1
+            self._fresh += 1
         return out
 
 
@@ -101,13 +102,13 @@ class PageBudget:
 
 @dataclass(slots=True)
 class Call:
-    """One recorded request. ``pages``: interned page keys of its input (see :class:`PageInterner`)."""
+    """One recorded request. ``pages``: interned page keys of its input (see :class:`PageInterner`), as runs."""
 
     t: float
     api_time: float | None
     input_len: int
     output_len: int
-    pages: list[int]
+    pages: PageRuns
     joins: list[int] = field(default_factory=list)  # subagent groups (step indices) this call waits for
 
 
@@ -172,7 +173,7 @@ class WekaCorpus(Sequence):
         source, line, offset = self._read_through()[k]
         check_unchanged(source, self._stamps[source], "a lane replay reads a trajectory again as a lane draws it")
         rec = _load_json(Path(source)) if line is None else next(json_records(source, offset=offset, lineno=line - 1))[2]
-        return weka_trajectory(rec, self.page, source, line)
+        return weka_trajectory(rec, self.page, source, line, checked=True)  # its ids were checked on the read-through
 
     def __iter__(self) -> Iterator[Trajectory]:
         return self._scan() if self._where is None else map(self.__getitem__, range(len(self)))
@@ -216,8 +217,12 @@ def _load_json(path: Path) -> dict:
     return rec
 
 
-def weka_trajectory(rec: dict, page: int, source: str, line: int | None, budget: PageBudget | None = None) -> Trajectory:
-    where = _Where(source, line)
+def weka_trajectory(rec: dict, page: int, source: str, line: int | None, budget: PageBudget | None = None, *,
+                    checked: bool = False) -> Trajectory:  # fmt: skip
+    """One trajectory's calls and groups. ``checked``: its block ids passed the checks on an earlier read of
+    the same (unchanged) file, so they are not walked again. A call may carry its keys as ``pages`` (a
+    :class:`PageRuns`, which no JSON makes): generated sessions (:mod:`sim.workload.agentic`) do."""
+    where = _Where(source, line, checked)
     tid = str(where.get(rec, "id", (str, int)))
     block = where.get(rec, "block_size", int)
     if block <= 0:
@@ -297,12 +302,16 @@ def _weka_call(r: dict, block: int, page: int, interner: PageInterner, where: _W
     if t + (api or 0.0) > MAX_SIMULATED_S:
         where.fail(f"{at}.api_time" if api else f"{at}.t", f"ends at {t + (api or 0.0):.3g} s, over the limit of "
                    f"{MAX_SIMULATED_S:g} s of simulated time")  # fmt: skip
-    _check_ids(ids, n_in, block, where, f"{at}.hash_ids")
+    if not where.checked:
+        _check_ids(ids, n_in, block, where, f"{at}.hash_ids")
     if n_in + n_out > MAX_REQUEST_TOKENS:
         where.fail(at, f"in + out of {n_in + n_out:,} tokens, over the limit of {MAX_REQUEST_TOKENS:,} per request")
     if interner.budget is not None:
         interner.budget.take(n_in // page, page, where, at)
-    return Call(float(t), None if api is None else float(api), n_in, n_out, interner.pages(ids, block, page, n_in))
+    pages = r.get("pages")
+    if not isinstance(pages, PageRuns):
+        pages = PageRuns.of(interner.pages(ids, block, page, n_in))
+    return Call(float(t), None if api is None else float(api), n_in, n_out, pages)
 
 
 def _check_ids(ids: list, n_in: int, block: int, where: _Where, at: str) -> None:
@@ -318,6 +327,7 @@ class _Where:
 
     source: str
     line: int | None
+    checked: bool = False  # the block ids passed on an earlier read
 
     def fail(self, fieldname: str, message: str):
         raise InputError(f"{fieldname}: {message}", source=self.source, line=self.line)

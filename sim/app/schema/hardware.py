@@ -124,8 +124,10 @@ class ClusterConfig(_Section):
     """Instances sharing one L3; L1/L2 stay private to each instance."""
 
     instances: int = Field(1, ge=1, le=MAX_INSTANCES, description="Inference servers (TP groups).")
-    router: Literal["round_robin", "cache_aware"] = Field(
-        "round_robin", description="How requests pick an instance."
+    router: Literal["round_robin", "cache_aware", "consistent_hash"] = Field(
+        "round_robin", description="How requests pick an instance. consistent_hash: sglang-router's consistent "
+        "hashing on the session (aiperf's correlation id), DP-aware: a session's calls all go to one attention-DP "
+        "rank, past the DP controller (sim/serve/hashring.py)."
     )
     role: Literal["colocated", "decode"] = Field(
         "colocated", description="colocated prefill+decode, or a PD decode instance (HiSparse)."

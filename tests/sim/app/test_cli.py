@@ -259,3 +259,29 @@ def test_help_and_validate_leave_pandas_pyarrow_and_matplotlib_unimported():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow', 'matplotlib'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == "[]"
+
+
+def test_from_sglang_writes_the_paths_typed_relative_to_the_scenario_it_writes(tmp_path, monkeypatch, capsys):
+    """A corpus named on the command line is found beside the written scenario, whatever folder runs it."""
+    import yaml
+
+    weka = SCENARIOS.parent / "data" / "agentic" / "weka_synthetic.jsonl"
+    (tmp_path / "w.jsonl").write_bytes(weka.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "runs" / "agentx.yaml"
+    out.parent.mkdir()
+    launch = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8"
+    assert main(["scenario", "from-sglang", "--launch", launch, "--gpu", "h200", "--out", str(out),
+                 "--bench", "aiperf profile --concurrency 2 --input-file w.jsonl"]) == 0  # fmt: skip
+    assert yaml.safe_load(out.read_text())["workload"]["path"] == "../w.jsonl"
+    monkeypatch.chdir(SCENARIOS)
+    assert main(["validate", str(out)]) == 0
+
+
+def test_from_sglang_says_in_one_line_when_generated_sessions_stand_in_for_the_corpus(tmp_path, capsys):
+    launch = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8"
+    bench = "aiperf profile --concurrency 4 --public-dataset semianalysis_cc_traces_weka_062126"
+    assert main(["scenario", "from-sglang", "--launch", launch, "--gpu", "h200", "--bench", bench,
+                 "--out", str(tmp_path / "s.yaml")]) == 0  # fmt: skip
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "393 sessions generated with the corpus's published statistics" in notes[0]
