@@ -42,10 +42,12 @@ class _Section(BaseModel):
     def _bounded_numbers(cls, data: Any) -> Any:
         """A rule, not a list: it walks the raw values, so a field added later is covered with no change here.
         Runs before any field's own checks, so a cross-field check never computes with an unbounded number."""
-        found = _number_problem_in(cls, data) if isinstance(data, dict) else None
-        if found is not None:
+        if not isinstance(data, dict):
+            return data
+        if (found := _number_problem_in(cls, data)) is not None:
             raise _field_error(*found)
-        return data
+        # -0.0 passes ``ge=0`` but numpy's samplers refuse it as a negative scale: a zero is 0.0
+        return {k: 0.0 if type(v) is float and v == 0 else v for k, v in data.items()}
 
 
 _BOUND_OPS = (("ge", operator.ge), ("gt", operator.gt), ("le", operator.le), ("lt", operator.lt))

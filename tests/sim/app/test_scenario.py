@@ -3,6 +3,7 @@ naming its file (or ``--set``) and field."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,11 @@ class TestDefaults:
     def test_yaml_exponents_without_a_dot_or_sign_are_numbers(self, tmp_path):
         path = write(tmp_path, "name: x\ncompute:\n  prefill_flops_per_token: 2e10\n")
         assert load_scenario(path).compute.prefill_flops_per_token == 2e10
+
+    def test_a_negative_zero_is_a_zero(self):
+        """-0.0 passes a field's ``ge=0`` but numpy's samplers refuse it as a negative scale ("sigma < 0")."""
+        s = load_scenario(SCENARIOS / "quickstart.yaml", ["workload.kind=agentic", "workload.growth_sigma=-0.0"])
+        assert math.copysign(1.0, s.workload.growth_sigma) == 1.0
 
 
 class TestErrors:
