@@ -213,6 +213,12 @@ class Conversion:
     origins: dict[str, str] = field(default_factory=dict)  # field path -> the flag that set it, as written
     checks: list[str] = field(default_factory=list)  # the server's log against the derivation (sim.app.fromlog)
 
+    def put(self, path: str, value: Any, origin: str | None = None) -> None:
+        """Set the scenario field at dotted ``path``; ``origin``: what set it, for errors that blame it."""
+        _put(self.scenario, path, value)
+        if origin is not None:
+            self.origins[path] = origin
+
     def check(self, scenario: dict[str, Any] | None = None) -> Any:
         """The scenario (or ``scenario``, a variant of it) validated; an error in a field a flag set names that
         flag, and one across fields (a page size the model's compression does not divide) the flags without
@@ -403,7 +409,7 @@ def _model_ref(path: str, override: str | None) -> tuple[str, str]:
         return str(local / "config.json"), local.name
     bundled = HF_IDS.get(path.lower().rstrip("/"))
     if bundled is None and model_config_path(path.rstrip("/")) is not None:
-        from sim.model.modelids import shipped_id
+        from sim.model.aic import shipped_id
 
         bundled = shipped_id(path)  # a config aiconfigurator-core ships (the aic extra), suffixes dropped
     if bundled is None:

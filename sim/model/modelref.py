@@ -25,8 +25,8 @@ def resolve_model(ref: str, *, page_size: int | None = None, platform: str = "cu
         raise InputError(f"--platform {platform}: expected one of {', '.join(PLATFORMS)}")
     catalog = ref if ref in CATALOG or ref == "generic" else None
     if catalog is None:
+        from sim.model.aic import shipped_id
         from sim.model.modelcfg import derive, load_config, model_spec
-        from sim.model.modelids import shipped_id
 
         cfg, name = load_config(ref)
         shape = derive(cfg, tp_size=tp_size, name=name, fp4_indexer=fp4_indexer)
