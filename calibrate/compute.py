@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.base.errors import InputError
-from sim.base.inputs import number_problem, parse_json, read_text
+from sim.base.inputs import check_input, number_problem, parse_json, read_text
 from sim.model.compute import Roofline, attention_pairs
 
 __all__ = ["FitResult", "Point", "fit_compute", "format_fit", "read_points"]
@@ -158,9 +158,7 @@ def read_points(paths: list[str]) -> list[Point]:
     """Measured points from bench_serving result files (``.jsonl``/``.json``) and point tables (``.csv``)."""
     points = []
     for name in paths:
-        path = Path(name)
-        if not path.is_file():
-            raise InputError("no such file", source=name)
+        path = check_input(name, "measured-points file")
         points += _csv_points(path) if path.suffix == ".csv" else _bench_points(path)
     if not points:
         raise InputError(f"no usable measured points in {', '.join(paths)}")

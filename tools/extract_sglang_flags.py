@@ -49,6 +49,47 @@ def field_flags(fields_dir: Path, groups: dict[str, str] | None = None,
     return out
 
 
+def _static_value(node: ast.AST, names: dict[str, list]) -> list | None:
+    """A ``choices=`` expression's list, where the source states it: a literal, a list named in ``choices.py``,
+    or a sum of those; None for one computed at run time (``Backend.ALL``), which is then not checked."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _static_value(node.left, names), _static_value(node.right, names)
+        return None if left is None or right is None else left + right
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        return None
+    return list(value) if isinstance(value, list | tuple | set | frozenset) else None
+
+
+def field_choices(arg_groups: Path) -> dict[str, dict]:
+    """Each field flag whose ``choices`` the source states: {flag: {"choices": [...], "at": "file:line"}}, so
+    a value SGLang's argparse refuses is refused here too."""
+    names: dict[str, list] = {}
+    for node in ast.parse((arg_groups / "choices.py").read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _static_value(node.value, names)
+            if value is not None:
+                names[node.targets[0].id] = value
+    out: dict[str, dict] = {}
+    for path in sorted((arg_groups / "fields").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(node.annotation, ast.Subscript) and isinstance(node.annotation.slice, ast.Tuple)):
+                continue  # fmt: skip
+            meta = node.annotation.slice.elts[-1]
+            kw = {k.arg: k.value for k in meta.keywords} if isinstance(meta, ast.Call) else {}
+            if "choices" not in kw or (choices := _static_value(kw["choices"], names)) is None:
+                continue
+            cli = ast.literal_eval(kw["cli_name"]) if "cli_name" in kw else "--" + node.target.id.replace("_", "-")
+            at = f"arg_groups/fields/{path.name}:{kw['choices'].lineno}"
+            for name in [cli, *(ast.literal_eval(kw["aliases"]) if "aliases" in kw else [])]:
+                out[name] = {"choices": choices, "at": at}
+    return dict(sorted(out.items()))
+
+
 def _add_argument_calls(text: str) -> Iterator[str]:
     for m in re.finditer(r"add_argument\(", text):
         depth, i = 1, m.end()
@@ -95,10 +136,12 @@ def main(srt: Path, out_path: Path, older: dict[str, Path]) -> None:
         "_source": "extracted by tools/extract_sglang_flags.py from SGLang 0.5.23's source: ServerArgs fields "
         "(arg_groups/fields/*.py) plus server_args.py's add_argument registrations; bench_serving from "
         "benchmark/serving.py; environment variables from environ.py; older_launch_server: flags of older "
-        "versions' server_args.py (and bench_serving.py) that 0.5.23 lacks. true: the flag takes a value.",
+        "versions' server_args.py (and bench_serving.py) that 0.5.23 lacks. true: the flag takes a value. "
+        "launch_server_choices: the values a field flag's argparse choices allow, where the source lists them.",
         "launch_server": dict(sorted(launch.items())),
         "launch_server_groups": dict(sorted(groups.items())),
         "launch_server_aliases": dict(sorted(aliases.items())),
+        "launch_server_choices": field_choices(srt / "arg_groups"),
         "bench_serving": dict(sorted(serving.items())),
         "environ": environ_names((srt / "environ.py").read_text()),
         "older_launch_server": old,

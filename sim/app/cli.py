@@ -12,8 +12,9 @@ import threading
 
 from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
-from sim.base.errors import InputError
+from sim.base.errors import InputError, os_error_text
 from sim.cache.eviction import EVICTION_POLICIES
+from sim.model.hardware import NODE_DRAM_GB
 
 
 class _UsageError(Exception):
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep(sub)
     _add_plot(sub)
     _add_tree(sub)
+    _add_hisparse(sub)
     _add_scenario(sub)
     _add_diff(sub)
     _add_plan(sub)
@@ -87,6 +89,7 @@ def _cmd_run(args) -> int:
         raise InputError("--workers: parallel runs of --seeds; a single run is one process (add --seeds N)")
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = load_scenario(args.scenario, overrides)
+    _note_inert([o.partition("=")[0].strip() for o in args.overrides], [scenario], "--set")
     if args.seeds is not None:
         try:
             return _run_seeds(args, scenario)
@@ -128,20 +131,31 @@ def _in_scenario(exc: InputError, scenario: str) -> InputError:
 
 
 def _run_seeds(args, scenario) -> int:
-    from sim.app.run import check_startable, summary_json
+    from sim.app.run import LONG_RUN_REQUESTS, check_startable, summary_json
     from sim.app.scenario import dump_resolved
-    from sim.app.seeds import format_intervals, parse_seeds, run_seeds, seeds_summary
+    from sim.app.seeds import (
+        NO_SPREAD_NOTE,
+        format_intervals,
+        no_spread,
+        parse_seeds,
+        run_seeds,
+        seeds_summary,
+    )
     from sim.base.fileio import run_folder
 
     seeds = parse_seeds(args.seeds, scenario.seed)
-    check_startable(scenario)
-    _note_seeds_of_a_trace(scenario)
+    requests = check_startable(scenario)
+    if requests and requests * len(seeds) >= LONG_RUN_REQUESTS:  # as one run announces its own length
+        _note(f"{len(seeds)} seeds x {requests:,} requests = {requests * len(seeds):,} requests on "
+              f"{min(args.workers or os.cpu_count() or 1, len(seeds))} worker(s): expect minutes")  # fmt: skip
     with run_folder(args.out, "runs", scenario.name, overwrite=args.overwrite) as (tmp, out):
-        df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+        df = run_seeds(scenario, seeds, workers=args.workers, progress=not args.no_progress)
         (tmp / "summary.json").write_text(summary_json(seeds_summary(scenario, df)))
         df.to_csv(tmp / "seeds.csv", index=False)
         (tmp / "scenario.yaml").write_text(dump_resolved(scenario))
     print(f"{scenario.name}: {len(seeds)} seeds ({', '.join(map(str, seeds))})")
+    if no_spread(df):
+        _note(NO_SPREAD_NOTE)
     print(format_intervals(df))
     print(f"wrote {out}/: summary.json, seeds.csv, scenario.yaml")
     return 0
@@ -162,12 +176,15 @@ def _add_diff(sub) -> None:
 def _cmd_diff(args) -> int:
     import json
 
-    from sim.app.seeds import compare, format_compare, read_seed_table
+    from sim.app.seeds import compare, different_workloads, format_compare, read_seed_table
     from sim.base.fileio import check_output_file, write_text_atomic
 
     if args.json:
         check_output_file(args.json, "--json")
     diffs = compare(read_seed_table(args.a), read_seed_table(args.b))
+    if fields := different_workloads(args.a, args.b):
+        _note(f"A and B run different workloads (workload.{', workload.'.join(fields)} differ): B - A is the "
+              "workload's difference as much as the setup's")  # fmt: skip
     print(f"A = {args.a}\nB = {args.b}")
     print(format_compare(diffs))
     if args.json:
@@ -210,13 +227,13 @@ def _add_plan(sub) -> None:
     p.add_argument("--sizes", default="", metavar="GB1,GB2,...", help="candidate --hicache-size values (GB per rank)")
     p.add_argument("--node-dram-gb", type=_positive_float, default=None,
                    help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
-                        "with --launch, 2048)")  # fmt: skip
+                        f"with --launch, {NODE_DRAM_GB:g} GB, every command's default)")  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
                    help="a decode-instance scenario for the HiSparse section (throughput against the batch)")  # fmt: skip
-    p.add_argument("--batches", default=[1, 2, 4, 8, 16, 32, 64], type=_int_list, metavar="B1,B2,...",
-                   help="--decode: batch caps to run HiSparse on and off at (default: %(default)s)")  # fmt: skip
+    p.add_argument("--batches", default=None, type=_int_list, metavar="B1,B2,...",
+                   help="--decode: batch caps to run HiSparse on and off at (default: 1,2,4,8,16,32,64)")  # fmt: skip
     p.add_argument("--out", default=None, metavar="DIR", help="report folder (default: runs/plan-NAME/DATE)")
     p.add_argument("--overwrite", action="store_true", help="replace the report already in --out DIR")
     p.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: CPU count)")
@@ -235,11 +252,15 @@ def _cmd_plan(args) -> int:
     from sim.app.plan import PlanSpec, make_plan, parse_slo
     from sim.app.plan.inputs import base_scenario
     from sim.app.plan.report import write_report
+    from sim.app.plan.tierages import headline
     from sim.app.run import check_startable
     from sim.app.scenario import load_scenario
     from sim.app.seeds import parse_seeds
     from sim.base.fileio import new_run_dir, staged_dir
 
+    if args.batches is not None and args.decode is None:
+        raise InputError("--batches: the batch caps of the HiSparse section, which runs on a decode instance: "
+                         "add --decode SCENARIO.yaml")  # fmt: skip
     sc = base_scenario(scenario=args.scenario, launch=args.launch, gpu=args.gpu, benches=args.bench,
                        trace=args.trace, overrides=args.overrides)  # fmt: skip
     check_startable(sc)
@@ -249,10 +270,10 @@ def _cmd_plan(args) -> int:
     spec = PlanSpec(sc, launch=args.launch, slo=parse_slo(args.slo), ratios=_float_list(args.ratios, "--ratios"),
                     sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
                     node_dram_gb=args.node_dram_gb if args.node_dram_gb is not None else (
-                        sc.hardware.host_mem_gb if args.scenario else 2048.0),
+                        sc.hardware.host_mem_gb if args.scenario else NODE_DRAM_GB),
                     gpus_per_node=args.gpus_per_node,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
-                    decode_batches=args.batches)  # fmt: skip
+                    **({"decode_batches": args.batches} if args.batches else {}))  # fmt: skip
     command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
     with contextlib.ExitStack() as stack:  # the report folder: --out (replaced only if it holds a plan) or a new one
         if args.out is None:
@@ -260,12 +281,14 @@ def _cmd_plan(args) -> int:
         else:
             out = Path(args.out)
             tmp = stack.enter_context(staged_dir(out, overwrite=args.overwrite, marker="plan.json"))
-        data = make_plan(spec, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
+        data = make_plan(spec, workers=args.workers, progress=not args.no_progress,
                          executor=args.executor, ray_address=args.ray_address)  # fmt: skip
         names = write_report(data, tmp, command=command.strip())
     rec = data["recommendation"]
     print(f"plan {sc.name}: {data['runs']} runs, {len(data['failed_runs'])} failed")
     print(f"recommendation: {rec['choice'] or 'none meets the SLOs'}" + (f"\n  {rec['launch']}" if rec.get("launch") else ""))
+    for line in headline(data.get("tier_ages", {}), rec["choice"]):
+        print(line)
     print(f"wrote {out}/: {', '.join(names)}")
     return 0
 
@@ -311,29 +334,30 @@ def _add_tree(sub) -> None:
     p.set_defaults(func=_cmd_tree)
 
 
+def _call_file(arg: str):
+    """A call stream's path, refused in one line unless it is a regular file (a folder, a pipe, a device)."""
+    from sim.base.inputs import check_input
+
+    return check_input(arg, "call stream (JSON lines)")
+
+
 def _cmd_tree(args) -> int:
     import json
-    from pathlib import Path
 
     from sim.offline.treecalls import compare, run_calls
 
-    path = Path(args.calls)
-    if path.is_dir():
-        raise InputError("a folder: give a call stream file (JSON lines)", source=args.calls)
-    if not path.exists():  # a pipe is read once, whole, and is fine
-        raise InputError("no such file", source=args.calls)
+    path = _call_file(args.calls)
     answered = list(run_calls(path))  # every call first: a bad one is refused before any answer is printed
     if not answered:
         raise InputError("holds no calls", source=args.calls)
     checked = agreed = 0
-    unnamed: set = set()
     for lineno, answer, expect in answered:
         if not args.quiet:
             print(json.dumps(answer, separators=(",", ":")))
         if expect is None:
             continue
         checked += 1
-        wrong = compare(answer, expect, unnamed)
+        wrong = compare(answer, expect)
         if wrong:
             print(f"{path}:{lineno}: call {answer.get('id', '?')}: {'; '.join(wrong)}", file=sys.stderr)
         else:
@@ -341,6 +365,56 @@ def _cmd_tree(args) -> int:
     if checked:
         print(f"{agreed}/{checked} answers agree with the recorded ones", file=sys.stderr)
     return 0 if agreed == checked else 1
+
+
+HISPARSE_HELP = """Answer a stream of HiSparse decode calls as SGLang 0.5.23's HiSparseCoordinator and its swap-in
+kernel decide them, and check the answers against a recording.
+
+Calls (one JSON object a line): config (device_buffer_size, top_k, layers, ...), arrive (rid, prompt_len: a PD
+decode request whose prompt is on the host), step (reqs: [{rid, seq_len, topk}] in batch order; topk is one
+row of compressed ids, -1 padding, or one row per layer), finish (rid). Prints one JSON answer per (step,
+request, C4 layer): the fast path, hits, misses, loads as [token, slot] in miss order, the ids they evicted,
+the D2H backup, the resident count and a digest of the LRU order. With --expect, prints the agreement per field
+on stderr and exits 1 on any mismatch. Format and SGLang's recorded streams (gzipped), in the repository's
+tests/data/sglang_vectors/hisparse.
+"""
+
+
+def _add_hisparse(sub) -> None:
+    p = sub.add_parser("hisparse", help="answer HiSparse decode calls like SGLang's coordinator; check recorded answers",
+                       description=HISPARSE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("calls", metavar="CALLS.jsonl", help="call stream (config / arrive / step / finish)")
+    p.add_argument("--expect", metavar="ANSWERS.jsonl", default=None,
+                   help="recorded answers, one line per (step, request, layer): print the agreement per field")
+    p.add_argument("--quiet", action="store_true", help="print only the agreement and mismatches, not every answer")
+    p.set_defaults(func=_cmd_hisparse)
+
+
+def _cmd_hisparse(args) -> int:
+    import json
+
+    from sim.offline.hisparsecalls import agreement, read_answers, run_calls
+
+    path = _call_file(args.calls)
+    expected = read_answers(_call_file(args.expect)) if args.expect else None  # both read before any output
+    answers = [a for _, rows in run_calls(path) for a in rows]
+    if not args.quiet:
+        for a in answers:
+            print(json.dumps(a, separators=(",", ":")))
+    if expected is None:
+        return 0
+    per_field, wrong = agreement(answers, expected)
+    for i, diff in wrong[:10]:
+        row = answers[i] if i < len(answers) else {}
+        print(f"{args.expect}:{i + 1}: step {row.get('step', '?')} rid {row.get('rid', '?')} layer "
+              f"{row.get('layer', '?')}: {'; '.join(diff)}"[:600], file=sys.stderr)  # fmt: skip
+    if len(wrong) > 10:
+        print(f"... and {len(wrong) - 10} more rows differ", file=sys.stderr)
+    rows = max(len(answers), len(expected))
+    fields = ", ".join(f"{k} {a}/{n}" for k, (a, n) in per_field.items())
+    print(f"{rows - len(wrong)}/{rows} rows agree ({len(answers)} answered, {len(expected)} recorded); per field: "
+          f"{fields}", file=sys.stderr)  # fmt: skip
+    return 0 if not wrong else 1
 
 
 def _add_validate(sub) -> None:
@@ -440,6 +514,8 @@ def _add_trace_args(p) -> None:
 
 def _trace_block(args, fmt: str) -> int | None:
     """The block size of a block-hashed trace (the default tree page for a model without a fixed page)."""
+    if fmt == "weka" and args.block_size is not None:
+        raise InputError("--block-size: a Weka trace states its own block size in each trajectory (block_size), which its hash_ids follow")
     return args.block_size or {"mooncake": 512, "bailian": 16, "weka": 64}.get(fmt)
 
 
@@ -491,7 +567,8 @@ def _cmd_replay(args) -> int:
         raise InputError(f"--swa-ratio: must be in (0, 1], got {args.swa_ratio}")
     fmt = detect_format(args.trace) if args.format == "auto" else args.format
     v4 = model.has_swa  # SGLang's V4 cache: FULL + SWA tree over 256-token pages (sim/cache/v4/swacache.py)
-    page = args.page_size or (_trace_block(args, fmt) if not v4 else None) or model.page_size
+    block = _trace_block(args, fmt)
+    page = args.page_size or (block if not v4 else None) or model.page_size
     # The policy simulator's unit: one node per hash id, the partial last block a page of its own. The trace is
     # read as it is replayed, so memory does not grow with it; a first pass checks every record and counts them.
     requests = trace_requests(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
@@ -553,9 +630,22 @@ def _add_compare(sub) -> None:
                    help="catalog name or model YAML without sliding-window pools (default: %(default)s)")
     _add_trace_args(p)
     p.add_argument("--max-requests", type=_positive_int, default=None, help="replay only the first N requests")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="replays run at once, in worker processes (default: CPU count; 1 = in this process)")
     p.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also plot hit rate vs L1 capacity per policy")
     p.set_defaults(func=_cmd_compare, outputs=(("csv", "file"), ("plot", "image")))
+
+
+def _in_workers(calls: list, workers: int | None, progress: bool) -> list:
+    """Each call's result, in order, from up to ``workers`` processes; a call that raised is an internal bug."""
+    from sim.app.parallel import run_calls
+
+    outcomes = run_calls(calls, workers=workers, progress=progress, desc="compare")
+    failed = next((o["error"] for o in outcomes if o["status"] != "ok"), None)
+    if failed is not None:
+        raise RuntimeError(f"a compare replay failed: {failed}")
+    return [o["value"] for o in outcomes]
 
 
 def _cmd_compare(args) -> int:
@@ -574,7 +664,8 @@ def _cmd_compare(args) -> int:
     requests = read_trace(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                           max_requests=args.max_requests)  # fmt: skip
     df = compare(requests, model, policies, args.l1_pages, l2, page_tokens=page,
-                 load_back_threshold=args.load_back_threshold, progress=not args.no_progress)  # fmt: skip
+                 load_back_threshold=args.load_back_threshold, workers=args.workers or os.cpu_count() or 1,
+                 mapper=lambda calls: _in_workers(calls, args.workers, not args.no_progress))  # fmt: skip
     print(format_compare(df))
     if args.csv:
         write_text_atomic(args.csv, df.to_csv(index=False))
@@ -626,15 +717,18 @@ def _cmd_sweep(args) -> int:
     plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
-    if seeded:
-        _note_seeds_of_a_trace(plan.base)
+    _note_inert([a.key for a in plan.axes], [p.scenario for p in plan.points], "--grid")
+    if args.executor == "ray":
+        _note_ray_start(len(plan.points), args.ray_address)
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
                    progress=not args.no_progress, overwrite=args.overwrite)  # fmt: skip
     if seeded:
-        from sim.app.seeds import aggregate, format_intervals
+        from sim.app.seeds import NO_SPREAD_NOTE, aggregate, format_intervals, no_spread
         from sim.base.fileio import write_text_atomic
 
         keys = [a.key for a in plan.axes if a.key != "seed"]
+        if no_spread(df, keys):
+            _note(NO_SPREAD_NOTE)
         print(format_intervals(df, keys))
         write_text_atomic(f"{args.out}/sweep_seeds.csv", aggregate(df, keys).to_csv(index=False))
     else:
@@ -649,10 +743,28 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
-def _note_seeds_of_a_trace(scenario) -> None:
-    if scenario.workload.kind == "trace":  # nothing in a trace replay draws from the seed (plan runs one)
-        _note("a trace replays its own arrivals and prompts, so every seed gives the same run: the intervals "
-              "are 0, not a measure of the trace's noise")  # fmt: skip
+def _note_inert(keys: list[str], scenarios: list, how: str) -> None:
+    """Say which given knobs cannot act in these scenarios (prefetch without L3, load-back without L2, ...)."""
+    from sim.app.knobs import inert_notes
+
+    for line in inert_notes(keys, scenarios, how):
+        _note(line)
+
+
+def _note_ray_start(points: int, address: str | None) -> None:
+    """Ray repays its start (tens of seconds for a local cluster) only with more CPUs than this machine has.
+    An address nothing answers at is the one line said (``check_reachable``), not a note before it."""
+    from sim.app.parallel import check_reachable
+
+    if address and address != "auto":
+        check_reachable(address)
+    cpus = os.cpu_count() or 1
+    if points <= cpus:
+        _note(f"--executor ray: {points} points fit this machine's {cpus} CPUs at once; local processes (the "
+              "default executor) run them without Ray's start, which takes tens of seconds")  # fmt: skip
+    elif address is None:
+        _note("--executor ray without --ray-address starts a Ray cluster on this machine: the same CPUs local "
+              "processes (the default) use, after tens of seconds of start; join a larger cluster to gain")  # fmt: skip
 
 
 def _seed_axis(args) -> str:
@@ -681,8 +793,9 @@ def _add_plot(sub) -> None:
                        "input throughput vs a grid parameter), misses (misses.parquet: misses per step and "
                        "their distribution per policy and buffer size), occupancy (a run's timeseries.parquet "
                        "or its folder: L1/L2 pages and queues over time), rounds (a run's requests.parquet or its folder: TTFT "
-                       "and hit rate per bench_multiturn round or bench_serving step).")  # fmt: skip
-    p.add_argument("kind", choices=["threshold", "misses", "occupancy", "rounds"], help="what to plot")
+                       "and hit rate per bench_multiturn round or bench_serving step), ages (a run's summary.json or its folder: "
+                       "page age at hit and at eviction per tier, log-scaled seconds).")  # fmt: skip
+    p.add_argument("kind", choices=["threshold", "misses", "occupancy", "rounds", "ages"], help="what to plot")
     p.add_argument("input", metavar="INPUT", help="parquet file or the folder holding it")
     p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="image to write")
     p.add_argument("--x", default=None, metavar="PARAM", help="threshold: grid column on the x axis")
@@ -746,7 +859,8 @@ def _add_scenario(sub) -> None:
     f.add_argument("--name", default=None, help="scenario name (default: from the model path)")
     f.add_argument("--model-config", default=None, metavar="CONFIG.json",
                    help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
-    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM for the L2 pools (all ranks), GB (default: the scenario's hardware.host_mem_gb, 1024)")
+    f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM available for the L2 pools (all ranks), GB (default: "
+                   f"{NODE_DRAM_GB:g} GB, every command's default)")
     f.add_argument("--sglang-version", default="0.5.23", metavar="V",
                    help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
@@ -770,6 +884,14 @@ def _cmd_from_sglang(args) -> int:
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
                        accept_length=args.accept_length, server_log=args.server_log)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
+    for line in conv.notes:
+        print(f"note: {line}", file=sys.stderr)
+    if args.out is not None:  # the paths typed here, written relative to the scenario's own folder
+        from pathlib import Path
+
+        from sim.app.scenario import rebase_paths
+
+        conv.scenario = rebase_paths(conv.scenario, Path.cwd(), Path(args.out).parent)
     text = to_yaml(conv)
     if args.out is None:
         print(text, end="")
@@ -843,7 +965,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hicache-sim: warning: {', '.join(edited)} changed after being compiled, and the compiled copy is what "
               "runs: rebuild with HICACHE_SIM_COMPILE=1 pip install -e .", file=sys.stderr)  # fmt: skip
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # `kill`, `timeout`
+    # `kill`, `timeout`; SIGHUP: the terminal or ssh session closed. Both end as Ctrl-C does, staging removed.
+    previous = {s: signal.signal(s, _terminated) for s in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
     try:
         check_outputs(args)
         code = int(args.func(args) or 0)
@@ -859,20 +982,21 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
             raise  # a bug: keep the traceback
-        print(f"hicache-sim: error: {exc.filename or ''}: {exc.strerror}; nothing half-written was kept",
-              file=sys.stderr)  # fmt: skip
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"hicache-sim: error: {where}{os_error_text(exc)}; {_kept(args)}", file=sys.stderr)
         return 2
-    except _Terminated:
-        print("hicache-sim: terminated; nothing half-written was kept", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    except _Terminated as exc:
+        why = "hung up (SIGHUP: the terminal closed)" if exc.signum == signal.SIGHUP else "terminated"
+        print(f"hicache-sim: {why}; {_kept(args)}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         if main_thread:  # the command is ending: a second SIGINT (`timeout` signals the process group as well)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # must not break this line or the exit's thread joins
-        print("hicache-sim: interrupted; nothing half-written was kept", file=sys.stderr)
+        print(f"hicache-sim: interrupted; {_kept(args)}", file=sys.stderr)
         return 130
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
@@ -890,12 +1014,28 @@ def check_outputs(args) -> None:
             checks[kind](value, "--" + attr)
 
 
+def _kept(args) -> str:
+    """What an ending command leaves: a sweep keeps its finished points (the same command resumes it); every
+    other command, nothing (its staging is removed)."""
+    if getattr(args, "command", None) == "sweep":
+        from sim.app.sweep import finished_points
+
+        n = finished_points(args.out)
+        if n:
+            return f"the {n} finished point(s) in {args.out}/points were kept: run the same command again to resume"
+    return "nothing half-written was kept"
+
+
 class _Terminated(BaseException):
-    """SIGTERM, raised where the program is so ``finally`` blocks remove staging files."""
+    """SIGTERM or SIGHUP, raised where the program is so ``finally`` blocks remove staging files."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _terminated(signum, frame):
-    raise _Terminated
+    raise _Terminated(signum)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from sim.base.errors import InputError
-from sim.base.inputs import num_text, number_problem
+from sim.base.inputs import MAX_REQUEST_TOKENS, num_text, number_problem
 from sim.model.aic import model_config_path
 
 __all__ = ["Conversion", "from_sglang", "to_yaml"]
@@ -167,15 +167,17 @@ AIPERF_FLAGS = {
     "--input-file": (True, "workload.path"),
     "--random-seed": (True, "seed"),
     "--custom-dataset-type": (True, "the trajectory format: weka_trace is workload.format: weka"),
-    "--public-dataset": (True, "the corpus name: the simulator reads the local copy --input-file names"),
+    "--public-dataset": (True, "the corpus: its local copy (--input-file), else generated sessions like it"),
     "--use-end-to-start-delays": (False, "always: a call waits its end-to-start gap"),
     "--cache-bust": (True, "always first_turn_prefix: each replayed session has cache keys of its own"),
     "--use-server-token-count": (False, "always: the simulator's token counts are the server's"),
     "--streaming": (False, "always: TTFT and ITL are measured per token"),
     "--extra-inputs": (True, "request options (ignore_eos: outputs are the recorded lengths anyway)"),
     "--system-idle-gap-cap-seconds": (True, "not modelled: it only shortens time when every lane is idle"),
-    "--warmup-grace-period": (True, "not modelled: warm-up calls always finish"),
-    "--agentic-warmup-grace-period": (True, "not modelled: warm-up calls always finish"),
+    "--warmup-grace-period": (True, "not the agentic warm-up's without --scenario (a --warmup-duration phase's)"),
+    "--agentic-warmup-grace-period": (True, "workload.warmup_grace_period_s"),
+    "--agentic-cache-warmup-duration": (True, "not modelled: no accelerated cache-pressure warm-up"),
+    "--burst-phase-starts": (False, "always: every lane's warm-up calls go out at time 0"),
     "--benchmark-grace-period": (True, "workload.benchmark_grace_period_s"),
     "--max-context-length": (True, "not modelled: no trajectory is filtered by its peak context"),
     "--allow-dataset-wrap": (False, "always: lanes replay the dataset again and again"),
@@ -212,6 +214,7 @@ class Conversion:
     prompt_text: str | None = None  # the kind of text the client sends (TOKENIZER_TOKENS_PER_S); None: token ids
     origins: dict[str, str] = field(default_factory=dict)  # field path -> the flag that set it, as written
     checks: list[str] = field(default_factory=list)  # the server's log against the derivation (sim.app.fromlog)
+    notes: list[str] = field(default_factory=list)  # what the user must know of the conversion, one line each
 
     def put(self, path: str, value: Any, origin: str | None = None) -> None:
         """Set the scenario field at dotted ``path``; ``origin``: what set it, for errors that blame it."""
@@ -442,7 +445,6 @@ _LAUNCH = {
     "--hicache-storage-prefetch-policy": ("hicache.prefetch_policy", str),
     "--swa-full-tokens-ratio": ("hicache.swa_full_tokens_ratio", float),
     "--kv-cache-dtype": ("model.kv_dtype", str),
-    "--hisparse-config": ("hisparse", json.loads),
     "--tokenizer-worker-num": ("scheduler.tokenizer_workers", int),
     "--prefill-decode-interval": ("scheduler.prefill_decode_interval", int),
     "--prefill-decode-interval-min-bs": ("scheduler.prefill_decode_interval_min_bs", int),
@@ -538,6 +540,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
     aliases = known["launch_server_aliases"]
     flags = [(aliases.get(f, f), v, t) for f, v, t in flags]  # --tensor-parallel-size is --tp-size
     tp = next((v for f, v, _ in flags if f == "--tp-size"), "1")
+    _check_choices(flags, known["launch_server_choices"])
     hicache_size = dp_size = None
     for flag, value, text in flags:
         current = _current_spelling(conv, flag, value, text, tp, older)
@@ -551,7 +554,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
             conv.mapped.append(f"{text} -> " + ("hicache.host_pages (GB per rank over page bytes)" if hicache_size
                                                 else "0: hicache_ratio sizes the host pool"))  # fmt: skip
         elif not (_map_table_flag(conv, flag, value, text) or _map_model_flag(conv, flag, value, text, model_config)
-                  or _map_deployment_flag(conv, flag, value, text)):  # fmt: skip
+                  or _map_deployment_flag(conv, flag, value, text) or _map_hisparse_flag(conv, flag, value, text)):  # fmt: skip
             group = known["launch_server_groups"].get(flag, "")
             conv.ignored.append(f"{text}: {_WHY.get(flag) or GROUP_WHY.get(group, 'a launch option, not modelled')}")
     if "model" not in sc:
@@ -572,6 +575,16 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
             raise InputError(f"--hicache-size {num_text(hicache_size)}: {problem} (as hicache.host_pages, "
                              f"{num_text(page_bytes)} bytes a page)")  # fmt: skip
         _put(sc, "hicache.host_pages", pages)
+
+
+def _check_choices(flags: list[tuple[str, str | None, str]], choices: dict[str, dict]) -> None:
+    """A value outside a flag's argparse ``choices`` is refused, as SGLang's parser refuses it before it starts."""
+    for flag, value, text in flags:
+        allowed = choices.get(flag, {}).get("choices")
+        if value is not None and allowed is not None and value not in map(str, allowed):
+            shown = ", ".join(map(str, allowed[:12])) + (f" and {len(allowed) - 12} more" if len(allowed) > 12 else "")
+            raise InputError(f"{text}: SGLang refuses it: expected one of {shown} "
+                             f"(sglang/srt/{choices[flag]['at']})")  # fmt: skip
 
 
 def _current_spelling(conv: Conversion, flag: str, value: str | None, text: str, tp: str,
@@ -595,6 +608,9 @@ def _map_table_flag(conv: Conversion, flag: str, value: str | None, text: str) -
     if flag in _LAUNCH:
         path, kind = _LAUNCH[flag]
         converted = _number(kind, flag, value)
+        if flag == "--chunked-prefill-size" and converted <= 0:  # SGLang: no chunking (scheduler.py:1372-1373)
+            converted = MAX_REQUEST_TOKENS
+            text = f"{text} (SGLang's chunking off: a chunk no request reaches)"
         if flag == "--schedule-policy" and converted not in ("fcfs", "lpm"):
             raise InputError(f"--schedule-policy {value}: not modelled (the simulator has fcfs and lpm)")
         if flag == "--hicache-storage-prefetch-policy" and converted not in ("best_effort", "wait_complete", "timeout"):
@@ -643,6 +659,7 @@ def _map_deployment_flag(conv: Conversion, flag: str, value: str | None, text: s
     sc = conv.scenario
     if flag == "--load-balance-method":
         _put(sc, "scheduler.load_balance_method", value)
+        conv.origins["scheduler.load_balance_method"] = text
         conv.mapped.append(f"{text} -> scheduler.load_balance_method: {value}")
     elif flag == "--hicache-storage-backend":
         _put(sc, "l3.enabled", True)
@@ -668,6 +685,69 @@ def _map_deployment_flag(conv: Conversion, flag: str, value: str | None, text: s
     return True
 
 
+# --hisparse-config's keys (mem_cache/sparsity/factory.py:79-100): the modelled ones -> their scenario field, the
+# rest -> why they are not modelled.
+HISPARSE_KEYS = {"top_k": "hisparse.top_k", "device_buffer_size": "hisparse.device_buffer_size",
+                 "host_to_device_ratio": "hisparse.host_to_device_ratio"}  # fmt: skip
+HISPARSE_WHY = {
+    "swap_in_block_size": "threads per swap-in kernel block: the kernel's time only, which the cost table prices",
+    "algorithm": "the sparse algorithm of the generic sparse coordinator: DeepSeek V4's HiSparse path is modelled",
+    "backend": "the sparse backend adaptor: DeepSeek V4's HiSparse path is modelled",
+    "min_sparse_prompt_len": "the generic sparse coordinator's threshold: DeepSeek V4's HiSparse path is modelled",
+    "page_size": "the generic sparse coordinator's page: V4's C4 page is the model's",
+}
+
+
+def _map_hisparse_flag(conv: Conversion, flag: str, value: str | None, text: str) -> bool:
+    """``--hisparse-config JSON``, read as SGLang reads it (``factory.py:62-112``): each modelled key to its
+    field, ``device_buffer_size`` defaulting to twice ``top_k`` where only ``top_k`` is given (:80), a buffer
+    smaller than top-k refused as SGLang refuses it (:84-87)."""
+    if flag != "--hisparse-config":
+        return False
+    try:
+        cfg = json.loads(value or "")
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{flag}: not JSON ({exc.msg}), got {(value or '')[:80]!r}") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"{flag}: expected a JSON object such as '{{\"top_k\": 512, \"device_buffer_size\": "
+                         f"4096}}', got {(value or '')[:80]!r}")  # fmt: skip
+    if "top_k" in cfg and "device_buffer_size" not in cfg and isinstance(cfg["top_k"], int):
+        cfg["device_buffer_size"] = 2 * cfg["top_k"]
+        conv.mapped.append(f"{flag}: no device_buffer_size -> 2 x top_k, {cfg['device_buffer_size']} (factory.py:80)")
+    for key, v in cfg.items():
+        if key in HISPARSE_KEYS:
+            path = HISPARSE_KEYS[key]
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise InputError(f"{flag}: {key} must be an integer, got {v!r}")
+            _check_mapped(f"{flag} {key}", v, path)
+            _put(conv.scenario, path, v)
+            conv.origins[path] = text
+            conv.mapped.append(f"{flag} {key} {v} -> {path}")
+        else:
+            conv.ignored.append(f"{flag} {key} {json.dumps(v)}: {HISPARSE_WHY.get(key, 'passed to the sparse algorithm as extra config: not modelled')}")
+    top_k, size = cfg.get("top_k"), cfg.get("device_buffer_size")
+    if isinstance(top_k, int) and isinstance(size, int) and size < top_k:
+        raise InputError(f"{flag}: device_buffer_size {size} is smaller than top_k {top_k} (SGLang refuses it: "
+                         "mem_cache/sparsity/factory.py:84-87)")  # fmt: skip
+    return True
+
+
+def _decode_instance(conv: Conversion) -> None:
+    """A PD decode instance (``--disaggregation-mode decode``): its SWA pool needs a ratio, and without a client
+    command it gets a synthetic workload to edit."""
+    sc = conv.scenario
+    if sc.get("cluster", {}).get("role") != "decode":
+        return
+    if sc.get("hicache", {}).get("swa_full_tokens_ratio") == "cap":
+        raise InputError("--max-running-requests: without --swa-full-tokens-ratio a DeepSeek V4 decode instance "
+                         "sizes its SWA pool in cap mode with transfer slots (pool_configurator.py:957-961), which "
+                         "is not modelled; add --swa-full-tokens-ratio R to the command")  # fmt: skip
+    if "workload" not in sc:
+        sc["workload"] = {"kind": "synthetic"}
+        conv.mapped.append("no client command for a decode instance -> workload.kind: synthetic at its defaults "
+                           "(rate, num_requests, input_length, output_length: set them to the run's)")  # fmt: skip
+
+
 def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
     """``--dp-size N``: with ``--enable-dp-attention``, N attention-DP ranks (``parallel_hook.py:39-61``); alone,
     N replicas of the model behind SGLang's DP controller, here N instances. With DP attention and no
@@ -677,12 +757,11 @@ def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
     hw = sc.get("hardware", {})
     if dp_size is not None:
         n, text = dp_size
-        if hw.get("enable_dp_attention") and "dp_size" not in hw:
-            _put(sc, "hardware.dp_size", n)
-            conv.mapped.append(f"{text} -> hardware.dp_size: {n} (attention-DP ranks)")
-        else:
-            _put(sc, "cluster.instances", n)
-            conv.mapped.append(f"{text} -> cluster.instances: {n} (replicas)")
+        path = "hardware.dp_size" if hw.get("enable_dp_attention") and "dp_size" not in hw else "cluster.instances"
+        _check_mapped(text.split()[0], n, path)
+        _put(sc, path, n)
+        conv.origins[path] = text
+        conv.mapped.append(f"{text} -> {path}: {n} ({'attention-DP ranks' if path.startswith('hardware') else 'replicas'})")
     if hw.get("dp_size", 1) > 1 and not hw.get("enable_dp_attention"):  # --attn-dp-size N
         _put(sc, "hardware.enable_dp_attention", True)
     if hw.get("enable_dp_attention") and hw.get("dp_size", 1) == 1:  # one attention-DP rank: plain TP
@@ -702,6 +781,7 @@ def _resolve_spec(conv: Conversion, accept_length: float | None) -> None:
         raise InputError("--speculative-algorithm: give the run's mean accept length per verify pass with "
                          "--accept-length (SGLang logs it as accept len; published V4 runs: ~2.4-3.5)")  # fmt: skip
     spec["accept_length"] = accept_length
+    conv.origins["speculative.accept_length"] = f"--accept-length {accept_length:g}"
     conv.mapped.append(f"--accept-length {accept_length:g} -> speculative.accept_length")
     sched = sc.setdefault("scheduler", {})
     if "max_running_requests" not in sched:
@@ -819,9 +899,15 @@ def _aiperf(conv: Conversion, argv: list[str]) -> None:
     if not argv or argv[0] != "profile":
         raise InputError("aiperf: expected `aiperf profile ...`")
     wl: dict[str, Any] = {"kind": "lanes", "format": "weka"}
-    corpus = None
+    late: dict[str, tuple[Any, str]] = {}  # flags read together after the loop (sim.app.aiperf_agentx)
     for flag, value, text in _parse(argv[1:], {k: takes for k, (takes, _) in AIPERF_FLAGS.items()}, "aiperf"):
         target = AIPERF_FLAGS[flag][1]
+        if flag in ("--warmup-grace-period", "--agentic-warmup-grace-period"):
+            late[flag] = (_number(float, flag, value, infinite=True), text)
+        elif flag in ("--public-dataset", "--scenario"):
+            late[flag] = (value, text)
+        if flag in ("--warmup-grace-period", "--agentic-warmup-grace-period", "--public-dataset"):
+            continue
         if target in AIPERF_NUMBERS:
             number = _number(AIPERF_NUMBERS[target], flag, value, infinite=flag == "--benchmark-grace-period")
             if number == math.inf:  # wait for every response
@@ -843,12 +929,43 @@ def _aiperf(conv: Conversion, argv: list[str]) -> None:
         elif target.startswith(("always", "the trajectory format")):
             conv.mapped.append(f"{text} -> {target}")
         else:
-            corpus = value if flag == "--public-dataset" else corpus
             conv.ignored.append(f"{text}: {target}")
-    if "path" not in wl:
-        where = f" (download {corpus} and pass its local copy)" if corpus else ""
-        raise InputError(f"aiperf: --input-file PATH is required: the Weka trajectories to replay{where}")
-    sc["workload"] = wl
+    sc["workload"] = _aiperf_corpus_and_grace(conv, wl, late)
+
+
+def _aiperf_corpus_and_grace(conv: Conversion, wl: dict[str, Any], late: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+    """The corpus (a local copy, else generated sessions like it) and the agentic warm-up grace period."""
+    from sim.app import aiperf_agentx
+
+    scenario = late.get("--scenario", (None, ""))[0]
+    grace, src = aiperf_agentx.warmup_grace(late.get("--agentic-warmup-grace-period", (None, ""))[0],
+                                            late.get("--warmup-grace-period", (None, ""))[0], scenario)  # fmt: skip
+    for flag in ("--agentic-warmup-grace-period", "--warmup-grace-period"):
+        if flag in late:
+            text = late[flag][1]
+            if src.startswith(flag):
+                wl["warmup_grace_period_s"] = grace
+                conv.mapped.append(f"{text} -> workload.warmup_grace_period_s: {grace}")
+                conv.origins["workload.warmup_grace_period_s"] = f"--bench {text}"
+            else:
+                why = "--agentic-warmup-grace-period wins" if src.startswith("--agentic") else AIPERF_FLAGS[flag][1]
+                conv.ignored.append(f"{text}: {why}")
+    corpus, corpus_text = late.get("--public-dataset", (None, ""))
+    if "path" in wl:
+        if corpus is not None:
+            conv.mapped.append(f"{corpus_text} -> the corpus whose local copy --input-file names")
+        return wl
+    if corpus is None:
+        raise InputError("aiperf: --input-file PATH is required: the Weka trajectories to replay (or "
+                         "--public-dataset NAME)")  # fmt: skip
+    try:
+        out, line = aiperf_agentx.corpus_workload(corpus, wl)
+    except ValueError as exc:
+        raise InputError(f"aiperf {exc}") from None
+    conv.mapped.append(line)
+    conv.notes.append(line)
+    conv.origins["workload.kind"] = f"--bench {corpus_text}"
+    return out
 
 
 def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | None = None,
@@ -879,6 +996,7 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
         log = apply_server_log(conv, server_log)
     for i, bench in enumerate(benches):
         _bench(conv, bench, i, sglang_version)
+    _decode_instance(conv)
     if conv.prompt_text and not conv.token_ids:  # SGLang tokenizes text prompts one after another
         rate = TOKENIZER_TOKENS_PER_S[conv.prompt_text]
         _put(conv.scenario, "scheduler.tokenizer_tokens_per_s", rate)

@@ -15,7 +15,7 @@ from typing import Any
 
 from sim.base.errors import InputError
 
-__all__ = ["connect_ray", "in_processes", "run_calls"]
+__all__ = ["check_reachable", "connect_ray", "in_processes", "run_calls"]
 
 Call = tuple[Callable[..., Any], tuple]
 
@@ -32,14 +32,14 @@ def _outcome(fn: Callable[..., Any], args: tuple) -> dict:
 
 def run_calls(calls: Sequence[Call], *, workers: int | None = None, progress: bool = False, desc: str = "runs",
               bar=None, executor: str = "local", ray_address: str | None = None) -> list[dict]:  # fmt: skip
-    """The outcome of each call, in input order. ``bar``: an open tqdm bar to advance instead of a new one.
+    """The outcome of each call, in input order. ``bar``: an open progress bar to advance instead of a new one.
     ``executor="ray"``: Ray tasks (started here, or joined at ``ray_address``), as ``sweep --executor ray``."""
-    from tqdm import tqdm
+    from sim.base.progress import progress_bar
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(calls)))
     own = bar is None
     if own:
-        bar = tqdm(total=len(calls), desc=desc, unit="run", disable=not progress, file=sys.stderr)
+        bar = progress_bar(len(calls), desc=desc, unit="runs", enabled=progress)
     out: list[dict] = [{}] * len(calls)
     try:
         if executor == "ray":
@@ -132,7 +132,7 @@ def _run_ray(calls: Sequence[Call], workers: int, address: str | None, out: list
 def connect_ray(workers: int, address: str | None) -> bool:
     """Start or join Ray now, before the sweep writes anything; True if this call started it."""
     if address and address != "auto":
-        _check_reachable(address)
+        check_reachable(address)
     try:
         import ray
     except ImportError:
@@ -150,7 +150,7 @@ def connect_ray(workers: int, address: str | None) -> bool:
     return True
 
 
-def _check_reachable(address: str, timeout_s: float = 3.0) -> None:
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
     """Fail in seconds, in one line, when nothing answers at ``[ray://]host:port`` (Ray itself retries
     for a minute, then raises)."""
     import socket

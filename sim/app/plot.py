@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.app.tierages import plot_ages, read_ages
 from sim.base.errors import InputError
 from sim.base.fileio import atomic_path, check_output_file
+from sim.base.inputs import check_input
 
 __all__ = ["KINDS", "compare_figure", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
 
@@ -73,9 +75,7 @@ def _resolve(source: str | Path, default_name: str) -> Path:
     path = Path(source)
     if path.is_dir():
         path = path / default_name
-    if not path.is_file():
-        raise InputError("no such file", source=str(path))
-    return path
+    return check_input(path, "run's result file")
 
 
 def _read(path: Path, required: Sequence[str]) -> pd.DataFrame:
@@ -91,12 +91,18 @@ def _read(path: Path, required: Sequence[str]) -> pd.DataFrame:
     return df
 
 
-def _figure(panels: int, title: str, width: float = 5.0, height: float = 3.8):
-    """A pyplot-free figure: no global backend switch, nothing to close; ``savefig`` renders with Agg."""
+def _legend_below(ax) -> None:
+    """The legend under its panel, outside the data."""
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0)
+
+
+def _figure(panels: int, title: str, width: float = 5.0, height: float = 3.8, ratios: Sequence[float] | None = None):
+    """A pyplot-free figure: no global backend switch, nothing to close; ``savefig`` renders with Agg.
+    ``ratios``: the panels' relative widths (the figure is ``width`` x their sum wide)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width * panels, height))
-    axes = fig.subplots(1, panels, squeeze=False)
+    fig = Figure(figsize=(width * (sum(ratios) if ratios else panels), height))
+    axes = fig.subplots(1, panels, squeeze=False, gridspec_kw={"width_ratios": ratios} if ratios else None)
     fig.suptitle(title)
     return fig, list(axes[0])
 
@@ -243,7 +249,9 @@ def read_misses(path: Path) -> pd.DataFrame:
 def plot_misses(df: pd.DataFrame):
     """Mean misses per step vs step, and the per-row miss distribution, per (policy, device_buffer_size)."""
     configs = sorted(df.groupby(["policy", "device_buffer_size"]).groups, key=lambda k: (str(k[0]), k[1]))
-    fig, (line_ax, box_ax) = _figure(2, "HiSparse hot-buffer misses", width=6.0)
+    # the box panel as wide as its boxes need: one configuration is one narrow box, not a wide empty axis
+    fig, (line_ax, box_ax) = _figure(2, "HiSparse hot-buffer misses", width=6.0, height=4.4,
+                                     ratios=[1.0, min(1.0, 0.2 + 0.12 * len(configs))])  # fmt: skip
     dists, labels, colours = [], [], []
     gaps: set[tuple[int, int]] = set()
     for i, (policy, size) in enumerate(configs):
@@ -271,17 +279,17 @@ def plot_misses(df: pd.DataFrame):
     line_ax.set_ylim(bottom=0)
     for k, (a, b) in enumerate(sorted(gaps)):
         line_ax.axvspan(a, b, color="grey", alpha=0.12, linewidth=0, label="steps not simulated" if k == 0 else None)
-    line_ax.legend(fontsize="small")
+    _legend_below(line_ax)
     line_ax.grid(alpha=0.3)
     boxes = box_ax.boxplot(dists, showfliers=False, patch_artist=True)
     for box, colour in zip(boxes["boxes"], colours):
         box.set(facecolor=colour, alpha=0.5)
     box_ax.set_xticks(range(1, len(labels) + 1), labels, rotation=20, ha="right")
     box_ax.set(xlabel="policy, device_buffer_size", ylabel="misses per step (C4 tokens)",
-               title="Distribution per configuration (outliers hidden)")  # fmt: skip
+               title="Distribution\n(outliers hidden)")  # fmt: skip
     box_ax.set_ylim(bottom=0)
     box_ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
+    fig.set_layout_engine("constrained")  # lays the legend below its panel out with the labels
     return fig
 
 
@@ -323,6 +331,7 @@ def plot_occupancy(df: pd.DataFrame):
         f" ({len(instances)} instances: mean, band from least to most)" if banded else ""), width=5.0)
     capacity = df.attrs.get("capacity") or {}
     colours = [f"C{i % 10}" for i in range(len(instances))]
+    one = len(instances) == 1  # one instance: a colour per series (kv, swa, ...), else one per instance
     panels = [
         (axes[0], "L1 (GPU) pages used", [("l1_kv_pages", "kv", "-"), ("l1_swa_pages", "swa", "--")],
          [("l1", "kv capacity", ":"), ("l1_swa", "swa capacity", "-.")]),
@@ -337,16 +346,18 @@ def plot_occupancy(df: pd.DataFrame):
         shared = series[0][0] == "l3_pages"  # one store for every instance
         if banded and not shared:
             by_time = df.groupby("time_s", sort=True)
-            for (col, name, style), colour in zip(series, colours):
+            for k, (col, name, style) in enumerate(series):
+                colour = f"C{k}"
                 band = by_time[col].agg(["mean", "min", "max"])
                 ax.plot(band.index, band["mean"], linestyle=style, color=colour, label=f"{name}, mean", linewidth=1.2)
                 ax.fill_between(band.index, band["min"], band["max"], color=colour, alpha=0.2, linewidth=0)
         else:
             for inst, colour in zip(instances[:1] if shared else instances, colours):
                 part = df[df["instance"] == inst].sort_values("time_s")
-                for col, name, style in series:
+                for k, (col, name, style) in enumerate(series):
                     label = f"{name}, instance {inst}" if len(instances) > 1 and not shared else name
-                    ax.plot(part["time_s"], part[col], linestyle=style, color=colour, label=label, linewidth=1.2)
+                    ax.plot(part["time_s"], part[col], linestyle=style, color=f"C{k}" if one or shared else colour,
+                            label=label, linewidth=1.2)  # fmt: skip
         for key, name, style in limits or []:
             if capacity.get(key):
                 ax.axhline(capacity[key], color="grey", linestyle=style, label=f"{name} ({capacity[key]:,})")
@@ -356,8 +367,8 @@ def plot_occupancy(df: pd.DataFrame):
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    fig.tight_layout()
+        _legend_below(ax)
+    fig.set_layout_engine("constrained")  # lays the legend below its panel out with the labels
     return fig
 
 
@@ -423,6 +434,7 @@ KINDS: dict[str, tuple[Callable[[Path], pd.DataFrame], str, Callable]] = {
     "misses": (read_misses, "misses.parquet", plot_misses),
     "occupancy": (read_timeseries, "timeseries.parquet", plot_occupancy),
     "rounds": (read_rounds, "requests.parquet", plot_rounds),
+    "ages": (read_ages, "summary.json", plot_ages),
 }
 
 

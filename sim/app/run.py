@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from sim.app import tierages
 from sim.app.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
@@ -53,7 +54,10 @@ from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
 from sim.workload.traces import trace_requests
-from sim.workload.trajectory import PageBudget, Trajectory, WekaCorpus, weka_trajectory
+from sim.workload.trajectory import Trajectory, WekaCorpus
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["RunResult", "build", "check_startable", "pool_lines", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
@@ -339,19 +343,19 @@ def open_loop_stream(sc: Scenario, page: int, rng: np.random.Generator) -> Reque
 
 def lane_trajectories(w, page: int, rng: np.random.Generator) -> Sequence[Trajectory]:
     """The trajectories a lane replay draws from: a Weka corpus, read again trajectory by trajectory as lanes
-    draw them, or generated sessions (``kind: agentic``), held (they are bounded to start within seconds)."""
+    draw them, or generated sessions (``kind: agentic``), held as page-key runs (a few ints a call)."""
     if w.kind == "lanes":
         return WekaCorpus(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
-    from sim.workload.agentic import MAX_GENERATED_PAGES, generate_sessions
+    from sim.workload.agentic import generated_trajectories
 
-    budget = PageBudget(MAX_GENERATED_PAGES)
-    return [weka_trajectory(rec, page, "workload", None, budget) for rec in generate_sessions(w, rng, w.sessions)]
+    return generated_trajectories(w, rng, w.sessions, page)
 
 
-def check_startable(sc: Scenario) -> None:
+def check_startable(sc: Scenario) -> int | None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
     the workload as the run builds it (a trace's records, its simulated span, its smallest request against the
-    empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing."""
+    empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing; returns the
+    requests the run would serve where the workload says (None: a decode instance, or a run a duration ends)."""
     model = build_model_spec(sc)
     if sc.cluster.role != "decode":
         device_pools(sc, model)  # cap mode may leave no Full pool
@@ -362,16 +366,16 @@ def check_startable(sc: Scenario) -> None:
     if sc.compute.backend != "roofline":
         step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
     if sc.cluster.role != "decode":
-        build(sc)  # the workload as the run makes it (a trace read and checked, none held): its span, its fit
-    else:
-        from sim.hisparse.decode import decode_shape, decode_swa_ratio
+        return build(sc)[2]  # the workload as the run makes it (a trace read and checked, none held)
+    from sim.hisparse.decode import decode_shape, decode_swa_ratio
 
-        decode_swa_ratio(sc)
-        from sim.hisparse.topk import load_topk_trace
+    decode_swa_ratio(sc)
+    from sim.hisparse.topk import load_topk_trace
 
-        decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
-        if sc.hisparse.access.kind == "trace":
-            load_topk_trace(sc.hisparse.access.trace_path)
+    decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
+    if sc.hisparse.access.kind == "trace":
+        load_topk_trace(sc.hisparse.access.trace_path)
+    return None
 
 
 def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | None = None,
@@ -383,6 +387,8 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
     ``requests`` is then None); ``keep_requests=False`` keeps none (a sweep point needs only the summary).
     ``notify`` receives one-line notes for the user (a widened time series, a long run ahead).
     """
+    import pandas as pd
+
     start = time.perf_counter()
     writer = RequestWriter(requests_out) if requests_out is not None else None
     agentx = sc.workload.kind in ("lanes", "agentic")  # its report reads every measured call's record
@@ -420,6 +426,8 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
 
 def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Recorder,
                 notify: Notify | None) -> RunResult:  # fmt: skip
+    import pandas as pd
+
     from sim.hisparse.decode import run_decode
 
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
@@ -432,7 +440,7 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind
     return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
-                     pd.DataFrame.from_records(rec.samples),
+                     pd.DataFrame.from_records(list(rec.samples)),
                      tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
 
 
@@ -449,6 +457,7 @@ def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None
         "simulated_s": horizon,
         **_served_summary(sim, totals, horizon),
         "metrics": metrics,
+        "tier_ages": tierages.summary_section(sim.ages),
         **({"client": report} if (report := _client_report(sc, sim, df)) else {}),
     }
 
@@ -470,6 +479,7 @@ def _sglang_metrics(sim: Simulation, totals: dict) -> dict:
         "prefill_compute": totals["computed_tokens"] + totals["reprocessed_computed_tokens"],
         "prefill_cache": hits + totals["reprocessed_cached_tokens"]}  # fmt: skip
     metrics.update(sim.rec.engine_metrics())
+    metrics.update(sim.ages.metrics())
     return metrics
 
 
@@ -537,7 +547,8 @@ def _client_report(sc: Scenario, sim: Simulation, df: pd.DataFrame) -> dict | No
         return clients.client_report(sc.workload, df)
     from sim.serve.lanes import agentx_report
 
-    return agentx_report(df, sim.client, list(sim.rec.samples), gpus=sc.hardware.tp_size * sim.cfg.instances,
+    # an instance is tp_size GPUs whatever its attention-DP ranks (sim.cfg.instances counts the ranks)
+    return agentx_report(df, sim.client, list(sim.rec.samples), gpus=sc.hardware.tp_size * sc.cluster.instances,
                          l1_pages=sim.cfg.l1_pages, page_tokens=sim.cfg.page_tokens)  # fmt: skip
 
 
@@ -668,6 +679,7 @@ def format_summary(result: RunResult) -> str:
           if cap["l2"] or dropped or any(lu.values()) else []),  # HiCache off: no host tier to drop to or copy over
         f"{'admission stalls':<28}{s['engine']['admission_stalls']:>14,}  ({s['engine']['blocked_s']:.1f} s blocked)",
         *_l3_and_write_back_lines(m),
+        *(tierages.format_lines(s["tier_ages"]) if "tier_ages" in s else []),
         "",
         *([clients.format_client_report(s["client"]), ""] if s.get("client") else []),
         f"wall time {result.wall_s:.2f} s",
@@ -757,7 +769,9 @@ def _format_decode(result: RunResult) -> str:
         f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",
         *([f"{'misses per step (req, layer)':<30}{h['misses_per_step']:>14.1f}   miss rate {h['miss_rate']:.1%}, "
-           f"swap-in {h['swap_in_share']:.1%} of step time"] if h["enabled"] else []),
+           f"swap-in {h['swap_in_share']:.1%} of step time",
+           f"{'HiSparse pays from batch':<30}{h['break_even_batch'] or 'never':>14}   (its tok/s reach the "
+           f"baseline's at {h['max_batch_baseline']}: roofline, these misses, the cost table)"] if h["enabled"] else []),
         "",
         f"wall time {result.wall_s:.2f} s",
     ]  # fmt: skip

@@ -6,6 +6,7 @@ field path. The schema itself is :mod:`sim.app.schema`; its names are re-exporte
 from __future__ import annotations
 
 import difflib
+import os
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
@@ -21,8 +22,11 @@ from sim.app.schema.workload import _WORKLOAD_CLASSES, _WORKLOAD_KINDS
 from sim.base.errors import InputError
 from sim.base.inputs import numbers_problem, parse_yaml, read_text
 
-__all__ = sorted(["apply_overrides", "dump_resolved", "field_paths", "field_problem", "load_scenario", "reblame",
-                  "scenario_from_dict", "validate_file", *schema.__all__])  # fmt: skip
+__all__ = sorted(["FILE_FIELDS", "apply_overrides", "dump_resolved", "field_paths", "field_problem", "load_scenario",
+                  "reblame", "rebase_paths", "scenario_from_dict", "validate_file", *schema.__all__])  # fmt: skip
+
+# The fields that name a file (each validated by schema.section._resolve_file: beside the scenario, else the CWD).
+FILE_FIELDS = ("workload.path", "hardware.cost_table", "hisparse.trace_path", "model.config")
 
 
 def __getattr__(name: str):
@@ -207,8 +211,34 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
             and node.get("kind", "multi_turn") != value
         ):
             node.clear()
+        if key in FILE_FIELDS and isinstance(value, str):  # typed on the command line: the CWD's, if there
+            value = _rebased(value, Path.cwd(), None)
         _put(node, parts[-1], value, item)
     return out
+
+
+def rebase_paths(doc: dict[str, Any], here: Path, there: Path | None) -> dict[str, Any]:
+    """``doc`` with each relative file path it names (:data:`FILE_FIELDS`) that exists under ``here`` rewritten
+    relative to ``there`` (absolute if None): a scenario written into ``there`` then runs from any folder, since
+    its paths resolve against its own folder first. A path found nowhere (a Hugging Face id) is kept."""
+    out = _deep_copy(doc)
+    for key in FILE_FIELDS:
+        section, name = key.split(".")
+        node = out.get(section)
+        if isinstance(node, dict) and isinstance(node.get(name), str):
+            node[name] = _rebased(node[name], here, there)
+    return out
+
+
+def _rebased(value: str, here: Path, there: Path | None) -> str:
+    try:
+        path = Path(value).expanduser()
+        if path.is_absolute() or not (here / path).exists():
+            return value
+        found = (here / path).resolve()
+        return str(found) if there is None else os.path.relpath(found, there.resolve())
+    except (OSError, ValueError):  # a name the system refuses is the field's error when it is validated
+        return value
 
 
 def _deep_copy(value: Any) -> Any:

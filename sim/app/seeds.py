@@ -22,8 +22,8 @@ import pandas as pd
 
 from sim.base.errors import InputError
 
-__all__ = ["HEADLINE", "Interval", "Difference", "aggregate", "compare", "format_compare", "format_intervals",
-           "interval", "parse_seeds", "t_quantile"]  # fmt: skip
+__all__ = ["HEADLINE", "NO_SPREAD_NOTE", "Interval", "Difference", "aggregate", "compare", "different_workloads",
+           "format_compare", "format_intervals", "interval", "no_spread", "parse_seeds", "t_quantile"]  # fmt: skip
 
 # The headline figures every multi-seed table carries: (flat metric column, label, format of one value).
 HEADLINE: tuple[tuple[str, str, str], ...] = (
@@ -142,6 +142,21 @@ def aggregate(df: pd.DataFrame, keys: Sequence[str] = (), metrics: Sequence[str]
     return pd.DataFrame(rows)
 
 
+def no_spread(df: pd.DataFrame, keys: Sequence[str] = ()) -> bool:
+    """Whether the seeds gave identical figures (every headline figure of every group of two or more seeds):
+    the workload draws nothing from the seed, so an interval of 0 says nothing about noise."""
+    if "status" in df:
+        df = df[df["status"] == "ok"]
+    metrics = [m for m, _, _ in HEADLINE if m in df]
+    groups = [g for _, g in df.groupby(list(keys), sort=False, dropna=False)] if keys else [df]
+    seeded = [g for g in groups if len(g) >= 2]
+    return bool(seeded) and all(g[m].nunique(dropna=False) == 1 for g in seeded for m in metrics)
+
+
+NO_SPREAD_NOTE = ("every seed gave the same figures: nothing in this workload draws from the seed (a trace or "
+                  "trajectory replays its own arrivals and prompts), so the ± 0 intervals are no measure of noise")
+
+
 def format_intervals(df: pd.DataFrame, keys: Sequence[str] = ()) -> str:
     """The table ``run --seeds`` and ``sweep --seeds`` print: mean ± 95% half-width per headline figure."""
     agg = aggregate(df, keys)
@@ -183,7 +198,8 @@ class Difference:
     ratio: float
     ratio_lo: float
     ratio_hi: float
-    test: str  # "paired t", "Welch t", "t, B one seed" (A's spread) or "one seed" (no spread on either side)
+    test: str  # "paired t", "Welch t", "t, B one seed" (A's spread), "one seed" (one run a side) or "no spread"
+    # (every seed gave the same figure on both sides: a deterministic workload, no noise to test against)
     n_a: int
     n_b: int
     significant: bool
@@ -195,25 +211,30 @@ class Difference:
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str] | None = None) -> list[Difference]:
     """Compare two per-seed tables (rows with ``seed`` and metric columns). Paired by seed when both hold
-    the same seeds, else Welch's unequal-variance t interval."""
+    the same seeds, else Welch's unequal-variance t interval; no test where every seed gave the same run on both
+    sides (a deterministic workload: any difference is exact, and no noise measures it)."""
     metrics = [m for m, _, _ in HEADLINE] if metrics is None else list(metrics)
     a = a.sort_values("seed").reset_index(drop=True)
     b = b.sort_values("seed").reset_index(drop=True)
     paired = list(a["seed"]) == list(b["seed"])
+    flat = no_spread(a) and no_spread(b)  # every seed the same run on both sides: no noise to test against
     out = []
     for m in metrics:
         if m not in a or m not in b:
             continue
         x, y = a[m].to_numpy(float), b[m].to_numpy(float)
         ma, mb = float(x.mean()), float(y.mean())
-        if paired and len(x) >= 2:
+        if flat:
+            lo = hi = mb - ma
+            test = "no spread"
+        elif paired and len(x) >= 2:
             d = interval(y - x)  # centred on mb - ma
             lo, hi, test = d.lo, d.hi, "paired t"
         else:
             half, test = _unpaired_half(x, y)
             lo, hi = mb - ma - half, mb - ma + half
         ratio, rlo, rhi = (mb / ma, max(0.0, 1 + lo / ma), 1 + hi / ma) if ma else (math.nan,) * 3
-        significant = test != "one seed" and (lo > 0 or hi < 0)
+        significant = test not in ("one seed", "no spread") and (lo > 0 or hi < 0)
         out.append(Difference(m, ma, mb, mb - ma, lo, hi, ratio, rlo, rhi, test, len(x), len(y), significant))
     return out
 
@@ -241,6 +262,7 @@ def format_compare(diffs: Sequence[Difference], name_a: str = "A", name_b: str =
     for d in diffs:
         f = fmts.get(d.metric, "{:.4g}")
         verdict = ("no spread (one seed)" if d.test == "one seed" else
+                   "no noise to test (every seed the same run)" if d.test == "no spread" else
                    ("outside the noise" if d.significant else "within the noise") + f" ({d.test})")  # fmt: skip
         cells.append([labels.get(d.metric, d.metric), f.format(d.mean_a), f.format(d.mean_b),
                       f"{f.format(d.diff)} [{f.format(d.diff_lo)}, {f.format(d.diff_hi)}]",
@@ -286,19 +308,38 @@ def seeds_summary(sc, df: pd.DataFrame) -> dict:
             "figures": figures, "per_seed": df.to_dict(orient="records")}  # fmt: skip
 
 
+def different_workloads(a, b) -> list[str] | None:
+    """The workload fields two run folders differ in (their ``scenario.yaml``: a run's and ``run --seeds``'), or
+    None where either has none to read; their difference is then the workload's as much as the setup's."""
+    from pathlib import Path
+
+    from sim.base.inputs import parse_yaml, read_text
+
+    loads = []
+    for folder in (a, b):
+        path = Path(folder) if Path(folder).is_dir() else Path(folder).parent
+        try:
+            doc = parse_yaml(read_text(path / "scenario.yaml", "scenario"), str(path / "scenario.yaml"))
+        except InputError:
+            return None
+        loads.append(doc.get("workload") if isinstance(doc, dict) else None)
+    wa, wb = loads
+    if not (isinstance(wa, dict) and isinstance(wb, dict)):
+        return None
+    return sorted(k for k in set(wa) | set(wb) if wa.get(k) != wb.get(k))
+
+
 def read_seed_table(folder) -> pd.DataFrame:
     """The per-seed table of a run folder: a ``run --seeds`` folder (many rows) or a plain run (one row)."""
     import json
-    from pathlib import Path
 
     from sim.app.sweep import flat_metrics
+    from sim.base.inputs import check_input, read_text
 
-    path = Path(folder)
+    path = check_input(folder, "run folder or its summary.json", folder=True)
     path = path / "summary.json" if path.is_dir() else path
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read a run's summary: {exc.strerror}", source=str(path)) from None
+        data = json.loads(read_text(path, "run's summary.json"))
     except ValueError:
         raise InputError("not a JSON summary", source=str(path)) from None
     try:

@@ -19,6 +19,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from sim.app.scenario import (
     scenario_from_dict,
 )
 from sim.base.errors import InputError
-from sim.base.fileio import atomic_path, check_output_folder, write_text_atomic
+from sim.base.fileio import atomic_path, check_output_folder, claim_folder, write_text_atomic
 from sim.base.inputs import parse_yaml, read_text
 from sim.serve.metrics import dropped_by_reason
 
@@ -296,6 +297,11 @@ def _json_default(value: Any) -> Any:
 # ------------------------------------------------------------------------------------------ running
 
 
+def finished_points(out_dir: str | Path) -> int:
+    """The points of the sweep in ``out_dir`` that finished (a rerun of the same sweep skips them)."""
+    return sum(1 for p in Path(out_dir, "points").glob("*.json") if (_read_point(p) or {}).get("status") == "ok")
+
+
 def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "local", workers: int | None = None,
               ray_address: str | None = None, progress: bool = False, max_points: int | None = None,
               overwrite: bool = False) -> pd.DataFrame:  # fmt: skip
@@ -305,13 +311,26 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "loc
     first only with ``overwrite``. ``max_points`` stops after that many new points (how tests stand in for an
     interrupted sweep). Raises InputError before writing anything when the folder or executor is unusable.
     """
-    from sim.base.progress import progress_bar
-
     out = Path(out_dir)
     points_dir = out / "points"
+    check_output_folder(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # where its claim is held
+    except OSError as exc:
+        raise InputError(f"--out: cannot create the sweep folder: {exc.strerror}", source=str(out)) from None
+    with claim_folder(out, "--out"):  # one sweep a folder at a time: two would run and write the same points
+        return _run_sweep(plan, out, points_dir, executor=executor, workers=workers, ray_address=ray_address,
+                          progress=progress, max_points=max_points, overwrite=overwrite)
+
+
+def _run_sweep(plan: SweepPlan, out: Path, points_dir: Path, *, executor: Executor, workers: int | None,
+               ray_address: str | None, progress: bool, max_points: int | None, overwrite: bool) -> pd.DataFrame:
+    from sim.base.progress import progress_bar
+
     _claim_folder(plan, out, overwrite)
     workers = workers or os.cpu_count() or 1
     ray_started = connect_ray(workers, ray_address) if executor == "ray" else False
+    created = not out.exists()
     try:
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -341,6 +360,10 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, executor: Executor = "loc
                 bar.update()
         finally:
             bar.close()
+    except BaseException:
+        if created and not any(points_dir.glob("*.json")):  # a folder this call made, with no point in it
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     finally:
         if ray_started:
             import ray

@@ -4,11 +4,14 @@ Single files go to a temporary name beside the target and are renamed over it. A
 under a hidden staging folder in the same parent (``.NAME.partial-PID-XXXX``) and renamed into place once
 every file is written, so a reader never sees a folder that mixes two runs or lacks a file. Output targets
 are checked before any work starts, so a bad ``--out`` costs a one-line error, not a finished simulation.
+Every write goes through :func:`atomic_path` or :func:`staged_dir`, which turn any ``OSError`` while they write
+(a full disk, a file-size limit, a folder gone) into one line naming the output and removing what was staged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -17,10 +20,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from sim.base.errors import InputError
+from sim.base.errors import InputError, os_error_text
 from sim.base.inputs import pipe_or_device
 
-__all__ = ["atomic_path", "check_image_file", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
+__all__ = ["atomic_path", "check_image_file", "claim_folder", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
            "write_text_atomic"]
 
 
@@ -30,19 +33,30 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     pipe or socket at ``path`` is refused: the rename would replace the node itself (``/dev/null`` with a file)."""
     final = Path(path)
     _check_not_special(final, "output")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
-    tmp_path = Path(tmp)
+    with _writing(final):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
+        tmp_path = Path(tmp)
+        try:
+            yield tmp_path
+            os.replace(tmp_path, final)
+        finally:
+            if tmp_path.exists():
+                tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def _writing(final: Path) -> Iterator[None]:
+    """Any ``OSError`` of the block, one line naming ``final`` (the callers remove what they staged)."""
     try:
-        yield tmp_path
-        os.replace(tmp_path, final)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot write: {os_error_text(exc)}; nothing half-written was kept",
+                         source=str(final)) from None  # fmt: skip
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
@@ -93,7 +107,11 @@ def check_output_file(path: str | os.PathLike, option: str = "--out") -> Path:
 
 
 def _check_not_special(path: Path, option: str) -> None:
-    """Results are written whole to a new file renamed into place, which would replace a device or a pipe."""
+    """Results are written whole to a new file renamed into place, which would replace a device or a pipe, or
+    a symbolic link whose target is missing (the user meant the target, which the rename would not write)."""
+    if path.is_symlink() and not path.exists():
+        raise InputError(f"{option}: a symbolic link to {os.readlink(path)}, which does not exist; remove the link "
+                         "or give another name", source=str(path))  # fmt: skip
     if pipe_or_device(path):
         raise InputError(f"{option}: a device or a pipe, not a file (results are written to a new file renamed "
                          "into place, which would replace it)", source=str(path))  # fmt: skip
@@ -104,6 +122,7 @@ def check_output_folder(path: str | os.PathLike, option: str = "--out") -> Path:
     too long)."""
     path = Path(path)
     _check_name(path, option)
+    _check_not_special(path, option)
     if path.exists() and not path.is_dir():
         raise InputError(f"{option}: is a file, expected a folder", source=str(path))
     _check_parents(path / "x" if path.is_dir() else path, option)
@@ -193,41 +212,80 @@ def staged_dir(final: str | os.PathLike, *, overwrite: bool = False, option: str
 
     ``final`` may be absent or an empty folder. A non-empty one is replaced only with ``overwrite`` and only
     if it holds ``marker`` (an earlier run's output), so a mistyped ``--out`` cannot wipe unrelated files.
+    ``final`` is claimed (:func:`_claimed`) before it is looked at, so of two commands started together into
+    one folder the second stops at once instead of both writing and one result being lost.
     """
     final = check_output_folder(final, option)
-    if final.is_dir() and any(final.iterdir()):
-        if not (final / marker).is_file():
-            raise InputError(f"{option}: holds other files, not a hicache-sim output folder (no {marker}); choose "
-                             "an empty or new folder", source=str(final))  # fmt: skip
-        if not overwrite:
-            raise InputError(f"{option}: already holds results; pass --overwrite to replace them, or choose "
-                             "another folder", source=str(final))  # fmt: skip
     parent = final.absolute().parent
     created = [p for p in (parent, *parent.parents) if not p.exists()]  # removed again if the run fails
+    tmp: Path | None = None
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale(parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-{os.getpid()}-", dir=parent))
-    except OSError as exc:
-        raise InputError(f"{option}: cannot create the output folder: {exc.strerror or exc}",
-                         source=str(final)) from None  # fmt: skip
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; results are ordinary folders
-        yield tmp
-        old = None
-        if final.is_dir() and any(final.iterdir()):  # an empty one (a claimed run folder) is renamed over at once
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-{os.getpid()}-", dir=parent))
-            os.replace(final, old / final.name)
-        os.replace(tmp, final)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{option}: cannot create the output folder: {os_error_text(exc)}",
+                             source=str(final)) from None  # fmt: skip
+        with claim_folder(final, option):
+            if final.is_dir() and any(final.iterdir()):
+                if not (final / marker).is_file():
+                    raise InputError(f"{option}: holds other files, not a hicache-sim output folder (no {marker}); "
+                                     "choose an empty or new folder", source=str(final))  # fmt: skip
+                if not overwrite:
+                    raise InputError(f"{option}: already holds results; pass --overwrite to replace them, or choose "
+                                     "another folder", source=str(final))  # fmt: skip
+            with _writing(final):
+                _remove_stale(parent)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-{os.getpid()}-", dir=parent))
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; results are ordinary folders
+                yield tmp
+                old = None
+                if final.is_dir() and any(final.iterdir()):  # an empty one (a claimed run folder) is renamed over
+                    old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-{os.getpid()}-", dir=parent))
+                    os.replace(final, old / final.name)
+                os.replace(tmp, final)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if not final.exists():
             for folder in created:  # innermost first; stops at the first one that is not empty
                 try:
                     folder.rmdir()
                 except OSError:
                     break
+
+
+@contextlib.contextmanager
+def claim_folder(final: Path, option: str) -> Iterator[None]:
+    """Hold ``final`` for this process: an exclusive ``flock`` on ``.NAME.lock`` beside it, which the kernel
+    drops when the process ends however it ends (a SIGKILLed writer leaves no claim, at most an empty file that
+    the next writer takes over). A second writer gets one line naming the folder, and exit status 2."""
+    lock = final.absolute().parent / f".{final.name}.lock"
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError as exc:
+            raise InputError(f"{option}: cannot write: {os_error_text(exc)}", source=str(final)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise InputError(f"{option}: another command is writing this folder now; wait for it to end or choose "
+                             "another folder", source=str(final)) from None  # fmt: skip
+        except OSError:  # a file system without locks (some network ones): nothing to claim with, write unclaimed
+            break
+        try:  # the holder before may have removed the file it locked: hold the one at the path
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)

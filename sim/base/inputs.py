@@ -1,23 +1,27 @@
 """The input-structure rules every reader of a user's file goes through, whatever its format.
 
-One place says how big a file may be before it is read, how long one line of a JSON-lines file may be, how
-deep a document may nest, how far YAML aliases may expand, and which numbers any input may hold. Each rule is
-checked before the content is used, and each failure is an :class:`~sim.base.errors.InputError` of one line that
-names the file (and line) it came from, so no reader needs its own copy of these checks.
+One place says what may be read as an input at all (a regular file, or a folder where one is expected: never a
+pipe, a device or a socket, which could hang the reader or never end), how big a file may be before it is read,
+how long one line of a JSON-lines file may be, how deep a document may nest, how far YAML aliases may expand, and
+which numbers any input may hold, a trace's nested ones included. Each rule is checked before the content is used,
+and each failure is an :class:`~sim.base.errors.InputError` of one line that names the file (and line) it came
+from, so no reader needs its own copy of these checks.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
-from sim.base.errors import InputError
+from sim.base.errors import InputError, os_error_text
 
 __all__ = [
     "MAX_DEPTH",
@@ -27,15 +31,19 @@ __all__ = [
     "MAX_SIMULATED_S",
     "MAX_YAML_NODES",
     "MIN_MAGNITUDE",
-    "check_rereadable",
+    "TRACE_ID_FIELDS",
+    "check_input",
+    "check_trace_record",
     "check_unchanged",
     "file_stamp",
+    "input_problem",
     "iter_lines",
     "json_objects",
     "json_records",
     "number_problem",
     "num_text",
     "numbers_problem",
+    "open_input",
     "parse_json",
     "pipe_or_device",
     "parse_yaml",
@@ -78,52 +86,115 @@ def number_problem(value: Any, *, floor: bool = True) -> str | None:
     return None
 
 
-def numbers_problem(value: Any, path: str = "") -> tuple[str, str] | None:
-    """(dotted path, problem) of the first number in a decoded document that :func:`number_problem` refuses."""
+def numbers_problem(value: Any, path: str = "", *, floor: bool = True,
+                    skip: frozenset[str] = frozenset()) -> tuple[str, str] | None:  # fmt: skip
+    """(dotted path, problem) of the first number in a decoded document that :func:`number_problem` refuses,
+    at any depth; ``skip``: keys, at any depth, whose values are not quantities (see ``TRACE_ID_FIELDS``)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            found = numbers_problem(item, f"{path}.{key}" if path else str(key))
+            if key in skip:
+                continue
+            found = numbers_problem(item, f"{path}.{key}" if path else str(key), floor=floor, skip=skip)
             if found:
                 return found
         return None
     if isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            found = numbers_problem(item, f"{path}.{i}" if path else str(i))
+            found = numbers_problem(item, f"{path}.{i}" if path else str(i), floor=floor, skip=skip)
             if found:
                 return found
         return None
-    problem = number_problem(value)
+    problem = number_problem(value, floor=floor)
     return (path, problem) if problem else None
+
+
+# Trace fields that name things or read a clock, not quantities, so the number rule does not hold them: ids
+# (block hashes may be 64-bit; token ids), and arrival_time_ns, an epoch in ns that is bounded in seconds
+# once converted. Every other number of a trace record, at any depth, is held to it (no floor: times may be
+# below a microsecond).
+TRACE_ID_FIELDS = frozenset({"id", "hash_ids", "input_ids", "input_tok_ids", "output_tok_ids", "chat_id",
+                             "parent_chat_id", "arrival_time_ns"})  # fmt: skip
+
+
+def check_trace_record(rec: Any, source: str, line: int | None = None) -> None:
+    """The number rule on every number of a trace record, nested ones included (a subagent's calls)."""
+    if (found := numbers_problem(rec, floor=False, skip=TRACE_ID_FIELDS)) is not None:
+        raise InputError(f"{found[0]}: {found[1]}", source=source, line=line)
 
 
 # ---------------------------------------------------------------------------------------------- reading
 
 
+_NOT_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def input_problem(path: str | Path, *, folder: bool = False) -> str | None:
+    """What keeps ``path`` from being read as an input, found without opening it (None if nothing): only a
+    regular file is, or a folder where ``folder`` says one is expected. Opening a pipe waits for a writer
+    forever, a device never ends (``/dev/zero``), and either gives its bytes once to a reader that reads twice."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"a symbolic link to {os.readlink(path)}, which does not exist" if os.path.islink(path) else "no such file"
+    except OSError as exc:  # a name too long, a loop of links, a file in the path
+        return os_error_text(exc)
+    except ValueError:  # a NUL in the name
+        return "not a valid file name"
+    if stat.S_ISREG(mode) or (folder and stat.S_ISDIR(mode)):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    kind = next((name for test, name in _NOT_FILES if test(mode)), "a special file")
+    return f"{kind}, not a regular file"
+
+
+def check_input(path: str | Path, what: str, *, folder: bool = False, source: str | None = None) -> Path:
+    """``path``, if :func:`input_problem` finds nothing; else one line naming it (``what``: the kind of input)."""
+    if (problem := input_problem(path, folder=folder)) is not None:
+        raise InputError(f"cannot read {what}: {problem}", source=source or str(path))
+    return Path(path)
+
+
+def open_input(path: str | Path, what: str, *, source: str | None = None) -> IO[bytes]:
+    """``path`` opened for reading in binary, once :func:`check_input` has found it a regular file."""
+    check_input(path, what, source=source)
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {os_error_text(exc)}", source=source or str(path)) from None
+
+
 def read_text(path: str | Path, what: str, *, source: str | None = None) -> str:
     """The whole of a UTF-8 text file, refused before it is read in full when over ``MAX_FILE_BYTES``
-    (``/dev/zero`` or a wrong file named by mistake costs one line, not the machine's memory)."""
+    (a wrong file named by mistake costs one line, not the machine's memory)."""
     source = source or str(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=source) from None
+    with open_input(path, what, source=source) as fh:
+        raw = fh.read(MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
         raise InputError(f"larger than {MAX_FILE_BYTES >> 20} MiB; not a {what}?", source=source)
+    return _decoded(raw, what, source)
+
+
+def _decoded(raw: bytes, what: str, source: str, line: int | None = None) -> str:
+    """``raw`` as UTF-8 text; its first fault named: a NUL byte (a binary file) or a byte UTF-8 refuses."""
+    nul = raw.find(b"\0")
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
+        bad = len(raw)
     except UnicodeDecodeError as exc:
-        raise InputError(f"not a UTF-8 text file (byte {exc.start})", source=source) from None
+        text, bad = "", exc.start
+    if 0 <= nul < bad:
+        raise InputError(f"a binary file (a NUL byte at {nul}), not a {what}", source=source, line=line)
+    if bad < len(raw):
+        raise InputError(f"not a UTF-8 text file (byte {bad})", source=source, line=line)
+    return text
 
 
 def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0) -> Iterator[tuple[int, int, str]]:
     """(line number, byte offset, text) of each non-blank line, each decoded as UTF-8 and at most
     ``MAX_LINE_BYTES``; from ``offset``, the start of line ``lineno + 1``, so a reader can come back to a line."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 (closed below; generator)
-    except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=str(path)) from None
-    with fh:
+    with open_input(path, what) as fh:
         if offset:
             fh.seek(offset)
         while raw := fh.readline(MAX_LINE_BYTES + 1):
@@ -131,10 +202,7 @@ def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0)
             if len(raw) > MAX_LINE_BYTES:
                 raise InputError(f"line longer than {MAX_LINE_BYTES >> 20} MiB; not a JSON-lines {what}?", source=str(path),
                                  line=lineno)  # fmt: skip
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InputError(f"not a UTF-8 text file (a JSON-lines {what})", source=str(path), line=lineno) from None
+            line = _decoded(raw, f"JSON-lines {what}", str(path), lineno)
             if line.strip():
                 yield lineno, offset, line
             offset += len(raw)
@@ -154,18 +222,10 @@ def file_stamp(path: str | Path) -> tuple | None:
 
 
 def pipe_or_device(path: str | Path) -> bool:
-    """Whether ``path`` names something other than a file or a folder (a pipe, a device, a socket): it cannot be
-    read twice, nor replaced by renaming a new file over it (that would replace the node itself)."""
+    """Whether ``path`` names something other than a file or a folder (a pipe, a device, a socket), which an
+    output renamed into place would replace."""
     p = Path(path)
     return p.exists() and not p.is_file() and not p.is_dir()
-
-
-def check_rereadable(path: str | Path, what: str) -> None:
-    """Refuse a pipe or a device where a file is read more than once (checked through, then replayed): a pipe
-    gives its records once, and the replay would read nothing or the middle of a record."""
-    if pipe_or_device(path):
-        raise InputError(f"a pipe or a device: a {what} is read through before it is replayed, so give a file",
-                         source=str(path))  # fmt: skip
 
 
 def check_unchanged(path: str | Path, stamp: tuple | None, why: str) -> None:
@@ -195,6 +255,7 @@ def json_records(path: str | Path, *, offset: int = 0, lineno: int = 0) -> Itera
         rec = parse_json(line, str(path), line=n)
         if not isinstance(rec, dict):
             raise InputError("expected a JSON object", source=str(path), line=n)
+        check_trace_record(rec, str(path), n)
         yield n, at, rec
 
 

@@ -5,6 +5,7 @@ work that ends sooner."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -14,8 +15,9 @@ PLAIN_EVERY_S = 30.0
 
 
 def progress_bar(total: int | None, *, desc: str, unit: str, enabled: bool = True, initial: int = 0,
-                 stream: TextIO | None = None, every_s: float = PLAIN_EVERY_S):  # fmt: skip
-    """A tqdm bar on a terminal, a :class:`PlainProgress` off one; either has ``update(n)`` and ``close()``."""
+                 stream: TextIO | None = None, every_s: float | None = None):  # fmt: skip
+    """A tqdm bar on a terminal, a :class:`PlainProgress` off one (a line every ``every_s``, default
+    ``PLAIN_EVERY_S``); either has ``update(n)`` and ``close()``."""
     from tqdm import tqdm
 
     stream = stream if stream is not None else sys.stderr
@@ -23,7 +25,8 @@ def progress_bar(total: int | None, *, desc: str, unit: str, enabled: bool = Tru
         return tqdm(total=total, disable=True)
     if stream.isatty():
         return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream, mininterval=0.5)
-    return PlainProgress(total, desc=desc, unit=unit, initial=initial, stream=stream, every_s=every_s)
+    return PlainProgress(total, desc=desc, unit=unit, initial=initial, stream=stream,
+                         every_s=PLAIN_EVERY_S if every_s is None else every_s)  # fmt: skip
 
 
 def track(items, *, desc: str, unit: str, enabled: bool = True):
@@ -39,7 +42,8 @@ def track(items, *, desc: str, unit: str, enabled: bool = True):
 
 class PlainProgress:
     """``desc: 96/192 requests (50%), 12 s elapsed, about 12 s left`` every ``every_s`` seconds of wall time,
-    and a last line at the end if any was printed."""
+    and a last line at the end if any was printed. A heartbeat thread keeps the promise while no update comes
+    (one run of a plan or of ``--seeds`` can take minutes)."""
 
     def __init__(self, total: int | None, *, desc: str, unit: str, initial: int = 0,
                  stream: TextIO | None = None, every_s: float = PLAIN_EVERY_S) -> None:  # fmt: skip
@@ -48,17 +52,30 @@ class PlainProgress:
         self.every_s, self._initial = every_s, initial
         self._start = self._last = time.monotonic()
         self._printed = False
+        self._lock, self._closed = threading.Lock(), threading.Event()
+        if every_s > 0:
+            threading.Thread(target=self._heartbeat, daemon=True).start()
 
     def update(self, n: int = 1) -> None:
         self.n += n
-        now = time.monotonic()
-        if now - self._last >= self.every_s:
-            self._last = now
-            self._line(now)
+        self._due()
 
     def close(self) -> None:
-        if self._printed:
-            self._line(time.monotonic(), done=True)
+        self._closed.set()
+        with self._lock:
+            if self._printed:
+                self._line(time.monotonic(), done=True)
+
+    def _heartbeat(self) -> None:
+        while not self._closed.wait(self.every_s / 2):
+            self._due()
+
+    def _due(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last >= self.every_s and not self._closed.is_set():
+                self._last = now
+                self._line(now)
 
     def _line(self, now: float, done: bool = False) -> None:
         elapsed = now - self._start

@@ -16,6 +16,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from sim.base.errors import InputError
+from sim.cache.ages import landed
 from sim.cache.radix import InsertResult, Node, RadixTree, node_ref
 
 if TYPE_CHECKING:
@@ -120,12 +121,18 @@ class CacheController:
 
     # ----- backups and their acks -------------------------------------------------------------
     def _backup_node(self, node: Node) -> bool:
-        """write_back: back up one device victim and wait for its copy; False if the host is full."""
+        """write_back: back up one device victim and wait for its copy; False if the host is full.
+
+        The copy's ack registers the victim as a duplicate before it is demoted (``finish_write_through``,
+        ``unified_tree_core.py:2840-2848``, via ``unified_radix_cache.py:1033-1040, 3480-3488``); the demotion
+        leaves the entry stale where it stands, so a later un-eviction keeps that place in the order."""
         pages = len(node.key)
         if not self._alloc_host(pages):
             self._backup_failed(node, pages)
             return False
         op = self._start_backup(node, pages, lock=False)
+        if self._duplicates is not None:
+            self._duplicates.setdefault(node.id, node)
         if self.events is not None:
             self.events.append({"ack": self._ref(node), "wait": True})
         self.write_back_copies.append([op])
@@ -228,6 +235,8 @@ class CacheController:
         for node in new:
             self.tree.set_host(node, self.all_pages_mask)
             self.tree.refile(node)
+            if self.tree.ages is not None:
+                node.used = landed(self.tree.ages.clock.now)
         return res.inserted_pages
 
     # ----- load-back ------------------------------------------------------------------------
@@ -255,7 +264,7 @@ class CacheController:
             self.tree.revive(n)
             self.l1.alloc(len(n.key))
             n.dev_mask = self.all_pages_mask
-            n.loading = True
+            n.loading = lk.best_node
         self.tree.lock(lk.best_node)
         self.tree.host_lock(lk.best_node)
         self.stats.load_kv_pages += pages
@@ -264,16 +273,18 @@ class CacheController:
         return pages
 
     def load_done(self, node: Node) -> None:
-        """A load-back's ack: the nodes unlock on both tiers; their host copies stay as duplicates
-        (``unified_radix_cache.py:3530-3584``)."""
+        """A load-back's ack: the nodes unlock on both tiers; the ones it loaded (pinned to ``node``, its anchor;
+        another load-back's pins on the path stay) keep their host copies as duplicates, anchor first
+        (``unified_radix_cache.py:3530-3584``; ``finish_load_back``, ``unified_tree_core.py:2735-2751``)."""
         if self.events is not None:
             self.events.append({"load_done": self._ref(node)})
         self.tree.unlock(node)
         x = node
-        while x is not self.tree.root and x.loading:
-            x.loading = False
-            if self._duplicates is not None:
-                self._duplicates.setdefault(x.id, x)
+        while x is not self.tree.root:
+            if x.loading is node:
+                x.loading = None
+                if self._duplicates is not None:
+                    self._duplicates.setdefault(x.id, x)
             x = x.parent
         self.tree.host_unlock(node)
 

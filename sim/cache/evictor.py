@@ -42,7 +42,7 @@ class TierEvictor:
 
     def _split_duplicate(self, node: Node) -> None:
         """A split's new parent is a duplicate if its KV is on both tiers and settled (``unified_tree_core.py:1529``)."""
-        if node.device and node.host and not node.loading and node.pending is None:
+        if node.device and node.host and node.loading is None and node.pending is None:
             self._duplicates.setdefault(node.id, node)
 
 
@@ -63,6 +63,8 @@ class TierEvictor:
         tokens = len(node.key) * self.page_tokens
         self.stats.evictions += 1
         self.stats.evicted_tokens += tokens
+        if self.tree.ages is not None:
+            self.tree.ages.evicted("device", node.used, tokens, node.hit_count)
         if self._boundary is not None:
             self._boundary.evict_device(node)
             return
@@ -138,7 +140,10 @@ class TierEvictor:
 
     def _reclaim_duplicates(self, want: int, nodes: list) -> int:
         """write_back: give up host copies of nodes also on the device, sparing evictable device leaves in a
-        first pass (``unified_tree_core.py:1975-2006``)."""
+        first pass (``unified_tree_core.py:1975-2006``). The order is a dict's insertion order, as SGLang's
+        ``full_host_duplicates`` (``:531``): entries go in by ``setdefault`` (``:1604-1610``: a write_back
+        victim's ack, a write-through ack, a split, an un-eviction, a load ack) and leave lazily, when this walk
+        passes them stale or releases them, so a node keeps the place it first took while its entry lives."""
         freed = 0
         for spare in (True, False):
             for node in list(self._duplicates.values()):
@@ -147,21 +152,28 @@ class TierEvictor:
                 if not (node.device and node.host) or node.parent is None:
                     del self._duplicates[node.id]
                     continue
-                if node.pending is not None or node.loading or node.host_lock_ref:
+                if node.pending is not None or node.loading is not None or node.host_lock_ref:
                     continue
                 if spare and node.lock_ref == 0 and node.dev_children == 0:
                     continue
                 if self.events is not None:
                     nodes.append(self._ref(node))
                 freed += len(node.key)
+                self._aged_out(node)
                 self.l2.free(len(node.key))
                 self.tree.clear_host(node)
                 del self._duplicates[node.id]
         return freed
 
+    def _aged_out(self, node: Node) -> None:
+        """``node``'s host copy goes: its age and reuse count, when the run records them."""
+        if self.tree.ages is not None:
+            self.tree.ages.evicted("host", node.used, len(node.key) * self.page_tokens, node.hit_count)
+
     def _evict_host(self, node: Node) -> None:
         self.stats.host_evictions += 1
         self.stats.host_evicted_tokens += len(node.key) * self.page_tokens
+        self._aged_out(node)
         self.l2.free(len(node.key))
         self.tree.delete_leaf(node)
     def evict_tokens(self, tokens: int) -> int:

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sim.base.errors import InputError
+from sim.cache.ages import TierAges
 from sim.cache.boundary import BoundaryWriter
 from sim.cache.controller import BackupOp, CacheController, Tier, WritePolicy, no_window_pool
 from sim.cache.eviction import eviction_order
@@ -212,6 +213,8 @@ class HiCache(RequestPhases, TierEvictor, CacheController):
         s.cached_pages["device"] += device_tokens // self.page_tokens
         s.cached_pages["host"] += host_tokens // self.page_tokens
         s.computed_tokens += lk.input_tokens - device_tokens - host_tokens
+        if self.tree.ages is not None and (device_tokens or host_tokens):
+            _record_hits(self.tree.ages, lk, host_tokens, self.page_tokens)
 
     def _count_once(self, inserted_pages: int, path: list[Node]) -> int:
         """A request counts a hit on each node once: SGLang raises a node's hit count only where the node
@@ -317,6 +320,22 @@ class HiCache(RequestPhases, TierEvictor, CacheController):
             self._boundary.touch(res.path)
 
     # ----- reporting --------------------------------------------------------------------------
+    def record_ages(self, ages: TierAges) -> None:
+        self.tree.ages = ages
+
     def metrics(self) -> dict:
         """The counters under SGLang's metric names (:func:`sim.cache.stats.hicache_metrics`)."""
         return hicache_metrics(self)
+
+
+def _record_hits(ages: TierAges, lk: Lookup, host_tokens: int, page_tokens: int) -> None:
+    """The matched nodes' ages at this hit, by the tier that serves them, and their new last use."""
+    now = ages.clock.now
+    node: Node | None = lk.best_node if host_tokens else lk.device_node
+    tier = "host" if host_tokens else "device"
+    while node is not None and node.parent is not None:
+        if node is lk.device_node:
+            tier = "device"
+        ages.hit_at(tier, node.used, len(node.key) * page_tokens, now)
+        node.used = now
+        node = node.parent

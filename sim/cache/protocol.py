@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from sim.cache.ages import TierAges
 from sim.model.pools import ModelSpec
 
 __all__ = ["CacheTree", "PrefixCache", "SlidingWindow", "TierUse"]
@@ -159,3 +160,7 @@ class PrefixCache(Protocol):
 
     def metrics(self) -> dict:
         """The counters under SGLang's metric names."""
+
+    def record_ages(self, ages: TierAges) -> None:
+        """From now on, stamp each node's last use from ``ages.clock`` and record its age at hits and evictions
+        (:mod:`sim.cache.ages`); a cache never given one records nothing."""

@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
+from sim.cache.ages import TierAges
 from sim.cache.residency import TreeResidency
 
 __all__ = ["InsertResult", "MatchResult", "Node", "RadixTree", "node_ref"]
@@ -28,7 +29,7 @@ class Node:
     """One run of pages."""
 
     __slots__ = (
-        "key", "parent", "children", "id", "last_access", "hit_count",
+        "key", "parent", "children", "id", "last_access", "hit_count", "used",
         "device", "host", "lock_ref", "host_lock_ref", "dev_children",
         "dev_mask", "host_mask", "pending", "loading",
     )  # fmt: skip
@@ -41,6 +42,7 @@ class Node:
         self.id = node_id
         self.last_access = now
         self.hit_count = 0
+        self.used = 0.0  # simulated seconds of its creation or last hit (sim.cache.ages; 0 with no clock)
         self.device = True
         self.host = False
         self.lock_ref = 0
@@ -49,7 +51,7 @@ class Node:
         self.dev_mask = 0  # which pools hold this node on device / host (set by sim.cache.hicache)
         self.host_mask = 0
         self.pending = None  # the in-flight write-through backup covering this node, if any
-        self.loading = False  # a load-back into this node not yet acknowledged
+        self.loading: Node | None = None  # the anchor of a load-back into this node not yet acknowledged
 
     @property
     def pages(self) -> int:
@@ -100,6 +102,7 @@ class RadixTree(TreeResidency):
         self.one_page_nodes = one_page_nodes
         self._ids = itertools.count()
         self._clock = 0
+        self.ages: TierAges | None = None  # a clocked run's age records (sim.cache.ages)
         self.num_nodes = 0
         self.root = self._new_node([], None)
         self.root.lock_ref = 1
@@ -121,6 +124,8 @@ class RadixTree(TreeResidency):
     def _new_node(self, key: list[PageKey], parent: Node | None) -> Node:
         node = Node(key, parent, next(self._ids), self._tick())
         self._tick()
+        if self.ages is not None:
+            node.used = self.ages.clock.now
         self.num_nodes += 1
         return node
 
@@ -236,6 +241,7 @@ class RadixTree(TreeResidency):
         parent.children[new.key[0]] = new
         child.parent = new
         new.hit_count = child.hit_count
+        new.used = child.used
         new.device, new.host = child.device, child.host
         new.dev_mask, new.host_mask = child.dev_mask, child.host_mask
         new.lock_ref, new.host_lock_ref = child.lock_ref, child.host_lock_ref

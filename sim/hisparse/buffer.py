@@ -1,41 +1,25 @@
-"""HiSparse decode model: per-(request, C4 layer) GPU hot buffers, their misses, and the batch they allow.
-
-State owned here: for one access stream, a hot buffer of ``device_buffer_size`` C4 slots plus one slot for
-the newest compressed token (outside the replacement order, never a miss), under one of three policies:
-
-- ``lru``: SGLang's swap-in kernel (hisparse.cuh). Per step the order is rewritten as
-  [stale evictables | newly loaded misses | hits]; misses take the evictables at the LRU end, in top-k order;
-  hits keep their previous relative order at the MRU end.
-- ``clock``: second chance. Hits set the reference bit, a miss takes the first slot after the hand whose bit
-  is clear (clearing set bits on the way), loaded slots get the bit set; this step's hits are never taken.
-  Generic CLOCK, not checked against an upstream kernel.
-- ``belady``: offline optimum (evict the resident id whose next use is furthest); needs the whole stream.
-
-When a new C4 token appears (every 4th step) the previous newest is backed up D2H (counted); it stays on
-the GPU only while the whole history fits the buffer, so a sequence whose compressed length fits never
-misses (SGLang's fast path); past that, its slot goes to the next newest token. Then: the decode GPU's pools
-as SGLang sizes them with and without HiSparse, the max decode batch they admit, and a roofline decode
-throughput. Everything here is numpy; no clock, no SimPy.
+"""HiSparse decode capacity: the decode GPU's pools as SGLang sizes them with and without HiSparse, the max decode
+batch they admit, a roofline decode throughput, and the per-step misses of sample requests that price the swap-in
+(each request's hot buffers: :mod:`sim.hisparse.coordinator` and :mod:`sim.hisparse.hot`). Everything here is
+numpy; no clock, no SimPy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import pandas as pd
 
 from sim.cache.v4.swa import swa_tokens_per_request
-from sim.hisparse.topk import C4_RATIO, AccessModel, StreamTrace, TraceAccess, compressed_len
+from sim.hisparse.coordinator import eager_backups, run_stream
+from sim.hisparse.hot import INITIAL_FILLS, POLICIES, InitialFill, Policy
+from sim.hisparse.topk import C4_RATIO, AccessModel, TraceAccess
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FP4_INDEXER_ROW_BYTES = 128 // 2 + 128 // 32  # fp4 payload + scales (deepseek_v4_memory_pool.py:53-57)
-
-Policy = Literal["lru", "clock", "belady"]
-POLICIES: tuple[Policy, ...] = ("lru", "clock", "belady")
-InitialFill = Literal["direct", "staging"]
-INITIAL_FILLS: tuple[InitialFill, ...] = ("direct", "staging")
-_BIG = np.iinfo(np.int64).max
 
 
 class SwapInCost(Protocol):
@@ -44,253 +28,6 @@ class SwapInCost(Protocol):
     def swap_in_seconds(self, n_requests: int, top_k: int, n_misses: int, row_bytes: int) -> float: ...
 
     def transfer_seconds(self, op: str, backend: str, n_items: int, item_bytes: int) -> float: ...
-
-
-# --------------------------------------------------------------------------------------------------
-# Hot buffers
-# --------------------------------------------------------------------------------------------------
-
-
-class _HotBuffer:
-    """Slots and the id<->slot maps shared by all policies. Ids are compressed-token positions."""
-
-    def __init__(self, size: int, n_ids: int) -> None:
-        if size < 1:
-            raise ValueError(f"device_buffer_size must be >= 1, got {size}")
-        self.size = size
-        self.slot_of_id = np.full(max(n_ids, 1), -1, dtype=np.int32)
-        self.id_of_slot = np.full(size, -1, dtype=np.int64)
-        self.n_empty = size
-
-    def resident(self) -> set[int]:
-        return {int(i) for i in self.id_of_slot if i >= 0}
-
-    def admit(self, cid: int, step: int) -> bool:
-        """Put ``cid`` in an empty slot if there is one (no IO: it is already on the GPU)."""
-        if self.n_empty == 0 or self.slot_of_id[cid] >= 0:
-            return False
-        slot = int(np.flatnonzero(self.id_of_slot < 0)[0])
-        self.id_of_slot[slot] = cid
-        self.slot_of_id[cid] = slot
-        self.n_empty -= 1
-        self._touch_admitted(slot, cid, step)
-        return True
-
-    def access(self, ids: np.ndarray, step: int) -> int:
-        """Serve one step's distinct ids (newest excluded); return the number of misses."""
-        slots = self.slot_of_id[ids]
-        hit = slots >= 0
-        miss_ids = ids[~hit]
-        m = int(miss_ids.size)
-        if m > self.size - int(hit.sum()):
-            raise ValueError(f"top-k of {ids.size} distinct ids exceeds the buffer of {self.size} slots")
-        self._step(ids, slots[hit], hit, miss_ids, step)
-        return m
-
-    def _place(self, victims: np.ndarray, miss_ids: np.ndarray) -> None:
-        old = self.id_of_slot[victims]
-        self.n_empty -= int((old < 0).sum())
-        self.slot_of_id[old[old >= 0]] = -1
-        self.id_of_slot[victims] = miss_ids
-        self.slot_of_id[miss_ids] = victims
-
-    def _touch_admitted(self, slot: int, cid: int, step: int) -> None:
-        raise NotImplementedError
-
-    def _step(self, ids: np.ndarray, hit_slots: np.ndarray, hit: np.ndarray, miss_ids: np.ndarray,
-              step: int) -> None:
-        raise NotImplementedError
-
-
-class LruBuffer(_HotBuffer):
-    """SGLang's LRU. ``stamp`` orders slots; empty slots sort first, in slot order."""
-
-    def __init__(self, size: int, n_ids: int) -> None:
-        super().__init__(size, n_ids)
-        self.stamp = np.arange(-size, 0, dtype=np.int64)
-        self.clock = 0
-
-    def lru_order(self) -> list[int]:
-        """Resident ids from LRU to MRU."""
-        order = np.argsort(self.stamp)
-        return [int(i) for i in self.id_of_slot[order] if i >= 0]
-
-    def _touch_admitted(self, slot: int, cid: int, step: int) -> None:
-        self.stamp[slot] = self.clock
-        self.clock += 1
-
-    def _step(self, ids, hit_slots, hit, miss_ids, step) -> None:
-        old_hit = self.stamp[hit_slots]
-        m = miss_ids.size
-        if m:
-            self.stamp[hit_slots] = _BIG
-            victims = np.argpartition(self.stamp, m - 1)[:m] if m < self.size else np.arange(self.size)
-            self._place(victims, miss_ids)
-            self.stamp[victims] = self.clock + np.arange(m)
-            self.clock += m
-        if hit_slots.size:
-            ranked = hit_slots[np.argsort(old_hit, kind="stable")]
-            self.stamp[ranked] = self.clock + np.arange(ranked.size)
-            self.clock += ranked.size
-
-
-class ClockBuffer(_HotBuffer):
-    """Second-chance CLOCK with one reference bit per slot and a hand."""
-
-    def __init__(self, size: int, n_ids: int) -> None:
-        super().__init__(size, n_ids)
-        self.ref = np.zeros(size, dtype=bool)
-        self.hand = 0
-        self._base = np.arange(size)
-
-    def _touch_admitted(self, slot: int, cid: int, step: int) -> None:
-        self.ref[slot] = True
-
-    def _step(self, ids, hit_slots, hit, miss_ids, step) -> None:
-        self.ref[hit_slots] = True
-        m = miss_ids.size
-        if not m:
-            return
-        order = self._base + self.hand
-        order[order >= self.size] -= self.size
-        free = np.ones(self.size, dtype=bool)
-        free[hit_slots] = False
-        free_rot = free[order]
-        ref_rot = self.ref[order]
-        first = np.flatnonzero(free_rot & ~ref_rot)
-        if first.size >= m:
-            last = int(first[m - 1])
-            victims_pos = first[:m]
-            swept = order[:last][free_rot[:last]]
-            self.ref[swept] = False
-        else:  # a full turn clears every free slot's bit; the second turn takes the first of them.
-            self.ref[order[free_rot]] = False
-            second = np.flatnonzero(free_rot & ref_rot)[: m - first.size]
-            victims_pos = np.concatenate([first, second])
-            last = int(second[-1])
-        victims = order[victims_pos]
-        self._place(victims, miss_ids)
-        self.ref[victims] = True
-        self.hand = (self.hand + last + 1) % self.size
-
-
-class BeladyBuffer(_HotBuffer):
-    """Belady's MIN over a known stream: evict the id whose next use is furthest (never used: first)."""
-
-    def __init__(self, size: int, n_ids: int, stream: StreamTrace) -> None:
-        super().__init__(size, n_ids)
-        self.nxt = np.full(size, _BIG, dtype=np.int64)
-        self._span = np.int64(stream.n_steps + 1)
-        self._rows = stream.ids
-        valid = stream.ids >= 0
-        rows, _ = np.nonzero(valid)
-        full = stream.ids[valid].astype(np.int64) * self._span + rows
-        keys = np.sort(full)
-        self._keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
-        # Next use of every (step, id) selection, precomputed in one pass: the next key of the same id.
-        after = np.append(self._keys[1:], -1)
-        nxt_key = np.where(after // self._span == self._keys // self._span, after % self._span, _BIG - 1)
-        self._next_full = np.full(stream.ids.shape, _BIG - 1, dtype=np.int64)
-        self._next_full[valid] = nxt_key[np.searchsorted(self._keys, full)]
-        self._scratch = np.zeros(max(n_ids, 1), dtype=np.int64)
-
-    def next_use(self, ids: np.ndarray, after: int) -> np.ndarray:
-        """First step > ``after`` at which each id is selected; ``_BIG - 1`` if never."""
-        ids = np.asarray(ids, dtype=np.int64)
-        if not self._keys.size:
-            return np.full(ids.shape, _BIG - 1, dtype=np.int64)
-        pos = np.searchsorted(self._keys, ids * self._span + after, side="right")
-        found = np.where(pos < self._keys.size, self._keys[np.minimum(pos, self._keys.size - 1)], -1)
-        ok = (pos < self._keys.size) & (found // self._span == ids)
-        return np.where(ok, found % self._span, _BIG - 1)
-
-    def _touch_admitted(self, slot: int, cid: int, step: int) -> None:
-        self.nxt[slot] = self.next_use(np.array([cid]), step - 1)[0]
-
-    def _step(self, ids, hit_slots, hit, miss_ids, step) -> None:
-        row = self._rows[step]
-        valid = row >= 0
-        self._scratch[row[valid]] = self._next_full[step][valid]
-        nu = self._scratch[ids]
-        m = miss_ids.size
-        if m:
-            self.nxt[hit_slots] = -1
-            victims = np.argpartition(self.nxt, self.size - m)[self.size - m:]
-            self._place(victims, miss_ids)
-            self.nxt[victims] = nu[~hit]
-        self.nxt[hit_slots] = nu[hit]
-
-
-def make_buffer(policy: Policy, size: int, stream: StreamTrace) -> _HotBuffer:
-    n_ids = stream.max_compressed
-    if policy == "lru":
-        return LruBuffer(size, n_ids)
-    if policy == "clock":
-        return ClockBuffer(size, n_ids)
-    if policy == "belady":
-        return BeladyBuffer(size, n_ids, stream)
-    raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
-
-
-def step_ids(row: np.ndarray, newest: int) -> np.ndarray:
-    """Distinct selected ids of one top-k row in first-appearance order, padding and newest removed."""
-    row = row[(row >= 0) & (row != newest)]
-    if row.size < 2:
-        return row.astype(np.int64)
-    _, first = np.unique(row, return_index=True)
-    return row[np.sort(first)].astype(np.int64)
-
-
-@dataclass
-class StreamResult:
-    """Misses per step of one stream, and what was needed to serve it."""
-
-    misses: np.ndarray  # int64 (n_steps,)
-    accesses: np.ndarray  # distinct non-newest ids per step
-    backups: int  # new C4 tokens backed up D2H (rows per layer)
-    buffer: _HotBuffer
-
-
-def run_stream(stream: StreamTrace, buffer_size: int, policy: Policy = "lru",
-               initial_fill: InitialFill = "direct") -> StreamResult:
-    """Replay one (request, layer) stream through a hot buffer.
-
-    What the buffer holds before step 0 depends on how the request reached decode (SGLang 0.5.23):
-
-    - ``direct`` (a PD decode instance; prefill wrote C4 straight into host memory): every prompt id when
-      the compressed prompt fits the buffer (preloaded, the kernel's no-IO fast path), else nothing: the
-      slots' token ids are reset to -1 (managers/hisparse_coordinator.py:878-909; hisparse.cuh:419).
-    - ``staging`` (prefill ran on this GPU and its C4 was staged to host): the buffer reuses the prefill's
-      device slots for compressed ids 0..device_buffer_size-1, the *oldest* tokens, with id 0 at the LRU
-      end; the newest goes to the reserved slot (hisparse_coordinator.py:937-983,
-      mem_cache/allocator/hisparse.py:494-542).
-    """
-    if initial_fill not in INITIAL_FILLS:
-        raise ValueError(f"unknown initial_fill {initial_fill!r}; expected one of {', '.join(INITIAL_FILLS)}")
-    buf = make_buffer(policy, buffer_size, stream)
-    n_steps = stream.n_steps
-    misses = np.zeros(n_steps, dtype=np.int64)
-    accesses = np.zeros(n_steps, dtype=np.int64)
-    if n_steps == 0:
-        return StreamResult(misses, accesses, 0, buf)
-    newest = int(compressed_len(int(stream.seq_len[0]))) - 1
-    if initial_fill == "staging" or newest + 1 <= buffer_size:
-        for cid in range(min(newest, buffer_size)):
-            buf.admit(cid, 0)
-    backups = 0
-    for s in range(n_steps):
-        n_now = int(compressed_len(int(stream.seq_len[s])))
-        while newest < n_now - 1:  # a new C4 token: the previous newest is backed up D2H
-            # It stays on the GPU only on the fast path (the whole history fits the buffer); otherwise its
-            # slot goes to the next newest token and it lives on host until a top-k misses on it.
-            if newest >= 0 and newest + 1 <= buffer_size:
-                buf.admit(newest, s)
-            backups += s > 0
-            newest += 1
-        ids = step_ids(stream.ids[s], newest)
-        accesses[s] = ids.size
-        misses[s] = buf.access(ids, s) if ids.size else 0
-    return StreamResult(misses, accesses, backups, buf)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -459,6 +196,7 @@ class DecodeCapacity:
     step_seconds_baseline: float
     step_seconds_hisparse: float
     swap_in_seconds_per_step: float
+    break_even_batch: int | None = None  # the least HiSparse batch that matches the baseline's tokens/s
 
     @property
     def batch_gain(self) -> float:
@@ -499,13 +237,34 @@ def decode_capacity(shape: DecodeModelShape, budget: HbmBudget, seq_len: int, de
     def roofline(batch: int) -> float:
         return (shape.weight_bytes_per_gpu + batch * read) / budget.hbm_bandwidth
 
-    swap = 0.0
-    if cost_table is not None and nh and misses_per_layer_step > 0:
-        per_layer = cost_table.swap_in_seconds(nh, k, int(round(misses_per_layer_step * nh)), shape.kv_row_bytes)
-        swap = shape.n_c4_layers * per_layer
+    def swap_in(batch: int) -> float:  # one kernel per C4 layer over the batch's misses in that layer
+        if cost_table is None or not batch or misses_per_layer_step <= 0:
+            return 0.0
+        misses = min(int(round(misses_per_layer_step * batch)), batch * k)
+        return shape.n_c4_layers * cost_table.swap_in_seconds(batch, k, misses, shape.kv_row_bytes)
+
+    swap = swap_in(nh)
     aligned = _ceil_to(seq_len, shape.page_size)
     return DecodeCapacity(base, hs, int(aligned * base.bytes_per_full_token), int(aligned * hs.bytes_per_full_token),
-                          nb, nh, lb, lh, roofline(nb), roofline(nh) + swap, swap)
+                          nb, nh, lb, lh, roofline(nb), roofline(nh) + swap, swap,
+                          _break_even(nh, nb / roofline(nb) if nb else 0.0, lambda b: roofline(b) + swap_in(b)))
+
+
+def _break_even(max_batch: int, baseline_tokens_per_s: float, step_seconds) -> int | None:
+    """The least batch up to ``max_batch`` whose tokens/s (batch / step) reach the baseline's; None if none does.
+    Below it HiSparse costs more than it saves: its swap-ins slow every step and its larger batch is not there
+    yet. Tokens/s grows with the batch (a step is a fixed part, weights and launches, plus a part per request),
+    so a bisection finds it."""
+    if not max_batch or max_batch / step_seconds(max_batch) < baseline_tokens_per_s:
+        return None
+    lo, hi = 1, max_batch
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if mid / step_seconds(mid) >= baseline_tokens_per_s:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 # --------------------------------------------------------------------------------------------------
@@ -597,7 +356,7 @@ def simulate_hisparse(config: HiSparseConfig, shape: DecodeModelShape, access: A
             accs.append(np.concatenate(a_parts))
         per_req.append(rows)
         per_acc.append(accs)
-        backups += (input_len + output_len) // C4_RATIO - (input_len + 1) // C4_RATIO
+        backups += eager_backups(input_len, output_len)
     misses = np.array(per_req, dtype=np.int64)
     accesses = np.array(per_acc, dtype=np.int64)
     steps = np.concatenate([np.arange(s, s + c) for s, _, c in plan]) if plan else np.zeros(0, dtype=np.int64)
@@ -635,6 +394,8 @@ def miss_curve(buffer_sizes: list[int], policies: list[Policy], access: AccessMo
     ``per_step=False``: one row per (policy, buffer_size) with mean/p50/p99 misses per (stream, step) and
     the miss rate. ``per_step=True``: one row per (policy, buffer_size, step) with the mean over streams.
     """
+    import pandas as pd
+
     streams = [access.stream(i, 0, input_len, n_steps, top_k, rng) for i in range(n_streams)]
     rows = []
     for policy in policies:
@@ -655,8 +416,7 @@ def miss_curve(buffer_sizes: list[int], policies: list[Policy], access: AccessMo
 
 
 __all__ = [
-    "FP4_INDEXER_ROW_BYTES", "INITIAL_FILLS", "POLICIES", "BeladyBuffer", "ClockBuffer", "DecodeCapacity", "DecodeModelShape",
-    "DecodePools", "HbmBudget", "HiSparseConfig", "HiSparseResult", "InitialFill", "LruBuffer", "Policy",
-    "StreamResult", "SwapInCost", "decode_capacity", "make_buffer", "miss_curve", "run_stream",
-    "simulate_hisparse", "size_pools", "step_ids",
+    "FP4_INDEXER_ROW_BYTES", "INITIAL_FILLS", "POLICIES", "DecodeCapacity", "DecodeModelShape", "DecodePools",
+    "HbmBudget", "HiSparseConfig", "HiSparseResult", "InitialFill", "Policy", "SwapInCost", "decode_capacity",
+    "miss_curve", "simulate_hisparse", "size_pools",
 ]

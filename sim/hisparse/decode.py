@@ -14,7 +14,8 @@ decode instances does (disaggregation/decode.py:3165-3260), so a step lasts the 
 Misses come from :func:`sim.hisparse.buffer.simulate_hisparse` run on a few sample requests (the access model and
 policy of the scenario); a running request at decode step *j* contributes the sampled mean misses at *j*
 (interpolated between simulated windows). KV read per request is affine in the sequence length for long
-sequences, so a batch's read is computed from the sum of its lengths.
+sequences, so a batch's read is computed from the sum of its lengths. Steps between two decisions (a finish, the
+step an arrival joins at) are priced together and run as one event, each step's time as it would be alone.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from sim.base.errors import InputError
@@ -42,18 +43,24 @@ from sim.model.costs import CostTable
 from sim.serve.metrics import Recorder, percentiles
 from sim.workload.request import Request
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = ["DecodeRun", "decode_shape", "run_decode"]
 
+MAX_BLOCK_CELLS = 1 << 20  # steps x running requests one block prices at once (its misses table, 8 MB)
 _SHAPES = {"deepseek-v4-flash": DecodeModelShape(), "deepseek-v4-pro": DecodeModelShape.v4_pro()}
 
 
 def decode_shape(model_name: str, weight_bytes: float, fp4_indexer: bool = False,
                  fp4_sized: bool = False) -> DecodeModelShape:  # fmt: skip
     """The decode GPU's shape; with the fp4 indexer its keys are read at 68 B each, and the pools are sized at
-    that only where SGLang sizes them so (``fp4_sized``: ROCm, ``pool_configurator.py:1109-1114``)."""
-    if model_name not in _SHAPES:
+    that only where SGLang sizes them so (``fp4_sized``: ROCm, ``pool_configurator.py:1109-1114``). The name is
+    matched as the catalog matches it, in any case (``DeepSeek-V4-Flash``, as a model path names it)."""
+    base = _SHAPES.get(model_name.lower())
+    if base is None:
         raise InputError(f"model: HiSparse decode is modelled for {', '.join(_SHAPES)}, not {model_name!r}")
-    shape = replace(_SHAPES[model_name], weight_bytes_per_gpu=weight_bytes)
+    shape = replace(base, weight_bytes_per_gpu=weight_bytes)
     if fp4_indexer:
         shape = replace(shape, c4_indexer_row_bytes=FP4_INDEXER_ROW_BYTES,
                         c4_indexer_sizing_bytes=None if fp4_sized else shape.c4_indexer_row_bytes)  # fmt: skip
@@ -86,6 +93,7 @@ class _Decoder:
         self.running: list[tuple[int, int, Request, float, int]] = []  # (finish step, rid, req, admitted, start)
         self.step_ends: list[float] = []  # when each step ended: a request's first token is its first step
         self.step = 0
+        self.now = 0.0  # when the last step ended, or the arrival that woke an idle decoder (env.now, exactly)
         self.seq_sum = 0
         self.wake = env.event()
         self.max_batch_seen = 0
@@ -100,7 +108,9 @@ class _Decoder:
         else:
             self.miss_table = np.zeros(1)
         self.starts: list[int] = []  # decode step each running request started at
-        self._starts_arr: np.ndarray | None = None
+        self.arrivals: list[float] = []  # when each request is submitted, in order; ``arrived`` of them so far
+        self.arrived = 0
+        self.horizon: float | None = None  # sc.duration_s: the run stops there
         s0 = 1 << 16
         self.read0 = shape.kv_read_bytes(s0, self.k)
         self.read_slope = (shape.kv_read_bytes(s0 + 4096, self.k) - self.read0) / 4096
@@ -113,44 +123,78 @@ class _Decoder:
 
     def submit(self, req: Request) -> None:
         self.waiting.append(req)
+        self.arrived += 1
         if not self.wake.triggered:
             self.wake.succeed()
 
     def run(self):
-        env, cfg = self.env, self.sc.scheduler
+        """Steps in blocks: one event for the steps up to the next decision (a finish, the step an arrival can
+        join at, the horizon), priced together as the steps would be one by one."""
+        env, max_running = self.env, self.sc.scheduler.max_running_requests
         while True:
-            self._admit(cfg.max_running_requests)
+            self._admit(max_running)
             if not self.running:
                 yield self.wake
                 self.wake = env.event()
+                self.now = env.now
                 continue
             n = len(self.running)
-            if self.steps is not None:
-                gpu = self.steps.decode_seconds(n, self.seq_sum)
-            else:
-                read = n * self.read0 + self.read_slope * (self.seq_sum - n * self.s0)
-                weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
-                gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
-            if self.enabled:
-                swap = self._swap_in_seconds()
-                self.swap_s += swap
-                gpu += swap
-            dt = max((self.steps or self.roofline).overhead_s, gpu)
-            yield env.timeout(dt)
-            self.busy_s += dt
-            self.step_ends.append(env.now)
-            self.step += 1
-            self.seq_sum += n
-            self.rec.counters["steps"] += 1
+            k = min(self.running[0][0] - self.step, max(1, MAX_BLOCK_CELLS // n))
+            dt, swap = self._step_seconds(n, k)
+            ends = np.cumsum(np.concatenate(([self.now], dt)))[1:]  # as the clock advances step by step
+            k = self._decision_within(ends, k)
+            stalled = bool(self.waiting) and n < max_running  # each step's admission attempt stalls again
+            end = float(ends[k - 1])
+            yield env.timeout(end - env.now)
+            self.now = end
+            self.busy_s = float(np.cumsum(np.concatenate(([self.busy_s], dt[:k])))[-1])
+            self.swap_s = float(np.cumsum(np.concatenate(([self.swap_s], swap[:k])))[-1])
+            self.step_ends.extend(ends[:k].tolist())
+            self.step += k
+            self.seq_sum += n * k
+            self.rec.counters["steps"] += k
+            self.rec.counters["admission_stalls"] += (k - 1) * stalled
             while self.running and self.running[0][0] <= self.step:
                 _, _, req, admitted, start = heapq.heappop(self.running)
                 self.seq_sum -= req.input_len + (self.step - start)
                 self.starts.remove(start)
-                self._starts_arr = None
                 self.used_full -= self.full_tokens(req)
                 self.used_swa -= self.swa_need
                 self.used_c4 -= self.c4_need
-                self._record(req, admitted, self.step_ends[start], env.now)
+                self._record(req, admitted, self.step_ends[start], end)
+
+    def _step_seconds(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next ``k`` steps of this batch of ``n``: each one's duration and its swap-in share."""
+        j = np.arange(k, dtype=np.int64)
+        seq = self.seq_sum + n * j  # the batch's context grows by n a step
+        if self.steps is not None:
+            gpu = np.array([self.steps.decode_seconds(n, int(s)) for s in seq])
+        else:
+            read = n * self.read0 + self.read_slope * (seq - n * self.s0)
+            weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
+            gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
+        swap = self._swap_in_seconds(n, j) if self.enabled else np.zeros(k)
+        return np.maximum((self.steps or self.roofline).overhead_s, gpu + swap), swap
+
+    def _swap_in_seconds(self, n: int, j: np.ndarray) -> np.ndarray:
+        """Each step's swap-ins: the batch's misses in one C4 layer (the running requests' sampled means at their
+        decode offsets), priced per layer by the cost table, times the C4 layers."""
+        offsets = (self.step + j)[:, None] - np.array(self.starts, dtype=np.int64)[None, :]
+        np.minimum(offsets, self.miss_table.size - 1, out=offsets)
+        misses = np.minimum(np.rint(self.miss_table[offsets].sum(axis=1)).astype(np.int64), n * self.k)
+        distinct, index = np.unique(misses, return_inverse=True)
+        per_layer = np.array([self.costs.swap_in_seconds(n, self.k, int(m), self.shape.kv_row_bytes) for m in distinct])
+        return per_layer[index] * self.shape.n_c4_layers
+
+    def _decision_within(self, ends: np.ndarray, k: int) -> int:
+        """How many of the priced steps run before a decision: up to the step an arrival joins at (the first to end
+        at or after it, when nothing waits; a waiting request blocks every later one until a finish), and those
+        that end before the horizon (the step across it never ends)."""
+        if not self.waiting and self.arrived < len(self.arrivals):
+            k = min(k, int(np.searchsorted(ends[:k], self.arrivals[self.arrived], side="left")) + 1)
+        if self.horizon is not None:
+            k = min(k, max(int(np.searchsorted(ends[:k], self.horizon, side="left")), 1))
+        return k
 
     def _admit(self, max_running: int) -> None:
         while self.waiting and len(self.running) < max_running:
@@ -170,22 +214,10 @@ class _Decoder:
             self.used_full += need
             self.used_swa += self.swa_need
             self.used_c4 += self.c4_need
-            heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.env.now, self.step))
+            heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.now, self.step))
             self.starts.append(self.step)
-            self._starts_arr = None
             self.seq_sum += req.input_len
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
-
-    def _swap_in_seconds(self) -> float:
-        """The batch's misses in one C4 layer at this step, priced per layer, times the C4 layers."""
-        if self._starts_arr is None:
-            self._starts_arr = np.array(self.starts, dtype=np.int64)
-        offsets = np.minimum(self.step - self._starts_arr, self.miss_table.size - 1)
-        misses = float(self.miss_table[offsets].sum())
-        n = len(self.running)
-        per_layer = self.costs.swap_in_seconds(n, self.k, min(int(round(misses)), n * self.k),
-                                               self.shape.kv_row_bytes)  # fmt: skip
-        return per_layer * self.shape.n_c4_layers
 
     def _record(self, req: Request, admitted: float, first: float, now: float) -> None:
         self.rec.request((
@@ -254,6 +286,8 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
             dec.submit(req)
 
     dec.expected = len(requests)
+    dec.arrivals = np.maximum.accumulate([r.arrival_s for r in requests]).tolist() if requests else []
+    dec.horizon = sc.duration_s
     env.process(arrivals())
     env.process(dec.run())
     env.process(dec.sampler(sc.output.timeseries_interval_s))
@@ -264,6 +298,8 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
 
 
 def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
+    import pandas as pd
+
     r, layers, steps = hs.misses.shape
     idx = np.indices((r, layers, steps)).reshape(3, -1)
     return pd.DataFrame({
@@ -322,6 +358,7 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
             **({"misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
                 "miss_rate": hs.miss_rate,
                 "swap_in_share": dec.swap_s / dec.busy_s if dec.busy_s else 0.0,
+                "break_even_batch": cap.break_even_batch,
                 "d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if sc.hisparse.enabled else {}),  # off: no hot buffer
         },
     }

@@ -437,8 +437,50 @@ def parse_cost_table(data: Any, source: str, *, max_extrapolation: float | None 
     ceilings = {name: float(r.num(ceil, name, "ceilings", positive=True)) for name in CEILINGS}
     entries = _parse_entries(r, top.get("entries"))
     fits = _parse_fits(r, top.get("fits"))
+    _check_physics(r, _host_link(source_info), ceilings, entries, fits)
     compute = _parse_compute(r, top["compute"]) if top.get("compute") is not None else {}
     return CostTable(source_info, ceilings, tuple(entries), fits, source, version, max_extrapolation, compute)
+
+
+# What physics allows a timed host-device transfer. PCIe's wire rate per lane and direction, GB/s, by generation
+# (128b/130b encoding from Gen3; Gen6 FLIT); where a table names no PCIe link, NVLink-C2C's 450 GB/s a direction
+# (GH200), the fastest CPU-GPU link built. No GPU operation timed from the host ends in under 0.1 us: a kernel
+# launch or a copy-engine submission alone takes microseconds, and CUDA events resolve about 0.5 us.
+PCIE_LANE_GBPS = {"3": 0.985, "4": 1.969, "5": 3.938, "6": 7.563}
+FASTEST_HOST_LINK_BPS = 450e9
+MIN_TIMED_S = 1e-7
+
+
+def _host_link(src: TableSource) -> tuple[float, str]:
+    """(bytes per second, name) of the fastest the table's host link can carry, one direction."""
+    gen, width = str(src.pcie.get("gen_max")), str(src.pcie.get("width_max"))
+    if gen in PCIE_LANE_GBPS and width.isdigit() and int(width) > 0:
+        return PCIE_LANE_GBPS[gen] * int(width) * 1e9, f"PCIe Gen{gen} x{width} link (source.pcie)"
+    return FASTEST_HOST_LINK_BPS, "fastest host link built (NVLink-C2C)"
+
+
+def _check_physics(r: _Reader, link: tuple[float, str], ceilings: dict[str, float], entries: list[CostEntry],
+                   fits: dict[tuple[str, str], CostFit]) -> None:  # fmt: skip
+    """A timing below what the physics allows is a broken measurement, not a faster machine: refused, so no
+    check calls it an improvement and no run uses it."""
+    bps, name = link
+    too_fast = f"faster than the {name} carries ({bps / 1e9:g} GB/s)"
+    for key, gbps in ceilings.items():
+        if gbps * 1e9 > bps:
+            raise r.fail(f"ceilings.{key}", f"{gbps:g} GB/s is {too_fast}")
+    for i, e in enumerate(entries):
+        for field_name in ("median_s", "p10_s", "p90_s"):
+            t = getattr(e, field_name)
+            if t < MIN_TIMED_S:
+                raise r.fail(f"entries[{i}].{field_name}", f"{t:g} s is faster than any GPU operation timed from the "
+                             f"host (at least {MIN_TIMED_S:g} s)")  # fmt: skip
+        moved = e.n_items * e.item_bytes
+        if moved / e.median_s > bps:
+            raise r.fail(f"entries[{i}].median_s", f"{moved:,} B in {e.median_s:g} s is "
+                         f"{moved / e.median_s / 1e9:,.4g} GB/s, {too_fast}")  # fmt: skip
+    for (op, backend), fit in fits.items():
+        if fit.bandwidth_Bps > bps:
+            raise r.fail(f"fits {op}/{backend}.bandwidth_Bps", f"{fit.bandwidth_Bps / 1e9:,.4g} GB/s is {too_fast}")
 
 
 def _parse_source(r: _Reader, value: Any) -> TableSource:

@@ -16,13 +16,19 @@ from importlib import resources
 
 from sim.base.errors import InputError
 
-__all__ = ["GPU", "SGLANG_DEFAULTS", "default_mem_fraction_static", "get_gpu", "gpu_names", "kv_budget_bytes"]
+__all__ = ["GPU", "NODE_DRAM_GB", "SGLANG_DEFAULTS", "default_mem_fraction_static", "get_gpu", "gpu_names", "kv_budget_bytes"]
 
 # SGLang versions whose default memory rules are known here: 0.5.23 (the version modelled) and 0.5.2 (older
 # published runs, e.g. Mooncake's HiCache benchmark), whose rules differ (``srt/server_args.py:452-518`` there).
 SGLANG_DEFAULTS = ("0.5.23", "0.5.2")
 
 MIB = 1 << 20
+
+# Host DRAM available on a node, GB, where nothing says otherwise: the one default of every command (a scenario's
+# hardware.host_mem_gb, plan's --node-dram-gb, from-sglang's --host-mem-gb). SGLang reads the node's available
+# memory at start (``mem_cache/pool_host/base.py:84-108``), which a simulation has no node to read; 2 TB is an
+# 8-GPU DGX H100 / H200 node's system memory. Set it for the node you run.
+NODE_DRAM_GB = 2048.0
 
 
 @dataclass(frozen=True)

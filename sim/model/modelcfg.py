@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -95,14 +96,14 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
 
     path = Path(ref).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if not os.path.lexists(path / "config.json"):
             raise InputError(f"model config {ref!r}: a folder without a config.json")
         path = path / "config.json"
     shipped = model_config_path(ref)
     if shipped is not None:
         source = str(shipped)
         data, name = parse_json(read_text(shipped, "model config.json"), source, what="model config"), ref
-    elif path.suffix == ".json" and path.exists():
+    elif os.path.lexists(path):  # a path the user gave, whatever it is: the input rules say what it may be
         source = str(path)
         data = parse_json(read_text(path, "model config.json"), source, what="model config")
         name = path.parent.name if path.name == "config.json" else path.stem
@@ -148,6 +149,22 @@ def check_config(cfg: dict[str, Any], source: str) -> None:
     if "head_dim" not in cfg and isinstance(heads, int) and isinstance(hidden, int) and heads > hidden:
         raise InputError(f"num_attention_heads: {heads} heads of a {hidden}-wide hidden state leave no head_dim "
                          "(give head_dim)", source=source)  # fmt: skip
+    kv_heads = cfg.get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv_heads, int) and heads >= 1 and kv_heads >= 1 and heads % kv_heads:
+        # each KV head serves a whole group of query heads: SGLang's attention takes the group as num_heads //
+        # num_kv_heads (layers/attention/triton_backend.py:317), none at all with more KV heads than heads
+        raise InputError(f"num_key_value_heads: {kv_heads} KV heads do not divide the {heads} attention heads into "
+                         "whole groups", source=source)  # fmt: skip
+
+
+# The architectures SGLang builds as DeepSeek V4 (configs/model_config.py:395-400), and V4's model_type.
+V4_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
+
+
+def _names_v4(cfg: dict) -> bool:
+    archs = cfg.get("architectures")
+    return cfg.get("model_type") == "deepseek_v4" or (isinstance(archs, list) and any(
+        a in V4_ARCHITECTURES for a in archs if isinstance(a, str)))  # fmt: skip
 
 
 def _need(cfg: dict, key: str, name: str) -> Any:
@@ -231,6 +248,9 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
     b = _dtype_bytes(cfg, kv_dtype, expert_dtype)
     embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
     mlp, mlp_active, expert, n_exp, k = _moe(cfg, name, hidden, layers)
+    if _names_v4(cfg) and "compress_ratios" not in cfg:  # SGLang would build V4's model and fail on it
+        raise InputError(f"compress_ratios: required field missing (model {name!r}: its architectures or model_type "
+                         "name DeepSeek V4, whose model SGLang builds from compress_ratios, models/deepseek_v4.py:1047)")
     if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
         att = _v4_attention(cfg, name, hidden, heads, layers, fp4_indexer)
     elif "kv_lora_rank" in cfg:

@@ -8,8 +8,9 @@ implement. L2 capacities may be pages or multiples of L1 (``0.5x``), as ``bounda
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -76,19 +77,49 @@ def parse_l2(text: str) -> list[tuple[str, float]]:
     return out
 
 
+Point = tuple[Policy, int, int, "str | None"]  # policy, L1 pages, L2 pages, L2 as typed ("0.5x") or None
+Setup = tuple[list[Request], ModelSpec, int, int]  # requests, model, page tokens, load-back threshold
+Mapper = Callable[[list[tuple[Callable[..., Any], tuple]]], list[Any]]
+
+
 def compare(requests: list[Request], model: ModelSpec, policies: Sequence[Policy], l1_pages: Sequence[int],
             l2: Sequence[tuple[str, float]], *, page_tokens: int, load_back_threshold: int = 10,
-            progress: bool = False) -> pd.DataFrame:  # fmt: skip
-    """One row per (policy, L1, L2): hit rates by pages and tokens, duplicates, failed host allocations."""
+            progress: bool = False, workers: int = 1, mapper: Mapper | None = None) -> pd.DataFrame:  # fmt: skip
+    """One row per (policy, L1, L2): hit rates by pages and tokens, duplicates, failed host allocations.
+
+    The points are independent. With ``workers`` > 1 they are dealt into that many calls (a policy's clairvoyant
+    points stay in one, so the trace's future is indexed once; the others round-robin, which mixes small and
+    large capacities in each) that ``mapper`` runs, returning their results in order: the CLI's runs them in
+    worker processes, each of which receives the requests once. By default the calls run here, in turn."""
     from sim.base.progress import track
 
-    points = [(p, a, int(v * a) if kind == "x" else int(v), f"{v:g}x" if kind == "x" else None)
-              for a in l1_pages for kind, v in l2 for p in policies]  # fmt: skip
-    trace = PageTrace(requests, page_tokens) if any(p.clairvoyant for p in policies) else None
+    points: list[Point] = [(p, a, int(v * a) if kind == "x" else int(v), f"{v:g}x" if kind == "x" else None)
+                           for a in l1_pages for kind, v in l2 for p in policies]  # fmt: skip
+    plain = [i for i, point in enumerate(points) if not point[0].clairvoyant]
+    groups = [plain[k::workers] for k in range(min(workers, len(plain)))] if workers > 1 else [[i] for i in plain]
+    for policy in {p.label for p, *_ in points if p.clairvoyant}:
+        groups.append([i for i, point in enumerate(points) if point[0].label == policy])
+    setup: Setup = (requests, model, page_tokens, load_back_threshold)
+    calls = [(_rows, ([points[i] for i in group], setup)) for group in groups]
+    if mapper is None:
+        results = [fn(*args) for fn, args in track(calls, desc="compare", unit="runs", enabled=progress)]
+    else:
+        results = mapper(calls)
+    rows: list[dict] = [{}] * len(points)
+    for group, group_rows in zip(groups, results):
+        for i, row in zip(group, group_rows):
+            rows[i] = row
+    return pd.DataFrame(rows)
+
+
+def _rows(points: list[Point], setup: Setup) -> list[dict]:
+    """The rows of some points, replayed in this process (a worker's unit of work)."""
+    requests, model, page_tokens, load_back_threshold = setup
+    trace = PageTrace(requests, page_tokens) if any(p.clairvoyant for p, *_ in points) else None
     rows = []
-    for policy, l1, l2_pages, l2_label in track(points, desc="compare", unit="runs", enabled=progress):
+    for policy, l1, l2_pages, l2_label in points:
         row = {"policy": policy.label, "l1_pages": l1, "l2_pages": l2_pages, "l2": l2_label or str(l2_pages)}
-        if policy.clairvoyant:
+        if trace is not None and policy.clairvoyant:
             b1 = trace.bound(l1)
             b12 = trace.bound(l1 + l2_pages) if l2_pages else b1
             row.update(l1_hit_pages=b1.hit_rate("pages"), l1l2_hit_pages=b12.hit_rate("pages"),
@@ -102,7 +133,7 @@ def compare(requests: list[Request], model: ModelSpec, policies: Sequence[Policy
                                           "demotions", "dedup_evictions", "failed_host_allocations",
                                           "duplicate_pages", "wall_s")})  # fmt: skip
         rows.append(row)
-    return pd.DataFrame(rows)
+    return rows
 
 
 def format_compare(df: pd.DataFrame) -> str:

@@ -223,6 +223,7 @@ class HostScheduler(CallDriver):
         self.running: list = []  # admitted, not finished
         self.batch: PrefillAdder | None = None  # the open batch
         self.forward: set[str] = set()  # batch members whose forward has not run yet
+        self.released: dict = {}  # rid -> the request a finish call released: SGLang releases a request once
         self.copies = HostCopies()
 
     # ----- scheduler iterations ---------------------------------------------------------------------
@@ -386,6 +387,10 @@ class HostScheduler(CallDriver):
     @handles("finish")
     @_on_admitted
     def _op_finish(self, r, call: dict) -> dict:
+        if self.released.get(r.rid) is r:
+            raise InputError(f"rid: request {r.rid!r} was finished by an earlier finish call (a request is released "
+                             "once)")  # fmt: skip
+        self.released[r.rid] = r
         self._finish(r)
         return self._finished_fields(r)
 

@@ -14,11 +14,15 @@ Randomness goes through the simulation's one generator.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from sim.workload.request import Request
 from sim.workload.synthetic import MultiTurnRequests
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["bench_multiturn", "bench_serving", "client_report", "format_client_report", "rank_quantile"]
 

@@ -37,11 +37,13 @@ import numpy as np
 import simpy
 
 from sim.base.collector import cycle_gc_paused
+from sim.cache.ages import TierAges
 from sim.cache.protocol import PrefixCache
 from sim.model.compute import Roofline
 from sim.model.costs import CostTable
 from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode, backend_prices
+from sim.serve.hashring import HashRing
 from sim.serve.metrics import Recorder
 from sim.serve.scheduler.dp import DPController, DPGroup
 from sim.serve.scheduler.instance import Instance
@@ -113,6 +115,9 @@ class Simulation:
         self.rec = Recorder(record_requests=cfg.record_requests)
         needs_window = cfg.model.has_swa
         self.storage = Storage(cfg.l3_capacity_pages, needs_window) if cfg.l3_enabled else None
+        self.ages = TierAges(self.env)  # page ages at hits and evictions per tier (sim.cache.ages)
+        if self.storage is not None:
+            self.storage.record_ages(self.ages, cfg.page_tokens)
         self.instances = [Instance(self, i) for i in range(cfg.instances)]
         dp = cfg.dp_size
         self.controllers: list[DPController] = []
@@ -124,6 +129,7 @@ class Simulation:
                     inst.group, inst.tokenizers = group, ranks[0].tokenizers
                 self.controllers.append(DPController(cfg.load_balance_method, ranks))
         self._rr = 0
+        self._ring: HashRing | None = HashRing(cfg.instances) if cfg.router == "consistent_hash" else None
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
         self.progress: Any = None  # a progress bar, counting the requests that leave
@@ -157,6 +163,8 @@ class Simulation:
         insts = self.instances
         if len(insts) == 1:
             return insts[0]
+        if self._ring is not None:  # the router picks the rank itself (sim.serve.hashring)
+            return insts[self._ring.node(req.session, req.rid)]
         if self.cfg.router == "cache_aware":
             pt = self.cfg.page_tokens
             best = max(range(len(insts)), key=lambda i: (insts[i].cache.tree.peek(req.keys, (req.input_len - 1) // pt)[1],
@@ -214,6 +222,8 @@ class Simulation:
         env, interval = self.env, self.cfg.sample_interval_s
         while True:
             yield env.timeout(interval)
+            if not self.rec.samples.wants_tick():  # a thinned tick: no row built
+                continue
             for inst in self.instances:
                 c, w = inst.cache, inst.cache.window
                 l1_swa, l2_swa = (w.l1_used, w.l2_used) if w else (0, 0)

@@ -17,6 +17,12 @@ aiperf's agentic replay (``docs/benchmark-modes/semianalysis-agentx-faq.md`` §2
   ``warmup_requests_per_lane`` parent calls just before t* are sent first, back to back, to warm the cache
   (they are not measured); when every lane has warmed, the measured phase starts and each lane goes on from
   t*. Later trajectories start from their first call.
+- With ``warmup_grace_period_s`` set (aiperf's ``--agentic-warmup-grace-period``, or ``--warmup-grace-period``
+  under ``--scenario``: ``config/flags/_converter_profiling.py:78-87``), warm-up calls still in flight that long
+  after the warm-up began are cancelled, and a cancelled warm-up call aborts the run
+  (``timing/phase/runner.py:1157-1175``, ``credit/callback_handler.py:334-351``): the replay ends there with
+  ``warmup_failed`` in the report and no measured phase. aiperf counts the grace from the warm-up burst; here
+  from time 0, which is the same with one warm-up call a lane (aiperf sends one).
 - After ``benchmark_duration_s`` of the measured phase no new call is sent; calls in flight have
   ``benchmark_grace_period_s`` more to finish (aiperf's ``--benchmark-grace-period``, 30 s by default; null
   waits for all), and the run ends when the last of them finishes or the grace period does: a call still
@@ -32,12 +38,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.workload.request import Request
 from sim.workload.trajectory import Call, Subagent, Trajectory, end_to_start
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["LanePlayer", "agentx_report", "format_agentx_report"]
 
@@ -56,6 +65,7 @@ class LanePlayer:
         self.stop_s = float("inf")
         self.cutoff_s = float("inf")  # the run ends here (sim.serve.engine.Simulation.run)
         self.sessions_started = 0
+        self.warmup_failed = 0  # warm-up calls cut by the warm-up grace period (the run aborted)
         self._warmed = 0  # lanes whose warm-up calls have finished
         self._measured = sim.env.event()
 
@@ -181,7 +191,12 @@ class LanePlayer:
         env, rng = self.env, self.sim.rng
         self.sim.on_finish = self._finished
         lanes = env.all_of([env.process(self._lane(*self._first(lane, rng))) for lane in range(self.w.lanes)])
-        yield self._measured
+        grace = self.w.warmup_grace_period_s
+        yield self._measured if grace is None else self._measured | env.timeout(grace)
+        if not self._measured.triggered:  # aiperf cancels the warm-up calls in flight and aborts
+            self.warmup_failed = len(self._events)
+            self.cutoff_s = env.now
+            return
         if self.cutoff_s < float("inf"):
             yield lanes | env.timeout(self.cutoff_s - env.now)
         else:
@@ -199,6 +214,9 @@ def agentx_report(df: pd.DataFrame, player: LanePlayer, samples: list[dict], *, 
     m = df[df["arrival_s"] >= player.boundary_s] if not df.empty else df
     out: dict = {"client": "aiperf_agentic", "lanes": player.w.lanes, "gpus": gpus, "requests": len(m),
                  "sessions_started": player.sessions_started, "measured_from_s": player.boundary_s}  # fmt: skip
+    if player.warmup_failed:
+        out.update(requests=0, warmup_failed=player.warmup_failed, warmup_cut_s=player.cutoff_s)
+        return out
     if m.empty:
         return out
     duration = float(m["finish_s"].max() - m["arrival_s"].min())
@@ -230,6 +248,10 @@ def agentx_report(df: pd.DataFrame, player: LanePlayer, samples: list[dict], *, 
 
 
 def format_agentx_report(r: dict) -> str:
+    if r.get("warmup_failed"):
+        return (f"aiperf agentic ({r['lanes']} lanes): {r['warmup_failed']} warm-up call(s) still in flight at the warm-up "
+                f"grace period ({r['warmup_cut_s']:g} s): aiperf cancels them and aborts the run "
+                "(TrajectoryWarmupFailedError); no measured phase")  # fmt: skip
     if "duration_s" not in r:
         return f"aiperf agentic ({r['lanes']} lanes): no measured requests"
     q, run, u = r["queue_req"], r["running_req"], r["full_token_usage"]

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from sim.cache.ages import TierAges
+
 __all__ = ["Storage"]
 
 
@@ -19,40 +21,56 @@ class Storage:
     def __init__(self, capacity_pages: int | None = None, needs_window: bool = False) -> None:
         self.capacity_pages = capacity_pages
         self.needs_window = needs_window
-        self._pages: OrderedDict = OrderedDict()  # key -> holds window state
+        self._pages: OrderedDict = OrderedDict()  # key -> last written or read (simulated s; 0 unrecorded)
+        self._window: set = set()  # keys of pages that hold window state
         self.evicted_pages = 0
+        self.ages: TierAges | None = None
+        self.page_tokens = 1
 
     def __len__(self) -> int:
         return len(self._pages)
 
+    def record_ages(self, ages: TierAges, page_tokens: int) -> None:
+        """Record pages' ages at L3 reads and evictions (:mod:`sim.cache.ages`, tier ``storage``); L3 keeps no
+        hit count, so its evictions add no reuse count."""
+        self.ages, self.page_tokens = ages, page_tokens
+
     def put(self, keys: Sequence, window_at_end: bool) -> None:
-        pages = self._pages
+        pages, now = self._pages, self.ages.clock.now if self.ages is not None else 0.0
         for key in keys:
             if key in pages:
                 pages.move_to_end(key)
-            else:
-                pages[key] = False
+            pages[key] = now
         if window_at_end and keys:
-            pages[keys[-1]] = True
+            self._window.add(keys[-1])
         if self.capacity_pages is not None:
             while len(pages) > self.capacity_pages:
-                pages.popitem(last=False)
+                key, used = pages.popitem(last=False)
+                self._window.discard(key)
                 self.evicted_pages += 1
+                if self.ages is not None:
+                    self.ages.evicted("storage", used, self.page_tokens, None)
 
     def hit_pages(self, keys: Sequence, start: int, stop: int) -> int:
         """Pages of ``keys[start:stop]`` present as a leading run (cut back to a window page if needed)."""
-        pages = self._pages
+        pages, window = self._pages, self._window
         run = last_window = 0
         for i in range(start, stop):
-            flag = pages.get(keys[i])
-            if flag is None:
+            key = keys[i]
+            if key not in pages:
                 break
             run += 1
-            if flag:
+            if key in window:
                 last_window = run
         return last_window if self.needs_window else run
 
     def touch(self, keys: Sequence) -> None:
+        """A read of ``keys``: most recently used, and (recording) a hit at each page's age."""
+        pages, ages = self._pages, self.ages
+        now = ages.clock.now if ages is not None else 0.0
         for key in keys:
-            if key in self._pages:
-                self._pages.move_to_end(key)
+            if key in pages:
+                if ages is not None:
+                    ages.hit_at("storage", pages[key], self.page_tokens, now)
+                pages[key] = now
+                pages.move_to_end(key)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sim.base.errors import InputError
-from sim.base.inputs import MAX_REQUEST_TOKENS, MAX_SIMULATED_S, check_rereadable, json_objects, num_text
+from sim.base.inputs import MAX_REQUEST_TOKENS, MAX_SIMULATED_S, check_input, json_objects, num_text
 from sim.workload import trajectory
 from sim.workload.request import Request
 from sim.workload.stream import TraceRequests
@@ -123,7 +123,7 @@ def read_trace(path: str | Path, **kwargs) -> list[Request]:
 
 def trace_requests(path: str | Path, **kwargs) -> TraceRequests:
     """A trace as a stream: read again at every pass (:func:`iter_trace`'s arguments)."""
-    check_rereadable(path, "trace")
+    check_input(path, "trace", folder=True)
     return TraceRequests(lambda: iter_trace(path, **kwargs), path)
 
 
@@ -153,7 +153,7 @@ def iter_trace(path: str | Path, *, fmt: str = "auto", block_size: int | None = 
 def detect_format(path: str | Path) -> str:
     """``weka`` for a folder or ``.json`` file or a record with ``requests``; ``bailian`` for one with
     ``chat_id``; ``mooncake`` for one with ``hash_ids``; else ``tokens``."""
-    check_rereadable(path, "trace")  # the first record is read here, then the trace again from its start
+    check_input(path, "trace", folder=True)
     if Path(path).is_dir() or Path(path).suffix == ".json":
         return "weka"
     first = next(json_objects(path), None)

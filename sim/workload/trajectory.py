@@ -32,16 +32,17 @@ from sim.base.inputs import (
     MAX_REQUEST_TOKENS,
     MAX_SIMULATED_S,
     MAX_WORKLOAD_PAGES,
-    check_rereadable,
+    check_input,
+    check_trace_record,
     check_unchanged,
     file_stamp,
     json_objects,
     json_records,
     num_text,
-    number_problem,
     parse_json,
     read_text,
 )
+from sim.workload.pagekeys import PageRuns
 from sim.workload.request import Request
 
 __all__ = ["Call", "PageBudget", "PageInterner", "Subagent", "Trajectory", "WekaCorpus", "iter_bailian",
@@ -57,7 +58,7 @@ class PageInterner:
 
     def __init__(self, budget: PageBudget | None = None) -> None:
         self._ids: dict[tuple, int] = {}
-        self._fresh = -1  # uncovered tails: negative ids, never shared
+        self._fresh = -(1 << 62)  # uncovered tails: negative ids, never shared, ascending (one run, PageRuns)
         self.budget = budget
 
     def pages(self, hash_ids: list[int], block: int, page: int, n_tokens: int) -> list[int]:
@@ -79,7 +80,7 @@ class PageInterner:
             raise InputError(f"page size {page} and block size {block}: one must divide the other")
         for _ in range(n_pages - len(out)):
             out.append(self._fresh)
-            self._fresh -= 1
+            self._fresh += 1
         return out
 
 
@@ -101,13 +102,13 @@ class PageBudget:
 
 @dataclass(slots=True)
 class Call:
-    """One recorded request. ``pages``: interned page keys of its input (see :class:`PageInterner`)."""
+    """One recorded request. ``pages``: interned page keys of its input (see :class:`PageInterner`), as runs."""
 
     t: float
     api_time: float | None
     input_len: int
     output_len: int
-    pages: list[int]
+    pages: PageRuns
     joins: list[int] = field(default_factory=list)  # subagent groups (step indices) this call waits for
 
 
@@ -155,7 +156,7 @@ class WekaCorpus(Sequence):
 
     def __init__(self, path: str | Path, *, page_size: int, max_trajectories: int | None = None,
                  budget: PageBudget | None = None) -> None:  # fmt: skip
-        check_rereadable(path, "corpus")
+        check_input(path, "corpus", folder=True)
         self.path, self.page, self.most, self.budget = Path(path), page_size, max_trajectories, budget
         self._where: list[tuple[str, int | None, int]] | None = None  # (source, line or None, byte offset)
         self._stamps: dict[str, tuple | None] = {}
@@ -172,7 +173,7 @@ class WekaCorpus(Sequence):
         source, line, offset = self._read_through()[k]
         check_unchanged(source, self._stamps[source], "a lane replay reads a trajectory again as a lane draws it")
         rec = _load_json(Path(source)) if line is None else next(json_records(source, offset=offset, lineno=line - 1))[2]
-        return weka_trajectory(rec, self.page, source, line)
+        return weka_trajectory(rec, self.page, source, line, checked=True)  # its ids were checked on the read-through
 
     def __iter__(self) -> Iterator[Trajectory]:
         return self._scan() if self._where is None else map(self.__getitem__, range(len(self)))
@@ -212,11 +213,16 @@ def _load_json(path: Path) -> dict:
     rec = parse_json(read_text(path, "trace"), str(path))  # the input rules: size, UTF-8, strict JSON, nesting
     if not isinstance(rec, dict):
         raise InputError("expected a JSON object (one trajectory)", source=str(path))
+    check_trace_record(rec, str(path))
     return rec
 
 
-def weka_trajectory(rec: dict, page: int, source: str, line: int | None, budget: PageBudget | None = None) -> Trajectory:
-    where = _Where(source, line)
+def weka_trajectory(rec: dict, page: int, source: str, line: int | None, budget: PageBudget | None = None, *,
+                    checked: bool = False) -> Trajectory:  # fmt: skip
+    """One trajectory's calls and groups. ``checked``: its block ids passed the checks on an earlier read of
+    the same (unchanged) file, so they are not walked again. A call may carry its keys as ``pages`` (a
+    :class:`PageRuns`, which no JSON makes): generated sessions (:mod:`sim.workload.agentic`) do."""
+    where = _Where(source, line, checked)
     tid = str(where.get(rec, "id", (str, int)))
     block = where.get(rec, "block_size", int)
     if block <= 0:
@@ -273,9 +279,12 @@ def _weka_subagent(r: dict, block: int, page: int, interner: PageInterner, where
         where.fail(f"{at}.requests", "a subagent group needs at least one call")
     dur = r.get("duration_ms")
     if dur is not None:
-        if isinstance(dur, bool) or not isinstance(dur, (int, float)):
-            where.fail(f"{at}.duration_ms", f"unexpected value {dur!r}")
-        end = t + max(0.0, dur / 1000.0)
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or dur < 0:
+            where.fail(f"{at}.duration_ms", f"expected milliseconds >= 0 or null, got {dur!r}")
+        end = t + dur / 1000.0
+        if end > MAX_SIMULATED_S:
+            where.fail(f"{at}.duration_ms", f"the group ends at {end:.3g} s, over the limit of {MAX_SIMULATED_S:g} s "
+                       "of simulated time")  # fmt: skip
     else:
         end = max(c.t + (c.api_time or 0.0) for c in calls)
     return Subagent(t, end, calls)
@@ -290,12 +299,19 @@ def _weka_call(r: dict, block: int, page: int, interner: PageInterner, where: _W
     if api is not None and (isinstance(api, bool) or not isinstance(api, (int, float)) or api < 0):
         where.fail(f"{at}.api_time", f"expected seconds >= 0 or null, got {api!r}")
     where.at_least((f"{at}.t", t, 0), (f"{at}.in", n_in, 1), (f"{at}.out", n_out, 0))
-    _check_ids(ids, n_in, block, where, f"{at}.hash_ids")
+    if t + (api or 0.0) > MAX_SIMULATED_S:
+        where.fail(f"{at}.api_time" if api else f"{at}.t", f"ends at {t + (api or 0.0):.3g} s, over the limit of "
+                   f"{MAX_SIMULATED_S:g} s of simulated time")  # fmt: skip
+    if not where.checked:
+        _check_ids(ids, n_in, block, where, f"{at}.hash_ids")
     if n_in + n_out > MAX_REQUEST_TOKENS:
         where.fail(at, f"in + out of {n_in + n_out:,} tokens, over the limit of {MAX_REQUEST_TOKENS:,} per request")
     if interner.budget is not None:
         interner.budget.take(n_in // page, page, where, at)
-    return Call(float(t), None if api is None else float(api), n_in, n_out, interner.pages(ids, block, page, n_in))
+    pages = r.get("pages")
+    if not isinstance(pages, PageRuns):
+        pages = PageRuns.of(interner.pages(ids, block, page, n_in))
+    return Call(float(t), None if api is None else float(api), n_in, n_out, pages)
 
 
 def _check_ids(ids: list, n_in: int, block: int, where: _Where, at: str) -> None:
@@ -311,6 +327,7 @@ class _Where:
 
     source: str
     line: int | None
+    checked: bool = False  # the block ids passed on an earlier read
 
     def fail(self, fieldname: str, message: str):
         raise InputError(f"{fieldname}: {message}", source=self.source, line=self.line)
@@ -332,11 +349,8 @@ class _Where:
                 self.fail(name, f"must be >= {low}, got {value}")
 
     def number(self, rec: dict, name: str, at: str = "") -> float:
-        """A time or duration: within the bounds every input number has (sim.base.inputs; no floor)."""
-        value = float(self.get(rec, name, (int, float), at))
-        if (problem := number_problem(value, floor=False)) is not None:
-            self.fail(f"{at}.{name}" if at else name, problem)
-        return value
+        """A time or duration (its bounds were checked with the whole record: sim.base.inputs.check_trace_record)."""
+        return float(self.get(rec, name, (int, float), at))
 
 
 # ----- Bailian ------------------------------------------------------------------------------------------

@@ -7,15 +7,15 @@ the outcomes; nothing here is tuned to a result.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sim.app.plan import tasks
+from sim.app.plan import tasks, tierages
 from sim.app.scenario import Scenario, apply_overrides, build_model_spec, scenario_from_dict
 from sim.app.seeds import interval
 from sim.base.errors import InputError
+from sim.model.hardware import NODE_DRAM_GB
 from sim.model.hostmem import V4_AUTO_REFUSED, HostCandidate, auto_ratio, host_bytes, host_candidate
 from sim.model.pools import ModelSpec
 
@@ -64,7 +64,7 @@ class PlanSpec:
     slo: dict[str, float] = field(default_factory=dict)
     ratios: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0, 16.0])
     sizes_gb: list[float] = field(default_factory=list)
-    node_dram_gb: float = 2048.0
+    node_dram_gb: float = NODE_DRAM_GB
     gpus_per_node: int = 8
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     policies: list[str] = field(default_factory=lambda: ["write_through", "write_through_selective", "write_back"])
@@ -145,6 +145,7 @@ class _Setup:
     swa_ratio: float
     l1: int
     auto: float | None
+    order: tasks.Order | None = None  # the replays' request order: a timed run's admissions (multi-turn)
 
     @property
     def sc(self) -> Scenario:
@@ -198,6 +199,7 @@ def make_plan(spec: PlanSpec, *, workers: int | None = None, progress: bool = Fa
         "host_memory": _host_section(setup), "value": _value_with_curve(setup, jobs, curve),
         "write_policy": _policy_section(spec, jobs, wp_cand),
         "l3": _l3_section(spec, jobs, l3_cand),
+        "tier_ages": tierages.section(spec.seeds, ["L1 only", *(c.label for c in setup.startable)], jobs.get),
         "swa": _swa_section(jobs, swa_rows_spec) if model.has_swa else {"applies": False,
                                                                         "reason": f"{model.name} has no SWA pool"},
         "hisparse": _hisparse_section(spec, jobs),
@@ -219,7 +221,12 @@ def _setup(spec: PlanSpec) -> tuple[_Setup, list[str]]:
         notes.append("a trace replays its own arrivals and prompts, so the seed changes nothing: one seed, no "
                      "intervals")  # fmt: skip
     cands, swa_ratio, l1, auto = _host_candidates(spec, sc)
-    return _Setup(spec, model, cands, swa_ratio, l1, auto), notes
+    order = None
+    if sc.workload.kind == "multi_turn":  # a closed loop's order is the server's doing: take it from a timed run
+        order = tasks.admission_order(sc.model_copy(update={"seed": spec.seeds[0]}))
+        notes.append(f"the replays serve the requests in the order the timed run of the scenario as given (seed "
+                     f"{spec.seeds[0]}) first admitted them")  # fmt: skip
+    return _Setup(spec, model, cands, swa_ratio, l1, auto, order), notes
 
 
 def _add_timed_jobs(jobs: _Jobs, s: _Setup) -> None:
@@ -242,13 +249,13 @@ def _add_curve_jobs(jobs: _Jobs, s: _Setup) -> _Curve:
     exact, why = applies_to(s.model)
     dense = sorted({round(top * i / 400) for i in range(401)}) if exact else []
     if exact:
-        jobs.add(("mrc",), tasks.mrc_curve, sc, [max(l1, g) for g in grid], [max(l1, g) for g in dense])
+        jobs.add(("mrc",), tasks.mrc_curve, sc, [max(l1, g) for g in grid], [max(l1, g) for g in dense], s.order)
         for g in grid:
-            jobs.add(("replay", g), tasks.replay_single, sc, l1, g, s.base_policy)
+            jobs.add(("replay", g), tasks.replay_single, sc, l1, g, s.base_policy, s.order)
     else:
         for g in grid:
-            jobs.add(("replay", g), tasks.replay_swa, sc, l1, g, s.swa_ratio, s.base_policy)
-    jobs.add(("bound",), tasks.clairvoyant_hits, sc, [l1 + g for g in grid])
+            jobs.add(("replay", g), tasks.replay_swa, sc, l1, g, s.swa_ratio, s.base_policy, s.order)
+    jobs.add(("bound",), tasks.clairvoyant_hits, sc, [l1 + g for g in grid], s.order)
     return _Curve(grid, dense, exact, why)
 
 
@@ -276,6 +283,11 @@ def _add_l3_jobs(jobs: _Jobs, s: _Setup) -> HostCandidate | None:
                                        f"hicache.prefetch_threshold={th}"], f"L3 {pol} {th}")  # fmt: skip
                 for seed in s.spec.seeds:
                     jobs.add(("l3", pol, th, seed), tasks.timed_run, v.model_copy(update={"seed": seed}))
+        for pol in s.spec.policies:  # L3's marginal value: each write policy with storage on and off
+            for on in (True, False):
+                v = _variant(_candidate_scenario(s.sc, cand, pol), [f"l3.enabled={str(on).lower()}"], f"L3 {on} {pol}")
+                for seed in s.spec.seeds:
+                    jobs.add(("l3w", pol, on, seed), tasks.timed_run, v.model_copy(update={"seed": seed}))
     return cand
 
 
@@ -293,9 +305,9 @@ def _add_swa_jobs(jobs: _Jobs, s: _Setup) -> list[tuple[float, int, int]]:
         host = int(full * sc.hicache.hicache_ratio)
         rows_spec.append((r, full, host))
         for tier, l2 in (("l1", 0), ("l1l2", host)):
-            jobs.add(("swa", r, tier), tasks.replay_swa, sc, full, l2, r, s.base_policy)
-            jobs.add(("nowin", r, tier), tasks.replay_single, sc, full, l2, s.base_policy)
-    jobs.add(("nowin", "unbounded"), tasks.replay_single, sc, None, 0, s.base_policy)  # first-seen misses
+            jobs.add(("swa", r, tier), tasks.replay_swa, sc, full, l2, r, s.base_policy, s.order)
+            jobs.add(("nowin", r, tier), tasks.replay_single, sc, full, l2, s.base_policy, s.order)
+    jobs.add(("nowin", "unbounded"), tasks.replay_single, sc, None, 0, s.base_policy, s.order)  # first-seen misses
     return rows_spec
 
 
@@ -311,13 +323,10 @@ def _add_hisparse_jobs(jobs: _Jobs, spec: PlanSpec) -> None:
 
 
 def _run(jobs: _Jobs, *, workers: int | None, progress: bool, executor: str, ray_address: str | None) -> None:
-    from tqdm import tqdm
-
     from sim.app.parallel import run_calls
 
-    with tqdm(total=len(jobs.calls), desc="plan", unit="run", disable=not progress, file=sys.stderr,
-              bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} runs [{elapsed}<{remaining}]") as bar:  # fmt: skip
-        outcomes = run_calls(jobs.calls, workers=workers, bar=bar, executor=executor, ray_address=ray_address)
+    outcomes = run_calls(jobs.calls, workers=workers, progress=progress, desc="plan", executor=executor,
+                         ray_address=ray_address)  # fmt: skip
     jobs.results = dict(zip(jobs.keys, outcomes))
 
 
@@ -339,14 +348,19 @@ def _value_with_curve(s: _Setup, jobs: _Jobs, curve: _Curve) -> dict:
     return value
 
 
+def _figure(values: list[float]) -> dict:
+    """Mean and 95% interval of one figure over the seeds."""
+    iv = interval(values)
+    return {"mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "n": iv.n}
+
+
 def _figures(rows: list[dict]) -> dict:
     """Mean and 95% interval of each timed figure over the seeds' rows."""
     out = {}
     for m in TIMED:
         vals = [r[m] for r in rows if r is not None and m in r]
         if vals:
-            iv = interval(vals)
-            out[m] = {"mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "n": iv.n}
+            out[m] = _figure(vals)
     return out
 
 
@@ -426,7 +440,30 @@ def _l3_section(spec, jobs, cand) -> dict:
                          "cut_host_capacity": mean("storage_unfulfilled_host_capacity"),
                          "prefetched_tokens": mean("prefetched_tokens"),
                          **_figures(ok)})  # fmt: skip
-    return {"candidate": cand.label if cand else None, "rows": rows}
+    return {"candidate": cand.label if cand else None, "rows": rows, "marginal": _l3_marginal(spec, jobs)}
+
+
+def _l3_marginal(spec: PlanSpec, jobs: _Jobs) -> list[dict]:
+    """Per write policy: the hits L3 adds (on less off, paired seed by seed) against the bytes it writes. Every
+    page a backup lands in the host pool goes on to storage once its copy is acked (SGLang's write-through ack,
+    ``mem_cache/unified_radix_cache.py:1803-1818``), so a write policy that backs up more writes more to L3."""
+    out = []
+    for pol in spec.policies:
+        on = {s: jobs.get(("l3w", pol, True, s)) for s in spec.seeds}
+        off = {s: jobs.get(("l3w", pol, False, s)) for s in spec.seeds}
+        paired = [s for s in spec.seeds if on[s] is not None and off[s] is not None]
+        if not paired:
+            continue
+        gained = _figure([on[s]["hit_total"] - off[s]["hit_total"] for s in paired])
+        written = _figure([float(on[s].get("link_bytes_l3_write", 0)) for s in paired])
+        out.append({"write_policy": pol, "seeds_ok": len(paired),
+                    "hit_total_off": _figures([off[s] for s in paired])["hit_total"],
+                    "hit_total_on": _figures([on[s] for s in paired])["hit_total"],
+                    "hit_storage": _figures([on[s] for s in paired])["hit_storage"],
+                    "gained": gained, "l3_write_bytes": written,
+                    "gained_points_per_tb": 100 * gained["mean"] / (written["mean"] / 1e12)
+                    if written["mean"] > 0 else None})  # fmt: skip
+    return out
 
 
 def _swa_section(jobs, rows_spec) -> dict:

@@ -3,10 +3,9 @@ and optionally a trace that replaces the workload."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sim.app.scenario import Scenario, apply_overrides, load_scenario, scenario_from_dict
 from sim.base.errors import InputError
+from sim.base.inputs import check_input
 
 __all__ = ["base_scenario"]
 
@@ -19,9 +18,7 @@ def base_scenario(*, scenario: str | None, launch: str | None, gpu: str | None, 
     if trace is not None:
         from sim.workload.traces import detect_format
 
-        path = Path(trace)
-        if not path.is_file():
-            raise InputError("no such file", source=trace)
+        path = check_input(trace, "trace", folder=True)
         sets = ["workload.kind=trace", f"workload.path={path.resolve()}", f"workload.format={detect_format(path)}",
                 *sets]  # fmt: skip
     if scenario is not None:

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from sim.app.scenario import Scenario
 from sim.workload.request import Request
 
+Order = list[tuple[int, int]]  # (session, round) per request, in the order a replay serves them
+
 __all__ = ["clairvoyant_hits", "decode_row", "mrc_curve", "replay_single", "replay_swa", "served_requests", "timed_run",
-           "workload_requests"]
+           "workload_requests", "admission_order"]
 
 
 def timed_run(sc: Scenario) -> dict:
@@ -35,6 +37,9 @@ def timed_run(sc: Scenario) -> dict:
         row["storage_prefetch_requested_tokens"] = m.get("sim_prefetch_requested_tokens_total", 0)
         row.update({f"storage_unfulfilled_{k}": v
                     for k, v in m.get("storage_prefetch_unfulfilled_tokens_total", {}).items()})  # fmt: skip
+        row["input_tokens"] = s["tokens"]["input_tokens"]
+        row["storage_written_tokens"] = m.get("backuped_tokens_total", 0)
+        row["ages"] = {k: m[k] for k in ("kv_age_seconds", "kv_age_tokens_total", "kv_reuses") if k in m}
     return row
 
 
@@ -45,9 +50,23 @@ def decode_row(s: dict) -> dict:
                                                  if isinstance(v, (int, float, str, bool)) or v is None}}  # fmt: skip
 
 
-def workload_requests(sc: Scenario) -> list[Request]:
-    """The scenario's requests in the order a request-order replay serves them (a multi-turn workload round
-    by round, clients in order: bench_multiturn's cyclic order)."""
+def admission_order(sc: Scenario) -> Order:
+    """(session, round) of every request in the order a timed run of ``sc`` first admitted them (ties by request
+    id): the order the server's cache meets a closed-loop workload's rounds in, which a replay must follow to
+    size the cache as the server uses it. Round by round, clients in turn, is LRU's worst case instead."""
+    from sim.app.run import run_scenario
+
+    records = run_scenario(sc, keep_requests=True).requests
+    if records is None or not len(records):
+        return []
+    records = records.sort_values(["admitted_s", "rid"], kind="stable")
+    return [(int(s), int(r)) for s, r in zip(records["session"], records["round"])]
+
+
+def workload_requests(sc: Scenario, order: Order | None = None) -> list[Request]:
+    """The scenario's requests in the order a request-order replay serves them. A multi-turn workload follows
+    ``order`` (:func:`admission_order`; requests it lacks come after, round by round), else round by round,
+    clients in order: bench_multiturn's cyclic order."""
     import numpy as np
 
     from sim.app.run import open_loop_requests
@@ -58,7 +77,11 @@ def workload_requests(sc: Scenario) -> list[Request]:
         sessions = multi_turn_sessions(w.num_clients, w.num_rounds, w.request_length, w.output_length, page,
                                        system_prompt_length=w.system_prompt_length,
                                        sub_question_length=w.sub_question_input_length)  # fmt: skip
-        return [s[r] for r in range(w.num_rounds) for s in sessions if r < len(s)]
+        cyclic = [(c, r) for r in range(w.num_rounds) for c, s in enumerate(sessions) if r < len(s)]
+        valid = set(cyclic)
+        first = [cr for cr in dict.fromkeys(order or []) if cr in valid]
+        seen = set(first)
+        return [sessions[c][r] for c, r in first + [cr for cr in cyclic if cr not in seen]]
     if w.kind == "bench_serving":
         out, rid = [], 0
         for i, st in enumerate(w.steps):
@@ -70,7 +93,7 @@ def workload_requests(sc: Scenario) -> list[Request]:
     return open_loop_requests(sc, page, np.random.default_rng(sc.seed))
 
 
-def served_requests(sc: Scenario) -> list[Request]:
+def served_requests(sc: Scenario, order: Order | None = None) -> list[Request]:
     """The requests with the keys a server caches: the prompt's pages and then the output's
     (:func:`sim.cache.v4.hicache.request_keys`), so a multi-turn round can hit the answer before it; hits still stop
     at the prompt (the match cap of ``input_len``)."""
@@ -79,11 +102,12 @@ def served_requests(sc: Scenario) -> list[Request]:
     from sim.cache.v4.hicache import request_keys
 
     page = sc.hicache.page_size
-    return [replace(r, keys=request_keys(r, page)) for r in workload_requests(sc)]
+    return [replace(r, keys=request_keys(r, page)) for r in workload_requests(sc, order)]
 
 
-def replay_swa(sc: Scenario, l1_pages: int, l2_pages: int, swa_ratio: float, policy: str) -> dict:
-    """DeepSeek-V4's FULL + SWA cache, replayed in request order at these capacities."""
+def replay_swa(sc: Scenario, l1_pages: int, l2_pages: int, swa_ratio: float, policy: str,
+               order: Order | None = None) -> dict:  # fmt: skip
+    """DeepSeek-V4's FULL + SWA cache, replayed in request order (``order``: see :func:`workload_requests`)."""
     from sim.app.scenario import build_model_spec
     from sim.cache.v4.swacache import v4_cache
     from sim.offline.replay import replay_v4
@@ -92,12 +116,13 @@ def replay_swa(sc: Scenario, l1_pages: int, l2_pages: int, swa_ratio: float, pol
     cache = v4_cache(model, l1_pages=l1_pages, l2_pages=l2_pages, policy=policy, page=sc.hicache.page_size,
                      load_back_threshold=sc.hicache.load_back_threshold, swa_ratio=swa_ratio,
                      chunked_prefill_size=sc.scheduler.chunked_prefill_size or 8192)  # fmt: skip
-    s = replay_v4(cache, model, workload_requests(sc)).summary()
+    s = replay_v4(cache, model, workload_requests(sc, order)).summary()
     return {"l1_hit": s["l1_hit_tokens"], "l1l2_hit": s["l1l2_hit_tokens"], "swa_evicted_tokens":
             s["metrics"].get("sim_swa_evicted_tokens_total", 0)}  # fmt: skip
 
 
-def replay_single(sc: Scenario, l1_pages: int | None, l2_pages: int, policy: str = "write_through") -> dict:
+def replay_single(sc: Scenario, l1_pages: int | None, l2_pages: int, policy: str = "write_through",
+                  order: Order | None = None) -> dict:  # fmt: skip
     """The same requests on one pool group without a window (the single-pool tree): what the keys would hit
     if no SWA state were needed."""
     from sim.cache.hicache import HiCache
@@ -106,24 +131,24 @@ def replay_single(sc: Scenario, l1_pages: int | None, l2_pages: int, policy: str
     page = sc.hicache.page_size
     cache = HiCache(get_model("generic", page_size=page), l1_pages=l1_pages, l2_pages=l2_pages, policy=policy,
                     page_tokens=page, load_back_threshold=sc.hicache.load_back_threshold)  # fmt: skip
-    for r in served_requests(sc):
+    for r in served_requests(sc, order):
         cache.serve(r.keys, r.input_len)
     s = cache.stats
     return {"l1_hit": s.hit_rate(("device",)), "l1l2_hit": s.hit_rate(("device", "host"))}
 
 
-def clairvoyant_hits(sc: Scenario, capacities: Sequence[int | None]) -> list[float]:
+def clairvoyant_hits(sc: Scenario, capacities: Sequence[int | None], order: Order | None = None) -> list[float]:
     """Belady's bound (hit rate by tokens) at each capacity in pages: no eviction policy does better."""
     from sim.cache.clairvoyant import PageTrace
 
-    trace = PageTrace(served_requests(sc), sc.hicache.page_size)
+    trace = PageTrace(served_requests(sc, order), sc.hicache.page_size)
     return [trace.bound(c).hit_rate() for c in capacities]
 
 
-def mrc_curve(sc: Scenario, capacities: Sequence[int], dense: Sequence[int] = ()) -> dict:
+def mrc_curve(sc: Scenario, capacities: Sequence[int], dense: Sequence[int] = (), order: Order | None = None) -> dict:
     """The one-pass LRU curve (single-pool models only) at each capacity, and at every ``dense`` one."""
     from sim.cache.mrc import miss_ratio_curve
 
-    curve = miss_ratio_curve(served_requests(sc), sc.hicache.page_size)
+    curve = miss_ratio_curve(served_requests(sc, order), sc.hicache.page_size)
     return {"hit": [float(v) for v in curve.curve(capacities)], "dense": [float(v) for v in curve.curve(dense)],
             "distinct_pages": curve.distinct_pages}

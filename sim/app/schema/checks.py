@@ -13,6 +13,7 @@ from sim.app.schema.hardware import FP4_INDEXER_GPUS
 from sim.app.schema.model import build_model_spec
 from sim.app.schema.section import MAX_HISPARSE_IDS, MAX_WORKLOAD_PAGES, _field_error
 from sim.app.schema.workload import BenchServingWorkload, MultiTurnWorkload, SyntheticWorkload
+from sim.model.hostmem import RESERVE_BYTES
 
 if TYPE_CHECKING:
     from sim.app.schema.scenario import Scenario
@@ -139,7 +140,8 @@ def _unified_kv_layout(sc: Scenario) -> None:
 
 
 def _pools_fit(sc: Scenario) -> None:
-    """At least one device page in ``kv_mem_gb``, and host pools of at least one page inside ``host_mem_gb``,
+    """At least one device page in ``kv_mem_gb``, and host pools of at least one page inside ``host_mem_gb`` less
+    SGLang's 10 GiB reserve, the rule ``plan`` prices candidates by (``mem_cache/pool_host/base.py:28, 84-108``),
     each pool at the pages SGLang gives it (:mod:`sim.model.hostpools`)."""
     hc, hw = sc.hicache, sc.hardware
     page_bytes = sc.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
@@ -165,10 +167,10 @@ def _pools_fit(sc: Scenario) -> None:
     if l2_swa is None and model.has_swa:  # a page count given: the SWA pools at their device share
         l2_swa = max(1, int(l2 * swa_ratio))
     host_gb = host_pool_bytes(model, l2, l2_swa or 0, hc.page_size) * hw.tp_size / 1e9
-    if host_gb > hw.host_mem_gb:
-        raise _field_error(field, f"host pools ({host_gb:,.1f} GB over {hw.tp_size} ranks) exceed hardware.host_mem_gb "
-                           f"({hw.host_mem_gb:g}): a smaller pool or more host memory (scenario from-sglang: "
-                           "--host-mem-gb)")  # fmt: skip
+    if host_gb > hw.host_mem_gb - RESERVE_BYTES / 1e9:
+        raise _field_error(field, f"host pools ({host_gb:,.1f} GB over {hw.tp_size} ranks) exceed "
+                           f"hardware.host_mem_gb ({hw.host_mem_gb:g}) less SGLang's 10 GiB reserve: a smaller pool "
+                           "or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
 
 
 CROSS_CHECKS: tuple[Callable[[Scenario], None], ...] = (

@@ -17,7 +17,7 @@ from sim.app.schema.hardware import HardwareConfig
 from sim.app.schema.model import ModelConfig, _named_config
 from sim.app.schema.scheduler import SchedulerConfig
 from sim.app.schema.section import _derivable, _field_error, _resolve_file
-from sim.base.inputs import number_problem
+from sim.base.inputs import MAX_REQUEST_TOKENS, number_problem
 
 
 @dataclass
@@ -55,7 +55,10 @@ def derive(data: Any, info: ValidationInfo) -> Any:
             data.get("compute") or {}, dict):  # fmt: skip
         return data  # nothing to derive, or a mistyped input the sections report in their words
     hw = dict(hw or {})
-    tp, dp = _parallel(hw)
+    parallel = _parallel(hw)
+    if parallel is None:
+        return data  # the hardware section names the sizes that do not fit, before anything consumes them
+    tp, dp = parallel
     shape = _shape(config, model, tp, dp, info)
     gpu = _gpu(gpu_name)
     data = dict(data)
@@ -69,7 +72,7 @@ def derive(data: Any, info: ValidationInfo) -> Any:
     if shape is not None:
         data["compute"] = _fill_compute(dict(data.get("compute") or {}), shape, filled)
         if gpu is not None and "kv_mem_gb" not in hw:
-            _fill_kv_mem(hw, data.get("scheduler") or {}, gpu, shape, tp, dp, filled)
+            _fill_kv_mem(hw, data.get("scheduler") or {}, gpu, shape, tp, dp, filled, config)
     data["hardware"] = hw
     _check_bounds(data, filled.paths, config, gpu_name)
     if isinstance(info.context, dict):
@@ -77,12 +80,12 @@ def derive(data: Any, info: ValidationInfo) -> Any:
     return data
 
 
-def _parallel(hw: dict) -> tuple[int, int]:
-    """(TP size, attention-DP size) the model's per-rank sizes follow; (1, 1) when they do not fit together (the
-    hardware section reports it)."""
+def _parallel(hw: dict) -> tuple[int, int] | None:
+    """(TP size, attention-DP size) the model's per-rank sizes follow; None when they do not fit together (the
+    hardware section reports it: a derivation from them would blame what it derives, not the sizes)."""
     tp = hw.get("tp_size", 1)
     dp = hw.get("dp_size", 1) if hw.get("enable_dp_attention") is True else 1
-    return (tp, dp) if isinstance(tp, int) and isinstance(dp, int) and dp >= 1 and tp % dp == 0 else (1, 1)
+    return (tp, dp) if isinstance(tp, int) and isinstance(dp, int) and dp >= 1 and tp % dp == 0 else None
 
 
 def _shape(config: str | None, model: Any, tp: int, dp: int, info: ValidationInfo) -> Any:
@@ -143,18 +146,25 @@ def _fill_compute(comp: dict, shape: Any, filled: _Filled) -> dict:
     return comp
 
 
-def _fill_kv_mem(hw: dict, sched: dict, gpu: Any, shape: Any, tp: int, dp: int, filled: _Filled) -> None:
-    """``hardware.kv_mem_gb`` as SGLang sizes it: the static memory fraction less the weights per rank."""
+def _fill_kv_mem(hw: dict, sched: dict, gpu: Any, shape: Any, tp: int, dp: int, filled: _Filled,
+                 config: str | None) -> None:  # fmt: skip
+    """``hardware.kv_mem_gb`` as SGLang sizes it: the static memory fraction less the weights per rank. Weights
+    that leave none are the config's (at the TP size given), not a ``kv_mem_gb`` nobody typed."""
     from sim.model import hardware
 
+    chunk = sched.get("chunked_prefill_size")
+    if isinstance(chunk, int) and chunk >= MAX_REQUEST_TOKENS:  # chunking off (a chunk no request reaches):
+        # SGLang sizes the activations by max_prefill_tokens instead (arg_groups/memory_hook.py:304-307)
+        chunk = sched.get("max_prefill_tokens", SchedulerConfig.model_fields["max_prefill_tokens"].default)
     mfs = hw.get("mem_fraction_static") or hardware.default_mem_fraction_static(
-        gpu, tp_size=tp, chunked_prefill_size=sched.get("chunked_prefill_size"),
+        gpu, tp_size=tp, chunked_prefill_size=chunk,
         max_running_requests=sched.get("max_running_requests"), mla=shape.family == "mla",
         version=hw.get("sglang_defaults", "0.5.23"), attn_dp_size=dp)  # fmt: skip
     kv = hardware.kv_budget_bytes(gpu, mfs, shape.weight_bytes_per_rank)
     if kv <= 0:
-        raise _field_error("hardware.kv_mem_gb", f"the weights ({shape.weight_bytes_per_rank / 1e9:,.1f} GB "
-                           f"per rank) leave no KV memory at mem_fraction_static {mfs:g} on {gpu.name}")  # fmt: skip
+        raise _field_error("model.config", f"{config}: the weights ({shape.weight_bytes_per_rank / 1e9:,.1f} GB per "
+                           f"rank at tp_size {tp}) leave no KV memory at mem_fraction_static {mfs:g} on {gpu.name}; "
+                           "a larger tp_size?")  # fmt: skip
     filled.fill(hw, "hardware", "kv_mem_gb", round(kv / 1e9, 3))
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sim.app.schema.section import MAX_INSTANCES, _field_error, _resolve_file, _Section
-from sim.model.hardware import SGLANG_DEFAULTS
+from sim.model.hardware import NODE_DRAM_GB, SGLANG_DEFAULTS
 
 # Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
 FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
@@ -58,7 +58,9 @@ class HardwareConfig(_Section):
         "kv_cache_configurator.py:3096-3105).",
     )
     host_mem_gb: float = Field(
-        1024.0, gt=0, description="Host DRAM budget for the L2 pools of one instance (all ranks), GB."
+        NODE_DRAM_GB, gt=0,
+        description="Host DRAM available to one instance's L2 pools (all ranks), GB: what SGLang reads as available at "
+        "start; its pools must fit it less SGLang's 10 GiB reserve. Default: sim.model.hardware.NODE_DRAM_GB.",
     )
     tp_size: int = Field(
         1, ge=1, description="Tensor-parallel ranks per instance; V4 pools are replicated on every rank."
@@ -122,8 +124,10 @@ class ClusterConfig(_Section):
     """Instances sharing one L3; L1/L2 stay private to each instance."""
 
     instances: int = Field(1, ge=1, le=MAX_INSTANCES, description="Inference servers (TP groups).")
-    router: Literal["round_robin", "cache_aware"] = Field(
-        "round_robin", description="How requests pick an instance."
+    router: Literal["round_robin", "cache_aware", "consistent_hash"] = Field(
+        "round_robin", description="How requests pick an instance. consistent_hash: sglang-router's consistent "
+        "hashing on the session (aiperf's correlation id), DP-aware: a session's calls all go to one attention-DP "
+        "rank, past the DP controller (sim/serve/hashring.py)."
     )
     role: Literal["colocated", "decode"] = Field(
         "colocated", description="colocated prefill+decode, or a PD decode instance (HiSparse)."

@@ -35,6 +35,12 @@ class _LaneReplay(_Section):
         "and the rest are unfinished; null = wait for all (--benchmark-grace-period, aiperf's default 30)."
     )
 
+    warmup_grace_period_s: float | None = Field(
+        None, ge=0, description="Warm-up calls still in flight this long after the warm-up started are cancelled and "
+        "aiperf aborts the run (TrajectoryWarmupFailedError); null = wait for all, aiperf's default "
+        "(--agentic-warmup-grace-period, or --warmup-grace-period under --scenario)."
+    )
+
     @model_validator(mode="after")
     def _ratios(self) -> _LaneReplay:
         if self.trajectory_start_min_ratio > self.trajectory_start_max_ratio:
@@ -91,7 +97,9 @@ class AgenticWorkload(_LaneReplay):
     subagent_first_tokens: int = Field(8000, ge=1, le=MAX_REQUEST_TOKENS, description="A subagent's first new tokens (assumption).")
     spawn_gap_s: float = Field(1.0, ge=0, description="Mean gap between a parent call's end and its spawn, s (assumption).")
     max_context: int = Field(
-        200_000, ge=1, le=MAX_REQUEST_TOKENS, description="A session ends before its input would pass this (AgentX contexts: 100K-200K)."
+        990_000, ge=1, le=MAX_REQUEST_TOKENS, description="A session ends before its input would pass this (InferenceX's "
+        "utils/agentic/datasets/build_weka_hf_dataset.py caps a call's input near 990K; with the defaults about half the "
+        "parent calls pass 256K, as the FAQ says of the 062126 corpus)."
     )
 
     @model_validator(mode="after")

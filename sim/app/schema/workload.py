@@ -209,6 +209,12 @@ class TraceWorkload(_Section):
     def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
         return _resolve_file(value, info)
 
+    @model_validator(mode="after")
+    def _weka_block(self) -> TraceWorkload:
+        if self.format == "weka" and self.block_size is not None:
+            raise _field_error("block_size", "a Weka trace states its own block size in each trajectory (block_size), which its hash_ids follow; leave this unset")
+        return self
+
 
 def _workload_tag(value: Any) -> str | None:
     """The workload kind; a mapping without one is multi_turn, the default workload."""

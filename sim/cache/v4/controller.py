@@ -141,7 +141,10 @@ class HostController(PagedPools):
             self._count_backup(op)
             if events is not None:
                 events.append({"ack": self.tree.ref(node), "wait": True})
-            self.tree.settle(node)
+            # the ack settles every node the copy covered, ancestors first (mark_write_through_pending sorts
+            # them by depth; finish_write_through, unified_tree_core.py:2752-2767, 2840-2848)
+            for x in (*reversed(swa_nodes), node):
+                self.tree.settle(x)
             self.write_back_copies.append([op])
         return True
 
@@ -223,6 +226,11 @@ class HostController(PagedPools):
             if not x.swa and x.host_swa:
                 swa_nodes.append(x)
             n += x.tokens
+        if any(x.loading is not None and x.loading is not best for x in (*full_nodes, *swa_nodes)):
+            # write_back: a node another load-back in flight pins (its Full KV loaded, its window not) is not
+            # claimed: SGLang builds an empty transfer and the request recomputes (build_load_back_spec,
+            # unified_tree_core.py:2597-2610; unified_radix_cache.py:1879-1884)
+            return
         kv = sum(x.tokens for x in full_nodes)
         swa = sum(x.tokens for x in swa_nodes)
         if kv < max(1, self.load_back_threshold) and not swa_nodes:
@@ -234,8 +242,9 @@ class HostController(PagedPools):
             self._make_free(r, 0, full=kv, swa=swa)
         ok = kv <= self.full_free() and swa <= self.swa_free()
         if ok:
-            for x in reversed(full_nodes):
-                x.loading = self.hold_loads
+            pin = best if self.hold_loads and tree.duplicates is not None else None
+            for x in reversed(full_nodes):  # write_back pins what it loads until the ack (:2703-2715)
+                x.loading = pin
                 tree.load(x)
             for x in swa_nodes:
                 tree.swa.publish(x)
@@ -260,7 +269,8 @@ class HostController(PagedPools):
         self.stats["load_swa_tokens"] += swa
 
     def load_done(self, load: tuple) -> None:
-        """A load-back's ack: its node unlocks on both tiers (``unified_radix_cache.py:3530-3584``)."""
+        """A load-back's ack: its node unlocks on both tiers (``unified_radix_cache.py:3530-3584``); the nodes it
+        pinned, and only those, are settled (``finish_load_back``, ``unified_tree_core.py:2735-2751``)."""
         node, uuid, _ = load
         tree = self.tree
         if tree.events is not None:
@@ -268,5 +278,6 @@ class HostController(PagedPools):
         tree.unlock(node, uuid)
         tree.host_unlock_path(node)
         for x in tree.path_up(node):
-            x.loading = False
-            tree.settle(x)
+            if x.loading is node:
+                x.loading = None
+                tree.settle(x)

@@ -76,6 +76,8 @@ class DeviceEviction(TreeState):
     def evict_leaf(self, node: UNode, tracker: list[int]) -> None:
         """A device victim: demoted if backed up, else handed to ``evict_unbacked`` (``:1788-1823``)."""
         self.counts["evicted_leaves"] += 1
+        if self.ages is not None:
+            self.ages.evicted("device", node.used, node.tokens, node.hit_count)
         if node.host:
             self.demote(node, tracker)
         elif self.evict_unbacked is not None:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.base.errors import InputError
+from sim.cache.ages import TierAges
 from sim.cache.budget import (
     admission_demand,
     chunk_end,
@@ -208,6 +209,9 @@ class V4HiCache:
                 if (kv_pages if pool.anchor == "kv" else swa_pages) and pool.bytes_per_page
             }
         return out
+
+    def record_ages(self, ages: TierAges) -> None:
+        self.c.tree.ages = ages
 
     def metrics(self) -> dict:
         return v4_metrics(self.c, self.model)

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from mypy_extensions import trait
 
+from sim.cache.ages import landed
 from sim.cache.v4.full import is_host_leaf, is_leaf
 from sim.cache.v4.node import PageKey, UNode, common_pages
 from sim.cache.v4.treestate import TreeState
@@ -50,7 +51,7 @@ class HostTier(TreeState):
 
     def settle(self, node: UNode) -> None:
         """Track ``node`` as a duplicate if its Full KV is on both tiers with no copy in flight (write_back)."""
-        if self.duplicates is not None and node.full and node.host and node.pending is None and not node.loading:
+        if self.duplicates is not None and node.full and node.host and node.pending is None and node.loading is None:
             self.duplicates.setdefault(node)
 
     def load(self, node: UNode) -> None:
@@ -59,7 +60,7 @@ class HostTier(TreeState):
 
     def _unevict(self, node: UNode) -> None:
         node.full = True
-        if self.duplicates is not None and not node.loading:
+        if self.duplicates is not None and node.loading is None:
             self.settle(node)
         parent = node.parent
         assert parent is not None
@@ -87,6 +88,8 @@ class HostTier(TreeState):
             return 0
         leaf = self._node(list(keys[pos:]), node)
         leaf.full = False
+        if self.ages is not None:
+            leaf.used = landed(self.ages.clock.now)
         node.children[leaf.key[0]] = leaf
         self.num_nodes += 1
         if 0 < window_pages < len(leaf.key):
@@ -136,7 +139,9 @@ class HostTier(TreeState):
     # ----- host eviction --------------------------------------------------------------------------
     def _reclaim(self, duplicates: dict[UNode, None], tokens: int, nodes: list[list[int]]) -> int:
         """Give up host copies of Full KV also on the device, sparing evictable device leaves in a first pass;
-        only the Full host layer goes, window state stays (``unified_tree_core.py:1975-2040``)."""
+        only the Full host layer goes, window state stays (``unified_tree_core.py:1975-2040``). ``duplicates``
+        keeps SGLang's dict order (``full_host_duplicates``, ``:531, 1604-1610``): insertion by ``setdefault``,
+        lazy removal when this walk passes an entry stale or releases it."""
         freed = 0
         for spare in (True, False):
             for x in list(duplicates):
@@ -145,11 +150,13 @@ class HostTier(TreeState):
                 if x.parent is None or not (x.full and x.host):
                     del duplicates[x]
                     continue
-                if x.pending is not None or x.loading or x.host_lock or (spare and is_leaf(x)):
+                if x.pending is not None or x.loading is not None or x.host_lock or (spare and is_leaf(x)):
                     continue
                 if self.events is not None:
                     nodes.append(self.ref(x))
                 freed += x.tokens
+                if self.ages is not None:
+                    self.ages.evicted("host", x.used, x.tokens, x.hit_count)
                 x.host = False
                 self.host_tokens -= x.tokens
                 del duplicates[x]
@@ -170,6 +177,8 @@ class HostTier(TreeState):
                 nodes.append(self.ref(node))
             freed += node.tokens
             self.counts["host_evictions"] += 1
+            if self.ages is not None:
+                self.ages.evicted("host", node.used, node.tokens, node.hit_count)
             parent = node.parent
             assert parent is not None
             self._remove(node, tracker)
@@ -192,6 +201,8 @@ class HostTier(TreeState):
             freed += x.tokens
             if is_host_leaf(x):
                 self.counts["host_evictions"] += 1
+                if self.ages is not None:
+                    self.ages.evicted("host", x.used, x.tokens, x.hit_count)
                 parent = x.parent
                 self._remove(x, tracker)
                 if parent is not self.root:

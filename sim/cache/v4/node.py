@@ -19,12 +19,13 @@ class UNode:
     """A run of pages with its Full KV (always on device here) and its SWA state (live or tombstone)."""
 
     __slots__ = (
-        "key", "parent", "children", "id", "last_access", "hit_count", "tokens",
+        "key", "parent", "children", "id", "last_access", "hit_count", "tokens", "used",
         "full", "full_kids", "host", "host_swa", "lock", "host_lock", "pending", "loading",
         "swa", "swa_lock", "swa_uuid", "swa_prev", "swa_next", "host_prev", "host_next",
     )  # fmt: skip
 
-    def __init__(self, key: list[PageKey], parent: UNode | None, node_id: int, now: float, page: int) -> None:
+    def __init__(self, key: list[PageKey], parent: UNode | None, node_id: int, now: float, page: int,
+                 used: float = 0.0) -> None:  # fmt: skip
         self.key = key
         self.parent = parent
         self.children: dict[PageKey, UNode] = {}
@@ -32,6 +33,7 @@ class UNode:
         self.last_access = now
         self.hit_count = 0
         self.tokens = len(key) * page
+        self.used = used  # simulated seconds of its creation or last hit (sim.cache.ages; 0 with no clock)
         self.full = True  # Full KV on device; False: evicted to host (``host``) or dead
         self.full_kids = 0  # children with Full KV on device (a device leaf has none)
         self.host = False  # Full KV on host (backed up)
@@ -39,7 +41,9 @@ class UNode:
         self.lock = 0
         self.host_lock = 0
         self.pending: Backup | None = None  # the write-through backup in flight over this node
-        self.loading = False  # its Full KV is being loaded back (write_back pins it against reclaim)
+        # the anchor of the load-back bringing its Full KV back (write_back pins it against reclaim and against
+        # another anchor's load-back, ``load_back_pending_id``); None when none is in flight
+        self.loading: UNode | None = None
         self.swa = False
         self.swa_lock = 0
         self.swa_uuid: int | None = None

@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sim.cache.ages import TierAges
 from sim.cache.v4.controller import WRITE_THRESHOLD, Backup, HostController
 from sim.cache.v4.pools import OutOfMemory
 from sim.cache.v4.swa import SWA_EVICTION_INTERVAL, out_of_window_boundary
@@ -166,8 +167,21 @@ class SWACache(HostController):
         s["input_pages"] += prompt_len // self.page
         s["device_hit_tokens"] += m.device
         s["host_hit_tokens"] += r.host_hit
+        if self.tree.ages is not None and (m.device or r.host_hit):
+            self._record_hits(self.tree.ages, m, r.host_hit)
         self.running.add(id(r))
         return r
+
+    def _record_hits(self, ages: TierAges, m: Match, host_hit: int) -> None:
+        """The matched nodes' ages at this hit, by the tier that serves them, and their new last use."""
+        now, tree = ages.clock.now, self.tree
+        if host_hit:
+            for node in tree.path_up(m.best, m.node):
+                ages.hit_at("host", node.used, node.tokens, now)
+                node.used = now
+        for node in tree.path_up(m.node):
+            ages.hit_at("device", node.used, node.tokens, now)
+            node.used = now
 
     def next_chunk(self, r: Running) -> tuple[int, int]:
         start, n = r.prefilled, r.prompt_len

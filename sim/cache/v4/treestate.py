@@ -13,6 +13,7 @@ from sim.cache.v4.leaforder import LeafOrder
 from sim.cache.v4.node import PageKey, UNode
 
 if TYPE_CHECKING:
+    from sim.cache.ages import TierAges
     from sim.cache.v4.swa import SWAComponent
 
 __all__ = ["TreeState"]
@@ -37,6 +38,7 @@ class TreeState:
     host_order: LeafOrder
     counts: Counter
     events: list[dict] | None
+    ages: TierAges | None
     duplicates: dict[UNode, None] | None
     evict_unbacked: Callable[[UNode, list[int]], None] | None
     back_up_window: Callable[[UNode], None] | None

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import cast
 
+from sim.cache.ages import TierAges
 from sim.cache.v4.evict import DeviceEviction
 from sim.cache.v4.full import FullComponent
 from sim.cache.v4.hosttier import HostTier
@@ -40,6 +41,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         self.back_up_window: Callable[[UNode], None] | None = None  # write_back: before tombstoning SWA
         self._ids = itertools.count()
         self._clock = 0.0
+        self.ages: TierAges | None = None  # a clocked run's age records (sim.cache.ages)
         self.root = self._node([], None)
         self.root.host = True  # the root counts as backed up (an L3 read may start from it)
         self.root.lock = 1
@@ -67,7 +69,8 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
 
     def _node(self, key: list[PageKey], parent: UNode | None) -> UNode:
         self._clock += 2  # access time, then creation time
-        return UNode(key, parent, next(self._ids), self._clock - 1, self.page)
+        used = self.ages.clock.now if self.ages is not None else 0.0
+        return UNode(key, parent, next(self._ids), self._clock - 1, self.page, used)
 
     # ----- keys and paths -----------------------------------------------------------------------
     def page_keys(self, tokens: Sequence[int]) -> list[PageKey]:
@@ -248,7 +251,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         new.children[child.key[0]] = child
         parent.children[new.key[0]] = new
         child.parent = new
-        new.hit_count = child.hit_count
+        new.hit_count, new.used = child.hit_count, child.used
         new.tokens = len(new.key) * self.page
         child.tokens -= new.tokens
         new.lock = child.lock

@@ -103,7 +103,7 @@ class Instance:
         self.sim, self.idx, self.env = sim, idx, sim.env
         self.spec = sim.cfg.spec
         self.layers = max(1, sim.cfg.model.layers)
-        self.cache = self._new_cache()
+        self.cache = self._own_cache()
         self.waiting: deque[Running] = deque()
         self.queue_seq = itertools.count()  # numbers the waiting queue's order (Running.queue_seq)
         self.prefilling: list[Running] = []
@@ -126,6 +126,12 @@ class Instance:
         """An empty cache for this instance: after ``/flush_cache``, and for the start check's admission."""
         return new_cache(self.sim.cfg)
 
+    def _own_cache(self) -> PrefixCache:
+        """A new cache to serve with, recording its pages' ages in the run's (:mod:`sim.cache.ages`)."""
+        cache = self._new_cache()
+        cache.record_ages(self.sim.ages)
+        return cache
+
     @property
     def quiescent(self) -> bool:
         """Nothing running, queued or waiting for a backup ack: what SGLang's /flush_cache waits for."""
@@ -134,7 +140,7 @@ class Instance:
     def flush_cache(self) -> None:
         """SGLang's ``/flush_cache`` on a quiescent instance: L1 and L2 emptied, counters kept, L3 untouched."""
         stats = self.cache.stats
-        self.cache = self._new_cache()
+        self.cache = self._own_cache()
         self.cache.stats = stats
 
     # ----- requests in ------------------------------------------------------------------------

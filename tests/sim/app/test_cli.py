@@ -210,7 +210,8 @@ def test_a_full_disk_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypa
     monkeypatch.setattr(sim.app.run, "write_files", full)
     assert _run(tmp_path, "--out", str(tmp_path / "out")) == 2
     err = capsys.readouterr().err
-    assert "No space left on device" in err and len(err.strip().splitlines()) == 1
+    assert f"{tmp_path / 'out'}: cannot write: No space left on device (ENOSPC)" in err
+    assert len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
 
 
@@ -225,10 +226,62 @@ def test_replay_takes_the_policy_simulators_page_granularity(tmp_path, capsys):
     assert "--granularity" in capsys.readouterr().err
 
 
-def test_from_sglangs_help_gives_the_schemas_own_host_memory_default(capsys):
+def test_every_command_assumes_one_host_memory_and_says_which(capsys):
+    """from-sglang and plan used to assume 1 TB and 2 TB: one launch was refused by one and accepted by the other."""
+    from sim.app.plan.build import PlanSpec
     from sim.app.schema.hardware import HardwareConfig
 
-    with pytest.raises(SystemExit):
-        main(["scenario", "from-sglang", "--help"])
     default = HardwareConfig.model_fields["host_mem_gb"].default
-    assert f"hardware.host_mem_gb, {default:g})" in " ".join(capsys.readouterr().out.split())
+    assert PlanSpec.__dataclass_fields__["node_dram_gb"].default == default
+    for command in (["scenario", "from-sglang"], ["plan"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        assert f"{default:g} GB, every command's default" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_host_pool_must_leave_sglangs_reserve_as_plan_prices_it(tmp_path, capsys):
+    """The scenario check and plan's host-memory table share SGLang's rule: available memory less 10 GiB."""
+    sets = ["hardware.kv_mem_gb=8", "hicache.hicache_ratio=2"]  # V4-Flash: a 16 GB host pool
+    assert main(["validate", "scenarios/quickstart.yaml", *sum([["--set", s] for s in sets], []),
+                 "--set", "hardware.host_mem_gb=30"]) == 0
+    capsys.readouterr()
+    assert main(["validate", "scenarios/quickstart.yaml", *sum([["--set", s] for s in sets], []),
+                 "--set", "hardware.host_mem_gb=20"]) == 2
+    assert "less SGLang's 10 GiB reserve" in capsys.readouterr().err
+
+
+def test_help_and_validate_leave_pandas_pyarrow_and_matplotlib_unimported():
+    """They start in a fraction of a second: the data libraries load only where a command writes or draws."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from sim.app.cli import main; main(['validate', 'scenarios/quickstart.yaml']); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow', 'matplotlib'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
+
+
+def test_from_sglang_writes_the_paths_typed_relative_to_the_scenario_it_writes(tmp_path, monkeypatch, capsys):
+    """A corpus named on the command line is found beside the written scenario, whatever folder runs it."""
+    import yaml
+
+    weka = SCENARIOS.parent / "data" / "agentic" / "weka_synthetic.jsonl"
+    (tmp_path / "w.jsonl").write_bytes(weka.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "runs" / "agentx.yaml"
+    out.parent.mkdir()
+    launch = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8"
+    assert main(["scenario", "from-sglang", "--launch", launch, "--gpu", "h200", "--out", str(out),
+                 "--bench", "aiperf profile --concurrency 2 --input-file w.jsonl"]) == 0  # fmt: skip
+    assert yaml.safe_load(out.read_text())["workload"]["path"] == "../w.jsonl"
+    monkeypatch.chdir(SCENARIOS)
+    assert main(["validate", str(out)]) == 0
+
+
+def test_from_sglang_says_in_one_line_when_generated_sessions_stand_in_for_the_corpus(tmp_path, capsys):
+    launch = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8"
+    bench = "aiperf profile --concurrency 4 --public-dataset semianalysis_cc_traces_weka_062126"
+    assert main(["scenario", "from-sglang", "--launch", launch, "--gpu", "h200", "--bench", bench,
+                 "--out", str(tmp_path / "s.yaml")]) == 0  # fmt: skip
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "393 sessions generated with the corpus's published statistics" in notes[0]

@@ -347,17 +347,44 @@ def test_an_aiperf_agentx_command_becomes_a_lane_replay():
     assert wl == {"kind": "lanes", "format": "weka", "lanes": 16, "benchmark_duration_s": 3600.0,
                   "trajectory_start_min_ratio": 0.25, "trajectory_start_max_ratio": 0.75,
                   "warmup_requests_per_lane": 10, "idle_gap_cap_s": 300.0, "num_dataset_entries": 393,
-                  "path": weka, "benchmark_grace_period_s": None}  # fmt: skip
+                  "path": weka, "benchmark_grace_period_s": None, "warmup_grace_period_s": 1800.0}  # fmt: skip
     assert conv.scenario["seed"] == 42
-    ignored = " ".join(conv.ignored)
-    assert "--warmup-grace-period 1800: not modelled" in ignored and "--url" in ignored
+    assert "--url" in " ".join(conv.ignored) and not conv.notes
+    assert "--warmup-grace-period 1800 -> workload.warmup_grace_period_s: 1800.0" in conv.mapped
     assert any(m.startswith("--use-server-token-count -> always") for m in conv.mapped)
     scenario_from_dict(conv.scenario, source="test")
 
 
+def test_the_published_agentx_command_without_a_local_copy_replays_sessions_like_the_corpus():
+    """No --input-file: the generator with the 062126 corpus's statistics (393 sessions), said in one line."""
+    conv = from_sglang(V4_LAUNCH, [AGENTX], gpu="h200")
+    wl = conv.scenario["workload"]
+    assert wl["kind"] == "agentic" and wl["sessions"] == 393 and "path" not in wl and "format" not in wl
+    assert wl["lanes"] == 16 and wl["warmup_grace_period_s"] == 1800.0 and wl["idle_gap_cap_s"] == 300.0
+    assert len(conv.notes) == 1 and "no --input-file" in conv.notes[0] and "393 sessions generated" in conv.notes[0]
+    sc = scenario_from_dict(conv.scenario, source="test")
+    assert sc.workload.max_context == 990_000
+    short = from_sglang(V4_LAUNCH, [AGENTX.replace("062126", "062126_256k") + " --num-dataset-entries 100"], gpu="h200")
+    assert short.scenario["workload"]["sessions"] == 100 and short.scenario["workload"]["max_context"] == 256_000
+
+
+@pytest.mark.parametrize("bench, grace, why", [
+    ("--warmup-grace-period 60", None, "--warmup-grace-period 60: not the agentic warm-up's without --scenario"),
+    ("--agentic-warmup-grace-period 90 --warmup-grace-period 60", 90.0, "60: --agentic-warmup-grace-period wins"),
+    ("--agentic-warmup-grace-period inf", None, None),
+])  # fmt: skip
+def test_the_warm_up_grace_period_is_aiperfs_agentic_barrier(bench, grace, why):
+    """aiperf 0.13.0, config/flags/_converter_profiling.py:78-87: --warmup-grace-period feeds the agentic
+    warm-up only under --scenario, and --agentic-warmup-grace-period wins."""
+    weka = str(ROOT / "data" / "agentic" / "weka_synthetic.jsonl")
+    conv = from_sglang(V4_LAUNCH, [f"aiperf profile --concurrency 2 --input-file {weka} {bench}"], gpu="h200")
+    assert conv.scenario["workload"].get("warmup_grace_period_s") == grace
+    assert why is None or any(why in line for line in conv.ignored)
+
+
 @pytest.mark.parametrize("extra, message", [
-    ("", "aiperf: --input-file PATH is required: the Weka trajectories to replay (download "
-         "semianalysis_cc_traces_weka_062126 and pass its local copy)"),
+    ("--public-dataset other_corpus", "aiperf --public-dataset other_corpus: no local copy (--input-file) and no "
+                                      "published statistics"),
     ("--input-file x.json --request-rate 5", "aiperf: unknown flag --request-rate"),
     ("--input-file x.json --custom-dataset-type mooncake_trace", "aiperf --custom-dataset-type mooncake_trace: only"),
     ("--input-file x.json --concurrency lots", "--concurrency: expected a number, got 'lots'"),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import signal
 import time
 import types
@@ -78,7 +77,6 @@ WALL_SECONDS_PER_COMMAND = 10 * SECONDS_PER_COMMAND
 # the command line announces as long (LONG_RUN_REQUESTS and more: "expect a minute or more") is validated, not run
 # here; bench/engine.py measures those.
 CPU_SECONDS_PER_REQUEST = 1e-3
-MAX_RSS_GROWTH_KB = 2 << 20  # 2 GB over the whole module: a bomb expanded in memory would pass it
 
 
 # ------------------------------------------------------------------------------------- hostile values
@@ -233,18 +231,6 @@ def command(argv: list[str], capsys, *, origins: list[str], outputs: list[Path] 
         left = [p.name for p in out.parent.iterdir() if p.name.startswith(".")] if out.parent.exists() else []
         assert not left, left  # no staging file or folder
     return code
-
-
-@pytest.fixture(scope="module")
-def rss():
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    yield
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < MAX_RSS_GROWTH_KB
-
-
-@pytest.fixture
-def fresh(tmp_path_factory):
-    return lambda: tmp_path_factory.mktemp("fuzz")
 
 
 def run_unless_announced_long(path: Path, sets: list[str], capsys, **kwargs) -> None:

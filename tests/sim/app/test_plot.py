@@ -182,6 +182,28 @@ class TestHonestAxes:
         assert any(lb.startswith("swa capacity (") for lb in labels)
         assert any(lb.startswith("kv capacity (") for lb in labels)
 
+    def test_occupancy_of_one_instance_gives_kv_and_swa_their_own_colour_and_the_legend_room(self):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        from sim.app.plot import plot_occupancy
+
+        df = pd.DataFrame({"time_s": [1.0, 2.0], "instance": 0, "waiting": 0, "running": 1, "l1_kv_pages": [4, 9],
+                           "l1_swa_pages": [2, 3], "l2_kv_pages": 0, "l2_swa_pages": 0})  # fmt: skip
+        fig = plot_occupancy(df)
+        FigureCanvasAgg(fig).draw()
+        l1 = fig.get_axes()[0]
+        colours = {line.get_label(): line.get_color() for line in l1.get_lines()}
+        assert colours["kv"] != colours["swa"]
+        for ax in fig.get_axes():  # below the data, never on it
+            assert not ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())
+
+    def test_one_configurations_misses_get_a_narrow_box_panel(self):
+        from sim.app.plot import plot_misses
+
+        df = pd.DataFrame({"step": np.arange(20), "misses": 5.0, "policy": "lru", "device_buffer_size": 1024})
+        line_ax, box_ax = plot_misses(df).get_axes()
+        assert box_ax.get_position().width < line_ax.get_position().width / 2
+
     def test_an_l3_run_gets_an_l3_panel(self, tmp_path):
         from sim.app.plot import plot_occupancy
 

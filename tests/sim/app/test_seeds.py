@@ -149,7 +149,7 @@ class TestCommands:
         trace = str(Path(QUICKSTART).parent / "mooncake_conversation.yaml")
         assert main(["run", trace, "--set", "workload.max_requests=40", "--seeds", "2", "--out",
                      str(tmp_path / "r"), "--workers", "1", "--no-progress"]) == 0  # fmt: skip
-        assert "every seed gives the same run" in capsys.readouterr().err
+        assert "every seed gave the same figures" in capsys.readouterr().err
 
     def test_diff_of_a_damaged_summary_is_one_line_and_exit_2(self, tmp_path, capsys):
         (tmp_path / "summary.json").write_text(json.dumps({"throughput": {}, "hit_rate": {}, "metrics": "x"}))

@@ -309,3 +309,23 @@ def test_an_unreachable_ray_address_fails_fast_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "cannot connect" in err and len(err.strip().splitlines()) == 1
     assert time.monotonic() - start < 10 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("points, address, says", [
+    (2, None, "2 points fit this machine's"),
+    (10_000, None, "starts a Ray cluster on this machine"),
+])
+def test_ray_says_when_it_cannot_repay_its_start(points, address, says, capsys):
+    from sim.app.cli import _note_ray_start
+
+    _note_ray_start(points, address)
+    assert says in capsys.readouterr().err
+
+
+def test_ray_joining_a_cluster_for_a_large_grid_says_nothing(capsys, monkeypatch):
+    import sim.app.parallel
+    from sim.app.cli import _note_ray_start
+
+    monkeypatch.setattr(sim.app.parallel, "check_reachable", lambda address: None)  # a cluster that answers
+    _note_ray_start(10_000, "10.0.0.1:6379")
+    assert capsys.readouterr().err == ""

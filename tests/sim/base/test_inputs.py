@@ -1,5 +1,6 @@
 """The input-structure rules every reader goes through (``sim.base.inputs``), and the schema-wide number rule."""
 
+import os
 import time
 
 import pytest
@@ -7,7 +8,15 @@ from pydantic import Field, ValidationError
 
 from sim.app.schema import _Section
 from sim.base.errors import InputError
-from sim.base.inputs import MAX_FILE_BYTES, iter_lines, number_problem, parse_json, parse_yaml, read_text
+from sim.base.inputs import (
+    MAX_FILE_BYTES,
+    check_input,
+    iter_lines,
+    number_problem,
+    parse_json,
+    parse_yaml,
+    read_text,
+)
 
 
 def error_of(fn, *args) -> str:
@@ -46,12 +55,30 @@ class TestYaml:
 
 
 class TestFiles:
-    def test_a_file_without_end_is_refused_after_the_limit(self):
-        assert f"larger than {MAX_FILE_BYTES >> 20} MiB" in error_of(read_text, "/dev/zero", "scenario")
+    @pytest.fixture
+    def huge(self, tmp_path):
+        """A file of 65 MiB of zeros and no newline, sparse: it costs no disk."""
+        path = tmp_path / "huge"
+        with open(path, "wb") as fh:
+            fh.truncate(MAX_FILE_BYTES + (1 << 20))
+        return path
 
-    def test_a_line_without_end_is_refused_after_the_limit(self):
-        with pytest.raises(InputError, match="/dev/zero:1: line longer than 64 MiB"):
-            next(iter_lines("/dev/zero", "trace"))
+    def test_a_file_past_the_limit_is_refused_once_the_limit_is_read(self, huge):
+        assert f"larger than {MAX_FILE_BYTES >> 20} MiB" in error_of(read_text, huge, "scenario")
+
+    def test_a_line_past_the_limit_is_refused(self, huge):
+        with pytest.raises(InputError, match=f"{huge}:1: line longer than 64 MiB"):
+            next(iter_lines(huge, "trace"))
+
+    def test_a_device_a_pipe_or_a_dangling_link_is_refused_before_it_is_opened(self, tmp_path):
+        os.mkfifo(tmp_path / "p")  # opening it would wait for a writer forever
+        (tmp_path / "l").symlink_to(tmp_path / "gone")
+        assert error_of(read_text, "/dev/zero", "scenario") == \
+            "/dev/zero: cannot read scenario: a character device, not a regular file"  # fmt: skip
+        assert "cannot read trace: a named pipe (FIFO), not a regular file" in error_of(read_text, tmp_path / "p", "trace")
+        assert f"a symbolic link to {tmp_path / 'gone'}, which does not exist" in error_of(read_text, tmp_path / "l", "x")
+        assert error_of(read_text, tmp_path, "trace") == f"{tmp_path}: cannot read trace: a folder, not a file"
+        assert check_input(tmp_path, "corpus", folder=True) == tmp_path
 
     def test_json_nesting_constants_and_overflow_are_one_line_errors(self):
         assert "nested too deeply" in error_of(parse_json, "[" * 100_000 + "]" * 100_000, "t.jsonl", )

@@ -38,3 +38,15 @@ def test_track_yields_every_item_and_counts_them():
     from sim.base.progress import track
 
     assert list(track([1, 2, 3], desc="replay", unit="requests")) == [1, 2, 3]
+
+
+def test_a_line_comes_every_interval_even_while_no_work_ends():
+    """One run of a plan or of ``--seeds`` can take minutes: the promised line comes without an update."""
+    import time
+
+    out = io.StringIO()
+    bar = PlainProgress(4, desc="plan", unit="runs", stream=out, every_s=0.2)
+    time.sleep(0.7)  # the first of four runs still going
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and lines[0].startswith("plan: 0/4 runs (0%), ")

@@ -41,7 +41,8 @@ def run(c, request):
     release); returns its admission and the backups it started."""
     adm = c.try_admit(request)
     assert adm is not None
-    assert c.extend(adm, request.input_len) == request.input_len
+    start = adm.run.prefilled  # past the device prefix and a loaded host hit
+    assert c.extend(adm, request.input_len) == request.input_len - start
     c.start_iteration()
     if not adm.run.finished:
         c.decode(adm, request.output_len)
@@ -181,6 +182,23 @@ class TestWriteBack:
         assert [[op.kv_pages for op in copy] for copy in c.write_back_copies] == [[3], [3]]
         assert not c.pending  # acked at once: nothing is left in the write-through window
         assert all(n.host and not n.device for n in c.tree.nodes())
+
+    def test_a_victims_host_copy_keeps_its_place_among_duplicates_from_its_backup(self):
+        # SGLang registers a write_back victim as a duplicate at its backup's ack, before the demotion
+        # (finish_write_through, unified_tree_core.py:2840-2848); the stale entry keeps its place in the dict,
+        # so nodes loaded back later are reclaimed in the order they were backed up, not loaded (vectors
+        # p207.124, p237.56, p240.30).
+        c = cache(l1=12, l2=100, policy="write_back")
+        run(c, req(range(3)))
+        run(c, req(range(10, 13)))
+        assert c.ensure_device(12)  # backs up and demotes A, then B
+        a, b = c.tree.root.children[0], c.tree.root.children[10]
+        run(c, req([10, 11, 12, 13]))  # loads B back
+        run(c, req([0, 1, 2, 3]))  # then A
+        c.start_iteration()
+        assert a.device and a.host and b.device and b.host
+        assert c.evict_host(1) == 3
+        assert not a.host and b.host
 
     def test_hit_counts_never_rise(self):
         c = cache(l1=100, l2=100, policy="write_back")

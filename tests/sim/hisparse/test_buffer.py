@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,10 +13,10 @@ from sim.hisparse.buffer import (
     HiSparseConfig,
     decode_capacity,
     miss_curve,
-    run_stream,
     simulate_hisparse,
     size_pools,
 )
+from sim.hisparse.coordinator import run_stream
 from sim.hisparse.topk import ParametricAccess, StreamTrace
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -36,56 +34,45 @@ def distinct(row, newest: int) -> list[int]:
     return list(dict.fromkeys(i for i in row if i >= 0 and i != newest))
 
 
-def initial_ids(newest: int, size: int, initial_fill: str) -> range:
-    """SGLang's buffer at decode start: direct = all of the prompt if it fits, else nothing; staging = the
-    oldest ``size`` ids (the newest sits in its reserved slot either way)."""
-    if initial_fill == "staging" or newest + 1 <= size:
-        return range(min(newest, size))
-    return range(0)
+def preloaded(stream: StreamTrace, size: int, initial_fill: str) -> bool:
+    """SGLang's buffer at decode start: slot t holds id t (staging, or a direct prompt that fits), else empty."""
+    return initial_fill == "staging" or (int(stream.seq_len[0]) - 1) // 4 <= size
 
 
 def reference_lru(stream: StreamTrace, size: int, initial_fill: str = "direct") -> tuple[list[int], list[int]]:
-    """SGLang's order, one id at a time: [stale | misses in top-k order | hits in old order]."""
-    od: OrderedDict[int, None] = OrderedDict()
-    newest = int(stream.seq_len[0]) // 4 - 1
-    for c in initial_ids(newest, size, initial_fill):
-        od[c] = None
+    """SGLang's kernel, one slot at a time: while the compressed length fits, nothing happens; past it, the
+    order (slots, LRU first) splits into hits and evictables (empty slots too), the i-th miss takes the i-th
+    evictable, and the order becomes [evictables not taken | misses | hits]."""
+    tok = list(range(size)) if preloaded(stream, size, initial_fill) else [-1] * size
+    order = list(range(size))
     misses = []
     for s in range(stream.n_steps):
-        while newest < int(stream.seq_len[s]) // 4 - 1:
-            if newest >= 0 and newest + 1 <= size:  # the previous newest stays only on the fast path
-                od[newest] = None
-            newest += 1
-        ids = distinct(stream.ids[s].tolist(), newest)
-        want = set(ids)
-        hits = [i for i in od if i in want]
-        miss = [i for i in ids if i not in od]
-        stale = [i for i in od if i not in want]
-        stale = stale[max(0, len(miss) - (size - len(od))):]
-        od = OrderedDict.fromkeys(stale + miss + hits)
+        n = int(stream.seq_len[s]) // 4
+        if n <= size:
+            misses.append(0)
+            continue
+        ids = distinct(stream.ids[s].tolist(), n - 1)
+        hits = [sl for sl in order if tok[sl] in ids]
+        evictable = [sl for sl in order if tok[sl] not in ids]
+        miss = [i for i in ids if i not in tok]
+        for sl, i in zip(evictable, miss):
+            tok[sl] = i
+        order = evictable[len(miss):] + evictable[: len(miss)] + hits
         misses.append(len(miss))
-    return misses, list(od)
+    return misses, [tok[sl] for sl in order if tok[sl] >= 0]
 
 
 def reference_clock(stream: StreamTrace, size: int, initial_fill: str = "direct") -> tuple[list[int], list[int]]:
     """Second chance, one miss at a time; this step's hits and loads are pinned."""
-    slot_id, ref, hand = [-1] * size, [False] * size, 0
-    newest = int(stream.seq_len[0]) // 4 - 1
-
-    def admit(c: int) -> None:
-        if -1 in slot_id and c not in slot_id:
-            j = slot_id.index(-1)
-            slot_id[j], ref[j] = c, True
-
-    for c in initial_ids(newest, size, initial_fill):
-        admit(c)
+    fill = preloaded(stream, size, initial_fill)
+    slot_id, ref, hand = list(range(size)) if fill else [-1] * size, [fill] * size, 0
     misses = []
     for s in range(stream.n_steps):
-        while newest < int(stream.seq_len[s]) // 4 - 1:
-            if newest >= 0 and newest + 1 <= size:
-                admit(newest)
-            newest += 1
-        ids = distinct(stream.ids[s].tolist(), newest)
+        n = int(stream.seq_len[s]) // 4
+        if n <= size:
+            misses.append(0)
+            continue
+        ids = distinct(stream.ids[s].tolist(), n - 1)
         pinned = {slot_id.index(i) for i in ids if i in slot_id}
         for j in pinned:
             ref[j] = True
@@ -210,11 +197,12 @@ def test_empty_top_k_costs_nothing_and_changes_nothing():
 
 
 def test_the_newest_compressed_token_is_never_a_miss_and_is_backed_up_every_fourth_step():
-    # input 39 -> seq_len 40..47: compressed length 10, 10, 10, 10, 11, ...; newest id 9 then 10.
+    # input 39 -> seq_len 40..47: compressed length 10, 10, 10, 10, 11, ...; newest id 9 then 10. Backups at the
+    # steps of seq_len 41 and 45 (seq_len - 1 a multiple of 4); the first step (seq_len 40) never backs up.
     s = stream_of(39, [[9]] * 4 + [[10]] * 4)
     res = run_stream(s, 2, "lru", initial_fill="direct")
     assert res.misses.tolist() == [0] * 8
-    assert res.backups == 1
+    assert res.backups == 2
 
 
 # --- how the buffer starts -------------------------------------------------------------------------
@@ -340,6 +328,30 @@ def test_swap_in_time_slows_the_hisparse_step():
     assert paid.step_seconds_hisparse == pytest.approx(free.step_seconds_hisparse + 21 * per_layer)
 
 
+class SlowSwapIn(FakeCost):
+    """1 ms per swap-in call plus 1 us per missed row: a swap-in that costs more than a request's KV read."""
+
+    def swap_in_seconds(self, n_requests: int, top_k: int, n_misses: int, row_bytes: int) -> float:
+        return 1e-3 + 1e-6 * n_misses
+
+
+def test_hisparse_pays_from_the_batch_whose_tokens_per_s_reach_the_baselines():
+    shape, budget = DecodeModelShape(), HbmBudget()
+    kw = {"swa_full_tokens_ratio": 0.004, "host_to_device_ratio": 10}
+    free = decode_capacity(shape, budget, 200_000, 4096, **kw)
+    assert free.break_even_batch == free.max_batch_baseline  # no swap-in priced: it pays past the baseline's wall
+    paid = decode_capacity(shape, budget, 200_000, 4096, misses_per_layer_step=40, cost_table=FakeCost(), **kw)
+    b, nb = paid.break_even_batch, paid.max_batch_baseline
+    assert b is not None and nb < b <= paid.max_batch_hisparse  # the swap-in makes the baseline's batch too small
+    step = free.step_seconds_baseline  # the baseline's step at its own max batch
+    for batch, reaches in ((b, True), (b - 1, False)):
+        swap = 21 * (1e-6 + 1e-9 * round(40 * batch))
+        hs_step = (shape.weight_bytes_per_gpu + batch * shape.kv_read_bytes(200_000, 512)) / budget.hbm_bandwidth
+        assert (batch / (hs_step + swap) >= nb / step) is reaches
+    slow = decode_capacity(shape, budget, 200_000, 4096, misses_per_layer_step=40, cost_table=SlowSwapIn(), **kw)
+    assert slow.break_even_batch is None and slow.tokens_per_s_hisparse < slow.tokens_per_s_baseline
+
+
 def test_host_memory_can_cap_the_hisparse_batch():
     shape = DecodeModelShape()
     budget = HbmBudget(host_bytes=10 * shape.c4_bytes(200_000))
@@ -366,7 +378,8 @@ def test_simulate_hisparse_reports_per_step_misses_and_costs():
     j = 5
     want = np.mean([1e-6 + 1e-9 * res.misses[:, li, j].sum() for li in range(2)]) * 21
     assert res.swap_in_seconds[j] == pytest.approx(want)
-    new_c4 = (8_000 + 40) // 4 - (8_000 + 1) // 4
+    # One backup per step after the first whose seq_len - 1 is a multiple of 4 (seq_len 8,001 + s, s = 1..39).
+    new_c4 = sum((8_000 + s) % 4 == 0 for s in range(1, 40))
     assert res.d2h_backup_bytes == 3 * new_c4 * 21 * 584
     assert res.capacity.batch_gain > 1 and res.capacity.limit_hisparse == "full"
 

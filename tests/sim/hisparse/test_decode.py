@@ -1,10 +1,14 @@
 """A PD decode instance in time, with HiSparse on and off."""
 
+import numpy as np
 import pytest
 
 from sim.app.run import run_scenario
 from sim.app.scenario import scenario_from_dict
 from sim.base.errors import InputError
+from sim.hisparse.decode import decode_shape
+from sim.hisparse.topk import ParametricAccess, TopkTrace, save_topk_trace
+from sim.offline.hisparsecalls import HiSparseDriver
 
 
 def decode_scenario(enabled: bool, compute: dict | None = None, **hisparse):
@@ -115,3 +119,69 @@ def test_a_decode_instance_sizes_its_swa_pool_by_ratio_not_cap_mode():
     for start in (check_startable, run_scenario):
         with pytest.raises(InputError, match="swa_full_tokens_ratio: cap mode is modelled for serving instances"):
             start(sc)
+
+
+def test_the_engine_decides_as_hicache_sim_hisparse_on_the_same_decode_steps(tmp_path):
+    """The timed decode engine's per-step misses are the ``hisparse`` command's answers to the same steps: two
+    requests x two C4 layers whose compressed prompts fit the 256-slot buffer and cross it while decoding."""
+    h, k, steps = 256, 64, 120
+    rng = np.random.default_rng(7)
+    streams = {(r, layer): ParametricAccess().stream(r, layer, 4 * h - 40 + 8 * r, steps, k, rng)
+               for r in range(2) for layer in range(2)}  # fmt: skip
+    keys = sorted(streams)
+    trace = TopkTrace.from_rows(
+        np.array([s for _ in keys for s in range(steps)]), np.repeat([r for r, _ in keys], steps),
+        np.repeat([layer for _, layer in keys], steps), np.concatenate([streams[key].seq_len for key in keys]),
+        [row[row >= 0] for key in keys for row in streams[key].ids])  # fmt: skip
+    save_topk_trace(tmp_path / "topk.npz", trace)
+    run = run_scenario(scenario_from_dict({
+        "name": "d", "seed": 2, "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 40},
+        "cluster": {"role": "decode"}, "scheduler": {"max_running_requests": 8},
+        "hisparse": {"enabled": True, "device_buffer_size": h, "top_k": k, "sample_requests": 2, "step_windows": None,
+                     "access": {"kind": "trace", "trace_path": str(tmp_path / "topk.npz"), "layers_simulated": 2}},
+        "workload": {"kind": "synthetic", "rate": 100.0, "num_requests": 4, "input_length": 4 * h,
+                     "output_length": steps},
+    }, source="test"))  # fmt: skip
+    engine = run.tables["misses"].set_index(["request", "layer", "step"])
+
+    calls = [{"op": "config", "device_buffer_size": h, "top_k": k, "layers": 2}]
+    calls += [{"op": "arrive", "rid": r, "prompt_len": int(streams[r, 0].seq_len[0]) - 1} for r in range(2)]
+    calls += [{"op": "step", "reqs": [{"rid": r, "seq_len": int(streams[r, 0].seq_len[s]),
+                                       "topk": [streams[r, layer].ids[s].tolist() for layer in range(2)]}
+                                      for r in range(2)]} for s in range(steps)]  # fmt: skip
+    driver = HiSparseDriver()
+    answers = [a for call in calls for a in driver(call)]
+    assert len(answers) == len(engine) == 2 * 2 * steps
+    assert any(a["fast"] for a in answers) and any(not a["fast"] and a["misses"] for a in answers)  # it crosses
+    for a in answers:
+        row = engine.loc[(a["rid"], a["layer"], a["step"])]
+        assert (row["misses"], row["accesses"]) == (a["misses"], a["hits"] + a["misses"]), a
+
+
+def test_the_model_is_named_in_any_case_as_a_model_path_names_it():
+    assert decode_shape("DeepSeek-V4-Flash", 1e9) == decode_shape("deepseek-v4-flash", 1e9)
+    assert decode_shape("DeepSeek-V4-Pro", 1e9).name == "DeepSeek-V4-Pro"
+    with pytest.raises(InputError, match="HiSparse decode is modelled for"):
+        decode_shape("Qwen3-14B", 1e9)
+
+
+def test_the_engine_takes_one_event_per_batch_change_not_one_per_step(monkeypatch):
+    """Steps between two decisions (a finish, the step an arrival joins at) run as one event."""
+    import simpy
+
+    events = []
+    step = simpy.Environment.step
+    monkeypatch.setattr(simpy.Environment, "step", lambda env: (events.append(1), step(env))[1])
+    run = run_scenario(decode_scenario(True))
+    steps = run.summary["engine"]["steps"]
+    assert steps > 512 and len(events) < steps / 4  # 60 requests x 512 steps in batches of up to 64
+    assert run.summary["requests"]["finished"] == 60
+
+
+def test_a_run_with_a_horizon_stops_at_the_step_across_it():
+    sc = decode_scenario(True)
+    full = run_scenario(sc).summary
+    cut = run_scenario(sc.model_copy(update={"duration_s": full["simulated_s"] / 2})).summary
+    assert cut["simulated_s"] == full["simulated_s"] / 2
+    assert cut["engine"]["busy_s"] <= cut["simulated_s"] and 0 < cut["engine"]["steps"] < full["engine"]["steps"]
+    assert 0 < cut["requests"]["finished"] < 60 and cut["requests"]["unfinished"] > 0

@@ -44,6 +44,18 @@ def test_one_row_per_policy_and_capacity_and_the_bound_on_top():
         assert (by["l1_hit_pages"] <= by.loc["clairvoyant", "l1_hit_pages"] + 1e-12).all()
 
 
+def test_workers_give_the_same_table_in_the_same_order(tmp_path):
+    """``--workers`` spreads the replays over processes; the table is the one a single process prints."""
+    args = ["compare", str(TRACE), "--max-requests", "600", "--policies", "write_through,boundary,clairvoyant",
+            "--l1-pages", "200,800", "--l2-pages", "0,2x", "--no-progress"]
+    tables = []
+    for workers in ("1", "2"):
+        assert main([*args, "--workers", workers, "--csv", str(tmp_path / f"w{workers}.csv")]) == 0
+        tables.append(pd.read_csv(tmp_path / f"w{workers}.csv").drop(columns="wall_s"))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert list(tables[1]["policy"][:3]) == ["write_through", "boundary", "clairvoyant"]
+
+
 def test_the_command_prints_the_table_and_writes_csv_and_plot(tmp_path, capsys):
     png, csv = tmp_path / "cmp.png", tmp_path / "cmp.csv"
     rc = main(["compare", str(TRACE), "--model", "generic", "--policies", "write_through,boundary,clairvoyant",

@@ -85,13 +85,23 @@ def test_a_recording_made_with_another_eviction_order_is_refused_not_answered_lr
     assert f"{calls}:1: eviction_policy: the trees answer with SGLang's LRU eviction, got 'lfu'" in capsys.readouterr().err
 
 
-def test_a_node_the_recorder_could_not_name_may_be_left_out_of_a_later_host_eviction():
-    unnamed: set = set()
-    demote = {"events": [{"demote": [0, 256, 5723]}]}
-    assert compare(demote, {"events": [{"demote": [0, 256, None]}]}, unnamed) == []
-    freed = {"events": [{"host_evict": 256, "got": 256, "nodes": [[0, 256, 5723]]}]}
-    assert compare(freed, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) == []
-    other = {"events": [{"host_evict": 256, "got": 256, "nodes": [[256, 512, 6000]]}]}
-    assert compare(other, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) != []
-    assert compare({"op": "config", "events": []}, {"events": []}, unnamed) == [] and not unnamed
-    assert compare(freed, {"events": [{"host_evict": 256, "got": 256, "nodes": []}]}, unnamed) != []
+def test_a_node_reference_the_recorder_could_not_name_compares_by_position():
+    assert compare({"events": [{"demote": [0, 256, 5723]}]}, {"events": [{"demote": [0, 256, None]}]}) == []
+    assert compare({"events": [{"demote": [0, 512, 5723]}]}, {"events": [{"demote": [0, 256, None]}]}) != []
+
+
+def _evict(got: int, nodes: list) -> dict:
+    return {"events": [{"host_evict": 128, "got": got, "nodes": nodes}]}
+
+
+def test_a_host_eviction_may_leave_out_only_the_tokens_its_recording_freed_without_naming():
+    # v228.68: SGLang freed 640 host tokens and named no node; the model names the 640-token node it freed
+    assert compare(_evict(640, [[0, 640, 1979]]), _evict(640, [])) == []
+    # v6.34-like: one named, one left out, the left-out one makes up the difference
+    assert compare(_evict(384, [[0, 256, 7], [256, 384, 9]]), _evict(384, [[256, 384, 9]])) == []
+    # the left-out node must make up exactly what the recording did not name
+    assert compare(_evict(640, [[0, 512, 1979]]), _evict(640, [])) != []
+    assert compare(_evict(384, [[0, 128, 7], [256, 384, 9]]), _evict(384, [[256, 384, 9]])) != []
+    # a node the recording names is never excused, nor an omission where the recording names every token
+    assert compare(_evict(256, [[0, 128, 7], [128, 256, 9]]), _evict(256, [[0, 128, 8], [128, 256, 9]])) != []
+    assert compare(_evict(256, [[0, 128, 7], [128, 256, 9]]), _evict(256, [[0, 256, 9]])) != []

@@ -8,6 +8,7 @@ import pytest
 
 from sim.app.run import run_scenario
 from sim.app.scenario import scenario_from_dict
+from sim.serve.lanes import format_agentx_report
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "agentic"
 PAGE_BYTES = 256 * 1000  # the generic model below: 1,000 B per token
@@ -194,6 +195,25 @@ class TestReport:
         assert r["ttft_s"]["mean"] == pytest.approx(df["ttft_s"].mean())
         assert r["running_req"]["p90"] <= 1 and r["queue_req"]["p50"] == 0
 
+    @pytest.mark.parametrize("instances", [1, 2])
+    def test_under_dp_attention_a_node_is_its_tp_gpus_not_tp_times_ranks(self, instances):
+        # A TP8 DP8 V4 node: eight attention-DP ranks on the same eight GPUs (sglang/srt/arg_groups/
+        # parallel_hook.py:39-61), so tok/s/GPU divides by 8 a node, as InferenceX divides by TP.
+        sc = scenario_from_dict({
+            "name": "dp8", "seed": 1, "model": "deepseek-v4-flash",
+            "hardware": {"kv_mem_gb": 1.0, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True},
+            "cluster": {"instances": instances}, "hicache": {"enabled": False},
+            "workload": {"kind": "lanes", "path": str(DATA / "weka_synthetic.jsonl"), "lanes": 8,
+                         "benchmark_duration_s": 20},
+        }, source="test")  # fmt: skip
+        result = run_scenario(sc)
+        r, df = result.summary["client"], result.requests
+        assert df["instance"].nunique() > 1  # the ranks served, each its own scheduler
+        assert r["gpus"] == 8 * instances
+        m = df[df["arrival_s"] >= r["measured_from_s"]]
+        tokens = m["input_tokens"].sum() + m["output_tokens"].sum()
+        assert r["tok_per_s_per_gpu"] == pytest.approx(tokens / r["duration_s"] / (8 * instances))
+
 
 def test_the_bundled_weka_file_replays_through_lanes_on_v4():
     sc = scenario_from_dict({
@@ -236,3 +256,30 @@ def test_calls_in_flight_get_the_grace_period_and_the_run_ends_after_it(tmp_path
     assert s["simulated_s"] == pytest.approx(6.0, abs=1e-6)
     waited = run_lanes(tmp_path, [long], benchmark_duration_s=5.0, benchmark_grace_period_s=None)[0].summary
     assert waited["requests"]["unfinished"] == 0 and waited["client"]["requests"] == 2
+
+
+class TestWarmupGrace:
+    """aiperf 0.13.0 cancels warm-up calls still in flight at the warm-up grace period and aborts the run
+    (timing/phase/runner.py:1157-1175, credit/callback_handler.py:334-351)."""
+
+    calls = [call(10.0 * k, 256 * (k + 1) * 40, list(range(4 * (k + 1) * 40))) for k in range(10)]
+
+    def test_a_warm_up_past_its_grace_period_aborts_the_run_there(self, tmp_path):
+        kw = dict(l1_pages=4000, trajectory_start_min_ratio=0.9, trajectory_start_max_ratio=0.9,
+                  warmup_requests_per_lane=1, benchmark_duration_s=60.0)  # fmt: skip
+        result, df = run_lanes(tmp_path, [self.calls], **kw)
+        warm = df[df["round"] == -1]
+        took = float(warm["finish_s"].max())
+        assert took > 0 and result.summary["client"]["requests"] > 0  # without a grace: waits, then measures
+        result, df = run_lanes(tmp_path, [self.calls], warmup_grace_period_s=took / 2, **kw)
+        r = result.summary["client"]
+        assert r["warmup_failed"] == 1 and r["requests"] == 0 and r["warmup_cut_s"] == pytest.approx(took / 2)
+        assert result.summary["requests"]["finished"] == 0 and result.summary["requests"]["unfinished"] == 1
+        assert "aborts the run" in format_agentx_report(r)
+
+    def test_a_warm_up_within_its_grace_period_changes_nothing(self, tmp_path):
+        kw = dict(l1_pages=4000, trajectory_start_min_ratio=0.9, trajectory_start_max_ratio=0.9,
+                  warmup_requests_per_lane=1, benchmark_duration_s=60.0)  # fmt: skip
+        _, base = run_lanes(tmp_path, [self.calls], **kw)
+        _, graced = run_lanes(tmp_path, [self.calls], warmup_grace_period_s=1e6, **kw)
+        assert base.equals(graced)

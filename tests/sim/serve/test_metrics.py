@@ -39,3 +39,17 @@ def test_a_sample_buffer_keeps_every_other_tick_past_its_limit():
             buf.append((tick, inst))
     assert len(buf) <= 10 and buf.stride == 32  # 6 ticks at stride 16 were 12 rows
     assert list(buf) == [(t, i) for t in (32, 64, 96) for i in range(2)]
+
+
+def test_a_sampler_asks_before_building_a_tick_and_rows_are_held_as_values():
+    """A thinned tick costs no row (``wants_tick``); dict rows are held as their values and read back whole."""
+    buf, built = SampleBuffer(rows_per_tick=2, max_rows=10), 0
+    for tick in range(1, 101):
+        if not buf.wants_tick():
+            continue
+        for inst in range(2):
+            built += 1
+            buf.append({"time_s": float(tick), "instance": inst})
+    assert list(buf) == [{"time_s": float(t), "instance": i} for t in (32, 64, 96) for i in range(2)]
+    assert buf.stride == 32 and built < 2 * 40  # the same ticks as appending every row, most never built
+    assert all(type(row) is not dict for row in list.__iter__(buf))

@@ -11,8 +11,8 @@ from sim.app.run import lane_trajectories, run_scenario
 from sim.app.scenario import scenario_from_dict
 from sim.app.schema import AgenticWorkload
 from sim.base.errors import InputError
-from sim.workload.agentic import generate_sessions
-from sim.workload.trajectory import PageBudget, Subagent, weka_trajectory
+from sim.workload.agentic import generate_sessions, generated_trajectories
+from sim.workload.trajectory import Subagent, weka_trajectory
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = dict(sessions=6, turns_per_session=8, system_tokens=1024, first_turn_tokens=1024, context_growth_tokens=800,
@@ -98,15 +98,43 @@ def test_the_cli_reports_an_agentic_run_whose_records_were_streamed(tmp_path, ca
 
 
 def test_generated_sessions_are_refused_as_they_pass_the_bound_not_after(monkeypatch):
-    """Sessions are made before the run: a session whose context barely grows, or sessions past the page
-    keys a generated replay may hold, cost one line within seconds (the fuzzer found a validate that ran on)."""
-    monkeypatch.setattr("sim.workload.agentic.MAX_GENERATED_PAGES", 1_000)
+    """Sessions are made before the run: sessions past the calls a generated replay may hold, or a session
+    written out with more block ids than the writer allows, cost one line within seconds, naming the field."""
+    monkeypatch.setattr("sim.workload.agentic.MAX_WRITTEN_BLOCK_IDS", 1_000)
     w = AgenticWorkload(**{**SMALL, "sessions": 1, "turns_per_session": 10_000, "context_growth_tokens": 1e-6,
                            "output_tokens": 1e-6, "max_context": 4_000_000})  # fmt: skip
     with pytest.raises(InputError, match="^workload: a generated session's calls pass 1,000 block ids"):
         list(generate_sessions(w, np.random.default_rng(1), 1))
-    monkeypatch.undo()
+    monkeypatch.setattr("sim.workload.agentic.MAX_GENERATED_CALLS", 50)
     sc = scenario_from_dict({"name": "a", "workload": {"kind": "agentic", **SMALL, "sessions": 100_000}})
-    monkeypatch.setattr("sim.app.run.PageBudget", lambda limit: PageBudget(limit=limit // 5_000))
-    with pytest.raises(InputError, match=r"the trajectories so far pass 1,000 page keys of 256 tokens"):
+    with pytest.raises(InputError, match=r"^workload.sessions: the generated sessions pass 50 calls"):
         lane_trajectories(sc.workload, 256, np.random.default_rng(1))
+
+
+@pytest.mark.parametrize("page", [256, 64, 16])
+def test_page_key_runs_share_exactly_what_the_written_block_ids_share(page):
+    """The runs the lanes replay (made without block ids) and the written sessions' interned block ids give
+    the same pages the same keys: equal up to renaming, call by call."""
+    w = AgenticWorkload(**{**SMALL, "subagent_probability": 0.5})
+    written = [weka_trajectory(r, page, "gen", None) for r in generate_sessions(w, np.random.default_rng(2), 6)]
+    runs = generated_trajectories(w, np.random.default_rng(2), 6, page)
+
+    def renamed(tr):
+        names: dict[int, int] = {}
+        return [[names.setdefault(k, len(names)) for k in c.pages] for c in tr.calls()]
+
+    assert [renamed(t) for t in runs] == [renamed(t) for t in written]
+    if page >= 64:  # whole blocks a page: a call's keys are its chain's so far, and one run more
+        assert sum(len(c.pages.runs) for t in runs for c in t.calls()) <= 3 * sum(1 for t in runs for c in t.calls())
+
+
+def test_corpus_sized_sessions_are_made_in_seconds_holding_a_few_runs_a_call():
+    """393 sessions at the defaults (contexts to 990K tokens, the corpus builder's cap): ~57K parent calls,
+    about half past 256K tokens as in SemiAnalysis's 062126 corpus, held as runs, not keys."""
+    w = AgenticWorkload(sessions=393)
+    trajs = generated_trajectories(w, np.random.default_rng(1), 393, 256)
+    parents = [c for t in trajs for _, c in t.main]
+    assert 40_000 < len(parents) < 75_000
+    assert 0.35 < np.mean([c.input_len > 256_000 for c in parents]) < 0.65
+    assert max(c.input_len for c in parents) > 900_000
+    assert max(len(c.pages.runs) for t in trajs for c in t.calls()) <= 64

@@ -119,5 +119,5 @@ class TestTraces:
     def test_a_pipe_is_refused_before_it_is_read_as_it_gives_its_records_once(self, tmp_path):
         fifo = tmp_path / "trace.fifo"
         os.mkfifo(fifo)
-        with pytest.raises(InputError, match=rf"^{fifo}: a pipe or a device: a trace is read through before"):
+        with pytest.raises(InputError, match=rf"^{fifo}: cannot read trace: a named pipe \(FIFO\), not a regular file"):
             trace_requests(fifo, page_size=256)

@@ -137,6 +137,20 @@ def test_write_policies_and_l3_policies_are_side_by_side(report):
         assert by_t[1024]["prefetches"] <= by_t[64]["prefetches"]  # a higher threshold qualifies fewer
 
 
+def test_l3s_marginal_value_is_the_hits_it_adds_against_the_bytes_it_writes_per_write_policy(report):
+    out, d = report
+    rows = {r["write_policy"]: r for r in d["l3"]["marginal"]}
+    assert set(rows) == {"write_through", "write_through_selective", "write_back"}
+    for r in rows.values():
+        assert r["gained"]["mean"] == pytest.approx(r["hit_total_on"]["mean"] - r["hit_total_off"]["mean"])
+        assert r["gained"]["lo"] <= r["gained"]["mean"] <= r["gained"]["hi"]
+        assert r["l3_write_bytes"]["mean"] >= 0
+    # write-through backs up every insert, so it writes more on to storage than the selective policy
+    assert rows["write_through"]["l3_write_bytes"]["mean"] > rows["write_through_selective"]["l3_write_bytes"]["mean"] > 0
+    assert "### L3's marginal value" in (out / "report.md").read_text()
+    assert len(pd.read_csv(out / "l3_marginal.csv")) == 3
+
+
 def test_the_swa_section_compares_v4_with_the_same_keys_without_a_window(report):
     _, d = report
     first_seen = d["swa"]["missed_first_seen"]
@@ -169,10 +183,11 @@ class TestSlo:
             parse_slo(text)
 
 
-def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and_a_progress_bar(capsys):
+def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and_a_progress_bar(capsys, monkeypatch):
     from sim.app.plan import PlanSpec, make_plan
     from sim.app.scenario import load_scenario
 
+    monkeypatch.setattr("sim.base.progress.PLAIN_EVERY_S", 0.0)  # off a terminal: a line a run, not every 30 s
     sc = load_scenario(ROOT / "scenarios" / "mla_baseline_multiturn.yaml",
                        ["workload.num_clients=32", "workload.max_parallel=8", "workload.num_rounds=3"])  # fmt: skip
     spec = PlanSpec(sc, ratios=[1.0, 4.0], seeds=[1], policies=["write_through"], l3_policies=["timeout"],

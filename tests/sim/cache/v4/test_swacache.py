@@ -196,6 +196,27 @@ def test_write_back_reserves_swa_host_room_for_a_window_before_its_kv_backup():
     assert lookup(c, list(range(90_000, 90_500))).best_len == 0
 
 
+def test_write_back_loads_no_window_that_another_load_back_in_flight_pins():
+    # write_back pins the nodes a load-back brings in until its ack (commit_load_back,
+    # unified_tree_core.py:2703-2715); a second load-back that would claim one of them, here for its window,
+    # gets an empty transfer and recomputes (build_load_back_spec, :2597-2610; unified_radix_cache.py:1879-1884).
+    c = SWACache(page=128, window=128, full_pages=40, swa_pages=40, host_full_pages=80, host_swa_pages=80,
+                 write_policy="write_back")  # fmt: skip
+    c.hold_loads = True
+    serve(c, range(1000, 1512), [1])  # [0, 512) keeps its window at [384, 512)
+    serve(c, range(1000, 2024), [1])
+    c.tree.evict(40 * 128, 40 * 128, c.full_free, c.swa_free)  # both on host only, with their windows
+    first = admit(c, list(range(1000, 2024)) + [7000], [1])
+    assert (first.load_full, first.load_swa) == (1024, 128)  # [0, 512)'s Full KV back too, its window not
+    (load,) = c.loads
+    second = admit(c, list(range(1000, 1512)) + [7100], [1])
+    assert second.match.best_len == 512  # a host hit whose window node the first pins: recomputed
+    assert (second.load_full, second.load_swa, second.prefilled) == (0, 0, 0)
+    c.load_done(load)
+    third = admit(c, list(range(1000, 1512)) + [7200], [1])
+    assert (third.load_full, third.load_swa, third.prefilled) == (0, 128, 512)  # acked: the window loads
+
+
 def test_evict_to_free_evicts_lru_leaves_until_both_pools_have_room():
     # what a retraction asks for the requests that stay (schedule_batch.py:2388-2392)
     c = SWACache(page=256, window=128, full_pages=16, swa_pages=16)

@@ -1,0 +1,55 @@
+"""What InferenceX's AgentX ``aiperf profile`` command becomes where one flag is not one field: the corpus it
+names (``--public-dataset``) and the warm-up grace period (``--warmup-grace-period``).
+
+A named public corpus needs the network (aiperf downloads it from the Hugging Face Hub), which users behind a
+firewall and CI do not have: with ``--input-file`` (its local copy) the lanes replay it; without, they replay
+sessions the generator makes with the corpus's published statistics (:mod:`sim.workload.agentic`; the
+generator's defaults are the 062126 corpus's: 393 trajectories, ~57K parent and ~42K subagent calls, contexts to
+~990K tokens, docs/notes/agentic.md), and the conversion says so in one line.
+
+aiperf 0.13.0's warm-up grace: ``--agentic-warmup-grace-period`` is the agentic warm-up barrier's; without
+it, ``--warmup-grace-period`` feeds that barrier only under ``--scenario``
+(``config/flags/_converter_profiling.py:78-87``); otherwise it belongs to a ``--warmup-duration`` phase,
+which an agentic replay does not have.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CORPUS_SESSIONS", "corpus_workload", "warmup_grace"]
+
+# The SemiAnalysis corpora aiperf's AgentX scenario accepts (aiperf common/scenario/inferencex_agentx_mvp.py:14-31)
+# whose statistics are published: the 062126 corpus (aiperf's AgentX FAQ). Its ``_256k`` variant drops calls past
+# 256K tokens; here its sessions end before 256K (the nearest the generator comes: an approximation).
+CORPUS_SESSIONS = {"semianalysis_cc_traces_weka_062126": 393, "semianalysis_cc_traces_weka_062126_256k": 393}
+_256K = 256_000
+
+
+def corpus_workload(name: str, wl: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The workload replaying public corpus ``name`` without a local copy (``wl``: the lane fields the
+    command set), and the one line that says what was done."""
+    if name not in CORPUS_SESSIONS:
+        known = ", ".join(CORPUS_SESSIONS)
+        raise ValueError(f"--public-dataset {name}: no local copy (--input-file) and no published statistics to "
+                         f"generate its like from (known: {known}); download it and pass --input-file PATH")  # fmt: skip
+    out = {k: v for k, v in wl.items() if k not in ("format", "num_dataset_entries", "path")}
+    out["kind"] = "agentic"
+    out["sessions"] = min(CORPUS_SESSIONS[name], wl.get("num_dataset_entries") or CORPUS_SESSIONS[name])
+    if name.endswith("_256k"):
+        out["max_context"] = _256K
+    line = (f"--public-dataset {name} -> workload.kind: agentic: no --input-file (a local copy), so {out['sessions']} "
+            "sessions generated with the corpus's published statistics replace it (docs/notes/agentic.md)")  # fmt: skip
+    return out, line
+
+
+def warmup_grace(agentic: float | None, generic: float | None, scenario: str | None) -> tuple[float | None, str]:
+    """The agentic warm-up grace period aiperf uses (None: wait for every warm-up call; ``inf`` means the same),
+    and which flag gave it."""
+    if agentic is not None:
+        value, src = agentic, "--agentic-warmup-grace-period"
+    elif generic is not None and scenario is not None:
+        value, src = generic, "--warmup-grace-period (under --scenario)"
+    else:
+        return None, ""
+    return (None if value == float("inf") else value), src
