@@ -428,10 +428,10 @@ def _add_validate(sub) -> None:
 
 
 def _cmd_validate(args) -> int:
-    from sim.app.run import check_startable
+    from sim.app.run import check_startable, pool_lines
     from sim.app.scenario import validate_file
 
-    print(validate_file(args.scenario, args.overrides, check_start=check_startable))
+    print(validate_file(args.scenario, args.overrides, check_start=check_startable, pools=pool_lines))
     return 0
 
 

@@ -37,12 +37,6 @@ _LABELS = {"dsv4_swa_tokens": "DSV4 pool sizes: swa", "swa_layer_tokens": "swa_l
 _SWA_ANCHORED = ("swa", "c4_state", "c4_indexer_state")
 
 
-def _put(d: dict, path: str, value: object) -> None:
-    from sim.app.fromsglang import _put as put
-
-    put(d, path, value)
-
-
 def _short(name: str) -> str:
     return name.removeprefix("deepseek_v4_")
 
@@ -72,8 +66,7 @@ def apply_server_log(conv: Conversion, path: str) -> ServerLog:
     if log.unified_kv is not None:
         layout = ("unified_fp8" if log.unified_kv_fp8 else "unified") if log.unified_kv else "paged"
         where = f"{log.source}:{log.lines['unified_kv']}"
-        _put(sc, "model.kv_layout", layout)
-        conv.origins["model.kv_layout"] = f"--server-log {where}"
+        conv.put("model.kv_layout", layout, f"--server-log {where}")
         conv.mapped.append(f"{where}: unified={log.unified_kv}, unified_fp8={log.unified_kv_fp8} -> "
                            f"model.kv_layout: {layout}")  # fmt: skip
     return log
@@ -106,8 +99,7 @@ def kv_layout_env(conv: Conversion, name: str, value: str, truthy: bool) -> None
 def _set(conv: Conversion, log: ServerLog, key: str, field: str, value: int, how: str = "") -> None:
     where = log.where(key)
     before = conv.origins.get(field)
-    _put(conv.scenario, field, value)
-    conv.origins[field] = f"--server-log {where}"
+    conv.put(field, value, f"--server-log {where}")
     note = f" (the server's value in place of {before})" if before else ""
     conv.mapped.append(f"{where}: {_LABELS.get(key, key)}={log.get(key)}{how} -> {field}: {value}{note}")
 
@@ -123,19 +115,17 @@ def _host_pages(conv: Conversion, log: ServerLog, page: int) -> None:
                 continue
             first = next(iter(group.values()))
             odd = [f"{_short(n)} {p.pages:,}" for n, p in group.items() if p.pages != first.pages]
-            _put(conv.scenario, field, first.pages)
-            conv.origins[field] = f"--server-log {log.source}:{first.line}"
+            conv.put(field, first.pages, f"--server-log {log.source}:{first.line}")
             conv.mapped.append(f"{log.source}:{first.line}: host pool '{first.name}' pages={first.pages} -> {field}: "
                                f"{first.pages}" + (f" (others differ: {', '.join(odd)})" if odd else ""))  # fmt: skip
     elif log.host_kv_tokens is not None:
         pages = max(1, log.host_kv_tokens // page - 1)
-        _put(conv.scenario, "hicache.host_pages", pages)
-        conv.origins["hicache.host_pages"] = f"--server-log {log.where('host_kv_tokens')}"
+        conv.put("hicache.host_pages", pages, f"--server-log {log.where('host_kv_tokens')}")
         conv.mapped.append(f"{log.where('host_kv_tokens')}: host KV pool {log.host_kv_tokens} tokens -> "
                            f"hicache.host_pages: {pages} (less SGLang's padding page)")  # fmt: skip
     elif log.get("hicache_auto_ratio") is not None:
         ratio = log.values["hicache_auto_ratio"]
-        _put(conv.scenario, "hicache.hicache_ratio", ratio)
+        conv.put("hicache.hicache_ratio", ratio)
         conv.mapped.append(f"{log.where('hicache_auto_ratio')}: auto-sized ratio {ratio:g} -> hicache.hicache_ratio")
 
 

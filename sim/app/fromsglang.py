@@ -216,6 +216,12 @@ class Conversion:
     checks: list[str] = field(default_factory=list)  # the server's log against the derivation (sim.app.fromlog)
     notes: list[str] = field(default_factory=list)  # what the user must know of the conversion, one line each
 
+    def put(self, path: str, value: Any, origin: str | None = None) -> None:
+        """Set the scenario field at dotted ``path``; ``origin``: what set it, for errors that blame it."""
+        _put(self.scenario, path, value)
+        if origin is not None:
+            self.origins[path] = origin
+
     def check(self, scenario: dict[str, Any] | None = None) -> Any:
         """The scenario (or ``scenario``, a variant of it) validated; an error in a field a flag set names that
         flag, and one across fields (a page size the model's compression does not divide) the flags without
@@ -406,7 +412,7 @@ def _model_ref(path: str, override: str | None) -> tuple[str, str]:
         return str(local / "config.json"), local.name
     bundled = HF_IDS.get(path.lower().rstrip("/"))
     if bundled is None and model_config_path(path.rstrip("/")) is not None:
-        from sim.model.modelids import shipped_id
+        from sim.model.aic import shipped_id
 
         bundled = shipped_id(path)  # a config aiconfigurator-core ships (the aic extra), suffixes dropped
     if bundled is None:

@@ -59,7 +59,7 @@ from sim.workload.trajectory import Trajectory, WekaCorpus
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
+__all__ = ["RunResult", "build", "check_startable", "pool_lines", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
 AMD_ROOFLINE_WARNING = ("an AMD GPU has no measured kernel data here (aiconfigurator-core has none): its step times "
                         "are its datasheet over efficiencies estimated for NVIDIA GPUs. Fit them to one run of your "
@@ -696,6 +696,22 @@ def _capacity_lines(s: dict) -> list[str]:
         return []
     return ["capacities: " + ", ".join(f"{k} from {v}" for k, v in given.items()),
             *(f"  note: {m}" for m in s.get("capacity_mismatches", []))]
+
+
+def pool_lines(sc: Scenario) -> list[str]:
+    """``validate``'s lines: each pool's pages per scheduler and where they came from (the server's log, a given
+    field, the derivation); none for a decode instance or pools the run would refuse at start."""
+    if sc.cluster.role == "decode":
+        return []
+    try:
+        model = build_model_spec(sc)
+        cfg = engine_config(sc, model)
+    except InputError:
+        return []  # the run reports it where it sizes the pools
+    pages = {"l1": cfg.l1_pages, "swa": max(1, int(cfg.l1_pages * cfg.swa_full_tokens_ratio)), "l2": cfg.l2_pages,
+             "l2_swa": cfg.l2_swa_pages}  # fmt: skip
+    rows = [(k, v) for k, v in capacity_sources(sc, model).items() if pages[k] is not None]
+    return [f"  {'pools' if i == 0 else '':<9} {k} {pages[k]:,} pages <- {v}" for i, (k, v) in enumerate(rows)]
 
 
 def _hit_line(hr: dict, tiers: list[str]) -> str:

@@ -365,13 +365,12 @@ def dump_resolved(scenario: Scenario) -> str:
     return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False, default_flow_style=False)
 
 
-def validate_file(path: str | Path, overrides: Sequence[str] = (), *,
-                  check_start: Callable[[Scenario], None] | None = None) -> str:  # fmt: skip
+def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_start: Callable[[Scenario], None] | None = None,
+                  pools: Callable[[Scenario], list[str]] | None = None) -> str:  # fmt: skip
     """Load and check a scenario; return a short human summary for ``hicache-sim validate``.
 
     ``check_start`` (:func:`sim.app.run.check_startable`) also reads what a run reads when it starts (cost table,
-    traces), so every error ``run`` would raise at start is raised here.
-    """
+    traces), so every error ``run`` would raise at start is raised here; ``pools`` lists the pools' pages."""
     s = load_scenario(path, overrides, check_start=check_start)
     hc, hw, wl = s.hicache, s.hardware, s.workload
     page_bytes = s.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
@@ -417,8 +416,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *,
                 f"start {wl.trajectory_start_min_ratio:g}-{wl.trajectory_start_max_ratio:g}")  # fmt: skip
     else:
         desc = f"bench_serving {wl.dataset_name}, {len(wl.steps)} step(s), {sum(st.num_prompts for st in wl.steps)} prompts"
-    lines.append(f"  workload  {desc}")
-    lines += _capacity_lines(s)
+    lines += [f"  workload  {desc}", *(pools(s) if pools is not None else [])]
     lines.append(f"  compute   {s.compute.backend}" + (" (aiconfigurator-core's measured SGLang kernels)"
                                                        if s.compute.backend == "aiconfigurator" else ""))
     lines.append(
@@ -426,25 +424,6 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *,
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
     )
     return "\n".join(lines)
-
-
-def _capacity_lines(s: Scenario) -> list[str]:
-    """Each pool's pages per scheduler with where it came from (the server's log, a given field, the derivation)."""
-    from sim.app.capacity import capacity_sources
-    from sim.app.run import engine_config
-
-    if s.cluster.role == "decode":
-        return []
-    try:
-        model = schema.build_model_spec(s)
-        cfg = engine_config(s, model)
-    except InputError:
-        return []  # the run reports it where it sizes the pools
-    sources = capacity_sources(s, model)
-    pages = {"l1": cfg.l1_pages, "swa": max(1, int(cfg.l1_pages * cfg.swa_full_tokens_ratio)), "l2": cfg.l2_pages,
-             "l2_swa": cfg.l2_swa_pages}  # fmt: skip
-    return [f"  {'pools' if i == 0 else '':<9} {k} {pages[k] or 0:,} pages <- {v}" for i, (k, v) in enumerate(sources.items())
-            if pages[k] is not None]  # fmt: skip
 
 
 def _experts_text(s: Scenario) -> str:

@@ -41,7 +41,7 @@ from pathlib import Path
 from sim.base.errors import InputError
 
 __all__ = ["SGLANG_VERSION", "SYSTEMS", "AicSteps", "aic_model_id", "coverage_error", "model_config_path",
-           "shipped_models"]  # fmt: skip
+           "shipped_id", "shipped_models"]  # fmt: skip
 
 # The project's catalog GPUs that aiconfigurator-core 0.12.0 has SGLang tables for, and their system names.
 SYSTEMS = {"H100": "h100_sxm", "H200": "h200_sxm", "B200": "b200_sxm", "B300": "b300_sxm", "H800": "h100_sxm"}
@@ -87,17 +87,37 @@ def shipped_models() -> dict[str, Path]:
 
 def model_config_path(name: str) -> Path | None:
     """The shipped config.json of a Hugging Face id (case-insensitive; release and tuning suffixes dropped,
-    :func:`sim.model.modelids.shipped_id`), or None."""
-    from sim.model.modelids import shipped_id
-
+    :func:`shipped_id`), or None."""
     key = shipped_id(name)
     return None if key is None else shipped_models()[key]
 
 
+# Release and tuning suffixes, which leave the architecture as it is.
+NEUTRAL_SUFFIX = re.compile(r"-(instruct|thinking|chat|base|preview|it|\d{4})$", re.IGNORECASE)
+
+
+def shipped_id(name: str) -> str | None:
+    """The shipped Hugging Face id ``name`` names (case-insensitive), directly or less release and tuning
+    suffixes; None when there is none.
+
+    Published checkpoints carry such suffixes (``Qwen/Qwen3-235B-A22B-Instruct-2507``, ``...-Thinking-2507``)
+    on the architecture of a shipped id (``Qwen/Qwen3-235B-A22B``): the fields the derivation reads (layers,
+    heads, head and expert sizes, vocabulary; :data:`sim.model.modelcfg.CONFIG_INTS`) are the base model's.
+    They are stripped one at a time from the end until a shipped id is named. Suffixes that change the weights
+    or the layout (``-FP8``, ``-AWQ``, ``-NVFP4``, a size) are kept: those need their own config."""
+    ids = {k.lower(): k for k in shipped_models()}
+    ref = name.strip().rstrip("/")
+    while True:
+        if ref.lower() in ids:
+            return ids[ref.lower()]
+        m = NEUTRAL_SUFFIX.search(ref)
+        if m is None or "/" not in ref[: m.start()]:
+            return None
+        ref = ref[: m.start()]
+
+
 def aic_model_id(model) -> str | None:
     """The aiconfigurator-core model a scenario's ``model`` section names, or None."""
-    from sim.model.modelids import shipped_id
-
     for ref in (model.name, model.config):
         if ref is None:
             continue

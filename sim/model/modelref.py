@@ -9,6 +9,7 @@ or a config.json path; DeepSeek V4 configs map to the catalog's pools (:mod:`sim
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from sim.base.errors import InputError
 from sim.model.pools import CATALOG, ModelSpec, get_model
@@ -25,9 +26,13 @@ def resolve_model(ref: str, *, page_size: int | None = None, platform: str = "cu
         raise InputError(f"--platform {platform}: expected one of {', '.join(PLATFORMS)}")
     catalog = ref if ref in CATALOG or ref == "generic" else None
     if catalog is None:
-        from sim.model.modelcfg import derive, load_config, model_spec
-        from sim.model.modelids import shipped_id
+        from sim.model.aic import shipped_id
+        from sim.model.modelcfg import bundled_configs, derive, is_named, load_config, model_spec
 
+        if not is_named(ref) and not Path(ref).expanduser().exists():
+            raise InputError(f"unknown model {ref!r} (known: {', '.join([*CATALOG, 'generic'])}; bundled configs "
+                             f"{', '.join(bundled_configs())}; a Hugging Face id aiconfigurator-core ships; a "
+                             "config.json or model YAML)")  # fmt: skip
         cfg, name = load_config(ref)
         shape = derive(cfg, tp_size=tp_size, name=name, fp4_indexer=fp4_indexer)
         if shape.catalog is None:

@@ -151,16 +151,15 @@ def _pools_fit(sc: Scenario) -> None:
         raise _field_error("hardware.kv_mem_gb", f"smaller than one page ({page_bytes:,} B)")
     if not hc.enabled:
         return
-    from sim.app.capacity import host_pages
-    from sim.app.run import device_pools
-    from sim.base.errors import InputError
+    from sim.app.capacity import host_pages, logged_device_pools
     from sim.model.hostpools import host_pool_bytes
+    from sim.offline.replay import pages_for_bytes
 
     model = build_model_spec(sc)
-    try:
-        l1, swa_ratio = device_pools(sc, model)
-    except InputError:
-        return  # the run reports it where it sizes the pools
+    # The Full pool in ratio mode; in cap mode a bound (the cap's SWA pool comes off the top, sim.app.run).
+    ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio
+    derived = pages_for_bytes(model, int(hw.kv_mem_gb * 1e9), hc.page_size, ratio)
+    l1, swa_ratio = logged_device_pools(sc, derived, ratio)
     l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
     field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
     if l2 < 1:

@@ -20,7 +20,7 @@ def _named_config(name: Any) -> str | None:
     """A model name that is a Hugging Face id with a shipped config (``deepseek-ai/DeepSeek-V4-Pro``)."""
     if not isinstance(name, str) or "/" not in name:
         return None
-    from sim.model.modelids import shipped_id
+    from sim.model.aic import shipped_id
 
     return shipped_id(name)  # the shipped id itself: a suffixed one resolves to its architecture's
 

@@ -7,8 +7,7 @@ import pytest
 from sim.app.cli import main
 from sim.app.fromsglang import from_sglang
 from sim.app.scenario import scenario_from_dict
-from sim.model.aic import shipped_models
-from sim.model.modelids import shipped_id
+from sim.model.aic import shipped_id, shipped_models
 
 pytestmark = pytest.mark.skipif(not shipped_models(), reason="needs the aic extra's shipped configs")
 
