@@ -1,7 +1,7 @@
 """Where each pool capacity of a scenario comes from: the server's log, a launch flag, or the derivation.
 
 SGLang sizes its pools from the memory it finds at start (``kv_cache_configurator.py``); the simulator derives the
-same from ``hardware.kv_mem_gb`` (:func:`sim.app.run.device_pools`). A capacity the server logged
+same from ``hardware.kv_mem_gb`` (:func:`sim.app.resolve.derived_device_pools`). A capacity the server logged
 (``hardware.max_total_num_tokens``, ``hardware.swa_max_total_num_tokens``, ``hicache.host_pages``,
 ``hicache.host_swa_pages``) replaces the derivation, ``--max-total-tokens`` (``hardware.max_total_tokens``) caps
 it, and a derived capacity more than a page away from a logged one is reported, since the difference is what the

@@ -150,7 +150,7 @@ def host_pool_checks(log: ServerLog, model: ModelSpec, page_tokens: int) -> list
 def check_capacities(conv: Conversion, log: ServerLog) -> list[str]:
     """The conversion's logged pools against what the scenario would derive without them."""
     from sim.app.capacity import logged_mismatches
-    from sim.app.run import derived_device_pools
+    from sim.app.resolve import derived_device_pools
     from sim.app.scenario import build_model_spec
 
     try:

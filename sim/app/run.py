@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.app import tierages
-from sim.app.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
+from sim.app.resolve import ServerConfig, resolve
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
 from sim.base.fileio import staged_dir
@@ -33,12 +33,8 @@ from sim.base.inputs import MAX_SIMULATED_S
 from sim.base.progress import progress_bar
 from sim.base.text import plural
 from sim.cache.v4.hicache import check_v4_setup
-from sim.cache.v4.swa import swa_cap_tokens
 from sim.model.compute import Roofline, attention_pairs, step_model
 from sim.model.costs import CostTable, resolve_cost_table
-from sim.model.pools import ModelSpec
-from sim.model.speculative import SpecDecode
-from sim.offline.replay import pages_for_bytes
 from sim.serve import clients
 from sim.serve.engine import EngineConfig, Simulation
 from sim.serve.metrics import (
@@ -59,7 +55,7 @@ from sim.workload.trajectory import Trajectory, WekaCorpus
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunResult", "build", "check_startable", "pool_lines", "run_scenario", "sample_interval", "write_files", "write_outputs"]
+__all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
 AMD_ROOFLINE_WARNING = ("an AMD GPU has no measured kernel data here (aiconfigurator-core has none): its step times "
                         "are its datasheet over efficiencies estimated for NVIDIA GPUs. Fit them to one run of your "
@@ -83,110 +79,12 @@ class RunResult:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
-    """(L1 Full pages, the SWA pool as a share of them): as the server logged them, else as derived
-    (:func:`sim.app.capacity.logged_device_pools`)."""
-    return logged_device_pools(sc, *derived_device_pools(sc, model))
-
-
-def derived_device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
-    """(L1 Full pages, the SWA pool as a share of them) that the scenario's KV memory holds.
-
-    In SGLang's cap mode the SWA pool is a fixed token count (:func:`sim.cache.v4.swa.swa_cap_tokens`) whose bytes come
-    off the top, and the Full pool takes the rest (``pool_configurator.py:1438-1453, 1650-1669``); the share
-    returned is then what that count is of the Full tokens."""
-    hc, page = sc.hicache, sc.hicache.page_size
-    kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
-    if sc.model.fp4_indexer and not sc.fp4_indexer_sized:  # sized as if fp8 (Scenario.fp4_indexer_sized)
-        model = build_model_spec(sc.model_copy(update={"model": sc.model.model_copy(update={"fp4_indexer": False})}))
-    if sc.speculative.enabled:  # the draft's KV layers share every pool token (sim.model.speculative)
-        kv_bytes = int(kv_bytes / (1 + sc.speculative.draft_layers / max(1, model.layers)))
-    if hc.swa_full_tokens_ratio != "cap" or not model.has_swa:
-        ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio  # no window: moot
-        return pages_for_bytes(model, kv_bytes, page, ratio), ratio
-    spec = SpecDecode.from_scenario(sc, model.layers)
-    swa_tokens = swa_cap_tokens(model.sliding_window, page, rank_max_running(sc), rank_chunk(sc),
-                                spec.draft_tokens if spec else 1, spec.reserve if spec else None)  # fmt: skip
-    swa_bytes = swa_tokens * model.group_bytes_per_page("swa") / model.page_size
-    l1 = pages_for_bytes(model, kv_bytes - swa_bytes, page, 0.0) if swa_bytes < kv_bytes else 0
-    if l1 <= 0:
-        raise InputError(f"hicache.swa_full_tokens_ratio: cap mode's SWA pool ({swa_tokens:,} tokens, "
-                         f"{swa_bytes / 1e9:,.2f} GB) leaves no Full pool in hardware.kv_mem_gb "
-                         f"{sc.hardware.kv_mem_gb:g}; lower scheduler.max_running_requests")  # fmt: skip
-    return l1, swa_tokens / (l1 * page)
-
-
-def rank_max_running(sc: Scenario) -> int:
-    """Requests one scheduler runs at once: with DP attention, the cap split over the ranks
-    (``mem_cache/kv_cache_configurator.py:3119-3132``; the pools are sized for it, ``pool_configurator.py:956``)."""
-    return max(1, sc.scheduler.max_running_requests // sc.hardware.attn_dp_size)
-
-
-def rank_chunk(sc: Scenario) -> int:
-    """Prefill tokens one scheduler chunks by: with DP attention, the size split over the ranks
-    (``arg_groups/parallel_hook.py:326-335``)."""
-    return max(1, sc.scheduler.chunked_prefill_size // sc.hardware.attn_dp_size)
-
-
-def dp_mlp_share(sc: Scenario) -> float:
-    """With DP attention, the MLP/MoE share of a rank's per-token FLOPs: the MoE layers run over the tokens
-    all ranks gathered (``managers/scheduler_components/dp_attn.py:518-676``), so every rank's pass carries
-    that share of the others' tokens. From the model's config; a catalog V4 model without one takes the bundled
-    V4-Flash config's share (an estimate for V4-Pro); 0 for other models without a config."""
-    hw = sc.hardware
-    if hw.attn_dp_size == 1:
-        return 0.0
-    if sc.model.config is not None:
-        shape = sc.model.shape(hw.tp_size, hw.attn_dp_size)
-    elif sc.model.pools is None and sc.model.name.startswith("deepseek-v4"):
-        from sim.model.modelcfg import derive, load_config
-
-        shape = derive(load_config("deepseek-v4-flash")[0], tp_size=hw.tp_size, attn_dp_size=hw.attn_dp_size)
-    else:
-        return 0.0
-    return shape.mlp_flops_per_token / shape.flops_per_token
-
-
-def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
-    hc, l3 = sc.hicache, sc.l3
-    page = hc.page_size
-    dp = sc.hardware.attn_dp_size  # one scheduler, KV pool, tree and host pool per attention-DP rank
-    l1, swa_ratio = device_pools(sc, model)
-    l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
-    page_bytes = model.bytes_per_page * page / model.page_size
-    return EngineConfig(
-        model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
-        l2_swa_pages=l2_swa,
-        write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
-        eviction_config=hc.radix_eviction_policy_config,
-        load_back_threshold=hc.load_back_threshold, page_tokens=page,
-        swa_full_tokens_ratio=swa_ratio, io_backend=hc.cost_backend, host_layout=hc.mem_layout,
-        max_running_requests=rank_max_running(sc), schedule_policy=sc.scheduler.schedule_policy,
-        chunked_prefill_size=rank_chunk(sc), max_prefill_tokens=sc.scheduler.max_prefill_tokens,
-        enable_mixed_chunk=sc.scheduler.enable_mixed_chunk, overlap_schedule=sc.scheduler.overlap_schedule,
-        tokenizer_tokens_per_s=sc.scheduler.tokenizer_tokens_per_s, tokenizer_workers=sc.scheduler.tokenizer_workers,
-        disable_consecutive_prefill_overlap=sc.scheduler.disable_consecutive_prefill_overlap,
-        prefill_decode_interval=sc.scheduler.prefill_decode_interval,
-        prefill_decode_interval_min_bs=sc.scheduler.prefill_decode_interval_min_bs,
-        l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
-        l3_latency_s=l3.latency_ms / 1e3,
-        l3_capacity_pages=None if l3.capacity_gb is None else int(l3.capacity_gb * 1e9 // page_bytes),
-        l3_io_batch_pages=l3.io_batch_pages, l3_all_window_pages=l3.window_pages == "all",
-        prefetch_threshold=hc.prefetch_threshold,
-        prefetch_policy=hc.prefetch_policy, prefetch_timeout_base_s=hc.prefetch_timeout_base_s,
-        prefetch_timeout_per_ki_token_s=hc.prefetch_timeout_per_ki_token_s, duration_s=sc.duration_s,
-        sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
-        spec=SpecDecode.from_scenario(sc, model.layers), dp_size=dp, dp_mlp_share=dp_mlp_share(sc),
-        load_balance_method="round_robin" if sc.scheduler.load_balance_method == "auto" else sc.scheduler.load_balance_method,
-    )  # fmt: skip
-
-
-def build(sc: Scenario, costs: CostTable | None = None,
-          notify: Notify | None = None) -> tuple[Simulation, object, int | None]:  # fmt: skip
-    """(simulation, arrival process, requests it will send: None when the run decides, as lanes do). The
-    workload streams: its requests are made (or read) as they are sent, so none is held here."""
-    model = build_model_spec(sc)
-    cfg = engine_config(sc, model)
+def build(sc: Scenario, costs: CostTable | None = None, notify: Notify | None = None,
+          server: ServerConfig | None = None) -> tuple[Simulation, object, int | None]:  # fmt: skip
+    """(simulation, arrival process, requests it will send: None when the run decides, as lanes do) of the server
+    ``server`` (:func:`sim.app.resolve.resolve` of ``sc`` when not given). The workload streams: its requests are
+    made (or read) as they are sent, so none is held here."""
+    cfg = (server if server is not None else resolve(sc)).engine
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
     pricer = step_model(sc, costs.compute_params)  # refuses what its backend cannot price, before any work
@@ -356,9 +254,8 @@ def check_startable(sc: Scenario) -> int | None:
     the workload as the run builds it (a trace's records, its simulated span, its smallest request against the
     empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing; returns the
     requests the run would serve where the workload says (None: a decode instance, or a run a duration ends)."""
-    model = build_model_spec(sc)
-    if sc.cluster.role != "decode":
-        device_pools(sc, model)  # cap mode may leave no Full pool
+    server = resolve(sc) if sc.cluster.role != "decode" else None  # cap mode may leave no Full pool
+    model = server.model if server is not None else build_model_spec(sc)
     if model.has_swa:
         check_v4_setup(model, page_tokens=sc.hicache.page_size, write_policy=sc.hicache.write_policy,
                        eviction_policy=sc.hicache.radix_eviction_policy)  # fmt: skip
@@ -366,7 +263,7 @@ def check_startable(sc: Scenario) -> int | None:
     if sc.compute.backend != "roofline":
         step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
     if sc.cluster.role != "decode":
-        return build(sc)[2]  # the workload as the run makes it (a trace read and checked, none held)
+        return build(sc, server=server)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
 
     decode_swa_ratio(sc)
@@ -399,7 +296,8 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
             result = _run_decode(sc, costs, start, rec, notify)
             rec.flush()
         else:
-            sim, arrivals, n_requests = build(sc, costs, notify)
+            server = resolve(sc)
+            sim, arrivals, n_requests = build(sc, costs, notify, server)
             rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
             sim.rec = rec
             bar = progress_bar(n_requests, desc=sc.name, unit="requests", enabled=progress)  # finished or dropped
@@ -414,7 +312,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
                 records = pd.read_parquet(requests_out, columns=list(clients.REPORT_COLUMNS))
             interval = _kept_interval(sim.cfg.sample_interval_s, rec.samples, notify)
             timeseries = rec.timeseries_frame(interval, sim.cfg.instances)
-            result = RunResult(_with_interval(sc, interval), summarise(sc, sim, records),
+            result = RunResult(_with_interval(sc, interval), summarise(sc, sim, records, server),
                                time.perf_counter() - start, rec.requests_frame(), timeseries, sim)  # fmt: skip
     finally:
         if writer is not None:
@@ -444,16 +342,17 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
                      tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
 
 
-def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None) -> dict:
-    """The run's summary. ``records`` are the per-request records for the client report when they were
-    streamed to a file (else the recorder's own)."""
+def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None,
+              server: ServerConfig | None = None) -> dict:  # fmt: skip
+    """The run's summary of the server ``server`` (resolved from ``sc`` when not given). ``records`` are the
+    per-request records for the client report when they were streamed to a file (else the recorder's own)."""
     rec, cfg = sim.rec, sim.cfg
     df = records if records is not None else rec.requests_frame()
     horizon = sim.env.now if cfg.duration_s is not None else (sim.end_s or sim.env.now)  # a capped run: the cap
     totals = rec.token_totals()
     metrics = _sglang_metrics(sim, totals)
     return {
-        **_setup_summary(sc, sim),
+        **_setup_summary(sc, sim, server if server is not None else resolve(sc, sim.cfg.model)),
         "simulated_s": horizon,
         **_served_summary(sim, totals, horizon),
         "metrics": metrics,
@@ -483,7 +382,7 @@ def _sglang_metrics(sim: Simulation, totals: dict) -> dict:
     return metrics
 
 
-def _setup_summary(sc: Scenario, sim: Simulation) -> dict:
+def _setup_summary(sc: Scenario, sim: Simulation, server: ServerConfig) -> dict:
     """What was simulated: the scenario, the model, the step-time source and the pools' capacities."""
     cfg = sim.cfg
     return {
@@ -501,8 +400,8 @@ def _setup_summary(sc: Scenario, sim: Simulation) -> dict:
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
                            **_swa_pages(sc, sim),
                            **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
-        "capacity_sources": capacity_sources(sc, cfg.model),
-        **({"capacity_mismatches": m} if (m := logged_mismatches(sc, *derived_device_pools(sc, cfg.model))) else {}),
+        "capacity_sources": server.capacity_sources,
+        **({"capacity_mismatches": server.mismatches} if server.mismatches else {}),
     }
 
 
@@ -696,22 +595,6 @@ def _capacity_lines(s: dict) -> list[str]:
         return []
     return ["capacities: " + ", ".join(f"{k} from {v}" for k, v in given.items()),
             *(f"  note: {m}" for m in s.get("capacity_mismatches", []))]
-
-
-def pool_lines(sc: Scenario) -> list[str]:
-    """``validate``'s lines: each pool's pages per scheduler and where they came from (the server's log, a given
-    field, the derivation); none for a decode instance or pools the run would refuse at start."""
-    if sc.cluster.role == "decode":
-        return []
-    try:
-        model = build_model_spec(sc)
-        cfg = engine_config(sc, model)
-    except InputError:
-        return []  # the run reports it where it sizes the pools
-    pages = {"l1": cfg.l1_pages, "swa": max(1, int(cfg.l1_pages * cfg.swa_full_tokens_ratio)), "l2": cfg.l2_pages,
-             "l2_swa": cfg.l2_swa_pages}  # fmt: skip
-    rows = [(k, v) for k, v in capacity_sources(sc, model).items() if pages[k] is not None]
-    return [f"  {'pools' if i == 0 else '':<9} {k} {pages[k]:,} pages <- {v}" for i, (k, v) in enumerate(rows)]
 
 
 def _hit_line(hr: dict, tiers: list[str]) -> str:

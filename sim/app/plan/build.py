@@ -104,10 +104,10 @@ class _Jobs:
 
 
 def _host_candidates(spec: PlanSpec, sc: Scenario) -> tuple[list[HostCandidate], float, int, float | None]:
-    from sim.app.run import device_pools
+    from sim.app.resolve import resolve
 
-    model = build_model_spec(sc)
-    l1, swa_ratio = device_pools(sc, model)
+    server = resolve(sc)
+    model, l1, swa_ratio = server.model, server.l1_pages, server.swa_ratio
     page = sc.hicache.page_size
     common = dict(l1_pages=l1, swa_ratio=swa_ratio if model.has_swa else 0.0, page_tokens=page,
                   tp_size=sc.hardware.tp_size, node_dram_gb=spec.node_dram_gb, gpus_per_node=spec.gpus_per_node)  # fmt: skip

@@ -156,7 +156,7 @@ def _pools_fit(sc: Scenario) -> None:
     from sim.offline.replay import pages_for_bytes
 
     model = build_model_spec(sc)
-    # The Full pool in ratio mode; in cap mode a bound (the cap's SWA pool comes off the top, sim.app.run).
+    # The Full pool in ratio mode; in cap mode a bound (the cap's SWA pool comes off the top, sim.app.resolve).
     ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio
     derived = pages_for_bytes(model, int(hw.kv_mem_gb * 1e9), hc.page_size, ratio)
     l1, swa_ratio = logged_device_pools(sc, derived, ratio)

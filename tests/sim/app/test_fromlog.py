@@ -11,7 +11,7 @@ import yaml
 from sim.app.capacity import capacity_sources, logged_device_pools
 from sim.app.cli import main
 from sim.app.fromsglang import from_sglang, to_yaml
-from sim.app.run import device_pools, engine_config
+from sim.app.resolve import device_pools, resolve
 from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
 from sim.model.hostpools import host_pool_bytes
@@ -61,11 +61,11 @@ def test_the_context_length_is_listed_as_read_and_not_modelled(qwen):
 
 def test_the_engine_runs_on_the_logged_pools_exactly(v4, qwen):
     sc = v4.check()
-    cfg = engine_config(sc, build_model_spec(sc))
+    cfg = resolve(sc).engine
     assert (cfg.l1_pages, cfg.l2_pages, cfg.l2_swa_pages) == (3276800 // 256, 25600, 2560)
     assert cfg.swa_full_tokens_ratio == pytest.approx(0.1)
     sq = qwen.check()
-    assert engine_config(sq, build_model_spec(sq)).l1_pages == 41283
+    assert resolve(sq).engine.l1_pages == 41283
 
 
 def test_the_summary_and_the_yaml_say_which_capacities_came_from_the_log(v4):
@@ -132,7 +132,7 @@ def test_a_log_that_is_not_a_servers_is_exit_2_naming_the_file(tmp_path, capsys)
 
 
 def test_validate_prints_each_capacity_with_its_source(tmp_path):
-    from sim.app.run import pool_lines
+    from sim.app.resolve import pool_lines
     from sim.app.scenario import validate_file
 
     out = tmp_path / "v4.yaml"

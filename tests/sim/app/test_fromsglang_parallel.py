@@ -36,12 +36,11 @@ class TestDP:
         assert sc.hardware.ep_size == 8 and sc.scheduler.load_balance_method == "total_requests"
 
     def test_auto_load_balancing_runs_round_robin(self):
-        from sim.app.run import engine_config
-        from sim.app.scenario import build_model_spec
+        from sim.app.resolve import resolve
 
         sc = convert("--dp 8 --enable-dp-attention --load-balance-method auto")
         assert sc.scheduler.load_balance_method == "auto"
-        assert engine_config(sc, build_model_spec(sc)).load_balance_method == "round_robin"
+        assert resolve(sc).engine.load_balance_method == "round_robin"
 
     def test_the_moe_all_to_all_backend_is_listed_as_ignored_with_why(self):
         conv = from_sglang(V4 + "--dp 8 --enable-dp-attention --moe-a2a-backend deepep", gpu="B200")

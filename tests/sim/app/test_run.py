@@ -174,7 +174,7 @@ class TestSWAPoolSizing:
                                                                      "chunked_prefill_size": 16384}}, source="t")  # fmt: skip
 
     def test_cap_mode_sizes_swa_from_the_request_cap_and_gives_the_rest_to_full(self):
-        from sim.app.run import device_pools
+        from sim.app.resolve import device_pools
         from sim.app.scenario import build_model_spec
 
         sc = self.v4(swa_full_tokens_ratio="cap")
@@ -190,7 +190,7 @@ class TestSWAPoolSizing:
         assert l1 > ratio_l1  # 107K SWA tokens cost less than 0.1 x 5.6M
 
     def test_a_cap_that_leaves_no_full_pool_is_refused(self):
-        from sim.app.run import device_pools
+        from sim.app.resolve import device_pools
         from sim.app.scenario import build_model_spec
         from sim.base.errors import InputError
 

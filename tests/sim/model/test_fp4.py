@@ -7,7 +7,8 @@ with it (model_executor/pool_configurator.py:1109-1114: fp4 bytes on ROCm, the f
 
 import pytest
 
-from sim.app.run import device_pools, run_scenario
+from sim.app.resolve import device_pools
+from sim.app.run import run_scenario
 from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
 from sim.hisparse.buffer import HbmBudget, decode_capacity

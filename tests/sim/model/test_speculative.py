@@ -6,7 +6,8 @@ SGLang 0.5.23: speculative/eagle_worker_v2.py (draft, verify, draft extend), mem
 
 import pytest
 
-from sim.app.run import device_pools, run_scenario
+from sim.app.resolve import device_pools
+from sim.app.run import run_scenario
 from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
 from sim.model.compute import Roofline

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from sim.app.run import build, device_pools, dp_mlp_share, run_scenario
+from sim.app.resolve import device_pools, dp_mlp_share
+from sim.app.run import build, run_scenario
 from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
 from sim.model import hardware

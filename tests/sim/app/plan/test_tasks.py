@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from sim.app.plan import tasks
-from sim.app.run import device_pools
+from sim.app.resolve import device_pools
 from sim.app.scenario import build_model_spec, load_scenario
 from sim.app.seeds import interval
 
