@@ -208,6 +208,17 @@ def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0)
             offset += len(raw)
 
 
+def count_lines(path: str | Path, what: str) -> int:
+    """Lines of a text file (a last one without its newline counted), read in 1 MiB blocks, unparsed:
+    a second or so for a gigabyte."""
+    lines, last = 0, b"\n"
+    with open_input(path, what) as fh:
+        while block := fh.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
 def file_stamp(path: str | Path) -> tuple | None:
     """What tells a file read again from the one read before (its size and modification time; a folder's, its
     ``.json`` files'); None if it cannot be read."""
