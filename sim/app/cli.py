@@ -373,8 +373,9 @@ kernel decide them, and check the answers against a recording.
 Calls (one JSON object a line): config (device_buffer_size, top_k, layers, ...), arrive (rid, prompt_len: a PD
 decode request whose prompt is on the host), step (reqs: [{rid, seq_len, topk}] in batch order; topk is one
 row of compressed ids, -1 padding, or one row per layer), finish (rid). Prints one JSON answer per (step,
-request, C4 layer): the fast path, hits, misses, loads as [token, slot] in miss order, the ids they evicted,
-the D2H backup, the resident count and a digest of the LRU order. With --expect, prints the agreement per field
+request, C4 layer), in SGLang's call order (a step's layers in turn, each over the batch): the fast path,
+hits, misses, loads as [token, slot] in miss order, the ids they evicted, the D2H backup, the resident count
+and a digest of the LRU order. With --expect, prints the agreement per field
 on stderr and exits 1 on any mismatch. Format and SGLang's recorded streams (gzipped), in the repository's
 tests/data/sglang_vectors/hisparse.
 """
