@@ -181,10 +181,11 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
     )  # fmt: skip
 
 
-def build(sc: Scenario, costs: CostTable | None = None,
-          notify: Notify | None = None) -> tuple[Simulation, object, int | None]:  # fmt: skip
+def build(sc: Scenario, costs: CostTable | None = None, notify: Notify | None = None,
+          progress: bool = False) -> tuple[Simulation, object, int | None]:  # fmt: skip
     """(simulation, arrival process, requests it will send: None when the run decides, as lanes do). The
-    workload streams: its requests are made (or read) as they are sent, so none is held here."""
+    workload streams: its requests are made (or read) as they are sent, so none is held here. ``progress``:
+    report the trace's first read-through as it goes."""
     model = build_model_spec(sc)
     cfg = engine_config(sc, model)
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
@@ -219,7 +220,7 @@ def build(sc: Scenario, costs: CostTable | None = None,
         sim.client = LanePlayer(sim, trajs, w)
         return sim, sim.client.run(), None  # the calls sent depend on the run
     reqs = open_loop_stream(sc, cfg.page_tokens, rng)
-    seen = reqs.survey(serial)  # a trace: read through once (every record checked) before the replay reads it
+    seen = reqs.survey(serial, progress)  # a trace: read through once (every record checked) before the replay reads it
     sim = _simulation(sc, cfg, costs, pricer, rng, seen, seen.last_arrival_s, notify)
     return sim, sim.trace_arrivals(reqs), seen.requests
 
@@ -351,11 +352,12 @@ def lane_trajectories(w, page: int, rng: np.random.Generator) -> Sequence[Trajec
     return generated_trajectories(w, rng, w.sessions, page)
 
 
-def check_startable(sc: Scenario) -> int | None:
+def check_startable(sc: Scenario, progress: bool = False) -> int | None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
     the workload as the run builds it (a trace's records, its simulated span, its smallest request against the
     empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing; returns the
-    requests the run would serve where the workload says (None: a decode instance, or a run a duration ends)."""
+    requests the run would serve where the workload says (None: a decode instance, or a run a duration ends);
+    ``progress``: report a trace's read-through as it goes."""
     model = build_model_spec(sc)
     if sc.cluster.role != "decode":
         device_pools(sc, model)  # cap mode may leave no Full pool
@@ -366,7 +368,7 @@ def check_startable(sc: Scenario) -> int | None:
     if sc.compute.backend != "roofline":
         step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
     if sc.cluster.role != "decode":
-        return build(sc)[2]  # the workload as the run makes it (a trace read and checked, none held)
+        return build(sc, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
 
     decode_swa_ratio(sc)
@@ -399,7 +401,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
             result = _run_decode(sc, costs, start, rec, notify)
             rec.flush()
         else:
-            sim, arrivals, n_requests = build(sc, costs, notify)
+            sim, arrivals, n_requests = build(sc, costs, notify, progress)
             rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
             sim.rec = rec
             bar = progress_bar(n_requests, desc=sc.name, unit="requests", enabled=progress)  # finished or dropped
