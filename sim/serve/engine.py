@@ -45,6 +45,7 @@ from sim.model.speculative import SpecDecode, backend_prices
 from sim.serve.metrics import Recorder
 from sim.serve.scheduler.dp import DPController, DPGroup
 from sim.serve.scheduler.instance import Instance
+from sim.serve.scheduler.prefill_delayer import attach_delayers
 from sim.serve.scheduler.req import Running
 from sim.serve.storage import Storage
 from sim.workload.request import Request
@@ -102,6 +103,9 @@ class EngineConfig:
     dp_size: int = 1  # attention-DP ranks per instance (DP attention): one scheduler and cache each
     dp_mlp_share: float = 0.0  # the MLP/MoE share of a rank's per-token FLOPs, run over every rank's tokens
     load_balance_method: str = "round_robin"  # how the DP controller picks a rank
+    enable_prefill_delayer: bool = False  # --enable-prefill-delayer (sim.serve.scheduler.prefill_delayer)
+    prefill_delayer_max_delay_passes: int = 30  # --prefill-delayer-max-delay-passes
+    prefill_delayer_token_usage_low_watermark: float | None = None  # --prefill-delayer-token-usage-low-watermark
 
 
 class Simulation:
@@ -123,6 +127,9 @@ class Simulation:
                 for inst in ranks:  # one tokenizer manager per server, ahead of its DP controller
                     inst.group, inst.tokenizers = group, ranks[0].tokenizers
                 self.controllers.append(DPController(cfg.load_balance_method, ranks))
+        if cfg.enable_prefill_delayer:
+            attach_delayers(self.env, self.instances, dp, cfg.prefill_delayer_max_delay_passes,
+                            cfg.prefill_delayer_token_usage_low_watermark)  # fmt: skip
         self._rr = 0
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
