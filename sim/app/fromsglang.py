@@ -433,9 +433,12 @@ _LAUNCH = {
     "--prefill-decode-interval-min-bs": ("scheduler.prefill_decode_interval_min_bs", int),
     "--radix-eviction-policy": ("hicache.radix_eviction_policy", str),
     "--radix-eviction-policy-config": ("hicache.radix_eviction_policy_config", json.loads),
+    "--prefill-delayer-max-delay-passes": ("scheduler.prefill_delayer_max_delay_passes", int),
+    "--prefill-delayer-token-usage-low-watermark": ("scheduler.prefill_delayer_token_usage_low_watermark", float),
 }
 _SWITCHES = {
     "--enable-mixed-chunk": ("scheduler.enable_mixed_chunk", True),
+    "--enable-prefill-delayer": ("scheduler.enable_prefill_delayer", True),
     "--disable-overlap-schedule": ("scheduler.overlap_schedule", False),
     "--enable-hierarchical-cache": ("hicache.enabled", True),
     "--enable-hicache": ("hicache.enabled", True),
@@ -462,8 +465,6 @@ _WHY = {
     "whole (its gain belongs in a calibration of that setup)",
     "--enable-single-batch-overlap": "overlaps communication inside one batch: pass time only (see TBO)",
     "--tbo-token-distribution-threshold": "how two-batch overlap splits a batch: pass time only (see TBO)",
-    "--enable-prefill-delayer": "holds prefill for up to --prefill-delayer-max-delay-passes passes until the DP "
-    "attention ranks can prefill together (managers/prefill_delayer.py): a DP-attention rule, not modelled",
     "--stream-interval": "the first token is streamed at once whatever the interval "
     "(scheduler_components/output_streamer.py:455-468); later tokens are only sent in fewer chunks",
     "--skip-tokenizer-init": "prompts arrive as token ids: nothing tokenized (scheduler.tokenizer_tokens_per_s unset)",
@@ -492,10 +493,10 @@ _WHY = {
     "--speculative-moe-a2a-backend": "the draft's MoE all-to-all kernel: its speed is the step-time backend's",
     "--speculative-attention-mode": "which attention path the draft runs: its speed is the step-time backend's",
 }  # fmt: skip
-for _flag in ("--prefill-delayer-max-delay-passes", "--prefill-delayer-token-usage-low-watermark",
-              "--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets",
-              "--prefill-delayer-queue-min-ratio", "--prefill-delayer-max-delay-ms"):  # fmt: skip
-    _WHY[_flag] = "a setting of the prefill delayer (see --enable-prefill-delayer), not modelled"
+for _flag in ("--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets"):
+    _WHY[_flag] = "histogram buckets of the prefill delayer's metrics: reporting only"
+for _flag in ("--prefill-delayer-queue-min-ratio", "--prefill-delayer-max-delay-ms"):
+    _WHY[_flag] = "the prefill delayer's opt-in queue-length trigger: not modelled (its slot and DP rules are)"
 # Why a flag of each ServerArgs group (arg_groups/fields/<group>.py) that is not mapped above is left out.
 GROUP_WHY = {
     "device": "device and process placement: no effect on what the simulator models",
