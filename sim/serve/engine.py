@@ -42,6 +42,7 @@ from sim.model.compute import Roofline
 from sim.model.costs import CostTable
 from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode, backend_prices
+from sim.serve.hashring import HashRing, dp_aware_urls, routing_key
 from sim.serve.metrics import Recorder
 from sim.serve.scheduler.dp import DPController, DPGroup
 from sim.serve.scheduler.instance import Instance
@@ -130,6 +131,9 @@ class Simulation:
         if cfg.enable_prefill_delayer:
             attach_delayers(self.env, self.instances, dp, cfg.prefill_delayer_max_delay_passes,
                             cfg.prefill_delayer_token_usage_low_watermark)  # fmt: skip
+        self.ring: HashRing | None = None  # cluster.router consistent_hashing: every rank is a worker
+        if cfg.router == "consistent_hashing":
+            self.ring = HashRing(dp_aware_urls(cfg.instances // dp, dp))
         self._rr = 0
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
@@ -164,6 +168,8 @@ class Simulation:
         insts = self.instances
         if len(insts) == 1:
             return insts[0]
+        if self.ring is not None:
+            return insts[self.ring.pick(routing_key(req.session, req.rid))]
         if self.cfg.router == "cache_aware":
             pt = self.cfg.page_tokens
             best = max(range(len(insts)), key=lambda i: (insts[i].cache.tree.peek(req.keys, (req.input_len - 1) // pt)[1],
