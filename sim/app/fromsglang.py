@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from sim.app.fromrouter import map_router
 from sim.base.errors import InputError
 from sim.base.inputs import num_text, number_problem
 from sim.model.aic import model_config_path
@@ -973,12 +974,16 @@ def _page_defaults(conv: Conversion, model_config: str | None) -> None:
 
 
 def _bench(conv: Conversion, bench: str, index: int, sglang_version: str) -> None:
-    """One client command, read by its program: aiperf, bench_multiturn.py or bench_serving."""
+    """One client command, read by its program: aiperf, bench_multiturn.py or bench_serving; or the
+    sglang_router command in front of the server."""
     try:
-        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf"))
+        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf",
+                                            "sglang_router"))  # fmt: skip
     except InputError as exc:
         raise InputError(f"--bench: {exc}") from None
-    if Path(prog).name == "aiperf":
+    if "sglang_router" in prog:  # the router in front of the server (sim.app.fromrouter)
+        map_router(conv, argv)
+    elif Path(prog).name == "aiperf":
         _aiperf(conv, argv)
     elif "bench_multiturn" in prog:
         _bench_multiturn(conv, argv, sglang_version)
