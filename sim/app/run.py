@@ -178,6 +178,9 @@ def engine_config(sc: Scenario, model: ModelSpec) -> EngineConfig:
         sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
         spec=SpecDecode.from_scenario(sc, model.layers), dp_size=dp, dp_mlp_share=dp_mlp_share(sc),
         load_balance_method="round_robin" if sc.scheduler.load_balance_method == "auto" else sc.scheduler.load_balance_method,
+        enable_prefill_delayer=sc.scheduler.enable_prefill_delayer,
+        prefill_delayer_max_delay_passes=sc.scheduler.prefill_delayer_max_delay_passes,
+        prefill_delayer_token_usage_low_watermark=sc.scheduler.prefill_delayer_token_usage_low_watermark,
     )  # fmt: skip
 
 
@@ -539,6 +542,7 @@ def _served_summary(sim: Simulation, totals: dict, horizon: float) -> dict:
             "admission_stalls": rec.counters["admission_stalls"],
             "blocked_s": sum(i.blocked_s for i in sim.instances),
             "backup_flushes": rec.counters["backup_flushes"],
+            **({"prefill_delayed_passes": rec.counters["prefill_delayed_passes"]} if cfg.enable_prefill_delayer else {}),
         },
     }
 
