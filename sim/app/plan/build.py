@@ -73,6 +73,7 @@ class PlanSpec:
     sizes_gb: list[float] = field(default_factory=list)
     node_dram_gb: float = NODE_DRAM_GB
     gpus_per_node: int = 8
+    pinnable_gb: float | None = None  # the platform's pinnable ceiling per node; None: DRAM alone
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     policies: list[str] = field(default_factory=lambda: ["write_through", "write_through_selective", "write_back"])
     swa_ratios: list[float] = field(default_factory=lambda: [0.05, 0.1, 0.2, 0.5])
@@ -343,7 +344,9 @@ def _host_section(s: _Setup) -> dict:
             "l1_pages": s.l1, "page_tokens": page, "auto_ratio": s.auto,
             "largest_fitting_ratio": largest_fitting_ratio(
                 model, l1_pages=s.l1, swa_ratio=s.swa_ratio if model.has_swa else 0.0, page_tokens=page,
-                tp_size=s.sc.hardware.tp_size, node_dram_gb=spec.node_dram_gb, gpus_per_node=spec.gpus_per_node),
+                tp_size=s.sc.hardware.tp_size, node_dram_gb=spec.node_dram_gb, gpus_per_node=spec.gpus_per_node,
+                pinnable_gb=spec.pinnable_gb),
+            "pinnable_gb": spec.pinnable_gb,
             "pools": [{"name": p.name, "anchor": p.anchor, "bytes_per_page": int(p.bytes_per_page * page / model.page_size)}
                       for p in model.pools if p.bytes_per_page],
             "candidates": [c.as_dict() for c in s.cands]}  # fmt: skip

@@ -208,6 +208,7 @@ def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and
     (["--scenario", QUICKSTART, "--decode", QUICKSTART], "not a decode instance"),
     (["--scenario", QUICKSTART, "--batches", "1.5"], "expected an integer"),
     (["--scenario", QUICKSTART, "--ratios", "0,2"], "must be > 0"),
+    (["--scenario", QUICKSTART, "--pinnable-gb", "0"], "--pinnable-gb"),
     (["--scenario", QUICKSTART, "--trace", "no/such.jsonl"], "no such file"),
     (["--launch", "python -m sglang.launch_server --model-path x"], "needs --gpu"),
 ])  # fmt: skip
