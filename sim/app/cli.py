@@ -228,6 +228,9 @@ def _add_plan(sub) -> None:
     p.add_argument("--node-dram-gb", type=_positive_float, default=None,
                    help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
                         f"with --launch, {NODE_DRAM_GB:g} GB, every command's default)")  # fmt: skip
+    p.add_argument("--pinnable-gb", type=_positive_float, default=None,
+                   help="host memory the platform lets a node pin, GB (cudaHostRegister / hipHostRegister may pin "
+                        "less than DRAM); bounds the largest --hicache-ratio that fits (default: DRAM alone)")  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
@@ -271,7 +274,7 @@ def _cmd_plan(args) -> int:
                     sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
                     node_dram_gb=args.node_dram_gb if args.node_dram_gb is not None else (
                         sc.hardware.host_mem_gb if args.scenario else NODE_DRAM_GB),
-                    gpus_per_node=args.gpus_per_node,
+                    gpus_per_node=args.gpus_per_node, pinnable_gb=args.pinnable_gb,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
                     **({"decode_batches": args.batches} if args.batches else {}))  # fmt: skip
     command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
