@@ -50,6 +50,7 @@ from sim.serve.metrics import (
     dropped_by_reason,
     percentiles,
 )
+from sim.serve.scheduler.instance import new_cache
 from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
@@ -244,8 +245,7 @@ def check_admissible(sim: Simulation, req: Request | None) -> None:
     their page keys only when sent, so a lane workload (``req`` None) is not checked here."""
     if req is None:
         return
-    inst = sim.instances[0]
-    if inst._new_cache().try_admit(req) is not None:
+    if new_cache(sim.cfg).try_admit(req) is not None:  # empty, as the instance's was at the start
         return
     cfg = sim.cfg
     swa = cfg.model.has_swa

@@ -124,13 +124,9 @@ class Instance:
         self.group: DPGroup | None = None  # set by the Simulation for attention-DP ranks
         self.delayer: PrefillDelayer | None = None  # --enable-prefill-delayer: set by the Simulation
 
-    def _new_cache(self) -> PrefixCache:
-        """An empty cache for this instance: after ``/flush_cache``, and for the start check's admission."""
-        return new_cache(self.sim.cfg)
-
     def _own_cache(self) -> PrefixCache:
         """A new cache to serve with, recording its pages' ages in the run's (:mod:`sim.cache.ages`)."""
-        cache = self._new_cache()
+        cache = new_cache(self.sim.cfg)
         cache.record_ages(self.sim.ages)
         return cache
 
@@ -208,12 +204,7 @@ class Instance:
             if self.wake.triggered:
                 self.wake = env.event()
             t0 = env.now
-            if self.delayer is None:
-                batch = self.get_next_batch_to_run()
-            else:
-                allow = yield from self.delayer.negotiate(self)
-                batch = self.get_next_batch_to_run(allow)
-                self.delayer.observe(self, batch)
+            batch = self.get_next_batch_to_run() if self.delayer is None else (yield from self.delayer.next_batch(self))
             if batch is None:
                 yield from self._wait_for_reads(t0)
                 continue

@@ -65,6 +65,13 @@ class PrefillDelayer:
             group.on_leave = self._ready
 
     # ----- the negotiation --------------------------------------------------------------------
+    def next_batch(self, inst: Instance) -> Generator[simpy.Event, Any, Batch | None]:
+        """``inst``'s next batch, formed once the ranks have negotiated whether it may admit new requests."""
+        allow = yield from self.negotiate(inst)
+        batch = inst.get_next_batch_to_run(allow)
+        self.observe(inst, batch)
+        return batch
+
     def negotiate(self, inst: Instance) -> Generator[simpy.Event, Any, bool]:
         """Whether ``inst`` may admit new requests this pass: at once without DP attention; with it, once every
         rank planning a pass at this instant has gathered."""
