@@ -4,7 +4,7 @@
 
 The shape of InferenceX's AgentX runs of DeepSeek-V4-Pro, set up by ``scenario from-sglang`` from a launch and an
 aiperf command (``LAUNCH``, ``AIPERF`` below): one B300 TP8 node with DP attention (8 ranks) behind the router's
-DP-aware consistent hashing (``--router``; ``cluster.router: consistent_hash``), ``--lanes``
+DP-aware consistent hashing (``--router``; ``cluster.router: consistent_hashing``), ``--lanes``
 closed-loop lanes (aiperf's ``--concurrency``) replaying ``--sessions`` generated trajectories at the generator's
 defaults (the SemiAnalysis 062126 corpus's size: ~57K parent calls, contexts to ~990K tokens; see
 docs/notes/agentic.md), for ``--duration`` seconds of measured phase, HiCache off and on. Each case runs in a
@@ -34,7 +34,7 @@ AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --streaming --concurr
           "--public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
 
 
-def scenario(lanes: int, sessions: int, duration: float, hicache: bool, router: str = "consistent_hash") -> dict:
+def scenario(lanes: int, sessions: int, duration: float, hicache: bool, router: str = "consistent_hashing") -> dict:
     """The scenario ``scenario from-sglang`` makes of an AgentX launch and aiperf command (no corpus at hand:
     generated sessions with its statistics), HiCache on or off, behind ``router`` (AgentX's sglang-router:
     DP-aware consistent hashing on the session; round_robin: the server's own DP controller)."""
@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=393)
     ap.add_argument("--duration", type=float, default=3600.0, help="measured phase, simulated s")
     ap.add_argument("--hicache", nargs="+", choices=("on", "off"), default=["off", "on"])
-    ap.add_argument("--router", choices=("consistent_hash", "round_robin"), default="consistent_hash",
+    ap.add_argument("--router", choices=("consistent_hashing", "round_robin"), default="consistent_hashing",
                     help="AgentX's sglang-router (DP-aware consistent hashing), or the DP controller's round robin")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one case, JSON out
     a = ap.parse_args()

@@ -144,7 +144,7 @@ def _run_seeds(args, scenario) -> int:
     from sim.base.fileio import run_folder
 
     seeds = parse_seeds(args.seeds, scenario.seed)
-    requests = check_startable(scenario)
+    requests = check_startable(scenario, progress=not args.no_progress)
     if requests and requests * len(seeds) >= LONG_RUN_REQUESTS:  # as one run announces its own length
         _note(f"{len(seeds)} seeds x {requests:,} requests = {requests * len(seeds):,} requests on "
               f"{min(args.workers or os.cpu_count() or 1, len(seeds))} worker(s): expect minutes")  # fmt: skip
@@ -228,6 +228,9 @@ def _add_plan(sub) -> None:
     p.add_argument("--node-dram-gb", type=_positive_float, default=None,
                    help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
                         f"with --launch, {NODE_DRAM_GB:g} GB, every command's default)")  # fmt: skip
+    p.add_argument("--pinnable-gb", type=_positive_float, default=None,
+                   help="host memory the platform lets a node pin, GB (cudaHostRegister / hipHostRegister may pin "
+                        "less than DRAM); bounds the largest --hicache-ratio that fits (default: DRAM alone)")  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
@@ -263,7 +266,7 @@ def _cmd_plan(args) -> int:
                          "add --decode SCENARIO.yaml")  # fmt: skip
     sc = base_scenario(scenario=args.scenario, launch=args.launch, gpu=args.gpu, benches=args.bench,
                        trace=args.trace, overrides=args.overrides)  # fmt: skip
-    check_startable(sc)
+    check_startable(sc, progress=not args.no_progress)  # a whole trace is read through first: minutes
     decode = load_scenario(args.decode) if args.decode else None
     if decode is not None and decode.cluster.role != "decode":
         raise InputError("--decode: not a decode instance (set cluster.role: decode)", source=args.decode)
@@ -271,7 +274,7 @@ def _cmd_plan(args) -> int:
                     sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],
                     node_dram_gb=args.node_dram_gb if args.node_dram_gb is not None else (
                         sc.hardware.host_mem_gb if args.scenario else NODE_DRAM_GB),
-                    gpus_per_node=args.gpus_per_node,
+                    gpus_per_node=args.gpus_per_node, pinnable_gb=args.pinnable_gb,
                     seeds=parse_seeds(args.seeds, sc.seed), decode=decode,
                     **({"decode_batches": args.batches} if args.batches else {}))  # fmt: skip
     command = "hicache-sim plan " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["plan"] else [])
@@ -373,8 +376,9 @@ kernel decide them, and check the answers against a recording.
 Calls (one JSON object a line): config (device_buffer_size, top_k, layers, ...), arrive (rid, prompt_len: a PD
 decode request whose prompt is on the host), step (reqs: [{rid, seq_len, topk}] in batch order; topk is one
 row of compressed ids, -1 padding, or one row per layer), finish (rid). Prints one JSON answer per (step,
-request, C4 layer): the fast path, hits, misses, loads as [token, slot] in miss order, the ids they evicted,
-the D2H backup, the resident count and a digest of the LRU order. With --expect, prints the agreement per field
+request, C4 layer), in SGLang's call order (a step's layers in turn, each over the batch): the fast path,
+hits, misses, loads as [token, slot] in miss order, the ids they evicted, the D2H backup, the resident count
+and a digest of the LRU order. With --expect, prints the agreement per field
 on stderr and exits 1 on any mismatch. Format and SGLang's recorded streams (gzipped), in the repository's
 tests/data/sglang_vectors/hisparse.
 """
@@ -574,7 +578,7 @@ def _cmd_replay(args) -> int:
     # read as it is replayed, so memory does not grow with it; a first pass checks every record and counts them.
     requests = trace_requests(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                               max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
-    seen = requests.survey(lambda n_in, n_out: 0.0)
+    seen = requests.survey(lambda n_in, n_out: 0.0, not args.no_progress)
     l1 = args.l1_pages
     if args.l1_bytes:
         l1 = pages_for_bytes(model, parse_size(args.l1_bytes, "--l1-bytes"), page, args.swa_ratio)

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from sim.app.fromrouter import map_router
 from sim.base.errors import InputError
 from sim.base.inputs import MAX_REQUEST_TOKENS, num_text, number_problem
 from sim.model.aic import model_config_path
@@ -450,9 +451,12 @@ _LAUNCH = {
     "--prefill-decode-interval-min-bs": ("scheduler.prefill_decode_interval_min_bs", int),
     "--radix-eviction-policy": ("hicache.radix_eviction_policy", str),
     "--radix-eviction-policy-config": ("hicache.radix_eviction_policy_config", json.loads),
+    "--prefill-delayer-max-delay-passes": ("scheduler.prefill_delayer_max_delay_passes", int),
+    "--prefill-delayer-token-usage-low-watermark": ("scheduler.prefill_delayer_token_usage_low_watermark", float),
 }
 _SWITCHES = {
     "--enable-mixed-chunk": ("scheduler.enable_mixed_chunk", True),
+    "--enable-prefill-delayer": ("scheduler.enable_prefill_delayer", True),
     "--disable-overlap-schedule": ("scheduler.overlap_schedule", False),
     "--enable-hierarchical-cache": ("hicache.enabled", True),
     "--enable-hicache": ("hicache.enabled", True),
@@ -479,8 +483,6 @@ _WHY = {
     "whole (its gain belongs in a calibration of that setup)",
     "--enable-single-batch-overlap": "overlaps communication inside one batch: pass time only (see TBO)",
     "--tbo-token-distribution-threshold": "how two-batch overlap splits a batch: pass time only (see TBO)",
-    "--enable-prefill-delayer": "holds prefill for up to --prefill-delayer-max-delay-passes passes until the DP "
-    "attention ranks can prefill together (managers/prefill_delayer.py): a DP-attention rule, not modelled",
     "--stream-interval": "the first token is streamed at once whatever the interval "
     "(scheduler_components/output_streamer.py:455-468); later tokens are only sent in fewer chunks",
     "--skip-tokenizer-init": "prompts arrive as token ids: nothing tokenized (scheduler.tokenizer_tokens_per_s unset)",
@@ -508,10 +510,10 @@ _WHY = {
     "--speculative-moe-a2a-backend": "the draft's MoE all-to-all kernel: its speed is the step-time backend's",
     "--speculative-attention-mode": "which attention path the draft runs: its speed is the step-time backend's",
 }  # fmt: skip
-for _flag in ("--prefill-delayer-max-delay-passes", "--prefill-delayer-token-usage-low-watermark",
-              "--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets",
-              "--prefill-delayer-queue-min-ratio", "--prefill-delayer-max-delay-ms"):  # fmt: skip
-    _WHY[_flag] = "a setting of the prefill delayer (see --enable-prefill-delayer), not modelled"
+for _flag in ("--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets"):
+    _WHY[_flag] = "histogram buckets of the prefill delayer's metrics: reporting only"
+for _flag in ("--prefill-delayer-queue-min-ratio", "--prefill-delayer-max-delay-ms"):
+    _WHY[_flag] = "the prefill delayer's opt-in queue-length trigger: not modelled (its slot and DP rules are)"
 # Why a flag of each ServerArgs group (arg_groups/fields/<group>.py) that is not mapped above is left out.
 GROUP_WHY = {
     "device": "device and process placement: no effect on what the simulator models",
@@ -1053,12 +1055,16 @@ def _page_defaults(conv: Conversion, model_config: str | None) -> None:
 
 
 def _bench(conv: Conversion, bench: str, index: int, sglang_version: str) -> None:
-    """One client command, read by its program: aiperf, bench_multiturn.py or bench_serving."""
+    """One client command, read by its program: aiperf, bench_multiturn.py or bench_serving; or the
+    sglang_router command in front of the server."""
     try:
-        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf"))
+        prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf",
+                                            "sglang_router"))  # fmt: skip
     except InputError as exc:
         raise InputError(f"--bench: {exc}") from None
-    if Path(prog).name == "aiperf":
+    if "sglang_router" in prog:  # the router in front of the server (sim.app.fromrouter)
+        map_router(conv, argv)
+    elif Path(prog).name == "aiperf":
         _aiperf(conv, argv)
     elif "bench_multiturn" in prog:
         _bench_multiturn(conv, argv, sglang_version)

@@ -177,6 +177,9 @@ def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2
         sample_interval_s=sc.output.timeseries_interval_s, record_requests=sc.output.record_requests,
         spec=SpecDecode.from_scenario(sc, model.layers), dp_size=dp, dp_mlp_share=share,
         load_balance_method="round_robin" if sched.load_balance_method == "auto" else sched.load_balance_method,
+        enable_prefill_delayer=sched.enable_prefill_delayer,
+        prefill_delayer_max_delay_passes=sched.prefill_delayer_max_delay_passes,
+        prefill_delayer_token_usage_low_watermark=sched.prefill_delayer_token_usage_low_watermark,
     )  # fmt: skip
 
 

@@ -46,6 +46,7 @@ from sim.serve.metrics import (
     dropped_by_reason,
     percentiles,
 )
+from sim.serve.scheduler.instance import new_cache
 from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix
@@ -80,10 +81,11 @@ class RunResult:
 
 
 def build(sc: Scenario, costs: CostTable | None = None, notify: Notify | None = None,
-          server: ServerConfig | None = None) -> tuple[Simulation, object, int | None]:  # fmt: skip
+          server: ServerConfig | None = None, progress: bool = False) -> tuple[Simulation, object, int | None]:  # fmt: skip
     """(simulation, arrival process, requests it will send: None when the run decides, as lanes do) of the server
     ``server`` (:func:`sim.app.resolve.resolve` of ``sc`` when not given). The workload streams: its requests are
-    made (or read) as they are sent, so none is held here."""
+    made (or read) as they are sent, so none is held here. ``progress``: report the trace's first read-through as
+    it goes."""
     cfg = (server if server is not None else resolve(sc)).engine
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
@@ -117,7 +119,7 @@ def build(sc: Scenario, costs: CostTable | None = None, notify: Notify | None = 
         sim.client = LanePlayer(sim, trajs, w)
         return sim, sim.client.run(), None  # the calls sent depend on the run
     reqs = open_loop_stream(sc, cfg.page_tokens, rng)
-    seen = reqs.survey(serial)  # a trace: read through once (every record checked) before the replay reads it
+    seen = reqs.survey(serial, progress)  # a trace: read through once (every record checked) before the replay reads it
     sim = _simulation(sc, cfg, costs, pricer, rng, seen, seen.last_arrival_s, notify)
     return sim, sim.trace_arrivals(reqs), seen.requests
 
@@ -138,8 +140,7 @@ def check_admissible(sim: Simulation, req: Request | None) -> None:
     their page keys only when sent, so a lane workload (``req`` None) is not checked here."""
     if req is None:
         return
-    inst = sim.instances[0]
-    if inst._new_cache().try_admit(req) is not None:
+    if new_cache(sim.cfg).try_admit(req) is not None:  # empty, as the instance's was at the start
         return
     cfg = sim.cfg
     swa = cfg.model.has_swa
@@ -249,11 +250,12 @@ def lane_trajectories(w, page: int, rng: np.random.Generator) -> Sequence[Trajec
     return generated_trajectories(w, rng, w.sessions, page)
 
 
-def check_startable(sc: Scenario) -> int | None:
+def check_startable(sc: Scenario, progress: bool = False) -> int | None:
     """Raise the InputError a run of ``sc`` would raise while starting: the model's pools, the cost table,
     the workload as the run builds it (a trace's records, its simulated span, its smallest request against the
     empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing; returns the
-    requests the run would serve where the workload says (None: a decode instance, or a run a duration ends)."""
+    requests the run would serve where the workload says (None: a decode instance, or a run a duration ends);
+    ``progress``: report a trace's read-through as it goes."""
     server = resolve(sc) if sc.cluster.role != "decode" else None  # cap mode may leave no Full pool
     model = server.model if server is not None else build_model_spec(sc)
     if model.has_swa:
@@ -263,7 +265,7 @@ def check_startable(sc: Scenario) -> int | None:
     if sc.compute.backend != "roofline":
         step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
     if sc.cluster.role != "decode":
-        return build(sc, server=server)[2]  # the workload as the run makes it (a trace read and checked, none held)
+        return build(sc, server=server, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
 
     decode_swa_ratio(sc)
@@ -297,7 +299,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
             rec.flush()
         else:
             server = resolve(sc)
-            sim, arrivals, n_requests = build(sc, costs, notify, server)
+            sim, arrivals, n_requests = build(sc, costs, notify, server, progress)
             rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
             sim.rec = rec
             bar = progress_bar(n_requests, desc=sc.name, unit="requests", enabled=progress)  # finished or dropped
@@ -436,6 +438,7 @@ def _served_summary(sim: Simulation, totals: dict, horizon: float) -> dict:
             "admission_stalls": rec.counters["admission_stalls"],
             "blocked_s": sum(i.blocked_s for i in sim.instances),
             "backup_flushes": rec.counters["backup_flushes"],
+            **({"prefill_delayed_passes": rec.counters["prefill_delayed_passes"]} if cfg.enable_prefill_delayer else {}),
         },
     }
 

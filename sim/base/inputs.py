@@ -86,21 +86,25 @@ def number_problem(value: Any, *, floor: bool = True) -> str | None:
     return None
 
 
-def numbers_problem(value: Any, path: str = "", *, floor: bool = True,
-                    skip: frozenset[str] = frozenset()) -> tuple[str, str] | None:  # fmt: skip
+def numbers_problem(value: Any, path: str = "", *, floor: bool = True, skip: frozenset[str] = frozenset(),
+                    brackets: bool = False) -> tuple[str, str] | None:  # fmt: skip
     """(dotted path, problem) of the first number in a decoded document that :func:`number_problem` refuses,
-    at any depth; ``skip``: keys, at any depth, whose values are not quantities (see ``TRACE_ID_FIELDS``)."""
+    at any depth; ``skip``: keys, at any depth, whose values are not quantities (see ``TRACE_ID_FIELDS``).
+    A list item's index is ``.0`` as a ``--set`` key spells it, or with ``brackets`` ``[0]`` as trace and cost
+    table messages do (``requests[1].duration_ms``)."""
     if isinstance(value, dict):
         for key, item in value.items():
             if key in skip:
                 continue
-            found = numbers_problem(item, f"{path}.{key}" if path else str(key), floor=floor, skip=skip)
+            found = numbers_problem(item, f"{path}.{key}" if path else str(key), floor=floor, skip=skip,
+                                    brackets=brackets)  # fmt: skip
             if found:
                 return found
         return None
     if isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            found = numbers_problem(item, f"{path}.{i}" if path else str(i), floor=floor, skip=skip)
+            at = f"{path}[{i}]" if brackets else f"{path}.{i}" if path else str(i)
+            found = numbers_problem(item, at, floor=floor, skip=skip, brackets=brackets)
             if found:
                 return found
         return None
@@ -118,7 +122,7 @@ TRACE_ID_FIELDS = frozenset({"id", "hash_ids", "input_ids", "input_tok_ids", "ou
 
 def check_trace_record(rec: Any, source: str, line: int | None = None) -> None:
     """The number rule on every number of a trace record, nested ones included (a subagent's calls)."""
-    if (found := numbers_problem(rec, floor=False, skip=TRACE_ID_FIELDS)) is not None:
+    if (found := numbers_problem(rec, floor=False, skip=TRACE_ID_FIELDS, brackets=True)) is not None:
         raise InputError(f"{found[0]}: {found[1]}", source=source, line=line)
 
 
@@ -206,6 +210,17 @@ def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0)
             if line.strip():
                 yield lineno, offset, line
             offset += len(raw)
+
+
+def count_lines(path: str | Path, what: str) -> int:
+    """Lines of a text file (a last one without its newline counted), read in 1 MiB blocks, unparsed:
+    a second or so for a gigabyte."""
+    lines, last = 0, b"\n"
+    with open_input(path, what) as fh:
+        while block := fh.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
 
 
 def file_stamp(path: str | Path) -> tuple | None:

@@ -29,9 +29,15 @@ def progress_bar(total: int | None, *, desc: str, unit: str, enabled: bool = Tru
                          every_s=PLAIN_EVERY_S if every_s is None else every_s)  # fmt: skip
 
 
-def track(items, *, desc: str, unit: str, enabled: bool = True):
-    """Iterate over ``items`` (a sized collection) with a :func:`progress_bar` counting them."""
-    bar = progress_bar(len(items), desc=desc, unit=unit, enabled=enabled)
+def track(items, *, desc: str, unit: str, enabled: bool = True, total: int | None = None):
+    """Iterate over ``items`` with a :func:`progress_bar` counting them out of ``total`` (by default
+    ``len(items)`` where they have one; a count alone where not)."""
+    if total is None:
+        try:
+            total = len(items)
+        except TypeError:
+            total = None
+    bar = progress_bar(total, desc=desc, unit=unit, enabled=enabled)
     try:
         for item in items:
             yield item

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from sim.model.hostpools import host_pools
 from sim.model.pools import ModelSpec
 
-__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate", "swa_host_pages",
+__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate", "largest_fitting_ratio", "swa_host_pages",
            "swa_pages"]
 
 RESERVE_BYTES = 10 * 1024**3  # HICACHE_HOST_MEMORY_RESERVE_BYTES, pool_host/base.py:28
@@ -182,3 +182,26 @@ def auto_ratio(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_tokens
     device = l1_pages * scale * (model.group_bytes_per_page("kv") + swa_ratio * model.group_bytes_per_page("swa"))
     budget = _budget_per_rank(node_dram_gb, ranks_per_node) * AUTO_FRACTION
     return min(DEFAULT_RATIO, budget * (1 - AUTO_SLACK) / device) if device else DEFAULT_RATIO
+
+
+def largest_fitting_ratio(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_tokens: int, tp_size: int,
+                          node_dram_gb: float, gpus_per_node: int, pinnable_gb: float | None = None,
+                          step: float = 0.01, cap: float = 1000.0) -> float:  # fmt: skip
+    """The largest ``--hicache-ratio`` (a multiple of ``step``, 0.0 if none) whose host pools, priced pool by pool
+    per rank as :func:`host_candidate` prices them, pass SGLang's start-up check and, all ranks of the node
+    together, fit under ``pinnable_gb`` (the platform's pinnable ceiling; None: DRAM alone bounds them).
+    Pool bytes grow with the ratio, so a bisection over multiples of ``step`` finds it."""
+    ceiling = None if pinnable_gb is None else int(pinnable_gb * 1e9)
+
+    def fits(k: int) -> bool:
+        c = host_candidate(model, l1_pages=l1_pages, swa_ratio=swa_ratio, page_tokens=page_tokens, tp_size=tp_size,
+                           node_dram_gb=node_dram_gb, gpus_per_node=gpus_per_node, ratio=k * step)  # fmt: skip
+        return c.status != "refused" and (ceiling is None or c.per_node <= ceiling)
+
+    lo, hi = 0, int(cap / step)
+    if fits(hi):
+        return hi * step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return round(lo * step, 6)

@@ -1,5 +1,6 @@
 """Answer a stream of HiSparse decode calls as SGLang 0.5.23 decides them (``hicache-sim hisparse``), one answer
-per (step, request, C4 layer), and check the answers against a recording.
+per (step, request, C4 layer) in SGLang's call order (per step, layer by layer, each over the batch), and check
+the answers against a recording.
 
 The format is ``shared/vectors/hisparse/README.md``'s: ``config`` (a fresh coordinator), ``arrive`` (a PD decode
 request admitted with its prompt on the host), ``step`` (one decode step of the batch: per request its
@@ -107,9 +108,18 @@ class HiSparseDriver(CallDriver):
 
     @handles("step")
     def _op_step(self, call: dict) -> list[dict]:
+        """The answers in SGLang's call order: layer by layer, each layer's requests in batch order. The model
+        runs its layers in turn over the whole batch (``models/deepseek_v4.py:4063-4219``) and each C4 layer's
+        indexer makes one swap-in call for every request of the batch (``layers/attention/dsv4/indexer.py:
+        1126-1137``, ``managers/hisparse_coordinator.py:1587-1596,1467-1529``), one kernel block a request;
+        the buffers and LRU orders are per layer and request (:1509-1519), so only the order of the answers
+        depends on it. The eager backup is per request, of all layers at once, before the forward
+        (``schedule_batch.py:3793``, :1100-1111, :1236-1252): each layer's line carries it."""
         batch = [self._checked(i, row, call["reqs"][:i]) for i, row in enumerate(call["reqs"])]  # all, then apply
-        out = []
+        per_request = []
         for req, row, rows in batch:
+            out: list[dict] = []
+            per_request.append(out)
             r = req.state
             backup = r.step(row["seq_len"], rows, 0)
             req.next_seq_len += 1
@@ -130,7 +140,7 @@ class HiSparseDriver(CallDriver):
                             "evicted": evicted, "backup": None if backup < 0 else backup, "resident": resident,
                             "racy": False, "lru_hash": lru_hash(order)})  # fmt: skip
         self.steps += 1
-        return out
+        return [answers[layer] for layer in range(self.config["layers"]) for answers in per_request]
 
     def _within_context(self, name: str, seq_len: int) -> None:
         limit = self.config["max_context_len"]

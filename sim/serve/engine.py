@@ -43,10 +43,11 @@ from sim.model.compute import Roofline
 from sim.model.costs import CostTable
 from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode, backend_prices
-from sim.serve.hashring import HashRing
+from sim.serve.hashring import HashRing, dp_aware_urls, routing_key
 from sim.serve.metrics import Recorder
 from sim.serve.scheduler.dp import DPController, DPGroup
 from sim.serve.scheduler.instance import Instance
+from sim.serve.scheduler.prefill_delayer import attach_delayers
 from sim.serve.scheduler.req import Running
 from sim.serve.storage import Storage
 from sim.workload.request import Request
@@ -104,6 +105,9 @@ class EngineConfig:
     dp_size: int = 1  # attention-DP ranks per instance (DP attention): one scheduler and cache each
     dp_mlp_share: float = 0.0  # the MLP/MoE share of a rank's per-token FLOPs, run over every rank's tokens
     load_balance_method: str = "round_robin"  # how the DP controller picks a rank
+    enable_prefill_delayer: bool = False  # --enable-prefill-delayer (sim.serve.scheduler.prefill_delayer)
+    prefill_delayer_max_delay_passes: int = 30  # --prefill-delayer-max-delay-passes
+    prefill_delayer_token_usage_low_watermark: float | None = None  # --prefill-delayer-token-usage-low-watermark
 
 
 class Simulation:
@@ -128,8 +132,13 @@ class Simulation:
                 for inst in ranks:  # one tokenizer manager per server, ahead of its DP controller
                     inst.group, inst.tokenizers = group, ranks[0].tokenizers
                 self.controllers.append(DPController(cfg.load_balance_method, ranks))
+        if cfg.enable_prefill_delayer:
+            attach_delayers(self.env, self.instances, dp, cfg.prefill_delayer_max_delay_passes,
+                            cfg.prefill_delayer_token_usage_low_watermark)  # fmt: skip
+        self.ring: HashRing | None = None  # cluster.router consistent_hashing: every rank is a worker
+        if cfg.router == "consistent_hashing":
+            self.ring = HashRing(dp_aware_urls(cfg.instances // dp, dp))
         self._rr = 0
-        self._ring: HashRing | None = HashRing(cfg.instances) if cfg.router == "consistent_hash" else None
         self.arrived = 0
         self.on_finish: Callable[[Request], None] | None = None
         self.progress: Any = None  # a progress bar, counting the requests that leave
@@ -163,8 +172,8 @@ class Simulation:
         insts = self.instances
         if len(insts) == 1:
             return insts[0]
-        if self._ring is not None:  # the router picks the rank itself (sim.serve.hashring)
-            return insts[self._ring.node(req.session, req.rid)]
+        if self.ring is not None:
+            return insts[self.ring.pick(routing_key(req.session, req.rid))]
         if self.cfg.router == "cache_aware":
             pt = self.cfg.page_tokens
             best = max(range(len(insts)), key=lambda i: (insts[i].cache.tree.peek(req.keys, (req.input_len - 1) // pt)[1],

@@ -1,13 +1,21 @@
-"""The router's consistent hashing, DP-aware: each attention-DP rank of each server is a node of one hash
-ring, and a request goes to the node after its session's point on the ring.
+"""The SGLang router's consistent hashing (``sglang_router --policy consistent_hashing --dp-aware``), as the
+AgentX recipes front a DP-attention server with it: each attention-DP rank is a worker of its own, and a request
+goes to the rank its routing key hashes to, so a session's calls stay on the rank that holds its prefix.
 
-AgentX's recipes run sglang-router with consistent hashing on the request's correlation id (aiperf sends one
-per session) and DP awareness: the router picks the rank itself and the server's DP controller honours it
-(``routed_dp_rank``: ``sglang/srt/managers/data_parallel_controller.py:865-879``), so every call of a session
-lands on one rank and finds its own prefix there, whatever the controller's ``--load-balance-method``. The
-ring has ``VIRTUAL_NODES`` points a rank so that sessions spread evenly; the hash function is this module's
-(BLAKE2b), so *which* rank a given session lands on differs from the router's, not how sessions spread or
-that a session keeps its rank. A request without a session (``session`` < 0) is keyed by its own id.
+The policy (sgl-model-gateway ``src/policies/consistent_hashing.rs``, ``select_worker_impl``) hashes the
+``X-SMG-Routing-Key`` header, which aiperf fills with the conversation's correlation id
+(``AIPERF_HTTP_X_SMG_ROUTING_KEY_FROM_CORRELATION_ID=true``), onto a ring built once from the workers
+(``src/core/worker_registry.rs``, ``HashRing``): 150 virtual nodes a worker, each at the hash of
+``url#vnode``, and a key goes to the first worker at or after its own hash, clockwise. With ``--dp-aware`` the
+router registers each rank as a worker (``url@rank``) and sends the request to that rank (``routed_dp_rank``),
+so the server's own DP controller (``--load-balance-method``) is bypassed. A request with no key falls back
+to a uniform pick (``RandomFallback``).
+
+Here the routing key is the request's session (a trajectory and its subagents, a multi-turn client), and a
+request without one (session < 0) is keyed by its id: a deterministic stand-in for the uniform fallback. The
+ring hashes with BLAKE2b instead of the gateway's BLAKE3 (not in Python's standard library), and the worker
+URLs are stand-ins: which rank a given session lands on differs from a real run's, but the ring's structure,
+and so how evenly (or not) it spreads sessions over the ranks, is the gateway's.
 """
 
 from __future__ import annotations
@@ -15,25 +23,34 @@ from __future__ import annotations
 import bisect
 import hashlib
 
-__all__ = ["VIRTUAL_NODES", "HashRing"]
-
-VIRTUAL_NODES = 160  # points per rank on the ring
+VIRTUAL_NODES_PER_WORKER = 150  # worker_registry.rs, HashRing::new
 
 
-def _point(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+def ring_position(data: bytes) -> int:
+    """A 64-bit ring position: the first 8 bytes of the digest, little-endian (``hash_position``)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
 class HashRing:
-    """Nodes ``0 .. n - 1`` (the ranks of every server, in order) on one ring."""
+    """Workers on a consistent-hash ring; :meth:`pick` maps a routing key to a worker's index."""
 
-    def __init__(self, n: int, virtual_nodes: int = VIRTUAL_NODES) -> None:
-        ring = sorted((_point(f"rank-{i}-{v}"), i) for i in range(n) for v in range(virtual_nodes))
-        self._points = [p for p, _ in ring]
-        self._nodes = [i for _, i in ring]
+    def __init__(self, urls: list[str]) -> None:
+        entries = sorted((ring_position(f"{url}#".encode() + vnode.to_bytes(8, "little")), w)
+                         for w, url in enumerate(urls) for vnode in range(VIRTUAL_NODES_PER_WORKER))  # fmt: skip
+        self.positions = [p for p, _ in entries]
+        self.workers = [w for _, w in entries]
 
-    def node(self, session: int, rid: int) -> int:
-        """The node a request of ``session`` goes to (by ``rid`` when it has no session)."""
-        key = f"session-{session}" if session >= 0 else f"request-{rid}"
-        k = bisect.bisect_right(self._points, _point(key))
-        return self._nodes[k % len(self._nodes)]
+    def pick(self, key: str) -> int:
+        """The worker at or after the key's position, clockwise (``find_healthy_url``; every worker is healthy)."""
+        i = bisect.bisect_left(self.positions, ring_position(key.encode()))
+        return self.workers[i % len(self.workers)]
+
+
+def dp_aware_urls(servers: int, dp_size: int) -> list[str]:
+    """The workers ``--dp-aware`` registers: each server's ranks as ``url@rank``, in the engine's rank order."""
+    return [f"http://server-{s}:30000@{r}" for s in range(servers) for r in range(dp_size)]
+
+
+def routing_key(session: int, rid: int) -> str:
+    """The request's stand-in correlation id: its session's, or its own when it has none."""
+    return f"session-{session}" if session >= 0 else f"request-{rid}"

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.base.inputs import check_unchanged, file_stamp
+from sim.base.progress import track
 from sim.workload.request import Request
 
 __all__ = ["CHUNK", "Concat", "IndexedRequests", "RequestStream", "Survey", "TraceRequests", "survey"]
@@ -47,7 +48,9 @@ class RequestStream:
     def __iter__(self) -> Iterator[Request]:
         raise NotImplementedError
 
-    def survey(self, cost: Cost) -> Survey:
+    def survey(self, cost: Cost, progress: bool = False) -> Survey:
+        """``progress``: report the pass as it goes (a bar on a terminal, a line every 30 s off one) where
+        it reads a file."""
         return survey(self, cost)
 
 
@@ -96,7 +99,7 @@ class IndexedRequests(RequestStream, Sequence):
     def __iter__(self) -> Iterator[Request]:
         return map(self.make, range(len(self)))
 
-    def survey(self, cost: Cost) -> Survey:
+    def survey(self, cost: Cost, progress: bool = False) -> Survey:
         n_in, n_out = self.lengths()
         n = len(n_in)
         if not n:
@@ -133,10 +136,12 @@ class Concat(IndexedRequests):
 class TraceRequests(RequestStream):
     """A trace read as it is replayed: ``read()`` opens it again for every pass. Its size is known once
     a survey has read it through. With its ``path``, a pass over a file changed since the first pass is
-    refused (before it starts, or at its end) rather than mixed into the run."""
+    refused (before it starts, or at its end) rather than mixed into the run. ``records`` counts, before the
+    survey, the requests it will find at most (the total its progress counts to; None where unknown)."""
 
-    def __init__(self, read: Callable[[], Iterator[Request]], path: str | Path | None = None) -> None:
-        self.read, self.path = read, path
+    def __init__(self, read: Callable[[], Iterator[Request]], path: str | Path | None = None,
+                 records: Callable[[], int | None] | None = None) -> None:  # fmt: skip
+        self.read, self.path, self.records = read, path, records
         self._size: int | None = None
         self._stamp: tuple | None = None
 
@@ -158,7 +163,11 @@ class TraceRequests(RequestStream):
             raise TypeError("a trace's size is known after its survey")
         return self._size
 
-    def survey(self, cost: Cost) -> Survey:
-        s = survey(self, cost)
+    def survey(self, cost: Cost, progress: bool = False) -> Survey:
+        items: Iterable[Request] = self
+        if progress:  # a whole trace takes minutes to read through: say so as it goes
+            items = track(self, desc=f"reading {Path(self.path).name if self.path else 'the trace'}", unit="requests",
+                          total=self.records() if self.records else None)  # fmt: skip
+        s = survey(items, cost)
         self._size = s.requests
         return s

@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sim.base.errors import InputError
-from sim.base.inputs import MAX_REQUEST_TOKENS, MAX_SIMULATED_S, check_input, json_objects, num_text
+from sim.base.inputs import (
+    MAX_REQUEST_TOKENS,
+    MAX_SIMULATED_S,
+    check_input,
+    count_lines,
+    json_objects,
+    num_text,
+)
 from sim.workload import trajectory
 from sim.workload.request import Request
 from sim.workload.stream import TraceRequests
@@ -124,7 +131,16 @@ def read_trace(path: str | Path, **kwargs) -> list[Request]:
 def trace_requests(path: str | Path, **kwargs) -> TraceRequests:
     """A trace as a stream: read again at every pass (:func:`iter_trace`'s arguments)."""
     check_input(path, "trace", folder=True)
-    return TraceRequests(lambda: iter_trace(path, **kwargs), path)
+    return TraceRequests(lambda: iter_trace(path, **kwargs), path, lambda: _most_records(path, **kwargs))
+
+
+def _most_records(path: str | Path, *, fmt: str = "auto", max_requests: int | None = None, **_) -> int | None:
+    """The requests a JSON-lines trace holds at most (a line each, to ``max_requests``), counted without
+    parsing; None for a Weka trace (a trajectory holds many calls)."""
+    if (detect_format(path) if fmt == "auto" else fmt) == "weka":
+        return None
+    lines = count_lines(path, "trace")
+    return lines if max_requests is None else min(lines, max_requests)
 
 
 def iter_trace(path: str | Path, *, fmt: str = "auto", block_size: int | None = None, page_size: int | None = None,

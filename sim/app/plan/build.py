@@ -16,7 +16,14 @@ from sim.app.scenario import Scenario, apply_overrides, build_model_spec, scenar
 from sim.app.seeds import interval
 from sim.base.errors import InputError
 from sim.model.hardware import NODE_DRAM_GB
-from sim.model.hostmem import V4_AUTO_REFUSED, HostCandidate, auto_ratio, host_bytes, host_candidate
+from sim.model.hostmem import (
+    V4_AUTO_REFUSED,
+    HostCandidate,
+    auto_ratio,
+    host_bytes,
+    host_candidate,
+    largest_fitting_ratio,
+)
 from sim.model.pools import ModelSpec
 
 __all__ = ["PlanSpec", "make_plan", "parse_slo"]
@@ -66,6 +73,7 @@ class PlanSpec:
     sizes_gb: list[float] = field(default_factory=list)
     node_dram_gb: float = NODE_DRAM_GB
     gpus_per_node: int = 8
+    pinnable_gb: float | None = None  # the platform's pinnable ceiling per node; None: DRAM alone
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     policies: list[str] = field(default_factory=lambda: ["write_through", "write_through_selective", "write_back"])
     swa_ratios: list[float] = field(default_factory=lambda: [0.05, 0.1, 0.2, 0.5])
@@ -334,6 +342,11 @@ def _host_section(s: _Setup) -> dict:
     spec, model, page = s.spec, s.model, s.page
     return {"node_dram_gb": spec.node_dram_gb, "gpus_per_node": spec.gpus_per_node, "tp_size": s.sc.hardware.tp_size,
             "l1_pages": s.l1, "page_tokens": page, "auto_ratio": s.auto,
+            "largest_fitting_ratio": largest_fitting_ratio(
+                model, l1_pages=s.l1, swa_ratio=s.swa_ratio if model.has_swa else 0.0, page_tokens=page,
+                tp_size=s.sc.hardware.tp_size, node_dram_gb=spec.node_dram_gb, gpus_per_node=spec.gpus_per_node,
+                pinnable_gb=spec.pinnable_gb),
+            "pinnable_gb": spec.pinnable_gb,
             "pools": [{"name": p.name, "anchor": p.anchor, "bytes_per_page": int(p.bytes_per_page * page / model.page_size)}
                       for p in model.pools if p.bytes_per_page],
             "candidates": [c.as_dict() for c in s.cands]}  # fmt: skip

@@ -158,7 +158,10 @@ def _md_host_memory(h: dict) -> list[str]:
            + (f"With neither `--hicache-ratio` nor `--hicache-size`, SGLang's auto-sizing would pick ratio "
               f"{h['auto_ratio']:.3g} (`mem_cache/hicache_auto_size.py:86-118`)." if h["auto_ratio"] is not None else
               "SGLang cannot auto-size this model's host pools: without `--hicache-ratio` HiCache does not start "
-              "(`mem_cache/hicache_auto_size.py:63-72`)."), ""]  # fmt: skip
+              "(`mem_cache/hicache_auto_size.py:63-72`).")
+           + (f" The largest `--hicache-ratio` whose pools pass that check is {h['largest_fitting_ratio']:.3g} "
+              "(per pool, per rank)" + (f", under {h['pinnable_gb']:g} GB pinnable per node" if h.get("pinnable_gb")
+                                        else "") + "." if h.get("largest_fitting_ratio") is not None else ""), ""]  # fmt: skip
     pools = [p["name"] for p in h["pools"]]
     rows = [[c["label"], f"{c['l2_pages']:,}", *[_fmt_gb(c["pool_bytes_per_rank"].get(p, 0)) for p in pools],
              _fmt_gb(c["bytes_per_rank"]), _fmt_gb(c["bytes_per_node"]), c["status"] + (f": {c['reason']}" if c["reason"] else "")]

@@ -124,10 +124,12 @@ class ClusterConfig(_Section):
     """Instances sharing one L3; L1/L2 stay private to each instance."""
 
     instances: int = Field(1, ge=1, le=MAX_INSTANCES, description="Inference servers (TP groups).")
-    router: Literal["round_robin", "cache_aware", "consistent_hash"] = Field(
-        "round_robin", description="How requests pick an instance. consistent_hash: sglang-router's consistent "
-        "hashing on the session (aiperf's correlation id), DP-aware: a session's calls all go to one attention-DP "
-        "rank, past the DP controller (sim/serve/hashring.py)."
+    router: Literal["round_robin", "cache_aware", "consistent_hashing"] = Field(
+        "round_robin",
+        description="How requests pick an instance. consistent_hashing: sglang_router --policy consistent_hashing "
+        "--dp-aware keyed by the session (aiperf's correlation id), as AgentX runs it: every attention-DP rank is a "
+        "worker on a hash ring and a session's calls stay on one rank, bypassing scheduler.load_balance_method "
+        "(sim/serve/hashring.py).",
     )
     role: Literal["colocated", "decode"] = Field(
         "colocated", description="colocated prefill+decode, or a PD decode instance (HiSparse)."

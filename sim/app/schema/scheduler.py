@@ -33,6 +33,22 @@ class SchedulerConfig(_Section):
         "(managers/data_parallel_controller.py:105-145, 880-925); auto (SGLang's default) is round_robin outside PD "
         "prefill (serving_hook.py:217-236). follow_bootstrap_room: bootstrap room modulo ranks (PD prefill).",
     )
+    enable_prefill_delayer: bool = Field(
+        False,
+        description="SGLang's --enable-prefill-delayer: before each pass the ranks of a server agree whether to admit "
+        "new requests, holding a rank's prefill until every rank can prefill (DP attention) or until the running batch "
+        "has room for a recent prefill batch (managers/prefill_delayer.py:166-352). Off by default; on in AgentX.",
+    )
+    prefill_delayer_max_delay_passes: int = Field(
+        30, ge=1, description="--prefill-delayer-max-delay-passes: a delay ends after this many passes less one."
+    )
+    prefill_delayer_token_usage_low_watermark: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="--prefill-delayer-token-usage-low-watermark: no delay while a prefillable rank's KV usage (used, "
+        "not evictable, over the pool) is below this; null (SGLang's default): no such release.",
+    )
     overlap_schedule: bool = Field(
         True,
         description="SGLang's overlap scheduler (on by default; --disable-overlap-schedule turns it off): a pass's "

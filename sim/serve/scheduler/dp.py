@@ -4,6 +4,7 @@ request on a rank (:class:`DPController`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import simpy
 
@@ -34,6 +35,7 @@ class DPGroup:
         self.go = env.event()
         self.busy_until = 0.0
         self.starting = False
+        self.on_leave: Callable[[], None] | None = None  # the prefill delayer's gather waits on the ranks planning
 
     def enter(self):
         """A rank woke: it plans with the others, after any pass in flight."""
@@ -45,6 +47,8 @@ class DPGroup:
         """A rank sleeps (nothing to run): the others do not wait for it."""
         self.active -= 1
         self._ready()
+        if self.on_leave is not None:
+            self.on_leave()
 
     def join(self, seconds: float, tokens: int) -> simpy.Event:
         """A rank planned a pass of ``seconds`` on its own over ``tokens`` tokens; the event fires when the

@@ -30,6 +30,7 @@ from sim.serve.scheduler.cache_controller import CacheController
 from sim.serve.scheduler.dp import DPGroup
 from sim.serve.scheduler.output import OutputStreamer
 from sim.serve.scheduler.prefetch import Prefetcher
+from sim.serve.scheduler.prefill_delayer import PrefillDelayer
 from sim.serve.scheduler.req import Running
 from sim.serve.scheduler.running_batch import RunningBatch
 from sim.serve.scheduler.schedule_policy import PrefillAdder
@@ -121,14 +122,11 @@ class Instance:
         self.tokenizers = [0.0] * sim.cfg.tokenizer_workers
         self.tokenizing = 0
         self.group: DPGroup | None = None  # set by the Simulation for attention-DP ranks
-
-    def _new_cache(self) -> PrefixCache:
-        """An empty cache for this instance: after ``/flush_cache``, and for the start check's admission."""
-        return new_cache(self.sim.cfg)
+        self.delayer: PrefillDelayer | None = None  # --enable-prefill-delayer: set by the Simulation
 
     def _own_cache(self) -> PrefixCache:
         """A new cache to serve with, recording its pages' ages in the run's (:mod:`sim.cache.ages`)."""
-        cache = self._new_cache()
+        cache = new_cache(self.sim.cfg)
         cache.record_ages(self.sim.ages)
         return cache
 
@@ -206,7 +204,7 @@ class Instance:
             if self.wake.triggered:
                 self.wake = env.event()
             t0 = env.now
-            batch = self.get_next_batch_to_run()
+            batch = self.get_next_batch_to_run() if self.delayer is None else (yield from self.delayer.next_batch(self))
             if batch is None:
                 yield from self._wait_for_reads(t0)
                 continue
@@ -219,6 +217,8 @@ class Instance:
         self.output.stream_out()
         if group is not None:
             group.leave()
+        if self.delayer is not None:
+            self.delayer.idle()
         yield self.wake
         self.wake = self.env.event()
         if group is not None:
@@ -233,9 +233,10 @@ class Instance:
         if group is not None:
             yield from group.enter()
 
-    def get_next_batch_to_run(self) -> Batch | None:
+    def get_next_batch_to_run(self, allow_prefill: bool = True) -> Batch | None:
         """Process the acks, re-issue due L3 lookups, then form a prefill batch unless prefill is deferred; a
-        decode batch when none forms. None: only L3 reads hold the queue."""
+        decode batch when none forms. None: only L3 reads hold the queue. ``allow_prefill`` False (the prefill
+        delayer's verdict) admits no new request; the requests already prefilling go on."""
         cfg, ctrl, rb = self.sim.cfg, self.ctrl, self.running_batch
         ctrl.process_acks()
         self.cache.start_iteration()
@@ -245,7 +246,7 @@ class Instance:
             blocked, tokens, pairs, chunks, loads_end = False, 0, 0.0, 0, 0.0
             done: list[Running] = []
         else:
-            blocked = self.adder.admit()
+            blocked = self.adder.admit() if allow_prefill else False
             ctrl.charge_write_back()
             tokens, pairs, chunks, loads_end, done = self.adder.plan_prefill()
             if tokens:

@@ -268,9 +268,17 @@ class TestSchedulingFlags:
                                             gpu="A10").scenario)  # fmt: skip
         assert (sc.scheduler.prefill_decode_interval, sc.scheduler.prefill_decode_interval_min_bs) == (4, 2)
 
-    @pytest.mark.parametrize("flag", ["--enable-two-batch-overlap", "--enable-prefill-delayer",
-                                      "--prefill-delayer-max-delay-passes 10", "--stream-interval 4"])  # fmt: skip
-    def test_tbo_the_prefill_delayer_and_the_stream_interval_are_ignored_with_why(self, flag):
+    def test_the_prefill_delayer_and_its_settings_are_modelled(self):
+        conv = from_sglang(f"{self.BASE} --enable-prefill-delayer --prefill-delayer-max-delay-passes 10 "
+                           "--prefill-delayer-token-usage-low-watermark 0.5", gpu="A10")  # fmt: skip
+        s = scenario_from_dict(conv.scenario).scheduler
+        assert (s.enable_prefill_delayer, s.prefill_delayer_max_delay_passes) == (True, 10)
+        assert s.prefill_delayer_token_usage_low_watermark == 0.5
+        assert not conv.ignored
+
+    @pytest.mark.parametrize("flag", ["--enable-two-batch-overlap", "--prefill-delayer-queue-min-ratio 0.2",
+                                      "--stream-interval 4"])  # fmt: skip
+    def test_tbo_the_delayers_queue_trigger_and_the_stream_interval_are_ignored_with_why(self, flag):
         (line,) = from_sglang(f"{self.BASE} {flag}", gpu="A10").ignored
         assert line.startswith(flag + ": ") and len(line) > len(flag) + 40
 

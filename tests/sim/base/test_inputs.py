@@ -11,8 +11,11 @@ from sim.base.errors import InputError
 from sim.base.inputs import (
     MAX_FILE_BYTES,
     check_input,
+    check_trace_record,
+    count_lines,
     iter_lines,
     number_problem,
+    numbers_problem,
     parse_json,
     parse_yaml,
     read_text,
@@ -55,6 +58,13 @@ class TestYaml:
 
 
 class TestFiles:
+    def test_lines_are_counted_with_a_last_one_that_has_no_newline(self, tmp_path):
+        (tmp_path / "a").write_bytes(b"x\n\ny\n")
+        (tmp_path / "b").write_bytes(b"x\ny")
+        (tmp_path / "c").write_bytes(b"")
+        assert [count_lines(tmp_path / n, "trace") for n in "abc"] == [3, 2, 0]
+
+
     @pytest.fixture
     def huge(self, tmp_path):
         """A file of 65 MiB of zeros and no newline, sparse: it costs no disk."""
@@ -95,6 +105,13 @@ class TestNumbers:
     @pytest.mark.parametrize("value", [0, 0.0, 1, -1, 1e-6, 1e15, 2.6e10, True, "x", None])
     def test_real_quantities_and_non_numbers_pass(self, value):
         assert number_problem(value) is None
+
+    def test_a_trace_names_a_nested_field_as_its_json_reads_and_a_set_key_as_it_is_typed(self):
+        """Trace messages index lists as the Weka reader does (``requests[1].requests[0].t``); a scenario's
+        numbers as a ``--set`` key spells them (``model.pools.0.bytes_per_page``)."""
+        rec = {"requests": [{"t": 0}, {"requests": [{"t": 1e300}], "hash_ids": [2**70]}]}
+        assert error_of(check_trace_record, rec, "w.jsonl", 3).startswith("w.jsonl:3: requests[1].requests[0].t: ")
+        assert numbers_problem({"model": {"pools": [{"bytes_per_page": 1e300}]}})[0] == "model.pools.0.bytes_per_page"
 
     def test_a_measured_time_may_be_below_a_microsecond(self):
         assert number_problem(1e-8, floor=False) is None and number_problem(1e-8) is not None

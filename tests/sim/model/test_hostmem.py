@@ -9,6 +9,7 @@ from sim.model.hostmem import (
     auto_ratio,
     host_bytes,
     host_candidate,
+    largest_fitting_ratio,
 )
 from sim.model.pools import get_model
 
@@ -86,3 +87,26 @@ def test_auto_sizing_lowers_the_default_ratio_until_the_pools_fit_the_fraction()
     r = auto_ratio(MLA, l1_pages=20000, swa_ratio=0.0, page_tokens=256, node_dram_gb=300, ranks_per_node=8)
     assert r == pytest.approx(budget * 0.8 * 0.95 / device) and r < 2.0
     assert auto_ratio(MLA, l1_pages=10, swa_ratio=0.0, page_tokens=256, node_dram_gb=3000, ranks_per_node=8) == 2.0
+
+
+def fit(model=V4, **kw):
+    args = dict(l1_pages=1000, swa_ratio=0.1, page_tokens=256, tp_size=8, node_dram_gb=2048, gpus_per_node=8)
+    return largest_fitting_ratio(model, **{**args, **kw})
+
+
+@pytest.mark.parametrize("model", [V4, MLA])
+@pytest.mark.parametrize("pinnable_gb", [None, 400.0, 50.0])
+def test_the_largest_fitting_ratio_fits_and_the_next_step_does_not(model, pinnable_gb):
+    r = fit(model, pinnable_gb=pinnable_gb)
+    assert r > 0
+    ceiling = float("inf") if pinnable_gb is None else pinnable_gb * 1e9
+    here, nxt = cand(model, ratio=r), cand(model, ratio=round(r + 0.01, 6))
+    assert here.status != "refused" and here.per_node <= ceiling
+    assert nxt.status == "refused" or nxt.per_node > ceiling
+
+
+def test_the_largest_ratio_is_what_the_pinnable_ceiling_over_the_per_node_pools_allows():
+    per_unit = host_bytes(MLA, 1000, 1000, 0.0, 256) * 8  # ratio 1.0 on 8 ranks
+    r = fit(MLA, pinnable_gb=per_unit * 3.5 / 1e9)
+    assert 3.4 <= r <= 3.5  # the padding page takes a sliver
+    assert fit(MLA, pinnable_gb=per_unit * 3.5 / 1e9, node_dram_gb=1.0) == 0.0  # DRAM below the reserve: none

@@ -142,13 +142,31 @@ def test_finish_resets_the_request_so_it_can_arrive_again_as_new():
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
 
 
-def test_a_batch_answers_per_request_and_layer_in_call_order():
+def test_a_step_answers_layer_by_layer_each_over_the_batch_and_each_layer_keeps_its_own_buffers():
+    """SGLang's forward runs its layers in turn, and each C4 layer's indexer makes one swap-in call over the
+    whole batch (``models/deepseek_v4.py:4063``, ``layers/attention/dsv4/indexer.py:1132``): per step the
+    answers come layer first, then request in batch order. Each (request, layer) has its own slots and LRU
+    order (``hisparse_coordinator.py:1509-1519``); the eager backup covers all layers, so every layer's line
+    carries it."""
     calls = [config(layers=2), {"op": "arrive", "rid": "a", "prompt_len": 40},
              {"op": "arrive", "rid": "b", "prompt_len": 40},
              {"op": "step", "reqs": [{"rid": "b", "seq_len": 41, "topk": [[1], [2, 3]]},
-                                     {"rid": "a", "seq_len": 41, "topk": [0]}]}]  # fmt: skip
+                                     {"rid": "a", "seq_len": 41, "topk": [[0], [5, 6]]}]},
+             {"op": "step", "reqs": [{"rid": "b", "seq_len": 42, "topk": [[1, 4], [2]]},
+                                     {"rid": "a", "seq_len": 42, "topk": [[0], [7]]}]}]  # fmt: skip
     rows = answer(calls)
-    assert [(r["rid"], r["layer"], r["misses"]) for r in rows] == [("b", 0, 1), ("b", 1, 2), ("a", 0, 1), ("a", 1, 1)]
+    assert [(r["step"], r["layer"], r["rid"]) for r in rows] == [
+        (0, 0, "b"), (0, 0, "a"), (0, 1, "b"), (0, 1, "a"), (1, 0, "b"), (1, 0, "a"), (1, 1, "b"), (1, 1, "a")]
+    at = {(r["step"], r["rid"], r["layer"]): r for r in rows}
+    assert at[0, "b", 0]["loads"] == [[1, 0]] and at[0, "b", 1]["loads"] == [[2, 0], [3, 1]]
+    assert at[0, "a", 0]["loads"] == [[0, 0]] and at[0, "a", 1]["loads"] == [[5, 0], [6, 1]]
+    # step 1: b's layer 0 hits 1 and loads 4 into its LRU empty slot 1; its layer 1, which never saw 1 or 4,
+    # hits 2; a's layer 1 loads 7 into its own first empty slot, not b's.
+    assert (at[1, "b", 0]["hits"], at[1, "b", 0]["loads"]) == (1, [[4, 1]])
+    assert (at[1, "b", 1]["hits"], at[1, "b", 1]["misses"]) == (1, 0)
+    assert (at[1, "a", 0]["hits"], at[1, "a", 0]["misses"]) == (1, 0) and at[1, "a", 1]["loads"] == [[7, 2]]
+    assert at[1, "b", 0]["lru_hash"] == lru_hash([4, 1]) and at[1, "b", 1]["lru_hash"] == lru_hash([3, 2])
+    assert len({r["backup"] for r in rows if r["step"] == 1}) == 1
 
 
 # --- bad calls ---------------------------------------------------------------------------------------

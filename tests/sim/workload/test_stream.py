@@ -104,6 +104,23 @@ class TestTraces:
         with pytest.raises(InputError, match=r"t\.jsonl:6: malformed JSON"):
             stream.survey(lengths_cost)
 
+    def test_off_a_terminal_the_survey_of_a_trace_prints_its_progress_with_the_total(self, tmp_path, capsys,
+                                                                                    monkeypatch):  # fmt: skip
+        """A whole trace takes minutes to read through before a run (or a plan) starts: the promised line comes."""
+        monkeypatch.setattr("sim.base.progress.PLAIN_EVERY_S", 0.0)  # a line at every request, not every 30 s
+        trace_requests(mooncake_lines(tmp_path / "t.jsonl", 4), page_size=256).survey(lengths_cost, progress=True)
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[0].startswith("reading t.jsonl: 1/4 requests (25%), ") and "left" in lines[0]
+        assert lines[-1].startswith("reading t.jsonl: 4/4 requests (100%), ") and "\r" not in "".join(lines)
+        capped = trace_requests(tmp_path / "t.jsonl", page_size=256, max_requests=2)
+        capped.survey(lengths_cost, progress=True)
+        assert capsys.readouterr().err.splitlines()[-1].startswith("reading t.jsonl: 2/2 requests (100%)")
+
+    def test_a_survey_without_progress_prints_nothing(self, tmp_path, capsys, monkeypatch):
+        monkeypatch.setattr("sim.base.progress.PLAIN_EVERY_S", 0.0)
+        trace_requests(mooncake_lines(tmp_path / "t.jsonl", 4), page_size=256).survey(lengths_cost)
+        assert capsys.readouterr().err == ""
+
     def test_a_trace_changed_after_its_survey_is_refused_not_mixed_into_the_run(self, tmp_path):
         path = mooncake_lines(tmp_path / "t.jsonl", 6)
         stream = trace_requests(path, page_size=256)

@@ -54,6 +54,9 @@ def test_host_memory_adds_up_pool_by_pool_and_refuses_what_sglang_would(report):
     assert cands["--hicache-ratio 1"]["status"] != "refused"
     assert cands["--hicache-ratio 8"]["status"] == "refused"
     assert "Not enough host memory for V4 paged pool" in cands["--hicache-ratio 8"]["reason"]
+    # and the largest ratio that starts lies between them, reported beside the recommendation
+    assert 1 <= d["host_memory"]["largest_fitting_ratio"] < 8
+    assert f"{d['host_memory']['largest_fitting_ratio']:.3g} (per pool, per rank)" in (report[0] / "report.md").read_text()
     csv = pd.read_csv(report[0] / "host_memory.csv")
     assert list(csv["bytes_per_rank"]) == [c["bytes_per_rank"] for c in d["host_memory"]["candidates"]]
 
@@ -205,6 +208,7 @@ def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and
     (["--scenario", QUICKSTART, "--decode", QUICKSTART], "not a decode instance"),
     (["--scenario", QUICKSTART, "--batches", "1.5"], "expected an integer"),
     (["--scenario", QUICKSTART, "--ratios", "0,2"], "must be > 0"),
+    (["--scenario", QUICKSTART, "--pinnable-gb", "0"], "--pinnable-gb"),
     (["--scenario", QUICKSTART, "--trace", "no/such.jsonl"], "no such file"),
     (["--launch", "python -m sglang.launch_server --model-path x"], "needs --gpu"),
 ])  # fmt: skip
