@@ -229,8 +229,10 @@ def _add_plan(sub) -> None:
                    help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
                         f"with --launch, {NODE_DRAM_GB:g} GB, every command's default)")  # fmt: skip
     p.add_argument("--pinnable-gb", type=_positive_float, default=None,
-                   help="host memory the platform lets a node pin, GB (cudaHostRegister / hipHostRegister may pin "
-                        "less than DRAM); bounds the largest --hicache-ratio that fits (default: DRAM alone)")  # fmt: skip
+                   help="host memory the platform lets a node pin, GB (hipHostRegister pins into the GPU's GTT, "
+                        "half of DRAM by default); candidates past it are refused and it bounds the largest "
+                        "--hicache-ratio that fits (default: the scenario's hardware.pinnable_gb, else the "
+                        "platform's rule: none on CUDA, half of --node-dram-gb on ROCm)")  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
@@ -432,11 +434,13 @@ def _add_validate(sub) -> None:
 
 
 def _cmd_validate(args) -> int:
+    from sim.app.pinned import pinned_lines
     from sim.app.resolve import pool_lines
     from sim.app.run import check_startable
     from sim.app.scenario import validate_file
 
-    print(validate_file(args.scenario, args.overrides, check_start=check_startable, pools=pool_lines))
+    print(validate_file(args.scenario, args.overrides, check_start=check_startable,
+                        pools=lambda sc: pool_lines(sc) + pinned_lines(sc)))  # fmt: skip
     return 0
 
 
