@@ -93,7 +93,7 @@ class PlanSpec:
             return PinCeiling(self.pinnable_gb, "--pinnable-gb")
         if hw.pinnable_gb is not None:
             return hw.pin_ceiling
-        return platform_ceiling(hw.platform, self.node_dram_gb, "the node DRAM (--node-dram-gb)")
+        return platform_ceiling(hw.platform, self.node_dram_gb, "the node DRAM")
 
 
 def _variant(sc: Scenario, sets: list[str], label: str) -> Scenario:
