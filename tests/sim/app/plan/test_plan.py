@@ -273,3 +273,13 @@ def test_plan_refuses_candidates_past_the_rocm_default_and_fits_the_largest_rati
     args = dict(l1_pages=l1, swa_ratio=swa_ratio, page_tokens=256, tp_size=8, node_dram_gb=1000.0, gpus_per_node=8)
     assert h["largest_fitting_ratio"] == largest_fitting_ratio(model, **args, pinnable_gb=500.0)
     assert h["largest_fitting_ratio"] < largest_fitting_ratio(model, **args)  # DRAM alone would allow more
+
+
+def test_a_candidates_run_is_not_refused_by_the_ceiling_the_plan_already_applied():
+    from sim.app.plan.build import _candidate_scenario
+    from sim.app.scenario import load_scenario
+    from sim.model.hostmem import HostCandidate
+
+    sc = load_scenario(QUICKSTART, ["hardware.pinnable_gb=1.5"])  # ratio 2: 1.0 GB pinned
+    c = HostCandidate("--hicache-ratio 8", "--hicache-ratio 8", 8.0, None, 275, 2200, 216)
+    assert _candidate_scenario(sc, c).hicache.hicache_ratio == 8.0  # 4 GB: the plan's own table prices it
