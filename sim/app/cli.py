@@ -870,6 +870,10 @@ def _add_scenario(sub) -> None:
                    help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
     f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM available for the L2 pools (all ranks), GB (default: "
                    f"{NODE_DRAM_GB:g} GB, every command's default)")
+    f.add_argument("--pinnable-gb", type=_positive_float, default=None,
+                   help="host memory the platform lets the ranks pin, GB (all ranks): hardware.pinnable_gb (default: "
+                        "the platform's rule, none on CUDA, half of --host-mem-gb on ROCm; the node's "
+                        "/sys/class/drm/card0/device/mem_info_gtt_total on ROCm)")  # fmt: skip
     f.add_argument("--sglang-version", default="0.5.23", metavar="V",
                    help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
@@ -891,7 +895,8 @@ def _cmd_from_sglang(args) -> int:
         check_output_file(args.out, "--out")
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
-                       accept_length=args.accept_length, server_log=args.server_log)  # fmt: skip
+                       accept_length=args.accept_length, server_log=args.server_log,
+                       pinnable_gb=args.pinnable_gb)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
     for line in conv.notes:
         print(f"note: {line}", file=sys.stderr)
