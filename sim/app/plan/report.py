@@ -175,8 +175,8 @@ def _md_pinnable(h: dict) -> list[str]:
     """Which pinnable ceiling applied, and where it came from (``sim/model/pinning.py``)."""
     if "pinnable_source" not in h:
         return []
-    limit = "none beyond DRAM" if h["pinnable_gb"] is None else f"{h['pinnable_gb']:,.1f} GB per node"
-    return [f"Pinnable ceiling: {limit} ({h['pinnable_source']}; `sim/model/pinning.py`).", ""]
+    limit = "" if h["pinnable_gb"] is None else f"{h['pinnable_gb']:,.1f} GB per node <- "
+    return [f"Pinnable ceiling: {limit}{h['pinnable_source']} (`sim/model/pinning.py`).", ""]
 
 
 def _md_value(v: dict) -> list[str]:
