@@ -229,8 +229,10 @@ def _add_plan(sub) -> None:
                    help="host DRAM available on a node, GB (default: the scenario's hardware.host_mem_gb; "
                         f"with --launch, {NODE_DRAM_GB:g} GB, every command's default)")  # fmt: skip
     p.add_argument("--pinnable-gb", type=_positive_float, default=None,
-                   help="host memory the platform lets a node pin, GB (cudaHostRegister / hipHostRegister may pin "
-                        "less than DRAM); bounds the largest --hicache-ratio that fits (default: DRAM alone)")  # fmt: skip
+                   help="host memory the platform lets a node pin, GB (hipHostRegister pins into the GPU's GTT, "
+                        "half of DRAM by default); candidates past it are refused and it bounds the largest "
+                        "--hicache-ratio that fits (default: the scenario's hardware.pinnable_gb, else the "
+                        "platform's rule: none on CUDA, half of --node-dram-gb on ROCm)")  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="ranks per node (default: %(default)s)")
     p.add_argument("--seeds", default="3", metavar="N|S1,S2,...", help="seeds per timed figure (default: %(default)s)")
     p.add_argument("--decode", default=None, metavar="SCENARIO.yaml",
@@ -432,11 +434,13 @@ def _add_validate(sub) -> None:
 
 
 def _cmd_validate(args) -> int:
+    from sim.app.pinned import pinned_lines
     from sim.app.resolve import pool_lines
     from sim.app.run import check_startable
     from sim.app.scenario import validate_file
 
-    print(validate_file(args.scenario, args.overrides, check_start=check_startable, pools=pool_lines))
+    print(validate_file(args.scenario, args.overrides, check_start=check_startable,
+                        pools=lambda sc: pool_lines(sc) + pinned_lines(sc)))  # fmt: skip
     return 0
 
 
@@ -866,6 +870,10 @@ def _add_scenario(sub) -> None:
                    help="the model's config.json when --model-path is neither local nor bundled")  # fmt: skip
     f.add_argument("--host-mem-gb", type=_positive_float, default=None, help="host DRAM available for the L2 pools (all ranks), GB (default: "
                    f"{NODE_DRAM_GB:g} GB, every command's default)")
+    f.add_argument("--pinnable-gb", type=_positive_float, default=None,
+                   help="host memory the platform lets the ranks pin, GB (all ranks): hardware.pinnable_gb (default: "
+                        "the platform's rule, none on CUDA, half of --host-mem-gb on ROCm; the node's "
+                        "/sys/class/drm/card0/device/mem_info_gtt_total on ROCm)")  # fmt: skip
     f.add_argument("--sglang-version", default="0.5.23", metavar="V",
                    help="the server's SGLang version, whose defaults fill the memory fraction and chunk size "
                         "the command leaves out: 0.5.23 (default) or 0.5.2")  # fmt: skip
@@ -887,7 +895,8 @@ def _cmd_from_sglang(args) -> int:
         check_output_file(args.out, "--out")
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
-                       accept_length=args.accept_length, server_log=args.server_log)  # fmt: skip
+                       accept_length=args.accept_length, server_log=args.server_log,
+                       pinnable_gb=args.pinnable_gb)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
     for line in conv.notes:
         print(f"note: {line}", file=sys.stderr)

@@ -973,11 +973,12 @@ def _aiperf_corpus_and_grace(conv: Conversion, wl: dict[str, Any], late: dict[st
 def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | None = None,
                 model_config: str | None = None, host_mem_gb: float | None = None,
                 sglang_version: str = "0.5.23", accept_length: float | None = None,
-                server_log: str | None = None) -> Conversion:  # fmt: skip
+                server_log: str | None = None, pinnable_gb: float | None = None) -> Conversion:  # fmt: skip
     """Convert a launch_server command (and bench client commands, in order) into a scenario.
     ``sglang_version``: the server's, whose default rules fill the memory fraction and chunk size it left out.
     ``accept_length``: the run's mean accept length, with speculative decoding. ``server_log``: the server's
-    startup log, whose capacities replace the derived ones (:mod:`sim.app.fromlog`)."""
+    startup log, whose capacities replace the derived ones (:mod:`sim.app.fromlog`). ``pinnable_gb``: what the
+    node lets its ranks pin (``hardware.pinnable_gb``; None: the platform's rule, :mod:`sim.model.pinning`)."""
     from sim.model.hardware import SGLANG_DEFAULTS
 
     if sglang_version not in SGLANG_DEFAULTS:
@@ -989,7 +990,7 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
         raise InputError(f"--launch: {exc}") from None
     _launch(conv, argv, model_config)
     _resolve_spec(conv, accept_length)
-    _hardware(conv, gpu, sglang_version, host_mem_gb)
+    _hardware(conv, gpu, sglang_version, host_mem_gb, pinnable_gb)
     _page_defaults(conv, model_config)
     log = None
     if server_log is not None:
@@ -1015,8 +1016,10 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     return conv
 
 
-def _hardware(conv: Conversion, gpu: str, sglang_version: str, host_mem_gb: float | None) -> None:
-    """What the command does not say: the GPU, whose defaults fill what it left out, the host's memory."""
+def _hardware(conv: Conversion, gpu: str, sglang_version: str, host_mem_gb: float | None,
+              pinnable_gb: float | None) -> None:  # fmt: skip
+    """What the command does not say: the GPU, whose defaults fill what it left out, the host's memory and what
+    of it the platform lets the ranks pin."""
     hw = conv.scenario.setdefault("hardware", {})
     hw["gpu"] = gpu
     if sglang_version != "0.5.23":
@@ -1025,6 +1028,8 @@ def _hardware(conv: Conversion, gpu: str, sglang_version: str, host_mem_gb: floa
                            "(its default mem_fraction_static and chunked_prefill_size)")  # fmt: skip
     if host_mem_gb is not None:
         hw["host_mem_gb"] = host_mem_gb
+    if pinnable_gb is not None:
+        hw["pinnable_gb"] = pinnable_gb
 
 
 def _page_defaults(conv: Conversion, model_config: str | None) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.app import tierages
+from sim.app.pinned import pinned_summary
 from sim.app.resolve import ServerConfig, resolve
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
@@ -404,6 +405,7 @@ def _setup_summary(sc: Scenario, sim: Simulation, server: ServerConfig) -> dict:
                            **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
         "capacity_sources": server.capacity_sources,
         **({"capacity_mismatches": server.mismatches} if server.mismatches else {}),
+        **({"pinned_host": pinned_summary(sc, server)} if cfg.l2_pages else {}),  # bytes: all ranks
     }
 
 
@@ -562,6 +564,7 @@ def format_summary(result: RunResult) -> str:
         + f"L1 {plural(cap['l1'], 'page')}, L2 {plural(cap['l2'], 'page')} of {cap['page_tokens']} tokens"
         + (f"; SWA pool {plural(cap['l1_swa'], 'page')} ({cap['swa_sizing']})" if "l1_swa" in cap else ""),
         *_capacity_lines(s),
+        *_pinned_line(s.get("pinned_host")),
         f"cost table: {s['cost_table']}",
         compute_line(s["compute"]),
         "",
@@ -598,6 +601,14 @@ def _capacity_lines(s: dict) -> list[str]:
         return []
     return ["capacities: " + ", ".join(f"{k} from {v}" for k, v in given.items()),
             *(f"  note: {m}" for m in s.get("capacity_mismatches", []))]
+
+
+def _pinned_line(p: dict | None) -> list[str]:
+    """The pinned host pools against the pinnable ceiling, where one applies (``hardware.pinnable_gb`` or ROCm's
+    rule); nothing where DRAM alone bounds them."""
+    if not p or p["pinnable_gb"] is None:
+        return []
+    return [f"pinned host pools {p['bytes'] / 1e9:,.1f} GB of {p['pinnable_gb']:,.1f} GB pinnable <- {p['source']}"]
 
 
 def _hit_line(hr: dict, tiers: list[str]) -> str:

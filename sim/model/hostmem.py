@@ -129,8 +129,10 @@ def host_bytes(model: ModelSpec, l1_pages: int, l2_pages: int, swa_ratio: float,
 
 def host_candidate(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_tokens: int, tp_size: int,
                    node_dram_gb: float, gpus_per_node: int, ratio: float | None = None,
-                   size_gb: float | None = None, label: str | None = None) -> HostCandidate:  # fmt: skip
-    """The host pools of one candidate, checked as SGLang checks them at start."""
+                   size_gb: float | None = None, label: str | None = None,
+                   pinnable_gb: float | None = None) -> HostCandidate:  # fmt: skip
+    """The host pools of one candidate, checked as SGLang checks them at start, then, all ranks of the node
+    together, against ``pinnable_gb`` (the platform's pinnable ceiling, :mod:`sim.model.pinning`; None: none)."""
     scale = page_tokens / model.page_size
     if size_gb is not None:
         l2 = int(size_gb * 1e9 // (model.bytes_per_page * scale))
@@ -162,6 +164,10 @@ def host_candidate(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_to
         status, reason = "refused", (
             f"Not enough host memory available. Requesting {need / 1e9:.2f} GB but only have {budget / 1e9:.2f} "
             f"GB free. Please reduce the size of the hierarchical cache. (pool_host/base.py:248-257: {where})")  # fmt: skip
+    elif pinnable_gb is not None and cand.per_node > pinnable_gb * 1e9:
+        status, reason = "refused", (
+            f"pins {cand.per_node / 1e9:.2f} GB per node, past the {pinnable_gb:g} GB the platform lets it pin: "
+            "cudaHostRegister / hipHostRegister fails at start (sim/model/pinning.py)")  # fmt: skip
     elif l2 <= l1_pages and not model.paged_host:  # V4's paged host pools skip HostKVCache's sizing and warning
         status, reason = "warning", (f"host pool ({l2:,} pages) no larger than the device pool ({l1_pages:,}): "
                                      "SGLang warns that L2 is of little use (pool_host/base.py:238-246)")  # fmt: skip
@@ -191,12 +197,11 @@ def largest_fitting_ratio(model: ModelSpec, *, l1_pages: int, swa_ratio: float, 
     per rank as :func:`host_candidate` prices them, pass SGLang's start-up check and, all ranks of the node
     together, fit under ``pinnable_gb`` (the platform's pinnable ceiling; None: DRAM alone bounds them).
     Pool bytes grow with the ratio, so a bisection over multiples of ``step`` finds it."""
-    ceiling = None if pinnable_gb is None else int(pinnable_gb * 1e9)
 
     def fits(k: int) -> bool:
-        c = host_candidate(model, l1_pages=l1_pages, swa_ratio=swa_ratio, page_tokens=page_tokens, tp_size=tp_size,
-                           node_dram_gb=node_dram_gb, gpus_per_node=gpus_per_node, ratio=k * step)  # fmt: skip
-        return c.status != "refused" and (ceiling is None or c.per_node <= ceiling)
+        return host_candidate(model, l1_pages=l1_pages, swa_ratio=swa_ratio, page_tokens=page_tokens,
+                              tp_size=tp_size, node_dram_gb=node_dram_gb, gpus_per_node=gpus_per_node,
+                              ratio=k * step, pinnable_gb=pinnable_gb).status != "refused"  # fmt: skip
 
     lo, hi = 0, int(cap / step)
     if fits(hi):

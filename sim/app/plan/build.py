@@ -24,6 +24,7 @@ from sim.model.hostmem import (
     host_candidate,
     largest_fitting_ratio,
 )
+from sim.model.pinning import PinCeiling, platform_ceiling
 from sim.model.pools import ModelSpec
 
 __all__ = ["PlanSpec", "make_plan", "parse_slo"]
@@ -73,7 +74,7 @@ class PlanSpec:
     sizes_gb: list[float] = field(default_factory=list)
     node_dram_gb: float = NODE_DRAM_GB
     gpus_per_node: int = 8
-    pinnable_gb: float | None = None  # the platform's pinnable ceiling per node; None: DRAM alone
+    pinnable_gb: float | None = None  # --pinnable-gb: the pinnable ceiling per node; None: pin_ceiling's default
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     policies: list[str] = field(default_factory=lambda: ["write_through", "write_through_selective", "write_back"])
     swa_ratios: list[float] = field(default_factory=lambda: [0.05, 0.1, 0.2, 0.5])
@@ -83,10 +84,22 @@ class PlanSpec:
     decode_batches: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
     curve_points: int = 12
 
+    @property
+    def pin_ceiling(self) -> PinCeiling:
+        """The ceiling on a node's pinned host pools: ``--pinnable-gb``, else the scenario's
+        ``hardware.pinnable_gb``, else the platform's rule on ``node_dram_gb`` (:mod:`sim.model.pinning`)."""
+        hw = self.scenario.hardware
+        if self.pinnable_gb is not None:
+            return PinCeiling(self.pinnable_gb, "--pinnable-gb")
+        if hw.pinnable_gb is not None:
+            return hw.pin_ceiling
+        return platform_ceiling(hw.platform, self.node_dram_gb, "the node DRAM")
+
 
 def _variant(sc: Scenario, sets: list[str], label: str) -> Scenario:
     """``sc`` with ``key=value`` overrides, validated (the host check is the plan's own: see sim.model.hostmem)."""
-    data = apply_overrides(sc.model_dump(mode="json"), [f"hardware.host_mem_gb={1e9}", *sets])
+    unbound = ["hardware.pinnable_gb=null"] if sc.hardware.pinnable_gb is not None else []
+    data = apply_overrides(sc.model_dump(mode="json"), [f"hardware.host_mem_gb={1e9}", *unbound, *sets])
     return scenario_from_dict(data, source=f"plan {label}", check_files=False)
 
 
@@ -118,7 +131,8 @@ def _host_candidates(spec: PlanSpec, sc: Scenario) -> tuple[list[HostCandidate],
     model, l1, swa_ratio = server.model, server.l1_pages, server.swa_ratio
     page = sc.hicache.page_size
     common = dict(l1_pages=l1, swa_ratio=swa_ratio if model.has_swa else 0.0, page_tokens=page,
-                  tp_size=sc.hardware.tp_size, node_dram_gb=spec.node_dram_gb, gpus_per_node=spec.gpus_per_node)  # fmt: skip
+                  tp_size=sc.hardware.tp_size, node_dram_gb=spec.node_dram_gb, gpus_per_node=spec.gpus_per_node,
+                  pinnable_gb=spec.pin_ceiling.gb)  # fmt: skip
     ratios = list(spec.ratios)
     if sc.hicache.enabled and sc.hicache.host_pages is None and sc.hicache.hicache_ratio not in ratios:
         ratios.append(sc.hicache.hicache_ratio)  # the user's own setup is always a candidate
@@ -345,8 +359,8 @@ def _host_section(s: _Setup) -> dict:
             "largest_fitting_ratio": largest_fitting_ratio(
                 model, l1_pages=s.l1, swa_ratio=s.swa_ratio if model.has_swa else 0.0, page_tokens=page,
                 tp_size=s.sc.hardware.tp_size, node_dram_gb=spec.node_dram_gb, gpus_per_node=spec.gpus_per_node,
-                pinnable_gb=spec.pinnable_gb),
-            "pinnable_gb": spec.pinnable_gb,
+                pinnable_gb=spec.pin_ceiling.gb),
+            "pinnable_gb": spec.pin_ceiling.gb, "pinnable_source": spec.pin_ceiling.source,
             "pools": [{"name": p.name, "anchor": p.anchor, "bytes_per_page": int(p.bytes_per_page * page / model.page_size)}
                       for p in model.pools if p.bytes_per_page],
             "candidates": [c.as_dict() for c in s.cands]}  # fmt: skip

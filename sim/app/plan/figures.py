@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from textwrap import fill
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -102,9 +103,13 @@ def _host(data: dict) -> Figure:
     budget = cands[0]["budget_per_rank"] * cands[0]["ranks_per_node"] / GB if cands else 0
     ax.axhline(budget, color="r", ls="--", lw=1,  # the node's DRAM sits 10 GiB above: one line, both named
                label=f"SGLang's limit, {budget:,.0f} GB:\nnode DRAM {h['node_dram_gb']:g} GB\nless the 10 GiB reserve")
+    if h.get("pinnable_gb") is not None:  # the platform's ceiling (sim/model/pinning.py), below DRAM's
+        ax.axhline(h["pinnable_gb"], color="m", ls=":", lw=1.2,
+                   label=f"pinnable, {h['pinnable_gb']:,.0f} GB:\n" + fill(h.get("pinnable_source", ""), 34))  # fmt: skip
     for i, c in enumerate(cands):
         if c["status"] == "refused":  # drawn on the axis: a refused row may pin nothing (log scale)
-            ax.text(i, 0.03, "refused\nby SGLang", ha="center", va="bottom", color="r", fontsize=8,
+            by = "past the\npinnable" if c["reason"].startswith("pins ") else "refused\nby SGLang"
+            ax.text(i, 0.03, by, ha="center", va="bottom", color="r", fontsize=8,
                     transform=ax.get_xaxis_transform())  # fmt: skip
     ax.set_ylabel("pinned host memory per node (GB)")
     ranks = cands[0]["ranks_per_node"] if cands else 1

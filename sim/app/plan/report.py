@@ -161,13 +161,22 @@ def _md_host_memory(h: dict) -> list[str]:
               "(`mem_cache/hicache_auto_size.py:63-72`).")
            + (f" The largest `--hicache-ratio` whose pools pass that check is {h['largest_fitting_ratio']:.3g} "
               "(per pool, per rank)" + (f", under {h['pinnable_gb']:g} GB pinnable per node" if h.get("pinnable_gb")
-                                        else "") + "." if h.get("largest_fitting_ratio") is not None else ""), ""]  # fmt: skip
+                                        else "") + "." if h.get("largest_fitting_ratio") is not None else ""), "",
+           *_md_pinnable(h)]  # fmt: skip
     pools = [p["name"] for p in h["pools"]]
     rows = [[c["label"], f"{c['l2_pages']:,}", *[_fmt_gb(c["pool_bytes_per_rank"].get(p, 0)) for p in pools],
              _fmt_gb(c["bytes_per_rank"]), _fmt_gb(c["bytes_per_node"]), c["status"] + (f": {c['reason']}" if c["reason"] else "")]
             for c in h["candidates"]]  # fmt: skip
     return out + [_table(["candidate", "L2 Full pages", *[f"{p} GB/rank" for p in pools], "GB / rank", "GB / node",
                           "SGLang"], rows), ""]  # fmt: skip
+
+
+def _md_pinnable(h: dict) -> list[str]:
+    """Which pinnable ceiling applied, and where it came from (``sim/model/pinning.py``)."""
+    if "pinnable_source" not in h:
+        return []
+    limit = "" if h["pinnable_gb"] is None else f"{h['pinnable_gb']:,.1f} GB per node <- "
+    return [f"Pinnable ceiling: {limit}{h['pinnable_source']} (`sim/model/pinning.py`).", ""]
 
 
 def _md_value(v: dict) -> list[str]:

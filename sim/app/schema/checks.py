@@ -173,8 +173,18 @@ def _pools_fit(sc: Scenario) -> None:
                            "or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
 
 
+def _pinned_pools_fit(sc: Scenario) -> None:
+    """The host pools, all ranks, inside the platform's pinnable ceiling (``hardware.pinnable_gb`` or the
+    platform's rule, :mod:`sim.model.pinning`): past it the driver refuses to pin them at start."""
+    from sim.app.pinned import pinned_over
+
+    if (why := pinned_over(sc)) is not None:
+        field = "hicache.host_pages" if sc.hicache.host_pages is not None else "hicache.hicache_ratio"
+        raise _field_error(field, why)
+
+
 CROSS_CHECKS: tuple[Callable[[Scenario], None], ...] = (
     _unified_kv_layout, _page_sizes_agree, _chunk_holds_a_page, _v4_pages_are_256, _l3_needs_l2, _decode_workload,
     _workload_pages_bounded, _hisparse_fits, _fp4_indexer_supported, _speculative_without_mixed_chunk,
-    _dp_attention_serves, _speculative_serves, _aiconfigurator_covers, _pools_fit,
+    _dp_attention_serves, _speculative_serves, _aiconfigurator_covers, _pools_fit, _pinned_pools_fit,
 )  # fmt: skip

@@ -9,6 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sim.app.schema.section import MAX_INSTANCES, _field_error, _resolve_file, _Section
 from sim.model.hardware import NODE_DRAM_GB, SGLANG_DEFAULTS
+from sim.model.pinning import PinCeiling, platform_ceiling
 
 # Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
 FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
@@ -62,6 +63,12 @@ class HardwareConfig(_Section):
         description="Host DRAM available to one instance's L2 pools (all ranks), GB: what SGLang reads as available at "
         "start; its pools must fit it less SGLang's 10 GiB reserve. Default: sim.model.hardware.NODE_DRAM_GB.",
     )
+    pinnable_gb: float | None = Field(
+        None, gt=0,
+        description="Host memory the platform lets this instance's ranks pin, GB (all ranks): its pinned host pools "
+        "must fit it. null = the platform's rule (sim.model.pinning): none beyond host_mem_gb on CUDA, half of "
+        "host_mem_gb on ROCm (amdgpu's default GTT size; the node's /sys/class/drm/card0/device/mem_info_gtt_total).",
+    )
     tp_size: int = Field(
         1, ge=1, description="Tensor-parallel ranks per instance; V4 pools are replicated on every rank."
     )
@@ -90,6 +97,18 @@ class HardwareConfig(_Section):
     @classmethod
     def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
         return _resolve_file(value, info)
+
+    @property
+    def platform(self) -> str:
+        """cuda, or rocm for a ROCm catalog GPU (``HIP_GPUS``)."""
+        return "rocm" if (self.gpu or "").upper() in HIP_GPUS else "cuda"
+
+    @property
+    def pin_ceiling(self) -> PinCeiling:
+        """The pinnable ceiling of this instance's host pools: ``pinnable_gb``, else the platform's rule."""
+        if self.pinnable_gb is not None:
+            return PinCeiling(self.pinnable_gb, "hardware.pinnable_gb")
+        return platform_ceiling(self.platform, self.host_mem_gb, "hardware.host_mem_gb")
 
     @property
     def attn_dp_size(self) -> int:

@@ -160,6 +160,17 @@ def test_the_published_rocm_setup_starts_with_each_host_pool_at_its_own_count():
     assert 83_853 * paged.bytes_per_page * 8 > 2 * 2960e9  # every paged pool at the Full count: what was refused
 
 
+def test_the_published_rocm_run_pins_inside_its_nodes_gtt_and_a_lower_ceiling_refuses_it():
+    env = "SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton "
+    sc = from_sglang(env + ROCM, gpu="MI355X", host_mem_gb=2960, server_log=ROCM_LOG).check()
+    assert sc.hardware.pin_ceiling.gb == 1480.0  # ROCm: half the node's DRAM; 1,449 GB pinned (8 ranks)
+    conv = from_sglang(env + ROCM, gpu="MI355X", host_mem_gb=2960, server_log=ROCM_LOG, pinnable_gb=1400)
+    assert conv.scenario["hardware"]["pinnable_gb"] == 1400
+    with pytest.raises(InputError, match=r"hicache.host_pages: host pools pin 1,449.1 GB \(8 ranks\), past the "
+                                         r"pinnable ceiling of 1,400.0 GB \(hardware.pinnable_gb\)"):  # fmt: skip
+        conv.check()
+
+
 def test_the_logs_unified_flag_sets_the_layout_and_its_host_pools_match_the_model():
     conv = from_sglang(ROCM, gpu="MI355X", host_mem_gb=2960, server_log=ROCM_LOG)
     assert conv.scenario["model"]["kv_layout"] == "unified"

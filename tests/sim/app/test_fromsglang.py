@@ -401,3 +401,13 @@ def test_aiperf_options_it_cannot_model_are_one_line_errors(extra, message):
     with pytest.raises(InputError) as exc:
         from_sglang(V4_LAUNCH, [f"{AGENTX} {extra}"], gpu="h200")
     assert str(exc.value).startswith(message)
+
+
+def test_the_pinnable_ceiling_flag_sets_the_field_the_check_holds_the_pools_to(capsys):
+    launch = V4 + " --enable-hierarchical-cache --hicache-ratio 2"  # 1,584.1 GB pinned over 8 ranks
+    assert main(["scenario", "from-sglang", "--gpu", "H200", "--launch", launch, "--pinnable-gb", "1600"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["hardware"]["pinnable_gb"] == 1600
+    for gb, says in [("1500", "past the pinnable ceiling of 1,500.0 GB (hardware.pinnable_gb)"), ("0", "--pinnable-gb")]:
+        assert main(["scenario", "from-sglang", "--gpu", "H200", "--launch", launch, "--pinnable-gb", gb]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0]

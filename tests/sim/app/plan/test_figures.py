@@ -83,3 +83,16 @@ def test_panels_that_compare_host_sizes_share_one_x_range():
     for ex, name, fig in FIGS:
         if name == "value.png":
             assert len({ax.get_xlim() for ax in fig.axes}) == 1, ex
+
+
+def test_the_host_picture_draws_the_pinnable_ceiling_and_names_what_it_refused():
+    data = json.loads((DOCS / "plan_example" / "plan.json").read_text())
+    h = data["host_memory"]
+    last = h["candidates"][-1]
+    h.update(pinnable_gb=last["bytes_per_node"] / 2e9, pinnable_source="ROCm default: half of the node DRAM")
+    last.update(status="refused", reason="pins ... GB per node, past the ... GB the platform lets it pin")
+    fig = draw(data)["host_memory.png"]
+    ax = fig.axes[0]
+    (line,) = [ln for ln in ax.lines if ln.get_label().startswith("pinnable")]
+    assert float(line.get_ydata()[0]) == h["pinnable_gb"] and "ROCm default" in line.get_label()
+    assert "past the\npinnable" in _texts(ax)

@@ -235,3 +235,51 @@ def test_a_launch_command_and_its_bench_client_make_a_plan_whose_command_keeps_t
     rec = d["recommendation"]
     assert rec["choice"] is not None and "--port 30001" in rec["launch"]
     assert shlex.split(rec["launch"]).count("--tp-size") == 1
+
+
+def _rocm_spec(*sets, **kw):
+    from sim.app.plan import PlanSpec
+    from sim.app.scenario import load_scenario
+
+    sc = load_scenario(QUICKSTART, ["hardware.gpu=MI355X", "hardware.tp_size=8", *sets])
+    return PlanSpec(sc, ratios=[2.0, 200.0], node_dram_gb=1000.0, **kw)
+
+
+@pytest.mark.parametrize("kw, sets, gb, source", [
+    ({}, [], 500.0, "ROCm default: half of the node DRAM (1000 GB), amdgpu's GTT size"),
+    ({}, ["hardware.pinnable_gb=300"], 300.0, "hardware.pinnable_gb"),
+    ({"pinnable_gb": 200.0}, ["hardware.pinnable_gb=300"], 200.0, "--pinnable-gb"),
+])  # fmt: skip
+def test_plans_pinnable_ceiling_is_the_flag_else_the_field_else_the_platforms_rule(kw, sets, gb, source):
+    c = _rocm_spec(*sets, **kw).pin_ceiling
+    assert (c.gb, c.source) == (gb, source)
+
+
+def test_plan_refuses_candidates_past_the_rocm_default_and_fits_the_largest_ratio_under_it():
+    from sim.app.plan.build import _host_candidates, _host_section, _Setup
+    from sim.app.scenario import build_model_spec
+    from sim.model.hostmem import largest_fitting_ratio
+
+    spec = _rocm_spec()
+    model = build_model_spec(spec.scenario)
+    cands, swa_ratio, l1, auto = _host_candidates(spec, spec.scenario)
+    by = {c.label: c for c in cands}
+    assert by["--hicache-ratio 2"].status != "refused"
+    big = by["--hicache-ratio 200"]  # inside DRAM less the reserve, past half of it
+    assert 500e9 < big.per_node < 1000e9 - 8 * 10 * 1024**3
+    assert big.status == "refused" and "past the 500 GB the platform lets it pin" in big.reason
+    h = _host_section(_Setup(spec, model, cands, swa_ratio, l1, auto))
+    assert (h["pinnable_gb"], h["pinnable_source"]) == (500.0, spec.pin_ceiling.source)
+    args = dict(l1_pages=l1, swa_ratio=swa_ratio, page_tokens=256, tp_size=8, node_dram_gb=1000.0, gpus_per_node=8)
+    assert h["largest_fitting_ratio"] == largest_fitting_ratio(model, **args, pinnable_gb=500.0)
+    assert h["largest_fitting_ratio"] < largest_fitting_ratio(model, **args)  # DRAM alone would allow more
+
+
+def test_a_candidates_run_is_not_refused_by_the_ceiling_the_plan_already_applied():
+    from sim.app.plan.build import _candidate_scenario
+    from sim.app.scenario import load_scenario
+    from sim.model.hostmem import HostCandidate
+
+    sc = load_scenario(QUICKSTART, ["hardware.pinnable_gb=1.5"])  # ratio 2: 1.0 GB pinned
+    c = HostCandidate("--hicache-ratio 8", "--hicache-ratio 8", 8.0, None, 275, 2200, 216)
+    assert _candidate_scenario(sc, c).hicache.hicache_ratio == 8.0  # 4 GB: the plan's own table prices it
