@@ -95,7 +95,11 @@ def derived_device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
         spec = SpecDecode.from_scenario(sc, model.layers)
         fixed = unified_fixed(model.name, rank_max_running(sc), fp8=sc.model.kv_layout == "unified_fp8",
                               draft_tokens=spec.draft_tokens if spec else 0).total  # fmt: skip
-        return (pages_for_bytes(model, kv_bytes - fixed, page, 0.0) if fixed < kv_bytes else 0), 0.1
+        if fixed >= kv_bytes:
+            raise InputError(f"model.kv_layout: the unified layout's per-request SWA ring and compressor states "
+                             f"({fixed / 1e9:,.2f} GB at {rank_max_running(sc):,} requests) leave no Full pool in "
+                             f"hardware.kv_mem_gb {sc.hardware.kv_mem_gb:g}; lower scheduler.max_running_requests")
+        kv_bytes -= fixed
     if hc.swa_full_tokens_ratio != "cap" or not model.has_swa:
         ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio  # no window: moot
         return pages_for_bytes(model, kv_bytes, page, ratio), ratio

@@ -200,6 +200,15 @@ def test_the_unified_residual_is_the_memory_rules_not_the_pools():
     assert by_rule > 2 * 7_155_456 // 256  # still reported as a mismatch (from-sglang's check, the summary)
 
 
+def test_rings_that_leave_no_full_pool_are_refused_naming_the_fields():
+    launch = "SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton " + ROCM + " --max-running-requests 1024"
+    sc = from_sglang(launch, gpu="MI355X", host_mem_gb=6000).check()  # the derived L1's host pools need more
+    small = sc.model_copy(update={"hardware": sc.hardware.model_copy(update={"kv_mem_gb": 20.0})})
+    with pytest.raises(InputError, match=r"model.kv_layout: .*\(27.41 GB at 1,024 requests\) leave no Full pool in "
+                                         r"hardware.kv_mem_gb 20; lower scheduler.max_running_requests"):
+        derived_device_pools(small, build_model_spec(small))
+
+
 def test_a_host_pool_of_other_bytes_than_the_models_is_reported():
     conv = from_sglang(ROCM, gpu="MI355X", host_mem_gb=4000, server_log=V4_LOG)  # a CUDA log beside fp4 indexer
     assert any(c.startswith("host pool c4_indexer: 253,440 B a page logged") for c in conv.checks)
