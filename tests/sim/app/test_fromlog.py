@@ -189,7 +189,7 @@ def test_the_unified_layouts_derived_pool_is_the_logged_one_from_the_servers_mem
 
 
 def test_the_unified_residual_is_the_memory_rules_not_the_pools():
-    """From the memory rule's KV memory (152.88 GB on MI355X; the server's was 87.8 GB) the derivation overshoots
+    """From the memory rule's KV memory (152.88 GB on MI355X; the fixture's is 87.8 GB) the derivation overshoots
     the logged pool, by exactly the pages the extra memory holds: the rings are not the gap, the memory is."""
     sc = from_sglang(ROCM, gpu="MI355X", host_mem_gb=2960, server_log=ROCM_LOG).check()
     model = build_model_spec(sc)
