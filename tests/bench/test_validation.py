@@ -72,3 +72,16 @@ def test_the_h800_runs_are_on_the_measured_kernels_and_say_no_log_was_published(
     for name in validation.ROUND_FIGURES:
         text = (validation.OUT / f"{name}.yaml").read_text()
         assert "backend: aiconfigurator" in text and "(server log) not published" in text
+
+
+def test_per_round_runs_a_backend_refuses_are_one_line_not_a_crash(monkeypatch):
+    from sim.base.errors import InputError
+
+    validation = load_validation()
+
+    def refuse(name):
+        raise InputError("compute.backend: aiconfigurator needs the aic extra", source="m3.yaml")
+
+    monkeypatch.setattr(validation, "simulate_rounds", refuse)
+    assert validation._rounds() == ["per-round runs (m3_h800_gpu_only, m3_h800_l1l2), refused: "
+                                    "aiconfigurator needs the aic extra"]  # fmt: skip
