@@ -89,12 +89,15 @@ def derived_device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
     if sc.model.fp4_indexer and not sc.fp4_indexer_sized:  # sized as if fp8 (Scenario.fp4_indexer_sized)
         model = build_model_spec(sc.model_copy(update={"model": sc.model.model_copy(update={"fp4_indexer": False})}))
+    draft_share = 1 + sc.speculative.draft_layers / max(1, model.layers) if sc.speculative.enabled else 1.0
     if sc.speculative.enabled:  # the draft's KV layers share every pool token (sim.model.speculative)
-        kv_bytes = int(kv_bytes / (1 + sc.speculative.draft_layers / max(1, model.layers)))
+        kv_bytes = int(kv_bytes / draft_share)
     if sc.model.kv_layout != "paged":  # ROCm's unified layout: the per-request rings come off the top
         spec = SpecDecode.from_scenario(sc, model.layers)
-        fixed = unified_fixed(model.name, rank_max_running(sc), fp8=sc.model.kv_layout == "unified_fp8",
-                              draft_tokens=spec.draft_tokens if spec else 0).total  # fmt: skip
+        rings = unified_fixed(model.name, rank_max_running(sc), fp8=sc.model.kv_layout == "unified_fp8",
+                              draft_tokens=spec.draft_tokens if spec else 0)  # fmt: skip
+        # The SWA ring is inflated for the draft as the tokens are, the states are not (pool_configurator.py:1250-1257)
+        fixed = rings.swa_ring + (rings.c4_state + rings.c128_state) / draft_share
         if fixed >= kv_bytes:
             raise InputError(f"model.kv_layout: the unified layout's per-request SWA ring and compressor states "
                              f"({fixed / 1e9:,.2f} GB at {rank_max_running(sc):,} requests) leave no Full pool in "

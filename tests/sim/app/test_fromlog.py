@@ -209,6 +209,23 @@ def test_rings_that_leave_no_full_pool_are_refused_naming_the_fields():
         derived_device_pools(small, build_model_spec(small))
 
 
+def test_with_a_draft_the_ring_grows_with_the_tokens_and_the_states_do_not():
+    """pool_configurator.py:1250-1257, 1638-1668 with EAGLE (4 draft tokens, one draft layer): the ring is 131 rows
+    and inflated by (61 + 1) / 61 like a token's bytes, the state rings are 16 and 256 rows and are not."""
+    launch = ("SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton python -m sglang.launch_server --model-path "
+              "deepseek-ai/DeepSeek-V4-Pro --tp 8 --max-running-requests 256 --speculative-algorithm EAGLE "
+              "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")  # fmt: skip
+    sc = from_sglang(launch, gpu="MI355X", accept_length=2.0).check()
+    model = build_model_spec(sc)
+    slots, infl = 257, 62 / 61
+    ring = slots * 131 * 1024 * 61
+    states = (-(-(slots * 16 + 17) // 4) * 4 * 4 * 640 * 4 * 30
+              + -(-(slots * 256 + 257) // 128) * 128 * 1024 * 4 * 31)  # fmt: skip
+    kv = sc.hardware.kv_mem_gb * 1e9
+    sglang_pages = (kv - ring * infl - states) / (model.bytes_per_page / 256 * infl) // 256
+    assert abs(derived_device_pools(sc, model)[0] - sglang_pages) <= 1
+
+
 def test_a_host_pool_of_other_bytes_than_the_models_is_reported():
     conv = from_sglang(ROCM, gpu="MI355X", host_mem_gb=4000, server_log=V4_LOG)  # a CUDA log beside fp4 indexer
     assert any(c.startswith("host pool c4_indexer: 253,440 B a page logged") for c in conv.checks)
