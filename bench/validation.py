@@ -1,6 +1,6 @@
 """The validation table: the published SGLang runs of ``shared/reference/measurements.md``, simulated.
 
-    python bench/validation.py [--write-scenarios] [--markdown FILE.md]
+    python bench/validation.py [--write-scenarios] [--rounds-only] [--markdown FILE.md]
 
 Each run is set up from its stated commands alone: ``--write-scenarios`` regenerates
 ``scenarios/validation/*.yaml`` from the command lines below through ``hicache-sim scenario from-sglang``
@@ -15,6 +15,8 @@ it does not cover is shown as such, never priced by a fallback). ``MECHANISMS`` 
 measured kernels miss by more than 15% misses, or that it is not pinned down.
 Below the table, the what-ifs of ``SENSITIVITY`` (a setting the commands imply but from-sglang cannot know, such
 as an older SGLang's defaults) are shown beside the generated run, never in its error columns.
+A run published per round only (M3, 8 x H800) has a table of its own after them: each round's TTFT and hit rate,
+simulated at several seeds (``ROUND_SEEDS``: their mean and range); ``--rounds-only`` prints just that table.
 This is the one command that regenerates the table in the README.
 """
 
@@ -62,6 +64,18 @@ M2_BENCH = ("python3 benchmark/hicache/bench_multiturn.py --disable-random-sampl
             "--request-length 2048 --num-clients 20 --num-rounds 10 --max-parallel 4 --request-rate 20 "
             "--ready-queue-policy random --disable-auto-run --seed 42")  # fmt: skip
 
+# ---- M3: Qwen3-235B-A22B-Instruct-2507, 8 x H800, TP8; GPU only vs L1 + L2 (bench_multiturn, per round) ------
+# Mooncake's page (as M2), "H800 Server": its launch and client commands; --hicache-size 30 is 30 GB a rank
+# (the page: "8*30 = 240GB"). The page does not say its SGLang version or publish a server log (so no logged
+# max_total_num_tokens); it is the page M2 comes from, so the same 0.5.2 defaults. Figures: ROUND_FIGURES.
+M3_SERVER = ("numactl --cpunodebind=0,1 --interleave=0,1 python3 -m sglang.launch_server "
+             "--model-path Qwen/Qwen3-235B-A22B-Instruct-2507 --tp 8 --page-size 64")  # fmt: skip
+M3_HICACHE = " --enable-hierarchical-cache --hicache-write-policy write_through --hicache-size 30"
+M3_BENCH = ("python3 benchmark/hicache/bench_multiturn.py --model-path $MODEL_PATH --dataset-path $DATASET_PATH "
+            "--disable-random-sample --output-length 1 --request-length 2048 --num-clients 80 --num-rounds 10 "
+            "--max-parallel 4 --request-rate 16 --ready-queue-policy random --disable-auto-run "
+            "--enable-round-barrier")  # fmt: skip
+
 # ---- C1: DeepSeek-V4-Flash FP8 on 4 x H200, TP4 (SGLang cookbook, low-latency cell, sglang 0.5.15) ---------
 # docs_new/src/snippets/configs/deepseek-ai/deepseek-v4.jsx (launch) and deepseek-v4-benchmarks.jsx (numbers),
 # sgl-project/sglang main, 2026-07; the cell's env SGLANG_DSV4_FP4_EXPERTS=0 selects the FP8 experts the
@@ -85,6 +99,10 @@ C2_SERVER = ("python -m sglang.launch_server --model-path zai-org/GLM-5.2-FP8 --
              "--speculative-num-steps 5 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6 "
              "--mem-fraction-static 0.8")  # fmt: skip
 
+M3_EXTRA = {"sglang_version": "0.5.2", "backend": "aiconfigurator",
+            "note": "(server log) not published: the L1 is derived from hardware.kv_mem_gb, not a logged "
+                    "max_total_num_tokens"}  # fmt: skip
+
 # name -> (launch, benches, gpu, extra settings the commands cannot carry, with why).
 # M2's server is about v0.5.2 (measurements.md: first added 2025-09-11, version not stated), and its command
 # leaves the memory fraction and chunk size to that version's defaults (sglang 0.5.2 srt/server_args.py:452-518:
@@ -97,6 +115,9 @@ SCENARIOS = {
     "m1b_off": (M1_SERVER, [M1B_BENCH], "H20", {}),
     "m2_gpu_only": (M2_SERVER, [M2_BENCH], "A10", {"sglang_version": "0.5.2"}),
     "m2_l1l2": (M2_SERVER + M2_HICACHE, [M2_BENCH], "A10", {"sglang_version": "0.5.2"}),
+    # H800 is covered by the measured kernels (H100's, collectives rescaled): the scenarios run on them.
+    "m3_h800_gpu_only": (M3_SERVER, [M3_BENCH], "H800", M3_EXTRA),
+    "m3_h800_l1l2": (M3_SERVER + M3_HICACHE, [M3_BENCH], "H800", M3_EXTRA),
     # The cookbook states no accept length: 1.0 (each verify pass emits one token) is the floor, not a fit, so
     # their TPOT rows are the draft-verify pass time and the miss table prints the acceptance they imply.
     "c1_v4flash_h200": (C1_SERVER, [f"{COOKBOOK_BENCH} --max-concurrency {c}" for c in COOKBOOK_CONC], "H200",
@@ -197,6 +218,53 @@ RATIOS = [  # (label, numerator, denominator): ON/OFF as a user compares them
     ("M2 L1+L2 / GPU only input tok/s", "M2 L1+L2 input tok/s", "M2 GPU only input tok/s"),
 ]  # fmt: skip
 
+TABLE_SCENARIOS = tuple(dict.fromkeys(n.scenario for n in NUMBERS))  # the runs the table above compares
+
+# ---- Per-round figures (M3) ------------------------------------------------------------------------------------
+# Mooncake's page publishes M3's figures as a chart only (docs/source/image/hicache_multi_turn_per_turn.png): each
+# round's average TTFT and cache hit rate, no table and no server log. Read off the chart: each marker's centre in
+# pixels against the axis ticks (rounds 2-10 at x 150-561 px; 1-4 s at y 436-153 px; 0-80% at y 494-151 px), a
+# marker another covers by eye from its visible edge (ROUND_OCCLUDED); about 0.03 s and 1 point. The "+ L2" hit
+# rates of rounds 2-3 lie under the "+ Mooncake" markers, which the page states equal there.
+# scenario -> (label, TTFT s per round, hit rate % per round), rounds 1-10.
+ROUND_FIGURES = {
+    "m3_h800_gpu_only": ("M3 H800 GPU only",
+                         (0.39, 0.62, 1.10, 1.51, 2.04, 2.26, 2.95, 3.51, 3.85, 4.47),
+                         (0.0, 17.5, 5.9, 4.7, 0.9, 6.4, 0.9, 2.1, 0.0, 0.0)),
+    "m3_h800_l1l2": ("M3 H800 L1+L2",
+                     (0.42, 0.42, 0.44, 0.61, 1.38, 1.80, 2.37, 3.05, 3.53, 4.15),
+                     (0.0, 49.0, 65.7, 63.7, 33.6, 26.8, 20.5, 15.2, 9.1, 7.7)),
+}  # fmt: skip
+ROUND_OCCLUDED = {("m3_h800_l1l2", "ttft", r) for r in (1, 2, 3, 4)} | {("m3_h800_l1l2", "hit", r) for r in (2, 3)}
+ROUND_SEEDS = (0, 1, 2, 3, 4)  # each per-round run is simulated at these seeds: their mean and range are shown
+
+
+def simulate_rounds(name: str, seeds=ROUND_SEEDS) -> list[list[dict]]:
+    """Each seed's per-round client figures (``summary['client']['rounds']``) of scenario ``name``, on its own
+    backend."""
+    return [run_scenario(load_scenario(OUT / f"{name}.yaml", [f"seed={seed}"]), costs=default_cost_table())
+            .summary["client"]["rounds"] for seed in seeds]  # fmt: skip
+
+
+def _interval(values: list[float], fmt: str) -> str:
+    return f"{format(sum(values) / len(values), fmt)} [{format(min(values), fmt)}-{format(max(values), fmt)}]"
+
+
+def round_table(runs: dict[str, list[list[dict]]]) -> list[str]:
+    """Per round: published and simulated (the seeds' mean [range]) TTFT and hit rate, with the mean's error
+    (TTFT relative; hit rate in points, as a relative error of a rate near 0 says nothing)."""
+    lines = [f"| round | TTFT published | simulated, {len(ROUND_SEEDS)} seeds | error | hit published | simulated | "
+             "error (points) |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for name, (label, ttfts, hits) in ROUND_FIGURES.items():
+        for i, (ttft, hit) in enumerate(zip(ttfts, hits, strict=True)):
+            sim_t = [rounds[i]["ttft_mean_s"] for rounds in runs[name]]
+            sim_h = [100 * rounds[i]["hit_rate"] for rounds in runs[name]]
+            mark = {k: " (occluded)" if (name, k, i + 1) in ROUND_OCCLUDED else "" for k in ("ttft", "hit")}
+            lines.append(f"| {label} r{i + 1} | {ttft:.2f} s{mark['ttft']} | {_interval(sim_t, '.2f')} | "
+                         f"{sum(sim_t) / len(sim_t) / ttft - 1:+.0%} | {hit:.1f}%{mark['hit']} | "
+                         f"{_interval(sim_h, '.1f')} | {sum(sim_h) / len(sim_h) - hit:+.1f} |")  # fmt: skip
+    return lines
+
 
 # What-ifs printed beside the table (never in its error columns): (title, overrides, scenarios they apply to).
 SENSITIVITY = [
@@ -217,6 +285,11 @@ def conversion(name: str):
         table = CALIBRATIONS[gpu].relative_to(ROOT).as_posix()
         conv.scenario["hardware"]["cost_table"] = table
         conv.mapped.append(f"(calibration) {gpu}'s compute calibration: hardware.cost_table: {table}")
+    if "backend" in extra:
+        conv.scenario["compute"] = {"backend": extra["backend"]}
+        conv.mapped.append(f"(backend) the GPU is in the kernel database: compute.backend: {extra['backend']}")
+    if "note" in extra:
+        conv.mapped.append(extra["note"])
     if "wait_backups_step" in extra:
         conv.scenario["workload"]["steps"][extra["wait_backups_step"]]["wait_backups"] = True
         conv.mapped.append("(protocol) the hit step waits for the cold step's backups: workload.steps[1].wait_backups")
@@ -268,7 +341,7 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
-def _run_all(tables: dict[str, object], names=tuple(SCENARIOS), overrides: list[str] = (),
+def _run_all(tables: dict[str, object], names=TABLE_SCENARIOS, overrides: list[str] = (),
              uncovered: dict[str, str] | None = None) -> tuple[dict[str, dict], dict[str, float]]:  # fmt: skip
     """Run each scenario; with ``uncovered``, a scenario refused (its backend cannot price it) is recorded
     there with the one-line reason instead of run."""
@@ -290,10 +363,13 @@ def _run_all(tables: dict[str, object], names=tuple(SCENARIOS), overrides: list[
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write-scenarios", action="store_true", help="regenerate scenarios/validation/ first")
+    parser.add_argument("--rounds-only", action="store_true", help="print only the per-round table (M3)")
     parser.add_argument("--markdown", default=None, help="also write the table as Markdown here")
     args = parser.parse_args(argv)
     if args.write_scenarios:
         write_scenarios()
+    if args.rounds_only:
+        return _emit(_rounds(), args.markdown)
     tables = {gpu: load_cost_table(path) for gpu, path in CALIBRATIONS.items()}
     spec, walls = _run_all({})
     calibrated, _ = _run_all(tables)
@@ -348,11 +424,25 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"calibration {gpu}: {CALIBRATIONS[gpu].relative_to(ROOT)}: mfu {p['mfu']:.3f}, mbu {p['mbu']:.3f}, "
                      f"step overhead {p['step_overhead_ms']:.2f} ms, attention x{p['attn_flops_scale']:g} "
                      f"(fitted to {t.compute['source'].get('measured')})")  # fmt: skip
+    lines += ["", *_rounds()]
     lines.append("wall time per scenario (spec run): " + ", ".join(f"{k} {v:.1f} s" for k, v in walls.items()))
+    return _emit(lines, args.markdown)
+
+
+def _rounds() -> list[str]:
+    """The per-round table, or the one line saying why its runs were refused (their backend is not installed)."""
+    try:
+        return round_table({name: simulate_rounds(name) for name in ROUND_FIGURES})
+    except InputError as exc:
+        return [f"per-round runs ({', '.join(ROUND_FIGURES)}), refused: {str(exc).split(': ', 2)[-1]}"]
+
+
+def _emit(lines: list[str], markdown: str | None) -> int:
+    """Print the table, and write it as Markdown where asked."""
     table = "\n".join(lines)
     print(table)
-    if args.markdown:
-        write_text_atomic(args.markdown, table + "\n")
+    if markdown:
+        write_text_atomic(markdown, table + "\n")
     return 0
 
 

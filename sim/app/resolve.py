@@ -18,6 +18,7 @@ from sim.base.errors import InputError
 from sim.cache.v4.swa import swa_cap_tokens
 from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode
+from sim.model.unified_kv import unified_fixed
 from sim.offline.replay import pages_for_bytes
 from sim.serve.engine import EngineConfig
 
@@ -82,13 +83,26 @@ def derived_device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
 
     In SGLang's cap mode the SWA pool is a fixed token count (:func:`sim.cache.v4.swa.swa_cap_tokens`) whose bytes come
     off the top, and the Full pool takes the rest (``pool_configurator.py:1438-1453, 1650-1669``); the share
-    returned is then what that count is of the Full tokens."""
+    returned is then what that count is of the Full tokens. ROCm's unified layout takes its per-request SWA ring
+    and compressor states off the top the same way (:func:`sim.model.unified_kv.unified_fixed`)."""
     hc, page = sc.hicache, sc.hicache.page_size
     kv_bytes = int(sc.hardware.kv_mem_gb * 1e9)
     if sc.model.fp4_indexer and not sc.fp4_indexer_sized:  # sized as if fp8 (Scenario.fp4_indexer_sized)
         model = build_model_spec(sc.model_copy(update={"model": sc.model.model_copy(update={"fp4_indexer": False})}))
+    draft_share = 1 + sc.speculative.draft_layers / max(1, model.layers) if sc.speculative.enabled else 1.0
     if sc.speculative.enabled:  # the draft's KV layers share every pool token (sim.model.speculative)
-        kv_bytes = int(kv_bytes / (1 + sc.speculative.draft_layers / max(1, model.layers)))
+        kv_bytes = int(kv_bytes / draft_share)
+    if sc.model.kv_layout != "paged":  # ROCm's unified layout: the per-request rings come off the top
+        spec = SpecDecode.from_scenario(sc, model.layers)
+        rings = unified_fixed(model.name, rank_max_running(sc), fp8=sc.model.kv_layout == "unified_fp8",
+                              draft_tokens=spec.draft_tokens if spec else 0)  # fmt: skip
+        # The SWA ring is inflated for the draft as the tokens are, the states are not (pool_configurator.py:1250-1257)
+        fixed = rings.swa_ring + (rings.c4_state + rings.c128_state) / draft_share
+        if fixed >= kv_bytes:
+            raise InputError(f"model.kv_layout: the unified layout's per-request SWA ring and compressor states "
+                             f"({fixed / 1e9:,.2f} GB at {rank_max_running(sc):,} requests) leave no Full pool in "
+                             f"hardware.kv_mem_gb {sc.hardware.kv_mem_gb:g}; lower scheduler.max_running_requests")
+        kv_bytes -= fixed
     if hc.swa_full_tokens_ratio != "cap" or not model.has_swa:
         ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio  # no window: moot
         return pages_for_bytes(model, kv_bytes, page, ratio), ratio

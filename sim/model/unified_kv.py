@@ -19,10 +19,12 @@ are not host pools (the ring is rebuilt, :993-997, 1114); ``c4`` and ``c128`` ho
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sim.base.errors import InputError
 from sim.model.pools import HitPolicy, ModelSpec, Pool
 
-__all__ = ["V41_REFUSED", "row_bytes", "unified_model", "unified_pools"]
+__all__ = ["V41_REFUSED", "UnifiedFixed", "row_bytes", "unified_fixed", "unified_model", "unified_pools"]
 
 NOPE_DIM, ROPE_DIM = 448, 64  # qk_nope_head_dim + qk_rope_head_dim == 512 (deepseek_v4_memory_pool.py:297)
 FP8_NOPE_ROW_BYTES = 512  # unified_kv_kernels/layout.py:23
@@ -32,6 +34,49 @@ V41_REFUSED = ("DeepSeek-V4.1 does not support the unified KV layout yet; disabl
                "(arg_groups/deepseek_v4_hook.py:340-352)")  # fmt: skip
 # Catalog name -> (layers, C4 layers, C128 layers), as the CUDA catalog builds them (sim.model.pools).
 _LAYOUTS = {"deepseek-v4-flash": (43, 21, 20), "deepseek-v4-pro": (61, 30, 31)}
+WINDOW = 128  # V4's sliding_window (config.json)
+_HEAD, _INDEX_HEAD, _STATE_BYTES = 512, 128, 4  # attention / indexer head dims; fp32 compressor states (environ.py:1832)
+
+
+@dataclass(frozen=True)
+class UnifiedFixed:
+    """Device bytes a unified-layout V4 server sets aside per request slot before it sizes the Full pool."""
+
+    swa_ring: int  # every layer's window of whole rows, per slot
+    c4_state: int  # the C4 compressor's (and its indexer's) state ring, per slot
+    c128_state: int  # the C128 compressor's state ring, per slot
+
+    @property
+    def total(self) -> int:
+        return self.swa_ring + self.c4_state + self.c128_state
+
+
+def _ceil_to(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def unified_fixed(name: str, max_running: int, *, fp8: bool = False, draft_tokens: int = 0) -> UnifiedFixed:
+    """The fixed bytes SGLang subtracts from a rank's KV memory before it sizes the Full pool under the unified
+    layout (``model_executor/pool_configurator.py:1638-1668``), each at ``max_running + 1`` request slots (:1504-1507).
+
+    The SWA ring is ``slots x (window + draft tokens - 1) x row x every layer`` (:1576-1599; ring size
+    ``mem_cache/deepseek_v4_memory_pool.py:150-153``, row :818-834): ring mode has no paged SWA pool to size
+    (:1328-1335) and no SWA share in the Full token's bytes (:1437-1446). The C4 state is ``slots x ring`` rows,
+    padded as CompressStatePool pads them, of ``4 x (512 + 128)`` fp32 values a C4 layer (:1545-1574); the C128
+    state ``slots x ring`` rows of ``2 x 512`` a C128 layer (:1509-1531). Rings: 8 / 128 rows, 16 / 256 with
+    speculative decoding (``deepseek_v4_memory_pool.py:60-79``; ROCm has no online C128, :50).
+    """
+    if name not in _LAYOUTS:
+        raise InputError(f"unknown model {name!r} for ROCm's unified KV layout (known: {', '.join(_LAYOUTS)})")
+    layers, c4, c128 = _LAYOUTS[name]
+    slots = max_running + 1
+    ring4, ring128 = (16, 256) if draft_tokens > 0 else (8, 128)
+    ring = slots * (WINDOW + max(0, draft_tokens - 1)) * sum(row_bytes(fp8)) * layers
+    rows4 = _ceil_to(slots * ring4 + ring4 + 1, 4)
+    rows128 = _ceil_to(slots * ring128 + ring128 + 1, 128)
+    return UnifiedFixed(swa_ring=ring,
+                        c4_state=rows4 * 4 * (_HEAD + _INDEX_HEAD) * _STATE_BYTES * c4,
+                        c128_state=rows128 * 2 * _HEAD * _STATE_BYTES * c128)  # fmt: skip
 
 
 def row_bytes(fp8: bool) -> tuple[int, int]:

@@ -11,7 +11,7 @@ import yaml
 from sim.app.capacity import capacity_sources, logged_device_pools
 from sim.app.cli import main
 from sim.app.fromsglang import from_sglang, to_yaml
-from sim.app.resolve import device_pools, resolve
+from sim.app.resolve import derived_device_pools, device_pools, resolve
 from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
 from sim.model.hostpools import host_pool_bytes
@@ -177,6 +177,64 @@ def test_the_logs_unified_flag_sets_the_layout_and_its_host_pools_match_the_mode
     assert "swa_max_total_num_tokens" not in conv.scenario["hardware"]  # the ring's paged pool is vestigial
     assert conv.scenario["hicache"]["host_pages"] == 83_853
     assert not [c for c in conv.checks if c.startswith("host pool")]  # every logged pool's bytes are the model's
+
+
+def _logged_available_gb(path: str) -> float:
+    """The KV memory the server sized its pools from: the log's ``available_bytes`` (GiB, 2 decimals), in GB."""
+    import re
+
+    return float(re.search(r"available_bytes=([\d.]+) GB", Path(path).read_text()).group(1)) * (1 << 30) / 1e9
+
+
+def test_the_unified_layouts_derived_pool_is_the_logged_one_from_the_servers_memory():
+    sc = from_sglang(ROCM, gpu="MI355X", host_mem_gb=2960, server_log=ROCM_LOG).check()
+    model = build_model_spec(sc)
+    at_logged = sc.model_copy(update={"hardware": sc.hardware.model_copy(
+        update={"kv_mem_gb": _logged_available_gb(ROCM_LOG)})})  # fmt: skip
+    derived, _ = derived_device_pools(at_logged, model)
+    page_bytes = model.bytes_per_page
+    slack = 0.005 * (1 << 30) / page_bytes + 1  # the log prints GiB to 2 decimals: 2.5 pages, and a page
+    assert abs(derived - 7_155_456 // 256) <= slack
+    without_rings = int(at_logged.hardware.kv_mem_gb * 1e9) // page_bytes
+    assert without_rings - derived > 12_000  # the rings and states: 27.4 GB a rank at 1,024 requests
+
+
+def test_the_unified_residual_is_the_memory_rules_not_the_pools():
+    """From the memory rule's KV memory (152.88 GB on MI355X; the fixture's is 87.8 GB) the derivation overshoots
+    the logged pool, by exactly the pages the extra memory holds: the rings are not the gap, the memory is."""
+    sc = from_sglang(ROCM, gpu="MI355X", host_mem_gb=2960, server_log=ROCM_LOG).check()
+    model = build_model_spec(sc)
+    logged_gb = _logged_available_gb(ROCM_LOG)
+    at_logged = sc.model_copy(update={"hardware": sc.hardware.model_copy(update={"kv_mem_gb": logged_gb})})
+    by_rule, by_log = derived_device_pools(sc, model)[0], derived_device_pools(at_logged, model)[0]
+    assert abs((by_rule - by_log) - (sc.hardware.kv_mem_gb - logged_gb) * 1e9 / model.bytes_per_page) <= 1
+    assert by_rule > 2 * 7_155_456 // 256  # still reported as a mismatch (from-sglang's check, the summary)
+
+
+def test_rings_that_leave_no_full_pool_are_refused_naming_the_fields():
+    launch = "SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton " + ROCM + " --max-running-requests 1024"
+    sc = from_sglang(launch, gpu="MI355X", host_mem_gb=6000).check()  # the derived L1's host pools need more
+    small = sc.model_copy(update={"hardware": sc.hardware.model_copy(update={"kv_mem_gb": 20.0})})
+    with pytest.raises(InputError, match=r"model.kv_layout: .*\(27.41 GB at 1,024 requests\) leave no Full pool in "
+                                         r"hardware.kv_mem_gb 20; lower scheduler.max_running_requests"):
+        derived_device_pools(small, build_model_spec(small))
+
+
+def test_with_a_draft_the_ring_grows_with_the_tokens_and_the_states_do_not():
+    """pool_configurator.py:1250-1257, 1638-1668 with EAGLE (4 draft tokens, one draft layer): the ring is 131 rows
+    and inflated by (61 + 1) / 61 like a token's bytes, the state rings are 16 and 256 rows and are not."""
+    launch = ("SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton python -m sglang.launch_server --model-path "
+              "deepseek-ai/DeepSeek-V4-Pro --tp 8 --max-running-requests 256 --speculative-algorithm EAGLE "
+              "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")  # fmt: skip
+    sc = from_sglang(launch, gpu="MI355X", accept_length=2.0).check()
+    model = build_model_spec(sc)
+    slots, infl = 257, 62 / 61
+    ring = slots * 131 * 1024 * 61
+    states = (-(-(slots * 16 + 17) // 4) * 4 * 4 * 640 * 4 * 30
+              + -(-(slots * 256 + 257) // 128) * 128 * 1024 * 4 * 31)  # fmt: skip
+    kv = sc.hardware.kv_mem_gb * 1e9
+    sglang_pages = (kv - ring * infl - states) / (model.bytes_per_page / 256 * infl) // 256
+    assert abs(derived_device_pools(sc, model)[0] - sglang_pages) <= 1
 
 
 def test_a_host_pool_of_other_bytes_than_the_models_is_reported():

@@ -7,7 +7,7 @@ import pytest
 from sim.app.cli import main
 from sim.base.errors import InputError
 from sim.model.modelref import resolve_model
-from sim.model.unified_kv import row_bytes, unified_model
+from sim.model.unified_kv import row_bytes, unified_fixed, unified_model
 
 
 def test_bf16_rows_are_1024_bytes_and_fp8_rows_split_into_nope_and_rope():
@@ -48,3 +48,32 @@ def test_pools_lists_the_rocm_pools(capsys):
     out = capsys.readouterr().out
     assert "c4_rope" in out and "c128_rope" in out and "swa" not in out.split("\n", 1)[1]
     assert main(["pools", "deepseek-v4.1-flash", "--platform", "rocm"]) == 2
+
+
+def _sglang_fixed(layers: int, c4: int, c128: int, max_running: int, row: int, ring: int, ring4: int, ring128: int) -> int:
+    """pool_configurator.py's three fixed terms under the unified layout, transcribed term by term
+    (_fixed_swa_bytes :1576-1599, _fixed_c4_state_bytes :1550-1574, _get_c128_state_fixed_bytes :1509-1531)."""
+    slots = max_running + 1
+    swa = slots * ring * row * layers
+    rows4 = (slots * ring4 + ring4 + 1 + 3) // 4 * 4
+    c4_state = rows4 * (4 * 512 * 4 + 4 * 128 * 4) * c4
+    rows128 = (slots * ring128 + ring128 + 1 + 127) // 128 * 128
+    return swa + c4_state + rows128 * 2 * 512 * 4 * c128
+
+
+@pytest.mark.parametrize("fp8, draft, row, ring, rings", [
+    (False, 0, 1024, 128, (8, 128)), (True, 0, 640, 128, (8, 128)), (False, 4, 1024, 131, (16, 256))])  # fmt: skip
+def test_the_fixed_bytes_follow_sglangs_formula(fp8, draft, row, ring, rings):
+    got = unified_fixed("deepseek-v4-flash", 3, fp8=fp8, draft_tokens=draft)
+    assert got.total == _sglang_fixed(43, 21, 20, 3, row, ring, *rings)
+
+
+def test_the_ring_is_every_layers_window_per_request_slot():
+    fixed = unified_fixed("deepseek-v4-pro", 1024)
+    assert fixed.swa_ring == 1025 * 128 * 1024 * 61  # 7.63 GiB a rank
+    assert fixed.c128_state > fixed.swa_ring > fixed.c4_state  # fp32 C128 rings of 128 rows dominate
+
+
+def test_an_unknown_model_is_refused_by_name():
+    with pytest.raises(InputError, match="unknown model 'qwen3-14b'"):
+        unified_fixed("qwen3-14b", 8)
