@@ -213,7 +213,8 @@ def test_the_unified_residual_is_the_memory_rules_not_the_pools():
 
 def test_rings_that_leave_no_full_pool_are_refused_naming_the_fields():
     launch = "SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton " + ROCM + " --max-running-requests 1024"
-    sc = from_sglang(launch, gpu="MI355X", host_mem_gb=6000).check()  # the derived L1's host pools need more
+    sc = from_sglang(launch, gpu="MI355X", host_mem_gb=6000,
+                     pinnable_gb=5000).check()  # the derived L1's host pools need more DRAM and pinning
     small = sc.model_copy(update={"hardware": sc.hardware.model_copy(update={"kv_mem_gb": 20.0})})
     with pytest.raises(InputError, match=r"model.kv_layout: .*\(27.41 GB at 1,024 requests\) leave no Full pool in "
                                          r"hardware.kv_mem_gb 20; lower scheduler.max_running_requests"):
