@@ -11,7 +11,8 @@ Measures, side by side in one run (median of ``--runs`` each; the trace is read 
       write_through;
   (b0) the same, device only and unbounded, next to (a);
   (c) the whole ``hicache-sim replay`` process for (b), in a subprocess (interpreter start, imports,
-      trace parsing, replay, printing);
+      trace parsing, replay, printing), with the reading and replaying seconds it reports apart (``--json``'s
+      ``read_s``, ``replay_s``; ``bench/replay_read.py`` times the reader alone, old and new);
   (d) per policy, generic model, L1 = 6000 / L2 = 12000 pages: each write policy under LRU, each
       eviction order under write_through, and the clairvoyant bound (its trace pass: page ids and next
       uses, built once, then one pass per capacity, at L1 and at L1 + L2 as replay runs it).
@@ -33,9 +34,11 @@ the docstring of ``bench/sglang_v4.py``, then ``PYTHONPATH=SGDEPS python bench/r
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from array import array
 from pathlib import Path
@@ -112,14 +115,20 @@ def bench_policies(requests, runs):
     return rows
 
 
-def bench_cli(trace: Path, runs: int) -> float:
-    cmd = [sys.executable, "-m", "sim.app.cli", "replay", str(trace), "--l1-pages", "12000", "--l2-pages", "24000",
-           "--policy", "write_through"]  # fmt: skip
+def bench_cli(trace: Path, runs: int) -> tuple[float, float, float]:
+    """The whole process's seconds, and the reading and replaying seconds it reports (``--json``), medians."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "sim.app.cli", "replay", str(trace), "--l1-pages", "12000", "--l2-pages",
+               "24000", "--policy", "write_through", "--json", f"{tmp}/r.json"]  # fmt: skip
+        parts = []
 
-    def once():
-        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        def once():
+            subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            d = json.loads(Path(f"{tmp}/r.json").read_text())
+            parts.append((d["read_s"], d["replay_s"]))
 
-    return median_time(once, runs)[0]
+        wall = median_time(once, runs)[0]
+    return wall, statistics.median(r for r, _ in parts), statistics.median(p for _, p in parts)
 
 
 def import_sglang(path: str | None):
@@ -218,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     v4_s, v4 = bench_v4(v4_requests, args.runs, 12000, 24000)
     rows.append(("(b) V4-Flash FULL+SWA, L1 12000 / L2 24000, WT", v4_s,
                  f"L1 {v4['l1_hit_tokens']:.2%}, L1+L2 {v4['l1l2_hit_tokens']:.2%}"))  # fmt: skip
-    cli_s = bench_cli(args.trace, args.runs)
+    cli_s, cli_read_s, cli_replay_s = bench_cli(args.trace, args.runs)
 
     api, why = import_sglang(args.sglang_path)
     sg_s = None
@@ -246,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     if not v4_rows:
         print(f"{'SGLang V4 UnifiedRadixCache FULL+SWA':<48}  skipped ({v4_why}; install: bench/sglang_v4.py)")
     print(f"{'(c) hicache-sim replay process for (b)':<48}{cli_s:>9.3f}{n_req / cli_s:>13,.0f}{'':>13}  "
-          f"whole process: start, imports, read, replay, print")  # fmt: skip
+          f"whole process: start, imports, read, replay, print; it reports reading the trace {cli_read_s:.3f} s "
+          f"(two passes), replaying {cli_replay_s:.3f} s")  # fmt: skip
 
     print("\n(d) per policy, generic 1 pool, L1 6000 / L2 12000 pages (hit rates by whole input pages)")
     print(f"{'policy':<48}{'seconds':>9}{'requests/s':>13}{'vs WT+LRU':>11}{'L1 hit':>9}{'L1+L2 hit':>11}")
@@ -259,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  (b0) / (a) time: {v4u_s / gen_s:.2f}x  (FULL + SWA request lifecycle vs one pool's match + insert)")
     print(f"  (b) / (a) time: {v4_s / gen_s:.2f}x  (bounded tiers, evictions, backups, load-backs on top)")
     print(f"  (c) / (b) time: {cli_s / v4_s:.2f}x  (process overhead on top of the replay itself)")
+    print(f"  (c)'s replaying / (b) time: {cli_replay_s / v4_s:.2f}x  (the process's replay less its reads, against"
+          f" the same replay over requests read beforehand)")  # fmt: skip
     if sg_s is not None:
         print(f"  SGLang RadixCache / (a) time: {sg_s / gen_s:.2f}x  (how many times faster our tree is)")
     else:

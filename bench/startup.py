@@ -1,14 +1,12 @@
-"""Command-line start-up and ``compare`` speed: what a short command costs before it does anything.
+"""Command-line start-up: what a short command costs before it does anything.
 
-    python bench/startup.py [--base COMMIT] [--repeat 5] [--workers 2]
+    python bench/startup.py [--base COMMIT] [--repeat 5]
 
 (1) CPU seconds (user + system, the process and its children) of ``hicache-sim --help``, ``validate`` and ``run``
 on the quickstart scenario, each in a fresh process, the least of ``--repeat`` alternating runs, in this tree and,
 with ``--base``, in COMMIT's (checked out in a temporary ``git worktree``): the import cost pandas, pyarrow and
 matplotlib add where a command does not need them. (2) The heaviest top-level imports of ``validate`` here
-(``python -X importtime``, cumulative ms). (3) The README's ``compare`` (three policies x 3 L1 x 4 L2 on the
-conversation trace) at ``--workers 1`` and ``--workers N``: wall and CPU seconds. A shared machine's wall times
-are noisy; CPU time is what to compare across trees, wall time what ``--workers`` buys on idle cores.
+(``python -X importtime``, cumulative ms). ``compare``'s speed, serial and in workers: ``bench/compare.py``.
 """
 
 from __future__ import annotations
@@ -27,9 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import ROOT, base_tree  # noqa: E402  (a sibling script, not a package)
 
 QUICK = "scenarios/quickstart.yaml"
-COMPARE = ["compare", "data/mooncake_conversation_trace.jsonl", "--model", "generic", "--policies",
-           "write_through,boundary,clairvoyant", "--l1-pages", "1000,6000,20000", "--l2-pages", "0,0.5x,2x,4x",
-           "--no-progress"]  # fmt: skip
 
 
 def timed(tree: Path, args: list[str]) -> tuple[float, float]:
@@ -64,25 +59,14 @@ def heaviest_imports(n: int = 8) -> None:
           + ", ".join(f"{name} {us / 1000:.0f}" for us, name in sorted(top, reverse=True)[:n]))
 
 
-def compare_workers(workers: int) -> None:
-    print("\nthe README's compare (36 cells), this tree:")
-    for w in (1, workers):
-        cpu, wall = timed(ROOT, [*COMPARE, "--workers", str(w)])
-        print(f"  --workers {w}: {wall:6.1f} s wall, {cpu:6.1f} CPU s")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--base", metavar="COMMIT", help="time the start-up commands in this commit's tree too")
     p.add_argument("--repeat", type=int, default=5, help="runs of each command per tree (least kept)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="compare's parallel run")
-    p.add_argument("--no-compare", action="store_true", help="skip the compare timing")
     args = p.parse_args()
     with base_tree(args.base) as base:
         startup([("this", ROOT)] + ([(f"base {args.base}", base)] if base else []), args.repeat)
     heaviest_imports()
-    if not args.no_compare:
-        compare_workers(args.workers)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ exit status under ``DIR/NAME/``. ``compare DIR_A DIR_B`` prints ``same`` or ``DI
 difference; ``check --base COMMIT`` records a temporary worktree of COMMIT and this tree and compares them.
 
 Volatile text is normalised at record time, not dropped: the tree's and DIR's absolute paths become ``<TREE>``
-and ``<OUT>``, wall-clock figures (``wall time``, ``replayed in``, ``wall_s``, compare's seconds column) become ``<T>``, and stderr loses its progress lines (the runs
+and ``<OUT>``, wall-clock figures (``wall time``, ``replayed in``, replay's reading and replaying times, ``wall_s``, ``read_s``,
+``replay_s``, compare's seconds column) become ``<T>``, and stderr loses its progress lines (the runs
 pass ``--no-progress`` where the command has it; off a terminal the rest print plain ``... elapsed`` lines
 only after 30 s). Runs always get ``--out``, so no folder is named by its start time. Parquet files are
 compared byte for byte; where the bytes differ, their decoded tables (pyarrow) name the first differing
@@ -131,7 +132,8 @@ _PROGRESS = re.compile(r"^[^\n]*\r[^\n]*\n?|^[^\n]*, \d+ (s|min \d+ s) elapsed[^
 _WALL = [  # (pattern, replacement) of each wall-clock figure the commands print
     (re.compile(r"wall time \d+(\.\d+)? s"), "wall time <T> s"),
     (re.compile(r"replayed in [\d.]+ s \([\d,]+ requests/s\)"), "replayed in <T> s (<R> requests/s)"),
-    (re.compile(r'"wall_s": [-\d.e]+'), '"wall_s": "<T>"'),
+    (re.compile(r'"(wall|read|replay)_s": [-\d.e]+'), r'"\1_s": "<T>"'),
+    (re.compile(r"reading the trace [\d.]+ s (.*), replaying [\d.]+ s"), r"reading the trace <T> s \1, replaying <T> s"),
 ]
 _SECONDS_COLUMN = re.compile(r"(?m) +\d+\.\d\d$")  # compare's table, headed "seconds"
 _WALL_CSV_COLUMN = re.compile(r"(?m)(?<=.),[^,\n]*$")  # compare --csv, last column wall_s

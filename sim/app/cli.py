@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
@@ -582,7 +583,9 @@ def _cmd_replay(args) -> int:
     # read as it is replayed, so memory does not grow with it; a first pass checks every record and counts them.
     requests = trace_requests(args.trace, fmt=fmt, block_size=args.block_size, page_size=page,
                               max_requests=args.max_requests, whole_blocks=args.granularity == "page")  # fmt: skip
+    start = time.perf_counter()
     seen = requests.survey(lambda n_in, n_out: 0.0, not args.no_progress)
+    read_s = time.perf_counter() - start  # the checking pass: reading, as replay's reads are
     l1 = args.l1_pages
     if args.l1_bytes:
         l1 = pages_for_bytes(model, parse_size(args.l1_bytes, "--l1-bytes"), page, args.swa_ratio)
@@ -602,13 +605,14 @@ def _cmd_replay(args) -> int:
                             load_back_threshold=args.load_back_threshold, swa_ratio=args.swa_ratio)  # fmt: skip
 
         check_fits_v4(make(), seen.largest, args.trace)  # before the replay, on pools of their own
-        result = replay_v4(make(), model, requests, args.trace, progress=not args.no_progress)
+        result = replay_v4(make(), model, requests, args.trace, progress=not args.no_progress, read_s=read_s)
     else:
         cache = HiCache(model, l1_pages=l1, l2_pages=l2, policy=args.policy, page_tokens=page,
                         load_back_threshold=args.load_back_threshold, eviction_policy=args.eviction_policy,
                         eviction_config=_json_object(args.eviction_config, "--eviction-config"),
                         one_page_nodes=args.granularity == "page")  # fmt: skip
-        result = replay(cache, requests, args.trace, progress=not args.no_progress, bound=not args.no_bound)
+        result = replay(cache, requests, args.trace, progress=not args.no_progress, bound=not args.no_bound,
+                        read_s=read_s)
     print(format_table(result))
     if args.json:
         write_text_atomic(args.json, json.dumps(result.summary(), indent=2, default=str, allow_nan=False) + "\n")

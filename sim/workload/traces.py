@@ -30,6 +30,8 @@ from sim.workload.stream import TraceRequests
 __all__ = ["detect_format", "iter_mooncake", "iter_token_trace", "iter_trace", "read_mooncake", "read_token_trace",
            "read_trace", "token_page_keys", "trace_requests"]
 
+_INT = {int}  # the type of every hash id of a good line (JSON gives int, never a subclass but bool)
+
 
 def _block_keys(hash_ids: list[int], block: int, page: int, n_tokens: int) -> list:
     """Whole ``page``-token keys covering the first ``n_tokens`` tokens of a block-hashed input."""
@@ -71,7 +73,7 @@ def iter_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | N
         if ts < 0 or n_in <= 0 or n_out < 0:
             raise InputError("timestamp and output_length must be >= 0, input_length > 0", source=str(path), line=lineno)
         _check_length(n_in + n_out, path, lineno)
-        bad = next((h for h in ids if not isinstance(h, int) or isinstance(h, bool)), None)
+        bad = None if set(map(type, ids)) <= _INT else next(h for h in ids if type(h) is not int)
         if bad is not None:  # ids name blocks (hashes may be 64-bit): integers, not held to a quantity's bounds
             raise InputError(f"hash_ids: every id must be an integer, got {bad!r}", source=str(path), line=lineno)
         if len(ids) < math.ceil(n_in / block_size):

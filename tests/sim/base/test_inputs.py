@@ -1,15 +1,20 @@
 """The input-structure rules every reader goes through (``sim.base.inputs``), and the schema-wide number rule."""
 
+import json
 import os
 import time
+from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import Field, ValidationError
 
 from sim.app.schema import _Section
 from sim.base.errors import InputError
 from sim.base.inputs import (
     MAX_FILE_BYTES,
+    TRACE_ID_FIELDS,
     check_input,
     check_trace_record,
     count_lines,
@@ -132,3 +137,36 @@ class TestNumbers:
 
         with pytest.raises(ValidationError, match="greater than or equal to 0.01"):
             Bounded(share=1e-9)
+
+
+class TestTraceLineFastPaths:
+    """A trace line's parse and number check take shortcuts (one shared decoder; flat records passed without
+    the nested walk) that must agree with the plain rules on every line, good or bad."""
+
+    SHIPPED = sorted(Path(__file__).resolve().parents[3].glob("data/*.jsonl"))
+    SHARED = sorted(Path("/work/shared/traces").glob("*.jsonl"))
+
+    @pytest.mark.parametrize("path", SHIPPED + SHARED, ids=lambda p: p.name)
+    def test_every_line_of_the_shipped_traces_parses_as_json_loads_reads_it(self, path):
+        for n, _, line in iter_lines(path, "trace"):
+            rec = parse_json(line, str(path), line=n)
+            assert rec == json.loads(line) and repr(rec) == repr(json.loads(line))
+            check_trace_record(rec, str(path), n)
+
+    def test_a_byte_order_mark_is_refused_as_json_loads_refuses_it(self):
+        with pytest.raises(InputError) as info:
+            parse_json('\ufeff{"a": 1}', "t.jsonl", line=2)
+        assert str(info.value) == "t.jsonl:2: malformed JSON: Unexpected UTF-8 BOM (decode using utf-8-sig)"
+
+    @given(st.dictionaries(
+        st.sampled_from(["timestamp", "input_length", "hash_ids", "id", "arrival_time_ns", "x", "chat_id"]),
+        st.one_of(st.integers(-(10**20), 10**20), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                  st.none(), st.text(max_size=3), st.lists(st.integers(-(10**20), 10**20), max_size=3),
+                  st.dictionaries(st.sampled_from(["t", "id"]), st.floats(), max_size=2)),
+        max_size=5))  # fmt: skip
+    def test_a_record_is_refused_exactly_when_the_walk_finds_a_number_out_of_range(self, rec):
+        found = numbers_problem(rec, floor=False, skip=TRACE_ID_FIELDS, brackets=True)
+        if found is None:
+            check_trace_record(rec, "t.jsonl", 1)
+        else:
+            assert error_of(check_trace_record, rec, "t.jsonl", 1) == f"t.jsonl:1: {found[0]}: {found[1]}"

@@ -301,3 +301,41 @@ def test_v4_replay_of_the_whole_conversation_trace_matches_sglangs_own_cache():
         assert run["swa_pages"] is None or cache.swa_cap == run["swa_pages"] * 256
         assert cache.stats["device_hit_tokens"] == run["matched_tokens"]
         assert (cache.tree.full_tokens, cache.tree.swa_tokens) == (run["tree_full_tokens"], run["tree_swa_tokens"])
+
+
+class TestReadingApartFromReplaying:
+    """A replay times the reading of its requests apart from the cache's work, so its speed compares with a
+    tree that is handed its requests ready (SGLang's, in bench/replay.py)."""
+
+    @staticmethod
+    def slow(requests, pause_s=0.002):
+        """``requests`` as a reader that takes ``pause_s`` to read each."""
+        import time
+
+        for req in requests:
+            time.sleep(pause_s)
+            yield req
+
+    def test_a_slow_readers_time_is_counted_as_reading_not_replaying(self, conversation):
+        cache = HiCache(GENERIC, l1_pages=None, l2_pages=0, page_tokens=512)
+        d = replay(cache, self.slow(conversation[:60]), read_s=0.5).summary()
+        assert d["read_s"] >= 0.5 + 60 * 0.002 > d["replay_s"] > 0
+        assert d["read_s"] + d["replay_s"] == pytest.approx(d["wall_s"] + 0.5)  # the pass before: not in the loop
+
+    def test_the_v4_replay_splits_its_time_the_same_way(self):
+        model = get_model("deepseek-v4-flash")
+        requests = read_mooncake(CONVERSATION, block_size=512, page_size=256, max_requests=40)
+        cache = v4_cache(model, l1_pages=None, l2_pages=0, policy="write_through", page=256,
+                         load_back_threshold=10, swa_ratio=0.1)  # fmt: skip
+        d = replay_v4(cache, model, self.slow(requests), read_s=0.25).summary()
+        assert d["read_s"] >= 0.25 + 40 * 0.002 and d["replay_s"] > 0
+        assert d["read_s"] + d["replay_s"] == pytest.approx(d["wall_s"] + 0.25)
+
+    def test_the_command_prints_and_writes_both_times(self, tmp_path, capsys):
+        target = tmp_path / "r.json"
+        argv = ["replay", str(CONVERSATION), "--model", "generic", "--max-requests", "300", "--json", str(target)]
+        status, out, _ = run(argv, capsys)
+        d = json.loads(target.read_text())
+        assert status == 0 and d["read_s"] > 0 and d["replay_s"] > 0
+        assert f"reading the trace {d['read_s']:.2f} s (checking every record, then as replayed), replaying " \
+               f"{d['replay_s']:.2f} s" in out  # fmt: skip
