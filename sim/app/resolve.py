@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.app.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
+from sim.app.precision import precisions, step_backend
 from sim.app.scenario import Scenario, build_model_spec
 from sim.base.errors import InputError
 from sim.cache.v4.swa import swa_cap_tokens
@@ -21,17 +22,17 @@ from sim.model.speculative import SpecDecode
 from sim.offline.replay import pages_for_bytes
 from sim.serve.engine import EngineConfig
 
-__all__ = ["ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "pool_lines", "rank_chunk",
-           "rank_max_running", "resolve"]  # fmt: skip
+__all__ = ["ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "rank_chunk", "rank_max_running",
+           "resolve", "validated_server"]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ServerConfig:
     """One scheduler's (one attention-DP rank's) pools and budgets, and the engine configuration built from them.
 
-    ``sources`` names, for each pool (``l1``, ``swa``, ``l2``, ``l2_swa``) and budget (``max_running_requests``,
-    ``chunked_prefill_size``, ``dp_mlp_share``), the scenario field or rule that set it: the server's log, a
-    launch flag, or the derivation."""
+    ``sources`` names, for each pool (``l1``, ``swa``, ``l2``, ``l2_swa``), budget (``max_running_requests``,
+    ``chunked_prefill_size``, ``dp_mlp_share``), precision (``<what>_dtype``, :attr:`precisions`) and the
+    ``step_backend``, the scenario field or rule that set it: the server's log, a launch flag, or the derivation."""
 
     model: ModelSpec
     l1_pages: int
@@ -44,11 +45,39 @@ class ServerConfig:
     sources: dict[str, str]
     mismatches: list[str]  # where the derivation misses a logged pool by more than a page
     engine: EngineConfig
+    precisions: dict[str, str]  # experts, attention, kv, indexer: the dtype each is stored at (those known)
+    step_backend: str  # what prices a pass, and on which GPU's figures or kernels
 
     @property
     def capacity_sources(self) -> dict[str, str]:
         """The pools' sources alone: what the summary's ``capacity_sources`` and ``validate`` print."""
-        return {k: v for k, v in self.sources.items() if k in ("l1", "swa", "l2", "l2_swa")}
+        return {k: v for k, v in self.sources.items() if k in _POOLS}
+
+    def settings(self) -> dict[str, dict]:
+        """The budgets, precisions and step-time backend with their sources: the summary's ``server`` section."""
+        budgets = {"max_running_requests": self.max_running, "chunked_prefill_size": self.chunk,
+                   "dp_mlp_share": self.dp_mlp_share}  # fmt: skip
+        values = {**budgets, **{f"{k}_dtype": v for k, v in self.precisions.items()}, "step_backend": self.step_backend}
+        return {"values": values, "sources": {k: self.sources[k] for k in values}}
+
+    def lines(self, sc: Scenario) -> list[str]:
+        """``validate``'s lines: each pool's pages per scheduler (none for a decode instance), budget, precision
+        and the step-time backend, with where each came from (the server's log, a given field, the derivation)."""
+        pages = {"l1": self.l1_pages, "swa": max(1, int(self.l1_pages * self.swa_ratio)), "l2": self.l2_pages,
+                 "l2_swa": self.l2_swa_pages}  # fmt: skip
+        pools = [] if sc.cluster.role == "decode" else [(k, f"{pages[k]:,} pages") for k in self.capacity_sources
+                                                         if pages[k] is not None]  # fmt: skip
+        budgets = [(k, f"{v:,}" if isinstance(v, int) else f"{v:.3g}", k) for k, v in
+                   (("max_running_requests", self.max_running), ("chunked_prefill_size", self.chunk),
+                    ("dp_mlp_share", self.dp_mlp_share)) if k != "dp_mlp_share" or sc.hardware.attn_dp_size > 1]  # fmt: skip
+        sections = {"pools": [(k, v, k) for k, v in pools], "budgets": budgets,
+                    "precision": [(k, v, f"{k}_dtype") for k, v in self.precisions.items()]}  # fmt: skip
+        out = [f"  {head if i == 0 else '':<9} {k} {v} <- {self.sources[src]}"
+               for head, rows in sections.items() for i, (k, v, src) in enumerate(rows)]
+        return [*out, f"  {'step time':<9} {self.step_backend} <- {self.sources['step_backend']}"]
+
+
+_POOLS = ("l1", "swa", "l2", "l2_swa")
 
 
 def resolve(sc: Scenario, model: ModelSpec | None = None) -> ServerConfig:
@@ -65,10 +94,14 @@ def resolve(sc: Scenario, model: ModelSpec | None = None) -> ServerConfig:
                "max_running_requests": "scheduler.max_running_requests" + per_rank,
                "chunked_prefill_size": "scheduler.chunked_prefill_size" + per_rank,
                "dp_mlp_share": _mlp_share_source(sc)}  # fmt: skip
+    dtypes = precisions(sc)
+    sources.update({f"{k}_dtype": src for k, (_, src) in dtypes.items()})
+    backend, sources["step_backend"] = step_backend(sc)
     return ServerConfig(model=model, l1_pages=l1, swa_ratio=swa_ratio, l2_pages=l2, l2_swa_pages=l2_swa,
                         max_running=rank_max_running(sc), chunk=rank_chunk(sc), dp_mlp_share=share, sources=sources,
                         mismatches=logged_mismatches(sc, *derived),
-                        engine=_engine_config(sc, model, l1, swa_ratio, l2, l2_swa, share))  # fmt: skip
+                        engine=_engine_config(sc, model, l1, swa_ratio, l2, l2_swa, share),
+                        precisions={k: v for k, (v, _) in dtypes.items()}, step_backend=backend)  # fmt: skip
 
 
 def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
@@ -183,16 +216,9 @@ def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2
     )  # fmt: skip
 
 
-def pool_lines(sc: Scenario) -> list[str]:
-    """``validate``'s lines: each pool's pages per scheduler and where they came from (the server's log, a given
-    field, the derivation); none for a decode instance or pools the run would refuse at start."""
-    if sc.cluster.role == "decode":
-        return []
+def validated_server(sc: Scenario) -> ServerConfig | None:
+    """The server ``validate`` prints; None where the run would refuse it at start (it reports why there)."""
     try:
-        server = resolve(sc)
+        return resolve(sc)
     except InputError:
-        return []  # the run reports it where it sizes the pools
-    pages = {"l1": server.l1_pages, "swa": max(1, int(server.l1_pages * server.swa_ratio)), "l2": server.l2_pages,
-             "l2_swa": server.l2_swa_pages}  # fmt: skip
-    rows = [(k, v) for k, v in server.capacity_sources.items() if pages[k] is not None]
-    return [f"  {'pools' if i == 0 else '':<9} {k} {pages[k]:,} pages <- {v}" for i, (k, v) in enumerate(rows)]
+        return None

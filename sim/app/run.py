@@ -404,6 +404,7 @@ def _setup_summary(sc: Scenario, sim: Simulation, server: ServerConfig) -> dict:
                            **({"l3": cfg.l3_capacity_pages} if cfg.l3_enabled else {})},  # l3 None: unbounded
         "capacity_sources": server.capacity_sources,
         **({"capacity_mismatches": server.mismatches} if server.mismatches else {}),
+        "server": server.settings(),
     }
 
 
@@ -564,6 +565,7 @@ def format_summary(result: RunResult) -> str:
         *_capacity_lines(s),
         f"cost table: {s['cost_table']}",
         compute_line(s["compute"]),
+        *_server_lines(s["server"]),
         "",
         f"{'simulated time':<28}{s['simulated_s']:>14,.1f} s",
         f"{'requests':<28}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
@@ -598,6 +600,21 @@ def _capacity_lines(s: dict) -> list[str]:
         return []
     return ["capacities: " + ", ".join(f"{k} from {v}" for k, v in given.items()),
             *(f"  note: {m}" for m in s.get("capacity_mismatches", []))]
+
+
+def _server_lines(server: dict) -> list[str]:
+    """The resolved budgets, precisions and step-time backend, each with its source (``ServerConfig.settings``)."""
+    values, sources = server["values"], server["sources"]
+
+    def item(k: str) -> str:
+        v = values[k]
+        text = f"{v:,}" if isinstance(v, int) else f"{v:.3g}" if isinstance(v, float) else v
+        return ("" if k == "step_backend" else k.removesuffix("_dtype") + " ") + f"{text} <- {sources[k]}"
+
+    budgets = [k for k in ("max_running_requests", "chunked_prefill_size", "dp_mlp_share")
+               if values[k] or k != "dp_mlp_share"]  # no share without DP attention
+    groups = {"budgets": budgets, "precision": [k for k in values if k.endswith("_dtype")], "step time": ["step_backend"]}
+    return [f"{head}: " + "; ".join(item(k) for k in keys) for head, keys in groups.items() if keys]
 
 
 def _hit_line(hr: dict, tiers: list[str]) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.app.scenario import scenario_from_dict, validate_file
+from sim.app.scenario import scenario_from_dict
+from sim.app.validate import validate_file
 from sim.model.modelcfg import derive, expert_dtype_of, load_config
 
 pytest.importorskip("aiconfigurator_core")
