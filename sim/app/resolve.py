@@ -91,12 +91,13 @@ def resolve(sc: Scenario, model: ModelSpec | None = None) -> ServerConfig:
     per_rank = "" if dp == 1 else " / hardware.attn_dp_size"
     share = dp_mlp_share(sc)
     sources = {**capacity_sources(sc, model),
-               "max_running_requests": "scheduler.max_running_requests" + per_rank,
-               "chunked_prefill_size": "scheduler.chunked_prefill_size" + per_rank,
+               "max_running_requests": _budget_source(sc, "scheduler.max_running_requests") + per_rank,
+               "chunked_prefill_size": _budget_source(sc, "scheduler.chunked_prefill_size") + per_rank,
                "dp_mlp_share": _mlp_share_source(sc)}  # fmt: skip
     dtypes = precisions(sc)
     sources.update({f"{k}_dtype": src for k, (_, src) in dtypes.items()})
     backend, sources["step_backend"] = step_backend(sc)
+    sources = {k: _with_origin(sc, v) for k, v in sources.items()}
     return ServerConfig(model=model, l1_pages=l1, swa_ratio=swa_ratio, l2_pages=l2, l2_swa_pages=l2_swa,
                         max_running=rank_max_running(sc), chunk=rank_chunk(sc), dp_mlp_share=share, sources=sources,
                         mismatches=logged_mismatches(sc, *derived),
@@ -177,6 +178,24 @@ def _mlp_share_source(sc: Scenario) -> str:
     if sc.model.pools is None and sc.model.name.startswith("deepseek-v4"):
         return "the bundled deepseek-v4-flash config (an estimate)"
     return "none (no model config)"
+
+
+def _budget_source(sc: Scenario, path: str) -> str:
+    """A budget's field, and whether the scenario gave it, SGLang's default rule filled it or the schema's
+    default holds (a recorded origin, :func:`_with_origin`, says more)."""
+    section, key = path.split(".")
+    if path in sc.derived:
+        hw = sc.hardware
+        return f"{path} (SGLang {hw.sglang_defaults}'s default for {hw.gpu_name}'s memory, hardware.sglang_defaults)"
+    return path if key in getattr(sc, section).model_fields_set else f"{path} (default)"
+
+
+def _with_origin(sc: Scenario, source: str) -> str:
+    """``source`` with what set its field where the scenario records it (``origins``, written by ``scenario
+    from-sglang``: the launch flag or the server-log line)."""
+    path = source.split(" ")[0].rstrip(",")
+    origin = sc.origins.get(path)
+    return source if origin is None else f"{source}, from {origin}"
 
 
 def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2: int, l2_swa: int | None,

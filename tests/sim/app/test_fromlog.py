@@ -142,6 +142,8 @@ def test_validate_prints_each_capacity_with_its_source(tmp_path):
                  "swa 1,280 pages <- hardware.swa_max_total_num_tokens (logged)",
                  "l2 25,600 pages <- hicache.host_pages", "l2_swa 2,560 pages <- hicache.host_swa_pages"):  # fmt: skip
         assert line in text
+    assert f"max_running_requests 512 <- scheduler.max_running_requests, from --server-log {V4_LOG}:" in text
+    assert "origins:" in out.read_text()  # written by from-sglang, read back by validate
 
 
 ROCM_LOG = str(LOGS / "deepseek-v4-pro_mi355x_tp8_rocm.log")

@@ -112,3 +112,24 @@ def test_settings_and_validate_lines_carry_every_resolved_value_with_its_source(
     assert lines[-1].lstrip().startswith("step time roofline")
     assert not any("pages" in line for line in server.lines(v4().model_copy(update={"cluster": sc.cluster.model_copy(
         update={"role": "decode"})})))  # fmt: skip
+
+
+def test_a_recorded_origin_is_named_after_its_field_and_an_unrecorded_budget_says_default_or_given():
+    sc = scenario_from_dict({"name": "o", "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 40},
+                             "scheduler": {"max_running_requests": 64},
+                             "origins": {"scheduler.max_running_requests": "--max-running-requests 64"}})  # fmt: skip
+    server = resolve(sc)
+    assert server.sources["max_running_requests"] == "scheduler.max_running_requests, from --max-running-requests 64"
+    assert server.sources["chunked_prefill_size"] == "scheduler.chunked_prefill_size (default)"
+    assert server.sources["l1"] == "hardware.kv_mem_gb (derived)"  # no origin recorded: as before
+
+
+def test_a_chunk_sglang_s_rule_filled_names_the_rule():
+    server = resolve(scenario_from_dict({"name": "g", "model": "deepseek-v4-flash", "hardware": {"gpu": "H200"}}))
+    assert server.sources["chunked_prefill_size"].startswith("scheduler.chunked_prefill_size (SGLang 0.5.23's default")
+
+
+@pytest.mark.parametrize("key", ["nosuch.field", "origins.x", "scheduler.max running"])
+def test_origins_hold_field_paths_only(key):
+    with pytest.raises(InputError, match=f"origins.{key}: not a scenario field path"):
+        scenario_from_dict({"name": "o", "origins": {key: "--flag"}})
