@@ -22,7 +22,7 @@ from sim.model.speculative import SpecDecode
 from sim.offline.replay import pages_for_bytes
 from sim.serve.engine import EngineConfig
 
-__all__ = ["ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "rank_chunk", "rank_max_running",
+__all__ = ["NoFullPool", "ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "rank_chunk", "rank_max_running",
            "resolve", "validated_server"]  # fmt: skip
 
 
@@ -85,8 +85,7 @@ def resolve(sc: Scenario, model: ModelSpec | None = None) -> ServerConfig:
     Raises InputError where SGLang would not start (cap mode leaving no Full pool, a logged pool under a page)."""
     model = model if model is not None else build_model_spec(sc)
     derived = derived_device_pools(sc, model)
-    l1, swa_ratio = logged_device_pools(sc, *derived)
-    l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
+    l1, swa_ratio, l2, l2_swa = server_pools(sc, model, derived)
     dp = sc.hardware.attn_dp_size
     per_rank = "" if dp == 1 else " / hardware.attn_dp_size"
     share = dp_mlp_share(sc)
@@ -103,6 +102,19 @@ def resolve(sc: Scenario, model: ModelSpec | None = None) -> ServerConfig:
                         mismatches=logged_mismatches(sc, *derived),
                         engine=_engine_config(sc, model, l1, swa_ratio, l2, l2_swa, share),
                         precisions={k: v for k, (v, _) in dtypes.items()}, step_backend=backend)  # fmt: skip
+
+
+class NoFullPool(InputError):
+    """Cap mode's SWA pool leaves no Full pool: SGLang refuses to start (the run's start check reports it)."""
+
+
+def server_pools(sc: Scenario, model: ModelSpec,
+                 derived: tuple[int, float] | None = None) -> tuple[int, float, int, int | None]:  # fmt: skip
+    """(L1 Full pages, the SWA share of them, L2 Full pages, L2 SWA pages or None) one scheduler gets: the
+    logged pools, else the derived ones (``derived``: :func:`derived_device_pools`, when already computed), and
+    the host pools beside them (:func:`sim.app.capacity.host_pages`). The schema's fit check reads these too."""
+    l1, swa_ratio = logged_device_pools(sc, *(derived if derived is not None else derived_device_pools(sc, model)))
+    return (l1, swa_ratio, *host_pages(sc, model, l1, swa_ratio))
 
 
 def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
@@ -132,7 +144,7 @@ def derived_device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     swa_bytes = swa_tokens * model.group_bytes_per_page("swa") / model.page_size
     l1 = pages_for_bytes(model, kv_bytes - swa_bytes, page, 0.0) if swa_bytes < kv_bytes else 0
     if l1 <= 0:
-        raise InputError(f"hicache.swa_full_tokens_ratio: cap mode's SWA pool ({swa_tokens:,} tokens, "
+        raise NoFullPool(f"hicache.swa_full_tokens_ratio: cap mode's SWA pool ({swa_tokens:,} tokens, "
                          f"{swa_bytes / 1e9:,.2f} GB) leaves no Full pool in hardware.kv_mem_gb "
                          f"{sc.hardware.kv_mem_gb:g}; lower scheduler.max_running_requests")  # fmt: skip
     return l1, swa_tokens / (l1 * page)

@@ -133,3 +133,16 @@ def test_a_chunk_sglang_s_rule_filled_names_the_rule():
 def test_origins_hold_field_paths_only(key):
     with pytest.raises(InputError, match=f"origins.{key}: not a scenario field path"):
         scenario_from_dict({"name": "o", "origins": {key: "--flag"}})
+
+
+def test_the_schema_s_host_memory_check_sizes_the_pools_the_run_gets():
+    # NVIDIA sizes the fp4 indexer's pools as fp8 (fewer Full pages than fp4's bytes would give): 88,192 host
+    # pages and 152.4 GB of host pools, not the 160 GB a sizing at fp4's bytes gives; 10 GiB is SGLang's reserve.
+    def fp4(host_mem_gb: float):
+        return scenario_from_dict({"name": "f", "model": {"name": "deepseek-v4-flash", "fp4_indexer": True},
+                                   "hardware": {"gpu": "B200", "kv_mem_gb": 40, "host_mem_gb": host_mem_gb},
+                                   "hicache": {"enabled": True, "hicache_ratio": 4}})  # fmt: skip
+
+    assert resolve(fp4(167)).l2_pages == 88_192
+    with pytest.raises(InputError, match=r"hicache.hicache_ratio: host pools \(152.4 GB over 1 ranks\) exceed"):
+        fp4(160)
