@@ -22,8 +22,8 @@ from sim.model.speculative import SpecDecode
 from sim.offline.replay import pages_for_bytes
 from sim.serve.engine import EngineConfig
 
-__all__ = ["NoFullPool", "ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "rank_chunk", "rank_max_running",
-           "resolve", "validated_server"]  # fmt: skip
+__all__ = ["NoFullPool", "ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "rank_chunk",
+           "rank_max_running", "resolve", "server_pools", "setting_rows", "validated_server"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,28 +55,38 @@ class ServerConfig:
 
     def settings(self) -> dict[str, dict]:
         """The budgets, precisions and step-time backend with their sources: the summary's ``server`` section."""
-        budgets = {"max_running_requests": self.max_running, "chunked_prefill_size": self.chunk,
-                   "dp_mlp_share": self.dp_mlp_share}  # fmt: skip
+        budgets = dict(zip(_BUDGETS, (self.max_running, self.chunk, self.dp_mlp_share)))
         values = {**budgets, **{f"{k}_dtype": v for k, v in self.precisions.items()}, "step_backend": self.step_backend}
         return {"values": values, "sources": {k: self.sources[k] for k in values}}
 
     def lines(self, sc: Scenario) -> list[str]:
-        """``validate``'s lines: each pool's pages per scheduler (none for a decode instance), budget, precision
-        and the step-time backend, with where each came from (the server's log, a given field, the derivation)."""
+        """``validate``'s lines: each pool's pages per scheduler (none for a decode instance) and
+        :func:`setting_rows`, each with where it came from (the server's log, a given field, the derivation)."""
         pages = {"l1": self.l1_pages, "swa": max(1, int(self.l1_pages * self.swa_ratio)), "l2": self.l2_pages,
                  "l2_swa": self.l2_swa_pages}  # fmt: skip
-        pools = [] if sc.cluster.role == "decode" else [(k, f"{pages[k]:,} pages") for k in self.capacity_sources
+        pools = [] if sc.cluster.role == "decode" else [(k, f"{pages[k]:,} pages <- {v}")
+                                                         for k, v in self.capacity_sources.items()
                                                          if pages[k] is not None]  # fmt: skip
-        budgets = [(k, f"{v:,}" if isinstance(v, int) else f"{v:.3g}", k) for k, v in
-                   (("max_running_requests", self.max_running), ("chunked_prefill_size", self.chunk),
-                    ("dp_mlp_share", self.dp_mlp_share)) if k != "dp_mlp_share" or sc.hardware.attn_dp_size > 1]  # fmt: skip
-        sections = {"pools": [(k, v, k) for k, v in pools], "budgets": budgets,
-                    "precision": [(k, v, f"{k}_dtype") for k, v in self.precisions.items()]}  # fmt: skip
-        out = [f"  {head if i == 0 else '':<9} {k} {v} <- {self.sources[src]}"
-               for head, rows in sections.items() for i, (k, v, src) in enumerate(rows)]
-        return [*out, f"  {'step time':<9} {self.step_backend} <- {self.sources['step_backend']}"]
+        return [f"  {head if i == 0 else '':<9} " + f"{label} {text}".lstrip()
+                for head, rows in {"pools": pools, **setting_rows(self.settings())}.items()
+                for i, (label, text) in enumerate(rows)]  # fmt: skip
 
 
+def setting_rows(settings: dict[str, dict]) -> dict[str, list[tuple[str, str]]]:
+    """:meth:`ServerConfig.settings` as (label, "value <- source") rows under their heading (budgets, precision,
+    step time; no MLP share without DP attention): what ``validate`` and the run's summary print."""
+    values, sources = settings["values"], settings["sources"]
+
+    def row(k: str) -> str:
+        v = values[k]
+        return (f"{v:,}" if isinstance(v, int) else f"{v:.3g}" if isinstance(v, float) else v) + f" <- {sources[k]}"
+
+    budgets = [(k, row(k)) for k in _BUDGETS if k != "dp_mlp_share" or not sources[k].startswith("none (no DP")]
+    return {"budgets": budgets, "precision": [(k.removesuffix("_dtype"), row(k)) for k in values if k.endswith("_dtype")],
+            "step time": [("", row("step_backend"))]}
+
+
+_BUDGETS = ("max_running_requests", "chunked_prefill_size", "dp_mlp_share")
 _POOLS = ("l1", "swa", "l2", "l2_swa")
 
 

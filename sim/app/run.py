@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.app import tierages
-from sim.app.resolve import ServerConfig, resolve
+from sim.app.resolve import ServerConfig, resolve, setting_rows
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
 from sim.base.fileio import staged_dir
@@ -604,17 +604,8 @@ def _capacity_lines(s: dict) -> list[str]:
 
 def _server_lines(server: dict) -> list[str]:
     """The resolved budgets, precisions and step-time backend, each with its source (``ServerConfig.settings``)."""
-    values, sources = server["values"], server["sources"]
-
-    def item(k: str) -> str:
-        v = values[k]
-        text = f"{v:,}" if isinstance(v, int) else f"{v:.3g}" if isinstance(v, float) else v
-        return ("" if k == "step_backend" else k.removesuffix("_dtype") + " ") + f"{text} <- {sources[k]}"
-
-    budgets = [k for k in ("max_running_requests", "chunked_prefill_size", "dp_mlp_share")
-               if values[k] or k != "dp_mlp_share"]  # no share without DP attention
-    groups = {"budgets": budgets, "precision": [k for k in values if k.endswith("_dtype")], "step time": ["step_backend"]}
-    return [f"{head}: " + "; ".join(item(k) for k in keys) for head, keys in groups.items() if keys]
+    return [f"{head}: " + "; ".join(f"{label} {text}".lstrip() for label, text in rows)
+            for head, rows in setting_rows(server).items()]  # fmt: skip
 
 
 def _hit_line(hr: dict, tiers: list[str]) -> str:
