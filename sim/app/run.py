@@ -86,10 +86,12 @@ def build(sc: Scenario, costs: CostTable | None = None, notify: Notify | None = 
     ``server`` (:func:`sim.app.resolve.resolve` of ``sc`` when not given). The workload streams: its requests are
     made (or read) as they are sent, so none is held here. ``progress``: report the trace's first read-through as
     it goes."""
-    cfg = (server if server is not None else resolve(sc)).engine
+    server = server if server is not None else resolve(sc)
+    cfg = server.engine
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
-    pricer = step_model(sc, costs.compute_params)  # refuses what its backend cannot price, before any work
+    # refuses what its backend cannot price, before any work; the experts at the dtype memory was sized at
+    pricer = step_model(sc, costs.compute_params, server.precisions.get("experts"))
     serial = serial_seconds(Roofline.from_scenario(sc, costs.compute_params))
     w = sc.workload
     if w.kind == "multi_turn":
@@ -263,7 +265,8 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
                        eviction_policy=sc.hicache.radix_eviction_policy)  # fmt: skip
     resolve_cost_table(sc.hardware.cost_table)
     if sc.compute.backend != "roofline":
-        step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
+        # compiles the estimator and asks it once: no kernel data is refused here
+        step_model(sc, expert_dtype=server.precisions.get("experts") if server is not None else None)
     if sc.cluster.role != "decode":
         return build(sc, server=server, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
