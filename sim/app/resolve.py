@@ -203,13 +203,14 @@ def _mlp_share_source(sc: Scenario) -> str:
 
 
 def _budget_source(sc: Scenario, path: str) -> str:
-    """A budget's field, and whether the scenario gave it, SGLang's default rule filled it or the schema's
-    default holds (a recorded origin, :func:`_with_origin`, says more)."""
-    section, key = path.split(".")
+    """A budget's field, and SGLang's default rule where that filled it (the GPU's memory,
+    ``hardware.sglang_defaults``); a recorded origin (:func:`_with_origin`) says more. Whether a value was typed
+    or is the schema's default is not told: a run's resolved ``scenario.yaml`` types every field, and its rerun
+    must summarise the same."""
     if path in sc.derived:
         hw = sc.hardware
         return f"{path} (SGLang {hw.sglang_defaults}'s default for {hw.gpu_name}'s memory, hardware.sglang_defaults)"
-    return path if key in getattr(sc, section).model_fields_set else f"{path} (default)"
+    return path
 
 
 def _with_origin(sc: Scenario, source: str) -> str:

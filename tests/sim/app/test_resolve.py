@@ -114,13 +114,13 @@ def test_settings_and_validate_lines_carry_every_resolved_value_with_its_source(
         update={"role": "decode"})})))  # fmt: skip
 
 
-def test_a_recorded_origin_is_named_after_its_field_and_an_unrecorded_budget_says_default_or_given():
+def test_a_recorded_origin_is_named_after_its_field():
     sc = scenario_from_dict({"name": "o", "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 40},
                              "scheduler": {"max_running_requests": 64},
                              "origins": {"scheduler.max_running_requests": "--max-running-requests 64"}})  # fmt: skip
     server = resolve(sc)
     assert server.sources["max_running_requests"] == "scheduler.max_running_requests, from --max-running-requests 64"
-    assert server.sources["chunked_prefill_size"] == "scheduler.chunked_prefill_size (default)"
+    assert server.sources["chunked_prefill_size"] == "scheduler.chunked_prefill_size"
     assert server.sources["l1"] == "hardware.kv_mem_gb (derived)"  # no origin recorded: as before
 
 
