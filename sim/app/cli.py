@@ -435,13 +435,10 @@ def _add_validate(sub) -> None:
 
 
 def _cmd_validate(args) -> int:
-    from sim.app.pinned import pinned_lines
-    from sim.app.resolve import pool_lines
     from sim.app.run import check_startable
-    from sim.app.scenario import validate_file
+    from sim.app.validate import validate_file
 
-    print(validate_file(args.scenario, args.overrides, check_start=check_startable,
-                        pools=lambda sc: pool_lines(sc) + pinned_lines(sc)))  # fmt: skip
+    print(validate_file(args.scenario, args.overrides, check_start=check_startable))
     return 0
 
 

@@ -1009,6 +1009,10 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     order = ["name", "description", "seed", "model", "hardware", "hicache", "l3", "scheduler", "cluster", "hisparse",
              "speculative", "workload"]  # fmt: skip
     conv.scenario = {k: conv.scenario[k] for k in order if k in conv.scenario}
+    if sglang_version != "0.5.23":
+        conv.origins["hardware.sglang_defaults"] = f"--sglang-version {sglang_version}"
+    if origins := {k: v for k, v in conv.origins.items() if k.split(".")[0] in order}:
+        conv.scenario["origins"] = origins  # where each value came from, for the resolved server's sources
     if log is not None:
         from sim.app.fromlog import check_capacities
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.app.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
+from sim.app.precision import precisions, step_backend
 from sim.app.scenario import Scenario, build_model_spec
 from sim.base.errors import InputError
 from sim.cache.v4.swa import swa_cap_tokens
@@ -22,17 +23,17 @@ from sim.model.unified_kv import unified_fixed
 from sim.offline.replay import pages_for_bytes
 from sim.serve.engine import EngineConfig
 
-__all__ = ["ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "pool_lines", "rank_chunk",
-           "rank_max_running", "resolve"]  # fmt: skip
+__all__ = ["NoFullPool", "ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "rank_chunk",
+           "rank_max_running", "resolve", "server_pools", "setting_rows", "validated_server"]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ServerConfig:
     """One scheduler's (one attention-DP rank's) pools and budgets, and the engine configuration built from them.
 
-    ``sources`` names, for each pool (``l1``, ``swa``, ``l2``, ``l2_swa``) and budget (``max_running_requests``,
-    ``chunked_prefill_size``, ``dp_mlp_share``), the scenario field or rule that set it: the server's log, a
-    launch flag, or the derivation."""
+    ``sources`` names, for each pool (``l1``, ``swa``, ``l2``, ``l2_swa``), budget (``max_running_requests``,
+    ``chunked_prefill_size``, ``dp_mlp_share``), precision (``<what>_dtype``, :attr:`precisions`) and the
+    ``step_backend``, the scenario field or rule that set it: the server's log, a launch flag, or the derivation."""
 
     model: ModelSpec
     l1_pages: int
@@ -45,11 +46,49 @@ class ServerConfig:
     sources: dict[str, str]
     mismatches: list[str]  # where the derivation misses a logged pool by more than a page
     engine: EngineConfig
+    precisions: dict[str, str]  # experts, attention, kv, indexer: the dtype each is stored at (those known)
+    step_backend: str  # what prices a pass, and on which GPU's figures or kernels
 
     @property
     def capacity_sources(self) -> dict[str, str]:
         """The pools' sources alone: what the summary's ``capacity_sources`` and ``validate`` print."""
-        return {k: v for k, v in self.sources.items() if k in ("l1", "swa", "l2", "l2_swa")}
+        return {k: v for k, v in self.sources.items() if k in _POOLS}
+
+    def settings(self) -> dict[str, dict]:
+        """The budgets, precisions and step-time backend with their sources: the summary's ``server`` section."""
+        budgets = dict(zip(_BUDGETS, (self.max_running, self.chunk, self.dp_mlp_share)))
+        values = {**budgets, **{f"{k}_dtype": v for k, v in self.precisions.items()}, "step_backend": self.step_backend}
+        return {"values": values, "sources": {k: self.sources[k] for k in values}}
+
+    def lines(self, sc: Scenario) -> list[str]:
+        """``validate``'s lines: each pool's pages per scheduler (none for a decode instance) and
+        :func:`setting_rows`, each with where it came from (the server's log, a given field, the derivation)."""
+        pages = {"l1": self.l1_pages, "swa": max(1, int(self.l1_pages * self.swa_ratio)), "l2": self.l2_pages,
+                 "l2_swa": self.l2_swa_pages}  # fmt: skip
+        pools = [] if sc.cluster.role == "decode" else [(k, f"{pages[k]:,} pages <- {v}")
+                                                         for k, v in self.capacity_sources.items()
+                                                         if pages[k] is not None]  # fmt: skip
+        return [f"  {head if i == 0 else '':<9} " + f"{label} {text}".lstrip()
+                for head, rows in {"pools": pools, **setting_rows(self.settings())}.items()
+                for i, (label, text) in enumerate(rows)]  # fmt: skip
+
+
+def setting_rows(settings: dict[str, dict]) -> dict[str, list[tuple[str, str]]]:
+    """:meth:`ServerConfig.settings` as (label, "value <- source") rows under their heading (budgets, precision,
+    step time; no MLP share without DP attention): what ``validate`` and the run's summary print."""
+    values, sources = settings["values"], settings["sources"]
+
+    def row(k: str) -> str:
+        v = values[k]
+        return (f"{v:,}" if isinstance(v, int) else f"{v:.3g}" if isinstance(v, float) else v) + f" <- {sources[k]}"
+
+    budgets = [(k, row(k)) for k in _BUDGETS if k != "dp_mlp_share" or not sources[k].startswith("none (no DP")]
+    return {"budgets": budgets, "precision": [(k.removesuffix("_dtype"), row(k)) for k in values if k.endswith("_dtype")],
+            "step time": [("", row("step_backend"))]}
+
+
+_BUDGETS = ("max_running_requests", "chunked_prefill_size", "dp_mlp_share")
+_POOLS = ("l1", "swa", "l2", "l2_swa")
 
 
 def resolve(sc: Scenario, model: ModelSpec | None = None) -> ServerConfig:
@@ -57,19 +96,36 @@ def resolve(sc: Scenario, model: ModelSpec | None = None) -> ServerConfig:
     Raises InputError where SGLang would not start (cap mode leaving no Full pool, a logged pool under a page)."""
     model = model if model is not None else build_model_spec(sc)
     derived = derived_device_pools(sc, model)
-    l1, swa_ratio = logged_device_pools(sc, *derived)
-    l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
+    l1, swa_ratio, l2, l2_swa = server_pools(sc, model, derived)
     dp = sc.hardware.attn_dp_size
     per_rank = "" if dp == 1 else " / hardware.attn_dp_size"
     share = dp_mlp_share(sc)
     sources = {**capacity_sources(sc, model),
-               "max_running_requests": "scheduler.max_running_requests" + per_rank,
-               "chunked_prefill_size": "scheduler.chunked_prefill_size" + per_rank,
+               "max_running_requests": _budget_source(sc, "scheduler.max_running_requests") + per_rank,
+               "chunked_prefill_size": _budget_source(sc, "scheduler.chunked_prefill_size") + per_rank,
                "dp_mlp_share": _mlp_share_source(sc)}  # fmt: skip
+    dtypes = precisions(sc)
+    sources.update({f"{k}_dtype": src for k, (_, src) in dtypes.items()})
+    backend, sources["step_backend"] = step_backend(sc)
+    sources = {k: _with_origin(sc, v) for k, v in sources.items()}
     return ServerConfig(model=model, l1_pages=l1, swa_ratio=swa_ratio, l2_pages=l2, l2_swa_pages=l2_swa,
                         max_running=rank_max_running(sc), chunk=rank_chunk(sc), dp_mlp_share=share, sources=sources,
                         mismatches=logged_mismatches(sc, *derived),
-                        engine=_engine_config(sc, model, l1, swa_ratio, l2, l2_swa, share))  # fmt: skip
+                        engine=_engine_config(sc, model, l1, swa_ratio, l2, l2_swa, share),
+                        precisions={k: v for k, (v, _) in dtypes.items()}, step_backend=backend)  # fmt: skip
+
+
+class NoFullPool(InputError):
+    """Cap mode's SWA pool leaves no Full pool: SGLang refuses to start (the run's start check reports it)."""
+
+
+def server_pools(sc: Scenario, model: ModelSpec,
+                 derived: tuple[int, float] | None = None) -> tuple[int, float, int, int | None]:  # fmt: skip
+    """(L1 Full pages, the SWA share of them, L2 Full pages, L2 SWA pages or None) one scheduler gets: the
+    logged pools, else the derived ones (``derived``: :func:`derived_device_pools`, when already computed), and
+    the host pools beside them (:func:`sim.app.capacity.host_pages`). The schema's fit check reads these too."""
+    l1, swa_ratio = logged_device_pools(sc, *(derived if derived is not None else derived_device_pools(sc, model)))
+    return (l1, swa_ratio, *host_pages(sc, model, l1, swa_ratio))
 
 
 def device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
@@ -112,7 +168,7 @@ def derived_device_pools(sc: Scenario, model: ModelSpec) -> tuple[int, float]:
     swa_bytes = swa_tokens * model.group_bytes_per_page("swa") / model.page_size
     l1 = pages_for_bytes(model, kv_bytes - swa_bytes, page, 0.0) if swa_bytes < kv_bytes else 0
     if l1 <= 0:
-        raise InputError(f"hicache.swa_full_tokens_ratio: cap mode's SWA pool ({swa_tokens:,} tokens, "
+        raise NoFullPool(f"hicache.swa_full_tokens_ratio: cap mode's SWA pool ({swa_tokens:,} tokens, "
                          f"{swa_bytes / 1e9:,.2f} GB) leaves no Full pool in hardware.kv_mem_gb "
                          f"{sc.hardware.kv_mem_gb:g}; lower scheduler.max_running_requests")  # fmt: skip
     return l1, swa_tokens / (l1 * page)
@@ -160,6 +216,25 @@ def _mlp_share_source(sc: Scenario) -> str:
     return "none (no model config)"
 
 
+def _budget_source(sc: Scenario, path: str) -> str:
+    """A budget's field, and SGLang's default rule where that filled it (the GPU's memory,
+    ``hardware.sglang_defaults``); a recorded origin (:func:`_with_origin`) says more. Whether a value was typed
+    or is the schema's default is not told: a run's resolved ``scenario.yaml`` types every field, and its rerun
+    must summarise the same."""
+    if path in sc.derived:
+        hw = sc.hardware
+        return f"{path} (SGLang {hw.sglang_defaults}'s default for {hw.gpu_name}'s memory, hardware.sglang_defaults)"
+    return path
+
+
+def _with_origin(sc: Scenario, source: str) -> str:
+    """``source`` with what set its field where the scenario records it (``origins``, written by ``scenario
+    from-sglang``: the launch flag or the server-log line)."""
+    path = source.split(" ")[0].rstrip(",")
+    origin = sc.origins.get(path)
+    return source if origin is None else f"{source}, from {origin}"
+
+
 def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2: int, l2_swa: int | None,
                    share: float) -> EngineConfig:  # fmt: skip
     """The engine's configuration: the resolved pools and budgets, and the scenario's policies as given."""
@@ -197,16 +272,9 @@ def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2
     )  # fmt: skip
 
 
-def pool_lines(sc: Scenario) -> list[str]:
-    """``validate``'s lines: each pool's pages per scheduler and where they came from (the server's log, a given
-    field, the derivation); none for a decode instance or pools the run would refuse at start."""
-    if sc.cluster.role == "decode":
-        return []
+def validated_server(sc: Scenario) -> ServerConfig | None:
+    """The server ``validate`` prints; None where the run would refuse it at start (it reports why there)."""
     try:
-        server = resolve(sc)
+        return resolve(sc)
     except InputError:
-        return []  # the run reports it where it sizes the pools
-    pages = {"l1": server.l1_pages, "swa": max(1, int(server.l1_pages * server.swa_ratio)), "l2": server.l2_pages,
-             "l2_swa": server.l2_swa_pages}  # fmt: skip
-    rows = [(k, v) for k, v in server.capacity_sources.items() if pages[k] is not None]
-    return [f"  {'pools' if i == 0 else '':<9} {k} {pages[k]:,} pages <- {v}" for i, (k, v) in enumerate(rows)]
+        return None

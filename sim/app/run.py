@@ -26,7 +26,7 @@ import numpy as np
 
 from sim.app import tierages
 from sim.app.pinned import pinned_summary
-from sim.app.resolve import ServerConfig, resolve
+from sim.app.resolve import ServerConfig, resolve, setting_rows
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
 from sim.base.fileio import staged_dir
@@ -87,10 +87,12 @@ def build(sc: Scenario, costs: CostTable | None = None, notify: Notify | None = 
     ``server`` (:func:`sim.app.resolve.resolve` of ``sc`` when not given). The workload streams: its requests are
     made (or read) as they are sent, so none is held here. ``progress``: report the trace's first read-through as
     it goes."""
-    cfg = (server if server is not None else resolve(sc)).engine
+    server = server if server is not None else resolve(sc)
+    cfg = server.engine
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)  # the Simulation draws nothing until it runs
-    pricer = step_model(sc, costs.compute_params)  # refuses what its backend cannot price, before any work
+    # refuses what its backend cannot price, before any work; the experts at the dtype memory was sized at
+    pricer = step_model(sc, costs.compute_params, server.precisions.get("experts"))
     serial = serial_seconds(Roofline.from_scenario(sc, costs.compute_params))
     w = sc.workload
     if w.kind == "multi_turn":
@@ -264,7 +266,8 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
                        eviction_policy=sc.hicache.radix_eviction_policy)  # fmt: skip
     resolve_cost_table(sc.hardware.cost_table)
     if sc.compute.backend != "roofline":
-        step_model(sc)  # compiles the estimator and asks it once: no kernel data is refused here
+        # compiles the estimator and asks it once: no kernel data is refused here
+        step_model(sc, expert_dtype=server.precisions.get("experts") if server is not None else None)
     if sc.cluster.role != "decode":
         return build(sc, server=server, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
@@ -406,6 +409,7 @@ def _setup_summary(sc: Scenario, sim: Simulation, server: ServerConfig) -> dict:
         "capacity_sources": server.capacity_sources,
         **({"capacity_mismatches": server.mismatches} if server.mismatches else {}),
         **({"pinned_host": pinned_summary(sc, server)} if cfg.l2_pages else {}),  # bytes: all ranks
+        "server": server.settings(),
     }
 
 
@@ -567,6 +571,7 @@ def format_summary(result: RunResult) -> str:
         *_pinned_line(s.get("pinned_host")),
         f"cost table: {s['cost_table']}",
         compute_line(s["compute"]),
+        *_server_lines(s["server"]),
         "",
         f"{'simulated time':<28}{s['simulated_s']:>14,.1f} s",
         f"{'requests':<28}{req['finished']:>14,} finished, {sum(req['dropped'].values())} dropped, "
@@ -609,6 +614,10 @@ def _pinned_line(p: dict | None) -> list[str]:
     if not p or p["pinnable_gb"] is None:
         return []
     return [f"pinned host pools {p['bytes'] / 1e9:,.1f} GB of {p['pinnable_gb']:,.1f} GB pinnable <- {p['source']}"]
+def _server_lines(server: dict) -> list[str]:
+    """The resolved budgets, precisions and step-time backend, each with its source (``ServerConfig.settings``)."""
+    return [f"{head}: " + "; ".join(f"{label} {text}".lstrip() for label, text in rows)
+            for head, rows in setting_rows(server).items()]  # fmt: skip
 
 
 def _hit_line(hr: dict, tiers: list[str]) -> str:

@@ -17,13 +17,13 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from sim.app import schema
-from sim.app.schema import MultiTurnWorkload, Scenario, SyntheticWorkload, TraceWorkload
+from sim.app.schema import Scenario
 from sim.app.schema.workload import _WORKLOAD_CLASSES, _WORKLOAD_KINDS
 from sim.base.errors import InputError
 from sim.base.inputs import numbers_problem, parse_yaml, read_text
 
 __all__ = sorted(["FILE_FIELDS", "apply_overrides", "dump_resolved", "field_paths", "field_problem", "load_scenario",
-                  "reblame", "rebase_paths", "scenario_from_dict", "validate_file", *schema.__all__])  # fmt: skip
+                  "reblame", "rebase_paths", "scenario_from_dict", *schema.__all__])  # fmt: skip
 
 # The fields that name a file (each validated by schema.section._resolve_file: beside the scenario, else the CWD).
 FILE_FIELDS = ("workload.path", "hardware.cost_table", "hisparse.trace_path", "model.config")
@@ -363,72 +363,3 @@ def reblame(exc: InputError, source: str, origins: dict[str, str], check_without
 def dump_resolved(scenario: Scenario) -> str:
     """YAML of the fully resolved scenario (every default filled, paths absolute); loads back equal."""
     return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False, default_flow_style=False)
-
-
-def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_start: Callable[[Scenario], None] | None = None,
-                  pools: Callable[[Scenario], list[str]] | None = None) -> str:  # fmt: skip
-    """Load and check a scenario; return a short human summary for ``hicache-sim validate``.
-
-    ``check_start`` (:func:`sim.app.run.check_startable`) also reads what a run reads when it starts (cost table,
-    traces), so every error ``run`` would raise at start is raised here; ``pools`` lists the pools' pages."""
-    s = load_scenario(path, overrides, check_start=check_start)
-    hc, hw, wl = s.hicache, s.hardware, s.workload
-    page_bytes = s.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
-    lines = [
-        f"{path}: ok ({s.name})",
-        f"  model     {s.model.name}, page {hc.page_size} tokens"
-        + (f", {page_bytes:,} B/page/rank" if page_bytes else "") + _experts_text(s),
-    ]
-    lines.append(
-        f"  L1        {hw.kv_mem_gb:g} GB KV on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
-        + (f", DP attention {hw.attn_dp_size} (a pool per rank, {s.scheduler.load_balance_method})"
-           if hw.attn_dp_size > 1 else "")
-    )
-    if s.speculative.enabled:
-        sp = s.speculative
-        lines.append(f"  spec      {sp.algorithm}, {sp.num_steps} steps, topk {sp.eagle_topk}, {sp.draft_tokens} draft "
-                     f"tokens, accept length {sp.accept_length:g}")  # fmt: skip
-    if hc.enabled:
-        size = f"{hc.host_pages} pages" if hc.host_pages is not None else f"ratio {hc.hicache_ratio:g}"
-        lines.append(
-            f"  L2        on, {size}, {hc.write_policy}, load_back >= {hc.load_back_threshold}, io {hc.io_backend}/{hc.mem_layout}"
-        )
-    else:
-        lines.append("  L2        off")
-    lines.append(
-        f"  L3        on, {s.l3.read_gbps:g}/{s.l3.write_gbps:g} GB/s r/w, prefetch >= {hc.prefetch_threshold}, {hc.prefetch_policy}"
-        if s.l3.enabled
-        else "  L3        off"
-    )
-    if isinstance(wl, MultiTurnWorkload):
-        rate = "closed loop" if wl.request_rate is None else f"{wl.request_rate:g} req/s {wl.distribution}"
-        lo, hi = wl.round_range()
-        rounds = f"{lo}" if lo == hi else f"{lo}-{hi}"
-        desc = f"multi_turn, {wl.num_clients} clients x {rounds} rounds, {wl.request_length}+{wl.output_length} tokens/round, {rate}"
-    elif isinstance(wl, SyntheticWorkload):
-        desc = f"synthetic, {wl.num_requests} requests at {wl.rate:g} req/s ({wl.arrival}), {wl.input_length}+{wl.output_length} tokens"
-    elif isinstance(wl, TraceWorkload):
-        desc = f"trace ({wl.format}) {wl.path}, time_scale {wl.time_scale:g}"
-    elif wl.kind in ("lanes", "agentic"):
-        what = f"{wl.format} {wl.path}" if wl.kind == "lanes" else f"{wl.sessions} generated sessions"
-        cap = "none" if wl.idle_gap_cap_s is None else f"{wl.idle_gap_cap_s:g} s"
-        desc = (f"{wl.kind}, {wl.lanes} lanes over {what}, {wl.benchmark_duration_s:g} s measured, idle cap {cap}, "
-                f"start {wl.trajectory_start_min_ratio:g}-{wl.trajectory_start_max_ratio:g}")  # fmt: skip
-    else:
-        desc = f"bench_serving {wl.dataset_name}, {len(wl.steps)} step(s), {sum(st.num_prompts for st in wl.steps)} prompts"
-    lines += [f"  workload  {desc}", *(pools(s) if pools is not None else [])]
-    lines.append(f"  compute   {s.compute.backend}" + (" (aiconfigurator-core's measured SGLang kernels)"
-                                                       if s.compute.backend == "aiconfigurator" else ""))
-    lines.append(
-        f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
-        f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
-    )
-    return "\n".join(lines)
-
-
-def _experts_text(s: Scenario) -> str:
-    """The routed experts' dtype memory and step time both use, and whether ``auto`` chose it."""
-    shape = s.model.shape(s.hardware.tp_size, s.hardware.attn_dp_size)
-    if shape is None or not shape.expert_dtype:
-        return ""
-    return f", experts {shape.expert_dtype}" + (" (auto: the checkpoint's)" if s.model.expert_dtype == "auto" else "")

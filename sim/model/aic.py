@@ -162,7 +162,8 @@ class _Setup:
     nextn: int  # speculative draft tokens verified per decode pass, beyond the one every pass emits
 
 
-def _setup(sc) -> _Setup:
+def _setup(sc, expert_dtype: str | None = None) -> _Setup:
+    """``expert_dtype``: the experts' resolved dtype (:meth:`AicSteps.from_scenario`), else ``model.expert_dtype``."""
     hw, m = sc.hardware, sc.model
     dp = getattr(hw, "dp_size", 1) if getattr(hw, "enable_dp_attention", False) else 1
     ep = getattr(hw, "ep_size", 1)
@@ -173,7 +174,8 @@ def _setup(sc) -> _Setup:
     nextn = int(getattr(spec, "num_steps", 0) or 0) if getattr(spec, "algorithm", None) else 0
     model, system = aic_model_id(m), SYSTEMS[_gpu(sc).upper()]
     return _Setup(model, system, hw.tp_size // dp, dp, hw.tp_size // ep, ep,
-                  _moe_quant(getattr(m, "expert_dtype", "auto"), model, system), _KV_QUANT.get(m.kv_dtype), nextn)  # fmt: skip
+                  _moe_quant(expert_dtype or getattr(m, "expert_dtype", "auto"), model, system),
+                  _KV_QUANT.get(m.kv_dtype), nextn)  # fmt: skip
 
 
 def _moe_quant(expert_dtype: str, model: str, system: str) -> str | None:
@@ -255,12 +257,14 @@ class AicSteps:
     _comm: tuple | None = field(default=None, repr=False)
 
     @classmethod
-    def from_scenario(cls, sc) -> AicSteps:
-        """The scenario's estimator; refuses (InputError naming the field) what the database cannot price."""
+    def from_scenario(cls, sc, expert_dtype: str | None = None) -> AicSteps:
+        """The scenario's estimator; refuses (InputError naming the field) what the database cannot price.
+        ``expert_dtype``: the routed experts' dtype the server resolved from the checkpoint (``auto``'s answer,
+        the one memory is sized at); without it, ``model.expert_dtype`` (``auto``: the estimator's own rule)."""
         err = coverage_error(sc)
         if err is not None:
             raise InputError(f"{err[0]}: {err[1]}")
-        setup = _setup(sc)
+        setup = _setup(sc, expert_dtype)
         try:
             handle, sources = _compiled(setup)
         except Exception as exc:  # the estimator's own refusal: no kernel data for this model/GPU/quantization

@@ -32,13 +32,15 @@ def attention_pairs(tokens: int, start: int) -> float:
     return tokens * start + tokens * (tokens + 1) / 2
 
 
-def step_model(scenario, fitted: Mapping[str, float] | None = None):
+def step_model(scenario, fitted: Mapping[str, float] | None = None, expert_dtype: str | None = None):
     """The scenario's step-time backend (``compute.backend``): this roofline, or aiconfigurator-core's
-    measured SGLang kernels (imported only then); both answer ``step_seconds`` and ``decode_seconds``."""
+    measured SGLang kernels (imported only then); both answer ``step_seconds`` and ``decode_seconds``.
+    ``expert_dtype``: the routed experts' dtype as the server resolved it (``sim.app.resolve``), which the
+    kernels are priced at, as memory is sized at it; None: ``model.expert_dtype`` as given."""
     if scenario.compute.backend == "aiconfigurator":
         from sim.model.aic import AicSteps
 
-        return AicSteps.from_scenario(scenario)
+        return AicSteps.from_scenario(scenario, expert_dtype)
     return Roofline.from_scenario(scenario, fitted)
 
 

@@ -142,7 +142,7 @@ def _unified_kv_layout(sc: Scenario) -> None:
 def _pools_fit(sc: Scenario) -> None:
     """At least one device page in ``kv_mem_gb``, and host pools of at least one page inside ``host_mem_gb`` less
     SGLang's 10 GiB reserve, the rule ``plan`` prices candidates by (``mem_cache/pool_host/base.py:28, 84-108``),
-    each pool at the pages SGLang gives it (:mod:`sim.model.hostpools`)."""
+    each pool at the pages the run gets (:func:`sim.app.resolve.server_pools`; bytes: :mod:`sim.model.hostpools`)."""
     hc, hw = sc.hicache, sc.hardware
     page_bytes = sc.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
     if not page_bytes:
@@ -151,16 +151,14 @@ def _pools_fit(sc: Scenario) -> None:
         raise _field_error("hardware.kv_mem_gb", f"smaller than one page ({page_bytes:,} B)")
     if not hc.enabled:
         return
-    from sim.app.capacity import host_pages, logged_device_pools
+    from sim.app.resolve import NoFullPool, server_pools
     from sim.model.hostpools import host_pool_bytes
-    from sim.offline.replay import pages_for_bytes
 
     model = build_model_spec(sc)
-    # The Full pool in ratio mode; in cap mode a bound (the cap's SWA pool comes off the top, sim.app.resolve).
-    ratio = 0.1 if hc.swa_full_tokens_ratio == "cap" else hc.swa_full_tokens_ratio
-    derived = pages_for_bytes(model, int(hw.kv_mem_gb * 1e9), hc.page_size, ratio)
-    l1, swa_ratio = logged_device_pools(sc, derived, ratio)
-    l2, l2_swa = host_pages(sc, model, l1, swa_ratio)
+    try:
+        _, swa_ratio, l2, l2_swa = server_pools(sc, model)  # the pools the run gets (sim.app.resolve)
+    except NoFullPool:
+        return  # SGLang would not start: the run's start check (and validate) names it
     field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
     if l2 < 1:
         raise _field_error(field, "host pool smaller than one page")

@@ -10,6 +10,7 @@ from pydantic import (
     PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationInfo,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -22,7 +23,7 @@ from sim.app.schema.hicache import HiCacheConfig, L3Config
 from sim.app.schema.hisparse import HiSparseConfig
 from sim.app.schema.model import ModelConfig, build_model_spec
 from sim.app.schema.scheduler import SchedulerConfig
-from sim.app.schema.section import _Section
+from sim.app.schema.section import _field_error, _Section
 from sim.app.schema.workload import MultiTurnWorkload, Workload
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -69,6 +70,12 @@ class Scenario(_Section):
         default_factory=SpeculativeConfig, description="Speculative decoding (EAGLE / NEXTN / MTP)."
     )
     output: OutputConfig = Field(default_factory=OutputConfig, description="Recording.")
+    origins: dict[str, str] = Field(
+        default_factory=dict,
+        description="Where fields' values came from, as `scenario from-sglang` records them: field path (dotted) -> "
+        "the launch flag, server-log line or recipe default that set it. The resolved server's sources name them "
+        "(validate, the run summary); nothing else reads them.",
+    )
     _derived: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="before")
@@ -88,7 +95,19 @@ class Scenario(_Section):
             section, key = path.split(".")
             if isinstance(out.get(section), dict):
                 out[section].pop(key, None)
+        if not out.get("origins", True):
+            out.pop("origins")  # a scenario without them dumps as before
         return out
+
+    @field_validator("origins")
+    @classmethod
+    def _origin_paths(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            parts = key.split(".")
+            if parts[0] not in cls.model_fields or parts[0] == "origins" or not all(
+                    p.isidentifier() or p.isdigit() for p in parts):  # fmt: skip
+                raise _field_error(key, "not a scenario field path (origins maps field paths to where they came from)")
+        return value
 
     @property
     def derived(self) -> tuple[str, ...]:

@@ -132,17 +132,18 @@ def test_a_log_that_is_not_a_servers_is_exit_2_naming_the_file(tmp_path, capsys)
 
 
 def test_validate_prints_each_capacity_with_its_source(tmp_path):
-    from sim.app.resolve import pool_lines
-    from sim.app.scenario import validate_file
+    from sim.app.validate import validate_file
 
     out = tmp_path / "v4.yaml"
     assert main(["scenario", "from-sglang", "--gpu", "H200", "--launch", V4, "--server-log", V4_LOG,
                  "--out", str(out)]) == 0  # fmt: skip
-    text = validate_file(out, pools=pool_lines)
+    text = validate_file(out)
     for line in ("l1 12,800 pages <- hardware.max_total_num_tokens (logged)",
                  "swa 1,280 pages <- hardware.swa_max_total_num_tokens (logged)",
                  "l2 25,600 pages <- hicache.host_pages", "l2_swa 2,560 pages <- hicache.host_swa_pages"):  # fmt: skip
         assert line in text
+    assert f"max_running_requests 512 <- scheduler.max_running_requests, from --server-log {V4_LOG}:" in text
+    assert "origins:" in out.read_text()  # written by from-sglang, read back by validate
 
 
 ROCM_LOG = str(LOGS / "deepseek-v4-pro_mi355x_tp8_rocm.log")

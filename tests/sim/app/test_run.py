@@ -226,3 +226,16 @@ def test_the_summary_names_each_capacitys_source():
                                      "swa": "hicache.swa_full_tokens_ratio (0.1)", "l2": "hicache.host_pages",
                                      "l2_swa": "the SWA share of hicache.host_pages"}  # fmt: skip
     assert "capacity_mismatches" in s  # 0.5 GB derives another pool than the logged 2,560 tokens
+
+
+def test_the_summary_carries_the_resolved_budgets_precisions_and_backend_with_their_sources():
+    from sim.app.run import format_summary
+
+    result = run_scenario(scenario(hardware={"kv_mem_gb": 0.5}, scheduler={"max_running_requests": 16}))
+    server = result.summary["server"]
+    assert server["values"]["max_running_requests"] == 16 == result.sim.cfg.max_running_requests
+    assert server["sources"]["max_running_requests"] == "scheduler.max_running_requests"
+    assert server["values"]["kv_dtype"] == "fp8 nope + bf16 rope"
+    text = format_summary(result)
+    assert "budgets: max_running_requests 16 <- scheduler.max_running_requests; chunked_prefill_size" in text
+    assert "\nprecision: kv fp8 nope + bf16 rope <- " in text and "\nstep time: roofline, " in text

@@ -24,8 +24,8 @@ from sim.app.scenario import (
     load_scenario,
     rebase_paths,
     scenario_from_dict,
-    validate_file,
 )
+from sim.app.validate import validate_file
 from sim.base.errors import InputError
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"

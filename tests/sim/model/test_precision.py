@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.app.scenario import scenario_from_dict, validate_file
+from sim.app.scenario import scenario_from_dict
+from sim.app.validate import validate_file
+from sim.base.errors import InputError
 from sim.model.modelcfg import derive, expert_dtype_of, load_config
 
 pytest.importorskip("aiconfigurator_core")
@@ -34,3 +36,19 @@ def test_validate_says_what_auto_chose(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(f"name: p\nmodel: {V4_PRO}\nhardware:\n  gpu: B300\n  tp_size: 8\nhicache:\n  enabled: false\n")
     assert "experts fp4 (auto: the checkpoint's)" in validate_file(path)
+
+
+def test_the_kernel_backend_prices_the_experts_at_the_resolved_dtype_not_the_model_name_s():
+    # The bundled V4-Flash config is the FP8 checkpoint's: memory sizes fp8 experts, and so do the kernels,
+    # where the name alone would take the MXFP4 checkpoint's (which H200's tables have no MoE rows for).
+    from sim.app.resolve import resolve
+    from sim.model.compute import step_model
+
+    sc = scenario_from_dict({"name": "f", "model": {"name": "DeepSeek-V4-Flash", "config": "deepseek-v4-flash"},
+                             "hardware": {"gpu": "H200", "tp_size": 8}, "hicache": {"enabled": False},
+                             "compute": {"backend": "aiconfigurator"}})  # fmt: skip
+    experts = resolve(sc).precisions["experts"]
+    assert experts == "fp8"
+    assert step_model(sc, expert_dtype=experts).setup.moe_quant == "fp8_block"
+    with pytest.raises(InputError, match="w4a16_mxfp4_cutlass"):
+        step_model(sc)  # the scenario's own auto: the estimator's rule for the name
