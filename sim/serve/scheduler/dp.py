@@ -64,6 +64,8 @@ class DPGroup:
         self.plain.append(plain)
         go = self.go
         self._ready()
+        if self.on_leave is not None:  # it planned: a delayer's gather still under way no longer waits on it
+            self.on_leave()
         return go
 
     def _ready(self) -> None:

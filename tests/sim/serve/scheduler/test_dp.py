@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import simpy
 
@@ -36,3 +38,26 @@ class TestTwoBatchOverlap:
     def test_with_it_off_the_slowest_rank_sets_the_pass(self):
         now, group = pass_end([(0.8, None), (0.3, None)])
         assert now == 0.8 and group.tbo_passes == 0
+
+
+def test_a_rank_that_gathers_for_the_prefill_delayer_after_the_others_planned_is_not_left_waiting():
+    """Found by two-batch overlap's shifted pass times on a 64-lane AgentX run: a rank woke in the instant
+    after the others had gathered and was left waiting on them while they waited on it to plan the pass."""
+    from sim.serve.scheduler.prefill_delayer import PrefillDelayer
+
+    env = simpy.Environment()
+    group = DPGroup(env, backend=None, mlp_share=0.0)
+    delayer = PrefillDelayer(env, [], group, 30, None)
+    group.active = 2
+    verdicts = []
+
+    def late_rank():
+        verdicts.append((yield from delayer.negotiate(SimpleNamespace(idx=0))))
+        yield group.join(0.3, 1)
+
+    env.process(late_rank())
+    env.run()
+    assert not verdicts  # the other rank is still planning
+    group.join(0.5, 1)
+    env.run()
+    assert verdicts == [True] and env.now == 0.5
