@@ -453,10 +453,12 @@ _LAUNCH = {
     "--radix-eviction-policy-config": ("hicache.radix_eviction_policy_config", json.loads),
     "--prefill-delayer-max-delay-passes": ("scheduler.prefill_delayer_max_delay_passes", int),
     "--prefill-delayer-token-usage-low-watermark": ("scheduler.prefill_delayer_token_usage_low_watermark", float),
+    "--tbo-token-distribution-threshold": ("scheduler.tbo_token_distribution_threshold", float),
 }
 _SWITCHES = {
     "--enable-mixed-chunk": ("scheduler.enable_mixed_chunk", True),
     "--enable-prefill-delayer": ("scheduler.enable_prefill_delayer", True),
+    "--enable-two-batch-overlap": ("scheduler.enable_two_batch_overlap", True),
     "--disable-overlap-schedule": ("scheduler.overlap_schedule", False),
     "--enable-hierarchical-cache": ("hicache.enabled", True),
     "--enable-hicache": ("hicache.enabled", True),
@@ -478,11 +480,8 @@ _WHY = {
     "--attention-backend": "kernel choice: its speed is in the compute calibration (calibrate compute)",
     "--context-length": "a length limit: the simulator does not truncate prompts",
     "--served-model-name": "naming only", "--log-level": "logging only",
-    "--enable-two-batch-overlap": "two-batch overlap splits a pass into two micro-batches so one's expert-parallel "
-    "all-to-all hides behind the other's compute: it changes pass time only, which the compute model prices "
-    "whole (its gain belongs in a calibration of that setup)",
-    "--enable-single-batch-overlap": "overlaps communication inside one batch: pass time only (see TBO)",
-    "--tbo-token-distribution-threshold": "how two-batch overlap splits a batch: pass time only (see TBO)",
+    "--enable-single-batch-overlap": "overlaps the MoE combine with the down GEMM inside one batch: pass time only, "
+    "which the step-time backends price whole (its gain belongs in a calibration of that setup)",
     "--stream-interval": "the first token is streamed at once whatever the interval "
     "(scheduler_components/output_streamer.py:455-468); later tokens are only sent in fewer chunks",
     "--skip-tokenizer-init": "prompts arrive as token ids: nothing tokenized (scheduler.tokenizer_tokens_per_s unset)",

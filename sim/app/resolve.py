@@ -256,6 +256,7 @@ def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2
         disable_consecutive_prefill_overlap=sched.disable_consecutive_prefill_overlap,
         prefill_decode_interval=sched.prefill_decode_interval,
         prefill_decode_interval_min_bs=sched.prefill_decode_interval_min_bs,
+        tbo_threshold=sched.tbo_token_distribution_threshold if sched.enable_two_batch_overlap else None,
         l3_enabled=l3.enabled, l3_read_Bps=l3.read_gbps * 1e9, l3_write_Bps=l3.write_gbps * 1e9,
         l3_latency_s=l3.latency_ms / 1e3,
         l3_capacity_pages=None if l3.capacity_gb is None else int(l3.capacity_gb * 1e9 // page_bytes),

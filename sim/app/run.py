@@ -461,7 +461,21 @@ def _client_report(sc: Scenario, sim: Simulation, df: pd.DataFrame) -> dict | No
 
 
 def _compute_summary(sc: Scenario, sim: Simulation) -> dict:
-    """What priced the passes: aiconfigurator-core's setup, or the roofline's efficiencies in effect and
+    """What priced the passes, and what two-batch overlap took off them where it is on."""
+    out = _pricer_summary(sc, sim)
+    if sim.cfg.tbo_threshold is not None:
+        groups = {id(i.group): i.group for i in sim.instances if i.group is not None}.values()
+        priced = ("aiconfigurator-core's per-op times, collectives hidden behind the other micro-batch's compute"
+                  if hasattr(sim.roofline, "tbo_parts") else
+                  "spec-derived: the roofline has no communication term, so nothing to hide")  # fmt: skip
+        out["two_batch_overlap"] = {"threshold": sim.cfg.tbo_threshold, "priced": priced,
+                                    "passes": sum(g.tbo_passes for g in groups),
+                                    "saved_s": sum(g.tbo_saved_s for g in groups)}  # fmt: skip
+    return out
+
+
+def _pricer_summary(sc: Scenario, sim: Simulation) -> dict:
+    """The step-time backend: aiconfigurator-core's setup, or the roofline's efficiencies in effect and
     where each came from (scenario, fitted table, or estimate)."""
     r, fitted = sim.roofline, sim.costs.compute_params
     if r.name != "roofline":
@@ -540,6 +554,11 @@ def _swa_pages(sc: Scenario, sim: Simulation) -> dict:
 
 def compute_line(c: dict) -> str:
     """The printed line saying which backend priced the passes, and with what."""
+    tbo = c.get("two_batch_overlap")
+    if tbo is not None:
+        c = {k: v for k, v in c.items() if k != "two_batch_overlap"}
+        return (f"{compute_line(c)}\ntwo-batch overlap (threshold {tbo['threshold']:g}): {tbo['passes']:,} prefill "
+                f"passes, {tbo['saved_s']:.3g} s taken off them ({tbo['priced']})")  # fmt: skip
     if c.get("backend") == "aiconfigurator":
         par = f"tp {c['tp_size']}" + (f" x attention-dp {c['attention_dp_size']}" if c["attention_dp_size"] > 1 else "")
         return (f"compute: aiconfigurator-core {c['aiconfigurator_core']} measured SGLang {c['sglang_version']} "

@@ -255,6 +255,8 @@ class AicSteps:
     _mixed: dict = field(default_factory=dict, repr=False)
     _attn: tuple | None = field(default=None, repr=False)
     _comm: tuple | None = field(default=None, repr=False)
+    _tbo: dict = field(default_factory=dict, repr=False)
+    _n_ctx: int = field(default=0, repr=False)
 
     @classmethod
     def from_scenario(cls, sc, expert_dtype: str | None = None) -> AicSteps:
@@ -352,6 +354,31 @@ class AicSteps:
             gen = sum(op[1] for op in h.evaluate_generation_ops(gen_idx, batch_size=n_decode, s=s))
             ms = self._mixed[key] = shared + ctx + gen + self._extra_comm_ms(n, chunk, prefix, n_decode, s)
         return ms / 1e3
+
+    def tbo_parts(self, tokens: int, pairs: float, n_prefill: int = 1) -> tuple[float, float, float, float]:
+        """A prefill pass's ops in seconds as two-batch overlap interleaves them (:mod:`sim.model.tbo`): the
+        compute before the routed experts, the collectives before them (the DP gather or EP dispatch), the
+        experts and the compute after them, and the collectives after them (the combine), at the pass's exact
+        shape; together they are the estimator's prefill latency."""
+        shape = prefill_shape(tokens, pairs, n_prefill)
+        parts = self._tbo.get(shape)
+        if parts is None:
+            n, chunk, prefix = shape
+            ops = self.handle.evaluate_context_ops(list(range(self._n_context_ops())), batch_size=n, s=chunk,
+                                                   prefix=prefix)  # fmt: skip
+            names = [op[0] for op in ops]
+            moe = names.index("context_moe") if "context_moe" in names else len(names)
+            sums = [0.0, 0.0, 0.0, 0.0]
+            for i, op in enumerate(ops):
+                comm = _COMM_OP.search(op[0]) is not None
+                sums[(2 if i >= moe else 0) + comm] += op[1] * (self.comm_scale if comm else 1.0)
+            parts = self._tbo[shape] = (sums[0] / 1e3, sums[1] / 1e3, sums[2] / 1e3, sums[3] / 1e3)
+        return parts
+
+    def _n_context_ops(self) -> int:
+        if not self._n_ctx:
+            self._n_ctx = len(self.handle.run_static_per_op(batch_size=1, isl=2, osl=2, prefix=0)[0])
+        return self._n_ctx
 
     def describe(self) -> dict:
         """What priced the passes, for the run summary."""

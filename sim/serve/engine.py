@@ -108,6 +108,7 @@ class EngineConfig:
     enable_prefill_delayer: bool = False  # --enable-prefill-delayer (sim.serve.scheduler.prefill_delayer)
     prefill_delayer_max_delay_passes: int = 30  # --prefill-delayer-max-delay-passes
     prefill_delayer_token_usage_low_watermark: float | None = None  # --prefill-delayer-token-usage-low-watermark
+    tbo_threshold: float | None = None  # two-batch overlap's split threshold (sim.model.tbo); None: TBO off
 
 
 class Simulation:

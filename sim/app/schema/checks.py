@@ -99,6 +99,28 @@ def _speculative_without_mixed_chunk(sc: Scenario) -> None:
                            "a mixed pass's decode rows as plain one-token decodes (speculative_hook.py:1103-1117)")  # fmt: skip
 
 
+def _two_batch_overlap_runs(sc: Scenario) -> None:
+    """Two-batch overlap where SGLang runs it: DP attention without an EP all-to-all backend
+    (``arg_groups/validation_hook.py:756-772``; the V4 path needs more than one DP rank,
+    ``models/deepseek_v4.py:4276-4283``), DeepSeek-V4 but not V4.1 (``arg_groups/deepseek_v4_hook.py:345-354``),
+    no mixed chunk (V4's strategy raises on a MIXED pass, ``batch_overlap/operations_strategy.py:172-183``)."""
+    if not sc.scheduler.enable_two_batch_overlap:
+        return
+    field = "scheduler.enable_two_batch_overlap"
+    if sc.hardware.attn_dp_size < 2:
+        raise _field_error(field, "needs DP attention (hardware.enable_dp_attention with dp_size > 1): without an EP "
+                           "all-to-all backend SGLang refuses it (validation_hook.py:756-772)")  # fmt: skip
+    name = build_model_spec(sc).name
+    if name == "deepseek-v4.1-flash":
+        raise _field_error(field, "SGLang refuses two-batch overlap for DeepSeek-V4.1 (deepseek_v4_hook.py:345-354)")
+    if not name.startswith("deepseek-v4"):
+        raise _field_error(field, f"modelled for DeepSeek-V4 only, not {name}: other models' overlap strategies run "
+                           "on an EP all-to-all backend the simulator does not model")  # fmt: skip
+    if sc.scheduler.enable_mixed_chunk:
+        raise _field_error(field, "DeepSeek-V4's two-batch overlap has no strategy for a mixed-chunk pass "
+                           "(operations_strategy.py:172-183): drop scheduler.enable_mixed_chunk")  # fmt: skip
+
+
 def _dp_attention_serves(sc: Scenario) -> None:
     if sc.hardware.attn_dp_size > 1 and sc.cluster.role == "decode":
         raise _field_error("hardware.enable_dp_attention", "DP attention is modelled on serving instances, not "
@@ -184,5 +206,6 @@ def _pinned_pools_fit(sc: Scenario) -> None:
 CROSS_CHECKS: tuple[Callable[[Scenario], None], ...] = (
     _unified_kv_layout, _page_sizes_agree, _chunk_holds_a_page, _v4_pages_are_256, _l3_needs_l2, _decode_workload,
     _workload_pages_bounded, _hisparse_fits, _fp4_indexer_supported, _speculative_without_mixed_chunk,
-    _dp_attention_serves, _speculative_serves, _aiconfigurator_covers, _pools_fit, _pinned_pools_fit,
+    _dp_attention_serves, _two_batch_overlap_runs, _speculative_serves, _aiconfigurator_covers, _pools_fit,
+    _pinned_pools_fit,
 )  # fmt: skip

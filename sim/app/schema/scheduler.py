@@ -69,6 +69,21 @@ class SchedulerConfig(_Section):
     prefill_decode_interval_min_bs: int = Field(
         0, ge=0, description="--prefill-decode-interval-min-bs: the interval applies only from this many running requests."
     )
+    enable_two_batch_overlap: bool = Field(
+        False,
+        description="SGLang's --enable-two-batch-overlap: a prefill pass runs as two micro-batches, one's DP "
+        "gather/combine hidden behind the other's compute (sim.model.tbo; DeepSeek-V4 with DP attention, prefill "
+        "passes only, models/deepseek_v4.py:4262-4294). Priced by aiconfigurator-core's per-op times; the roofline "
+        "has no communication term, so with it the pass time is unchanged.",
+    )
+    tbo_token_distribution_threshold: float = Field(
+        0.48,
+        ge=0,
+        le=0.5,
+        description="--tbo-token-distribution-threshold: a split at a sequence boundary leaving either micro-batch "
+        "under this share of the tokens cuts a sequence at half the tokens instead (two_batch_overlap.py:102-132); "
+        "0: never.",
+    )
     tokenizer_tokens_per_s: float | None = Field(
         None,
         gt=0,

@@ -22,7 +22,9 @@ class DPGroup:
     run over the gathered tokens of all ranks. So a pass starts when every rank that has work has planned it,
     and lasts as long as the slowest rank's, where each rank's time is its own pass plus the MLP/MoE work of the
     other ranks' tokens (``mlp_share`` of their linear-layer cost, priced by the step-time backend as prefill
-    tokens); a rank that wakes mid-pass waits for it to end. ``active`` counts the ranks that are planning a
+    tokens); a rank that wakes mid-pass waits for it to end. With two-batch overlap a prefill rank plans its
+    pass with it and without it (:mod:`sim.model.tbo`): it runs only when every rank with work prefills, as the
+    ranks agree on it from their gathered forward modes, IDLE ones aside (``two_batch_overlap.py:455-500``). ``active`` counts the ranks that are planning a
     pass (not asleep, not yet joined). The pass starts once the current instant's other events have run, so
     ranks woken at the same time (a burst dispatched at once) share it.
     """
@@ -32,6 +34,9 @@ class DPGroup:
         self.active = 0
         self.joined = 0
         self.plans: list[tuple[float, int]] = []  # (seconds on its own, tokens through the MLP) per joined rank
+        self.plain: list[float | None] = []  # per joined rank: its prefill's seconds without two-batch overlap
+        self.tbo_passes = 0  # passes two-batch overlap ran, and the seconds it took off them
+        self.tbo_saved_s = 0.0
         self.go = env.event()
         self.busy_until = 0.0
         self.starting = False
@@ -50,14 +55,17 @@ class DPGroup:
         if self.on_leave is not None:
             self.on_leave()
 
-    def join(self, seconds: float, tokens: int) -> simpy.Event:
-        """A rank planned a pass of ``seconds`` on its own over ``tokens`` tokens; the event fires when the
-        group's pass ends."""
+    def join(self, seconds: float, tokens: int, plain: float | None = None) -> simpy.Event:
+        """A rank planned a pass of ``seconds`` on its own over ``tokens`` tokens (``plain``: a prefill's
+        seconds without two-batch overlap, when it is on); the event fires when the group's pass ends."""
         self.joined += 1
         self.active -= 1
         self.plans.append((seconds, tokens))
+        self.plain.append(plain)
         go = self.go
         self._ready()
+        if self.on_leave is not None:  # it planned: a delayer's gather still under way no longer waits on it
+            self.on_leave()
         return go
 
     def _ready(self) -> None:
@@ -69,14 +77,26 @@ class DPGroup:
         self.starting = False
         if self.active or not self.joined:  # a rank woke at this instant and is still planning
             return
-        go, seconds = self.go, self._seconds()
+        go, seconds = self.go, self._overlapped()
         self.busy_until = self.env.now + seconds
-        self.active, self.joined, self.plans = self.joined, 0, []  # they all plan again when it ends
+        self.active, self.joined, self.plans, self.plain = self.joined, 0, [], []  # they all plan again when it ends
         self.go = self.env.event()
         self.env.timeout(seconds).callbacks.append(lambda _e: go.succeed())
 
-    def _seconds(self) -> float:
-        plans = self.plans
+    def _overlapped(self) -> float:
+        """The pass's seconds: with two-batch overlap where every rank prefills, else without it."""
+        plain = self.plain
+        if all(p is None for p in plain):  # two-batch overlap off, or no rank prefills
+            return self._seconds(self.plans)
+        without = self._seconds([(s if p is None else p, t) for (s, t), p in zip(self.plans, plain, strict=True)])
+        if any(p is None for p in plain):  # a rank decodes: the forward modes disagree
+            return without
+        seconds = self._seconds(self.plans)
+        self.tbo_passes += 1
+        self.tbo_saved_s += without - seconds
+        return seconds
+
+    def _seconds(self, plans: list[tuple[float, int]]) -> float:
         if not self.mlp_share or len(plans) == 1:
             return max(s for s, _ in plans)
         total, backend = sum(t for _, t in plans), self.backend

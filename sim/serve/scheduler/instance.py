@@ -26,6 +26,7 @@ import simpy
 from sim.cache.hicache import HiCache
 from sim.cache.protocol import PrefixCache
 from sim.cache.v4.hicache import V4HiCache, check_v4_setup
+from sim.model.tbo import tbo_saving
 from sim.serve.scheduler.cache_controller import CacheController
 from sim.serve.scheduler.dp import DPGroup
 from sim.serve.scheduler.output import OutputStreamer
@@ -288,7 +289,12 @@ class Instance:
         if wait:
             sim.rec.write_back_wait_s += wait
         loads_end = b.loads_end
-        end = max(t0 + wait + dt, loads_end + dt / self.layers) if loads_end else t0 + wait + dt
+        plain: float | None = None  # with two-batch overlap, a prefill pass's time without it (sim.model.tbo)
+        threshold = sim.cfg.tbo_threshold
+        if threshold is not None and tokens and group is not None:
+            plain = self._end(t0 + wait, dt, loads_end) - t0
+            dt -= tbo_saving(sim.roofline, tokens, b.pairs, b.chunks, threshold)
+        end = self._end(t0 + wait, dt, loads_end)
         steps = 1
         jump = group is None and not (self.waiting or self.prefilling or tokens or ctrl.acked or ctrl.to_flush or wait)
         if jump and rb.decoding:
@@ -300,13 +306,17 @@ class Instance:
                 yield env.timeout(t0 + steps * dt - env.now)
         elif group is not None:  # the ranks' pass lasts as long as the slowest rank's
             spec_rows = self.spec.draft_tokens if self.spec is not None and not tokens else 1
-            yield group.join(end - t0, tokens + n_decode * spec_rows)
+            yield group.join(end - t0, tokens + n_decode * spec_rows, plain)
         else:
             yield env.timeout(end - t0)
         if b.blocked:
             self.blocked_s += env.now - t0
         sim.rec.counters["steps"] += steps
         return steps
+
+    def _end(self, start: float, dt: float, loads_end: float) -> float:
+        """When a forward of ``dt`` started at ``start`` ends: its last layer waits for its load-back."""
+        return max(start + dt, loads_end + dt / self.layers) if loads_end else start + dt
 
     def _process_batch_result(self, b: Batch, steps: int) -> None:
         """After the forward: stream, advance and finish the decodes, end the prefills, then flush this step's

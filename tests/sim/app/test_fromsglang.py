@@ -276,9 +276,23 @@ class TestSchedulingFlags:
         assert s.prefill_delayer_token_usage_low_watermark == 0.5
         assert not conv.ignored
 
-    @pytest.mark.parametrize("flag", ["--enable-two-batch-overlap", "--prefill-delayer-queue-min-ratio 0.2",
+    def test_two_batch_overlap_and_its_threshold_are_modelled(self):
+        conv = from_sglang(f"{V4}--dp 8 --enable-dp-attention --enable-two-batch-overlap "
+                           "--tbo-token-distribution-threshold 0.3", gpu="B200")  # fmt: skip
+        s = scenario_from_dict(conv.scenario).scheduler
+        assert (s.enable_two_batch_overlap, s.tbo_token_distribution_threshold) == (True, 0.3)
+        assert "--enable-two-batch-overlap -> scheduler.enable_two_batch_overlap: True" in conv.mapped
+        assert "--tbo-token-distribution-threshold 0.3 -> scheduler.tbo_token_distribution_threshold: 0.3" in conv.mapped
+        assert not any("batch-overlap" in line or "tbo" in line for line in conv.ignored)
+
+    def test_two_batch_overlap_without_dp_attention_is_refused_naming_the_flag(self):
+        with pytest.raises(InputError, match="^--enable-two-batch-overlap: scheduler.enable_two_batch_overlap: needs "
+                                             "DP attention"):  # fmt: skip
+            from_sglang(f"{V4}--enable-two-batch-overlap", gpu="B200").check()
+
+    @pytest.mark.parametrize("flag", ["--enable-single-batch-overlap", "--prefill-delayer-queue-min-ratio 0.2",
                                       "--stream-interval 4"])  # fmt: skip
-    def test_tbo_the_delayers_queue_trigger_and_the_stream_interval_are_ignored_with_why(self, flag):
+    def test_sbo_the_delayers_queue_trigger_and_the_stream_interval_are_ignored_with_why(self, flag):
         (line,) = from_sglang(f"{self.BASE} {flag}", gpu="A10").ignored
         assert line.startswith(flag + ": ") and len(line) > len(flag) + 40
 

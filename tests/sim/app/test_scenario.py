@@ -477,3 +477,32 @@ class TestDerivedFieldsFollowTheirSources:
         s = scenario_from_dict({**self.BASE, "hardware": {**self.BASE["hardware"], "kv_mem_gb": 3.0}})
         again = scenario_from_dict(apply_overrides(s.model_dump(mode="json"), ["hardware.mem_fraction_static=0.8"]))
         assert again.hardware.kv_mem_gb == 3.0
+
+
+class TestTwoBatchOverlapIsRefusedWhereSGLangRefusesIt:
+    """scheduler.enable_two_batch_overlap: DP attention without an EP all-to-all backend
+    (arg_groups/validation_hook.py:756-772), not V4.1 (deepseek_v4_hook.py:345-354), no V4 mixed pass
+    (batch_overlap/operations_strategy.py:172-183); other models are not modelled."""
+
+    DP = "hardware:\n  gpu: B200\n  tp_size: 8\n  dp_size: 8\n  enable_dp_attention: true\n"
+
+    @pytest.mark.parametrize(("body", "expected"), [
+        ("model: deepseek-v4-flash\nhardware:\n  gpu: B200\n  tp_size: 8\n", "needs DP attention"),
+        ("model: deepseek-v4.1-flash\n" + DP, "SGLang refuses two-batch overlap for DeepSeek-V4.1"),
+        ("model:\n  name: Qwen/Qwen3-30B-A3B\n" + DP, "modelled for DeepSeek-V4 only"),
+        ("model: deepseek-v4-flash\n" + DP + "scheduler:\n  enable_mixed_chunk: true\n", "mixed-chunk pass"),
+    ])  # fmt: skip
+    def test_refusals_name_the_field(self, tmp_path, body, expected):
+        text = "name: x\n" + body.replace("scheduler:\n", "scheduler:\n  enable_two_batch_overlap: true\n")
+        if "scheduler:" not in body:
+            text += "scheduler:\n  enable_two_batch_overlap: true\n"
+        message = error_of(load_scenario, write(tmp_path, text))
+        assert "scheduler.enable_two_batch_overlap: " in message and expected in message
+
+    def test_the_threshold_is_bounded_as_sglang_asserts_it(self, tmp_path):
+        body = "name: x\nscheduler:\n  tbo_token_distribution_threshold: 0.6\n"
+        assert "scheduler.tbo_token_distribution_threshold: must be <= 0.5" in error_of(load_scenario, write(tmp_path, body))
+
+    def test_the_dp_scenario_takes_it(self):
+        sc = load_scenario(SCENARIOS / "dsv4_flash_dp_mtp.yaml", ["scheduler.enable_two_batch_overlap=true"])
+        assert sc.scheduler.enable_two_batch_overlap and sc.scheduler.tbo_token_distribution_threshold == 0.48

@@ -227,3 +227,30 @@ def test_v4_fp4_experts_on_blackwell_price_on_the_kernels_sglang_runs_them_with(
                                   tp_size=4, moe_tp_size=4, moe_ep_size=1, moe_quant_mode="w4a8_mxfp4_mxfp8_trtllm")  # fmt: skip
     assert got.step_seconds(2048, attention_pairs(2048, 0), 0, 0.0) == pytest.approx(
         direct.predict_prefill_latency(1, 2048, 0) / 1e3, rel=1e-12)  # fmt: skip
+
+
+class TestTwoBatchOverlap:
+    """What two-batch overlap hides (sim.model.tbo), from the estimator's per-op times: V4-Flash on 8 x B200 with
+    DP attention 8, whose prefill passes gather and combine over the ranks (the bundled DP scenario)."""
+
+    @pytest.fixture(scope="class")
+    def v4(self) -> AicSteps:
+        return step_model(scenario_from_dict({
+            "name": "tbo", "model": {"name": "DeepSeek-V4-Flash", "config": "deepseek-v4-flash", "expert_dtype": "fp4"},
+            "hardware": {"gpu": "B200", "tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "ep_size": 8},
+            "compute": {"backend": "aiconfigurator"}, "scheduler": {"enable_two_batch_overlap": True}}))  # fmt: skip
+
+    def test_the_parts_are_the_estimators_prefill_latency_with_its_collectives_apart(self, v4):
+        parts = v4.tbo_parts(4096, attention_pairs(4096, 2048), 1)
+        direct = v4.handle.predict_prefill_latency(1, 4096 + 2048, 2048) / 1e3
+        assert sum(parts) == pytest.approx(direct, rel=1e-9)
+        assert parts[1] > 0 and parts[3] > 0  # the gather and the combine are priced
+
+    @pytest.mark.parametrize("tokens", [2048, 8192])
+    def test_a_long_prefill_runs_faster_with_its_collectives_hidden(self, v4, tokens):
+        from sim.model.tbo import tbo_saving
+
+        pairs = attention_pairs(tokens, 0)
+        whole = sum(v4.tbo_parts(tokens, pairs, 1))
+        saving = tbo_saving(v4, tokens, pairs, 1, 0.48)
+        assert 0 < saving < whole * 0.5
