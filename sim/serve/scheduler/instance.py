@@ -97,6 +97,21 @@ class Batch:
         self.done, self.blocked, self.decode, self.n_decode = done, blocked, decode, n_decode
 
 
+def forward_seconds(sim: Simulation, b: Batch, decode_ctx: float) -> float:
+    """The pass's forward by the step-time backend, the draft's passes included with speculative decoding."""
+    spec = sim.cfg.spec
+    if spec is None:
+        return sim.roofline.step_seconds(b.tokens, b.pairs, b.n_decode, decode_ctx, b.chunks)
+    if b.tokens:  # no mixed chunk with speculative decoding (schema)
+        return spec.prefill_seconds(sim.roofline, b.tokens, b.pairs, b.chunks)
+    return spec.decode_seconds(sim.roofline, b.n_decode, decode_ctx)
+
+
+def forward_end(start: float, dt: float, loads_end: float, layers: int) -> float:
+    """When a forward of ``dt`` started at ``start`` ends: its last layer waits for its load-back."""
+    return max(start + dt, loads_end + dt / layers) if loads_end else start + dt
+
+
 class Instance:
     """One serving instance (with DP attention: one rank of one): a HiCache, a waiting queue, the prefilling
     requests, and the collaborators that admit, decode, copy, prefetch and stream for it."""
@@ -279,12 +294,7 @@ class Instance:
         but decodes to run, up to ``MAX_JUMP_STEPS`` of them go in one timeout, cut short by a wake-up."""
         env, sim, rb, ctrl, group = self.env, self.sim, self.running_batch, self.ctrl, self.group
         tokens, n_decode = b.tokens, b.n_decode
-        if self.spec is None:
-            dt = sim.roofline.step_seconds(tokens, b.pairs, n_decode, rb.decode_ctx, b.chunks)
-        elif tokens:  # no mixed chunk with speculative decoding (schema)
-            dt = self.spec.prefill_seconds(sim.roofline, tokens, b.pairs, b.chunks)
-        else:
-            dt = self.spec.decode_seconds(sim.roofline, n_decode, rb.decode_ctx)
+        dt = forward_seconds(sim, b, rb.decode_ctx)
         wait = max(0.0, ctrl.sync_until - t0)  # a write_back eviction's copy (see CacheController.charge_write_back)
         if wait:
             sim.rec.write_back_wait_s += wait
@@ -292,9 +302,9 @@ class Instance:
         plain: float | None = None  # with two-batch overlap, a prefill pass's time without it (sim.model.tbo)
         threshold = sim.cfg.tbo_threshold
         if threshold is not None and tokens and group is not None:
-            plain = self._end(t0 + wait, dt, loads_end) - t0
+            plain = forward_end(t0 + wait, dt, loads_end, self.layers) - t0
             dt -= tbo_saving(sim.roofline, tokens, b.pairs, b.chunks, threshold)
-        end = self._end(t0 + wait, dt, loads_end)
+        end = forward_end(t0 + wait, dt, loads_end, self.layers)
         steps = 1
         jump = group is None and not (self.waiting or self.prefilling or tokens or ctrl.acked or ctrl.to_flush or wait)
         if jump and rb.decoding:
@@ -313,10 +323,6 @@ class Instance:
             self.blocked_s += env.now - t0
         sim.rec.counters["steps"] += steps
         return steps
-
-    def _end(self, start: float, dt: float, loads_end: float) -> float:
-        """When a forward of ``dt`` started at ``start`` ends: its last layer waits for its load-back."""
-        return max(start + dt, loads_end + dt / self.layers) if loads_end else start + dt
 
     def _process_batch_result(self, b: Batch, steps: int) -> None:
         """After the forward: stream, advance and finish the decodes, end the prefills, then flush this step's
