@@ -12,12 +12,18 @@ from __future__ import annotations
 from sim.app.scenario import Scenario
 from sim.model.pools import CATALOG
 
-__all__ = ["precisions", "step_backend"]
+__all__ = ["expert_dtype", "precisions", "step_backend"]
 
 # Catalog V4 models' KV as their layouts store it (kv_layout.py:18-30, sim.model.pools): (KV, indexer keys).
 _V4_KV = {"deepseek-v4-flash": "fp8 nope + bf16 rope", "deepseek-v4-pro": "fp8 nope + bf16 rope",
           "deepseek-v4.1-flash": "fp8 window, fp4 compressed"}  # fmt: skip
 _UNIFIED_KV = {"unified": "bf16 (ROCm unified layout)", "unified_fp8": "fp8 nope + bf16 rope (ROCm unified_fp8 layout)"}
+
+
+def expert_dtype(sc: Scenario) -> str | None:
+    """The routed experts' dtype the step-time backend prices, as memory is sized at it (None: not determined);
+    a decode instance's too, which resolves no serving pools."""
+    return precisions(sc).get("experts", (None, ""))[0]
 
 
 def precisions(sc: Scenario) -> dict[str, tuple[str, str]]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from sim.app import tierages
 from sim.app.pinned import pinned_summary
+from sim.app.precision import expert_dtype
 from sim.app.resolve import ServerConfig, resolve, setting_rows
 from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
@@ -267,7 +268,7 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
     resolve_cost_table(sc.hardware.cost_table)
     if sc.compute.backend != "roofline":
         # compiles the estimator and asks it once: no kernel data is refused here
-        step_model(sc, expert_dtype=server.precisions.get("experts") if server is not None else None)
+        step_model(sc, expert_dtype=expert_dtype(sc))
     if sc.cluster.role != "decode":
         return build(sc, server=server, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
@@ -339,7 +340,7 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     reqs = open_loop_requests(sc, sc.hicache.page_size, rng)
     seen = survey(reqs, serial_seconds(Roofline.from_scenario(sc, costs.compute_params)))
     sc = _with_interval(sc, sample_interval(sc, seen, seen.last_arrival_s, notify))
-    run = run_decode(sc, reqs, costs, rng, rec=rec)
+    run = run_decode(sc, reqs, costs, rng, rec=rec, expert_dtype=expert_dtype(sc))
     sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind

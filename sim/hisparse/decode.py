@@ -257,11 +257,12 @@ def _access_model(sc):
 
 
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
-               progress=None, rec: Recorder | None = None) -> DecodeRun:  # fmt: skip
+               progress=None, rec: Recorder | None = None, expert_dtype: str | None = None) -> DecodeRun:  # fmt: skip
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
-    ``rec`` is the recorder to fill (one with a sink streams per-request records)."""
+    ``rec`` is the recorder to fill (one with a sink streams per-request records); ``expert_dtype``: the routed
+    experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`)."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
-    steps = step_model(sc, costs.compute_params)
+    steps = step_model(sc, costs.compute_params, expert_dtype)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,

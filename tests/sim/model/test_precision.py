@@ -52,3 +52,27 @@ def test_the_kernel_backend_prices_the_experts_at_the_resolved_dtype_not_the_mod
     assert step_model(sc, expert_dtype=experts).setup.moe_quant == "fp8_block"
     with pytest.raises(InputError, match="w4a16_mxfp4_cutlass"):
         step_model(sc)  # the scenario's own auto: the estimator's rule for the name
+
+
+def test_a_decode_instance_is_priced_at_the_experts_its_memory_holds_too(monkeypatch):
+    # A decode instance resolves no serving pools, yet its kernels must price the experts its memory holds.
+    import sim.hisparse.decode as decode
+    from sim.app.precision import expert_dtype
+    from sim.app.run import run_scenario
+
+    sc = scenario_from_dict({"name": "d", "model": {"name": "DeepSeek-V4-Flash", "config": "deepseek-v4-flash"},
+                             "hardware": {"gpu": "H200", "tp_size": 8}, "cluster": {"role": "decode"},
+                             "hicache": {"swa_full_tokens_ratio": 0.1}, "compute": {"backend": "aiconfigurator"},
+                             "workload": {"kind": "synthetic", "num_requests": 4, "input_length": 2048,
+                                          "output_length": 8}})  # fmt: skip
+    assert expert_dtype(sc) == "fp8"
+    asked = []
+    real = decode.step_model
+
+    def spy(scenario, fitted=None, dtype=None):
+        asked.append(dtype)
+        return real(scenario, fitted, dtype)
+
+    monkeypatch.setattr(decode, "step_model", spy)
+    run_scenario(sc)
+    assert asked == ["fp8"]
