@@ -44,7 +44,8 @@ AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --streaming --concurr
 ROUTER = ("python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 --policy {policy} --dp-aware "
           "--request-id-headers x-correlation-id --host 0.0.0.0 --port 8888")  # fmt: skip
 FIELDS = ("lanes", "hicache", "router", "delayer", "warmup_grace_s", "seed", "build", "wall_s", "peak_rss_mb", "sent",
-          "measured", "tok_per_s_per_gpu", "ttft_p50_s", "ttft_p99_s", "gpu_hit", "cpu_hit", "warmup_failed")  # fmt: skip
+          "measured", "tok_per_s_per_gpu", "ttft_p50_s", "ttft_p99_s", "gpu_hit", "cpu_hit", "warmup_s",
+          "warmup_failed")  # fmt: skip
 
 
 def commands(lanes: int, sessions: int, duration: float, seed: int, hicache: bool, router: str, delayer: bool,
@@ -81,7 +82,7 @@ def one(case: dict) -> dict:
             "ttft_p50_s": client.get("ttft_s", {}).get("p50"),
             "ttft_p99_s": float(np.percentile(ttft, 99)) if len(ttft) else None,
             "gpu_hit": client.get("gpu_hit"), "cpu_hit": client.get("cpu_hit"),
-            "warmup_failed": client.get("warmup_failed", 0)}  # fmt: skip
+            "warmup_s": client.get("measured_from_s"), "warmup_failed": client.get("warmup_failed", 0)}  # fmt: skip
 
 
 def fingerprint(tree: Path) -> str:
@@ -135,7 +136,7 @@ def show(case: dict, r: dict) -> str:
     pct = "-" if r["cpu_hit"] is None else f"{r['cpu_hit']:.1%}"
     return (f"  {head}: {r['build']} {r['wall_s']:.0f} s wall, peak RSS {r['peak_rss_mb']:.0f} MB; {r['sent']:,} sent, "
             f"{r['measured']:,} measured; {r['tok_per_s_per_gpu']:,.0f} tok/s/GPU, TTFT p50 {r['ttft_p50_s']:.2f} s "
-            f"p99 {r['ttft_p99_s']:.2f} s, hit GPU {r['gpu_hit']:.1%} CPU {pct}")  # fmt: skip
+            f"p99 {r['ttft_p99_s']:.2f} s, hit GPU {r['gpu_hit']:.1%} CPU {pct}; warm-up {r['warmup_s']:.0f} s")  # fmt: skip
 
 
 def main() -> None:
