@@ -1,88 +1,182 @@
-"""AgentX-sized agentic runs: time and peak memory of a lane replay of 393 generated sessions.
+"""AgentX-sized agentic runs: time and peak memory of a lane replay of 393 generated sessions, and what each
+scheduler rule changes.
 
-    python bench/agentic_scale.py [--lanes 256] [--sessions 393] [--duration 3600] [--hicache on off]
+    python bench/agentic_scale.py [--lanes 128 192 256] [--seeds 1 2 3] [--hicache off on] [--duration 3600]
+        [--router consistent_hashing|round_robin] [--delayer] [--warmup-grace S] [--csv OUT.csv]
+        [--build-dir DIR | --no-compiled] [--timeout 600]
 
-The shape of InferenceX's AgentX runs of DeepSeek-V4-Pro, set up by ``scenario from-sglang`` from a launch and an
-aiperf command (``LAUNCH``, ``AIPERF`` below): one B300 TP8 node with DP attention (8 ranks) behind the router's
-DP-aware consistent hashing (``--router``; ``cluster.router: consistent_hashing``), ``--lanes``
-closed-loop lanes (aiperf's ``--concurrency``) replaying ``--sessions`` generated trajectories at the generator's
-defaults (the SemiAnalysis 062126 corpus's size: ~57K parent calls, contexts to ~990K tokens; see
-docs/notes/agentic.md), for ``--duration`` seconds of measured phase, HiCache off and on. Each case runs in a
-process of its own, so its peak RSS (``ru_maxrss``) is its own; the figures are the simulator's (spec-derived
-B300 roofline), printed with the wall time, the requests the lanes sent and AgentX's tok/s/GPU.
+The shape of InferenceX's AgentX runs of DeepSeek-V4-Pro, set up by ``scenario from-sglang`` from the command
+lines alone, no hand edit: the launch (``LAUNCH``: one B300 TP8 node with DP attention, 8 ranks, HiCache at host
+ratio 2 or off; ``--delayer`` adds ``--enable-prefill-delayer``), aiperf's AgentX command (``AIPERF``: ``--lanes``
+closed-loop lanes replaying ``--public-dataset semianalysis_cc_traces_weka_062126`` without a local copy, so
+``--sessions`` sessions generated with its statistics, contexts to ~990K tokens; ``--random-seed`` the seed;
+``--warmup-grace S`` adds ``--agentic-warmup-grace-period S``) and the sglang-router command in front of the
+server (``ROUTER``: ``--policy consistent_hashing --dp-aware``, or ``round_robin``), for ``--duration`` seconds of
+measured phase. Each case runs in a process of its own, so its peak RSS (``VmHWM``) is its own, in a copy of this
+tree compiled with mypyc (``sim.base.compiled``; ``--build-dir DIR`` keeps the build for the next invocation,
+rebuilt when ``sim/`` changed; ``--no-compiled`` runs pure Python). The figures are the simulator's (spec-derived
+B300 roofline), printed with the wall time, the calls sent and measured, AgentX's tok/s/GPU, TTFT p50 / p99 and
+the hit rates; ``--csv`` appends one row a case.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import hashlib
 import json
-import resource
+import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 
 LAUNCH = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --dp 8 --enable-dp-attention "
           "--enable-hierarchical-cache --hicache-ratio 2")  # fmt: skip
 AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --streaming --concurrency {lanes} --benchmark-duration "
           "{duration} --trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 --warmup-requests-per-lane 1 "
-          "--trace-idle-gap-cap-seconds 300 --num-dataset-entries {sessions} "
+          "--trace-idle-gap-cap-seconds 300 --num-dataset-entries {sessions} --random-seed {seed} "
           "--public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
+ROUTER = ("python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 --policy {policy} --dp-aware "
+          "--request-id-headers x-correlation-id --host 0.0.0.0 --port 8888")  # fmt: skip
+FIELDS = ("lanes", "hicache", "router", "delayer", "warmup_grace_s", "seed", "build", "wall_s", "peak_rss_mb", "sent",
+          "measured", "tok_per_s_per_gpu", "ttft_p50_s", "ttft_p99_s", "gpu_hit", "cpu_hit", "warmup_s",
+          "warmup_failed")  # fmt: skip
 
 
-def scenario(lanes: int, sessions: int, duration: float, hicache: bool, router: str = "consistent_hashing") -> dict:
-    """The scenario ``scenario from-sglang`` makes of an AgentX launch and aiperf command (no corpus at hand:
-    generated sessions with its statistics), HiCache on or off, behind ``router`` (AgentX's sglang-router:
-    DP-aware consistent hashing on the session; round_robin: the server's own DP controller)."""
-    from sim.app.fromsglang import from_sglang
-
+def commands(lanes: int, sessions: int, duration: float, seed: int, hicache: bool, router: str, delayer: bool,
+             warmup_grace: float | None) -> tuple[str, list[str]]:  # fmt: skip
+    """The launch and the client commands (aiperf, then the router) of one case, as a user would type them."""
     launch = LAUNCH if hicache else LAUNCH.replace(" --enable-hierarchical-cache --hicache-ratio 2", "")
-    conv = from_sglang(launch, [AIPERF.format(lanes=lanes, duration=duration, sessions=sessions)], gpu="b300")
-    return {**conv.scenario, "cluster": {"router": router}}
+    launch += " --enable-prefill-delayer" if delayer else ""
+    aiperf = AIPERF.format(lanes=lanes, duration=duration, sessions=sessions, seed=seed)
+    aiperf += f" --agentic-warmup-grace-period {warmup_grace:g}" if warmup_grace is not None else ""
+    return launch, [aiperf, ROUTER.format(policy=router)]
 
 
-def one(lanes: int, sessions: int, duration: float, hicache: bool, router: str) -> dict:
-    """One case in this process: what it took and what the lanes reported."""
+def one(case: dict) -> dict:
+    """One case in this process: what it took and what the lanes reported (TTFT p99 over the measured calls,
+    which AgentX's report leaves out)."""
+    import numpy as np
+
+    from sim.app.fromsglang import from_sglang
     from sim.app.run import run_scenario
     from sim.app.scenario import scenario_from_dict
+    from sim.base.compiled import compiled
 
+    launch, benches = commands(**case)
     start = time.perf_counter()
-    result = run_scenario(scenario_from_dict(scenario(lanes, sessions, duration, hicache, router), source="bench"))
-    client, reqs = result.summary["client"], result.summary["requests"]
-    return {"case": f"c{lanes} HiCache {'on' if hicache else 'off'}", "wall_s": time.perf_counter() - start,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "sent": reqs["arrived"], "measured": client.get("requests", 0),
-            "tok_per_s_per_gpu": client.get("tok_per_s_per_gpu"), "gpu_hit": client.get("gpu_hit"),
-            "cpu_hit": client.get("cpu_hit")}  # fmt: skip
+    conv = from_sglang(launch, benches, gpu="b300")
+    result = run_scenario(scenario_from_dict(conv.scenario, source="bench"))
+    client, df = result.summary["client"], result.requests
+    ttft = df.loc[df["arrival_s"] >= client["measured_from_s"], "ttft_s"].to_numpy(float)
+    status = Path("/proc/self/status").read_text()
+    return {"build": "compiled" if compiled() else "pure", "wall_s": time.perf_counter() - start,
+            "peak_rss_mb": int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024,
+            "sent": result.summary["requests"]["arrived"], "measured": client.get("requests", 0),
+            "tok_per_s_per_gpu": client.get("tok_per_s_per_gpu"),
+            "ttft_p50_s": client.get("ttft_s", {}).get("p50"),
+            "ttft_p99_s": float(np.percentile(ttft, 99)) if len(ttft) else None,
+            "gpu_hit": client.get("gpu_hit"), "cpu_hit": client.get("cpu_hit"),
+            "warmup_s": client.get("measured_from_s"), "warmup_failed": client.get("warmup_failed", 0)}  # fmt: skip
+
+
+def fingerprint(tree: Path) -> str:
+    """A digest of ``tree``'s ``sim/`` sources: a kept build is reused only while it matches this tree's."""
+    h = hashlib.sha256()
+    for p in sorted((tree / "sim").rglob("*.py")):
+        h.update(str(p.relative_to(tree)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def compiled_build(build_dir: Path | None) -> Path:
+    """A compiled copy of this tree: ``build_dir``'s when it holds one of these sources, else built there (or
+    in a temporary folder kept for this invocation)."""
+    from sim.base.compiled import build_copy
+
+    dest = build_dir or Path(tempfile.mkdtemp(prefix="agentic-scale-"))
+    stamp = dest / "source.sha256"
+    if stamp.exists() and stamp.read_text() == fingerprint(ROOT):
+        return dest
+    if dest.exists() and any(dest.iterdir()):
+        subprocess.run(["rm", "-rf", str(dest / "sim")], check=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    build_copy(ROOT, dest)
+    stamp.write_text(fingerprint(ROOT))
+    print(f"compiled build in {dest}: {time.perf_counter() - start:.0f} s", flush=True)
+    return dest
+
+
+def run_case(tree: Path, case: dict, timeout: float) -> dict:
+    """``case`` in a fresh process importing ``tree``'s ``sim``; a case past ``timeout`` wall seconds is reported
+    as such (``wall_s`` the limit, no figures)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, __file__, "--one", json.dumps(case)]
+    try:
+        out = subprocess.run(cmd, cwd=tree, env=env, check=True, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"wall_s": timeout, "timed_out": True}
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def show(case: dict, r: dict) -> str:
+    grace = case["warmup_grace"]
+    head = (f"c{case['lanes']} HiCache {'on' if case['hicache'] else 'off'} seed {case['seed']} {case['router']}"
+            f"{' delayer' if case['delayer'] else ''}"
+            f"{'' if grace is None else f' grace {grace:g} s'}")  # fmt: skip
+    if r.get("timed_out"):
+        return f"  {head}: not finished in {r['wall_s']:.0f} s wall"
+    if r["warmup_failed"]:
+        return f"  {head}: {r['wall_s']:.0f} s wall; {r['warmup_failed']} warm-up calls past the grace, run aborted"
+    pct = "-" if r["cpu_hit"] is None else f"{r['cpu_hit']:.1%}"
+    return (f"  {head}: {r['build']} {r['wall_s']:.0f} s wall, peak RSS {r['peak_rss_mb']:.0f} MB; {r['sent']:,} sent, "
+            f"{r['measured']:,} measured; {r['tok_per_s_per_gpu']:,.0f} tok/s/GPU, TTFT p50 {r['ttft_p50_s']:.2f} s "
+            f"p99 {r['ttft_p99_s']:.2f} s, hit GPU {r['gpu_hit']:.1%} CPU {pct}; warm-up {r['warmup_s']:.0f} s")  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lanes", type=int, default=256)
+    ap.add_argument("--lanes", type=int, nargs="+", default=[128, 192, 256])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1], help="aiperf's --random-seed, one run each")
     ap.add_argument("--sessions", type=int, default=393)
     ap.add_argument("--duration", type=float, default=3600.0, help="measured phase, simulated s")
     ap.add_argument("--hicache", nargs="+", choices=("on", "off"), default=["off", "on"])
     ap.add_argument("--router", choices=("consistent_hashing", "round_robin"), default="consistent_hashing",
-                    help="AgentX's sglang-router (DP-aware consistent hashing), or the DP controller's round robin")
-    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one case, JSON out
+                    help="sglang-router's policy: DP-aware consistent hashing (AgentX's) or round robin")
+    ap.add_argument("--delayer", action="store_true", help="launch with --enable-prefill-delayer")
+    ap.add_argument("--warmup-grace", type=float, help="aiperf's --agentic-warmup-grace-period, s (unset: wait)")
+    ap.add_argument("--csv", type=Path, help="append one row a case to this CSV")
+    ap.add_argument("--build-dir", type=Path, help="keep the compiled build here and reuse it while sim/ is unchanged")
+    ap.add_argument("--no-compiled", dest="compiled", action="store_false", help="run this tree, pure Python")
+    ap.add_argument("--timeout", type=float, default=600.0, help="wall seconds a case may take")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # a child: one case (JSON), JSON out
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(one(a.lanes, a.sessions, a.duration, a.hicache == ["on"], a.router)))
+        print(json.dumps(one(json.loads(a.one))))
         return
-    print(f"{a.sessions} generated sessions, {a.lanes} lanes, {a.duration:g} s measured; V4-Pro TP8 DP8 on B300, "
-          f"router {a.router}")
-    for mode in a.hicache:
-        cmd = [sys.executable, __file__, "--one", "--lanes", str(a.lanes), "--sessions", str(a.sessions),
-               "--duration", str(a.duration), "--hicache", mode, "--router", a.router]  # fmt: skip
-        r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-        tput = f"{r['tok_per_s_per_gpu']:,.0f}" if r["tok_per_s_per_gpu"] is not None else "-"
-        hit = f"GPU {r['gpu_hit']:.1%}, CPU {r['cpu_hit']:.1%}" if r["cpu_hit"] is not None else "-"
-        print(f"  {r['case']:<18} {r['wall_s']:7.1f} s wall, peak RSS {r['peak_rss_mb']:6.0f} MB; {r['sent']:,} calls "
-              f"sent, {r['measured']:,} measured; tok/s/GPU {tput}, hit {hit}")  # fmt: skip
+    sys.path.insert(0, str(ROOT))
+    tree = compiled_build(a.build_dir) if a.compiled else ROOT
+    print(f"{a.sessions} generated sessions, {a.duration:g} s measured; V4-Pro TP8 DP8 on B300 ({tree})", flush=True)
+    for lanes in a.lanes:
+        for seed in a.seeds:
+            for mode in a.hicache:
+                case = {"lanes": lanes, "sessions": a.sessions, "duration": a.duration, "seed": seed,
+                        "hicache": mode == "on", "router": a.router, "delayer": a.delayer,
+                        "warmup_grace": a.warmup_grace}  # fmt: skip
+                r = run_case(tree, case, a.timeout)
+                print(show(case, r), flush=True)
+                if a.csv:
+                    new = not a.csv.exists()
+                    with a.csv.open("a", newline="") as f:
+                        w = csv.DictWriter(f, FIELDS, extrasaction="ignore")
+                        if new:
+                            w.writeheader()
+                        w.writerow({**case, "hicache": mode, "warmup_grace_s": a.warmup_grace, **r})
 
 
 if __name__ == "__main__":

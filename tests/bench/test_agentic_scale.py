@@ -1,0 +1,61 @@
+"""bench/agentic_scale.py feeds the AgentX command lines through ``scenario from-sglang`` unedited, and each rule
+toggle changes only its own flag."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.app.fromsglang import from_sglang
+from sim.app.scenario import scenario_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("agentic_scale", ROOT / "bench" / "agentic_scale.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["agentic_scale"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def converted(bench, **change):
+    case = {"lanes": 192, "sessions": 393, "duration": 3600.0, "seed": 2, "hicache": True,
+            "router": "consistent_hashing", "delayer": False, "warmup_grace": None, **change}  # fmt: skip
+    launch, benches = bench.commands(**case)
+    conv = from_sglang(launch, benches, gpu="b300")
+    return scenario_from_dict(conv.scenario, source="bench"), conv
+
+
+def test_the_published_commands_convert_to_the_agentx_run_with_no_hand_edit(bench):
+    sc, conv = converted(bench)
+    assert (sc.workload.kind, sc.workload.lanes, sc.workload.sessions) == ("agentic", 192, 393)
+    assert (sc.seed, sc.cluster.router, sc.hicache.enabled) == (2, "consistent_hashing", True)
+    assert sc.hardware.dp_size == 8 and sc.hardware.enable_dp_attention
+    assert not sc.scheduler.enable_prefill_delayer and sc.workload.warmup_grace_period_s is None
+    assert any("cluster.router: consistent_hashing" in m for m in conv.mapped)
+
+
+@pytest.mark.parametrize(("change", "read"), [
+    ({"hicache": False}, lambda sc: sc.hicache.enabled is False),
+    ({"delayer": True}, lambda sc: sc.scheduler.enable_prefill_delayer is True),
+    ({"router": "round_robin"}, lambda sc: sc.cluster.router == "round_robin"),
+    ({"warmup_grace": 3600.0}, lambda sc: sc.workload.warmup_grace_period_s == 3600.0),
+])  # fmt: skip
+def test_each_toggle_changes_its_own_field_only(bench, change, read):
+    base, _ = converted(bench)
+    sc, _ = converted(bench, **change)
+    assert read(sc) and not read(base)
+    assert sc.workload.lanes == base.workload.lanes and sc.seed == base.seed
+
+
+def test_one_small_case_reports_its_time_memory_and_figures(bench):
+    r = bench.one({"lanes": 8, "sessions": 8, "duration": 60.0, "seed": 1, "hicache": True,
+                   "router": "consistent_hashing", "delayer": False, "warmup_grace": None})  # fmt: skip
+    assert r["measured"] > 0 and r["sent"] >= r["measured"] and r["peak_rss_mb"] > 0
+    assert 0 < r["ttft_p50_s"] <= r["ttft_p99_s"] and 0 <= r["gpu_hit"] <= 1 and r["warmup_failed"] == 0
