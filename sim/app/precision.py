@@ -81,4 +81,4 @@ def step_backend(sc: Scenario) -> tuple[str, str]:
 
     system = SYSTEMS.get(gpu, "?")
     priced = f"{gpu} on {system} kernels" + (f", collectives x{COMM_SCALE[gpu]:g}" if gpu in COMM_SCALE else "")
-    return f"aiconfigurator, {priced}", "compute.backend, hardware.gpu"
+    return f"aiconfigurator (measured SGLang kernels), {priced}", "compute.backend, hardware.gpu"

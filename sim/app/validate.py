@@ -57,8 +57,6 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
     )
     lines += [f"  workload  {_workload_text(s.workload)}", *(resolved.lines(s) if resolved is not None else []),
               *pinned_lines(s)]
-    lines.append(f"  compute   {s.compute.backend}" + (" (aiconfigurator-core's measured SGLang kernels)"
-                                                       if s.compute.backend == "aiconfigurator" else ""))
     lines.append(
         f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"

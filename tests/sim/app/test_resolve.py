@@ -97,7 +97,7 @@ def test_the_step_backend_names_the_gpu_it_prices():
     assert roof.sources["step_backend"] == "compute.backend, hardware.peak_tflops"
     aic = resolve(v4(hardware={"gpu": "H800"}).model_copy(update={"compute": v4().compute.model_copy(
         update={"backend": "aiconfigurator"})}))  # fmt: skip
-    assert aic.step_backend == "aiconfigurator, H800 on h100_sxm kernels, collectives x2.25"
+    assert aic.step_backend == "aiconfigurator (measured SGLang kernels), H800 on h100_sxm kernels, collectives x2.25"
 
 
 def test_settings_and_validate_lines_carry_every_resolved_value_with_its_source():
