@@ -2,12 +2,13 @@
 scheduler rule changes.
 
     python bench/agentic_scale.py [--lanes 128 192 256] [--seeds 1 2 3] [--hicache off on] [--duration 3600]
-        [--router consistent_hashing|round_robin] [--delayer] [--warmup-grace S] [--csv OUT.csv]
+        [--router consistent_hashing|round_robin] [--delayer] [--recipe] [--warmup-grace S] [--csv OUT.csv]
         [--build-dir DIR | --no-compiled] [--timeout 600]
 
 The shape of InferenceX's AgentX runs of DeepSeek-V4-Pro, set up by ``scenario from-sglang`` from the command
 lines alone, no hand edit: the launch (``LAUNCH``: one B300 TP8 node with DP attention, 8 ranks, HiCache at host
-ratio 2 or off; ``--delayer`` adds ``--enable-prefill-delayer``), aiperf's AgentX command (``AIPERF``: ``--lanes``
+ratio 2 or off; ``--delayer`` adds ``--enable-prefill-delayer``; ``--recipe``: InferenceX's published one,
+``RECIPE``), aiperf's AgentX command (``AIPERF``: ``--lanes``
 closed-loop lanes replaying ``--public-dataset semianalysis_cc_traces_weka_062126`` without a local copy, so
 ``--sessions`` sessions generated with its statistics, contexts to ~990K tokens; ``--random-seed`` the seed;
 ``--warmup-grace S`` adds ``--agentic-warmup-grace-period S``) and the sglang-router command in front of the
@@ -37,22 +38,35 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAUNCH = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --dp 8 --enable-dp-attention "
           "--enable-hierarchical-cache --hicache-ratio 2")  # fmt: skip
+# InferenceX's published launch (SemiAnalysisAI/InferenceX benchmarks/single_node/agentic/dsv4_fp4_b300_sglang.sh
+# at 5394707727, DP attention, TP 8, the HiCache backend; its MegaMoE env variables left out: from-sglang ignores
+# them), with --max-running-requests 2 x the lanes as the script sets it; HiCache off drops RECIPE_HICACHE.
+RECIPE = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --dp 8 --enable-dp-attention "
+          "--ep-size 8 --moe-a2a-backend megamoe --mem-fraction-static 0.85 --swa-full-tokens-ratio 0.075 "
+          "--max-running-requests {max_running} --cuda-graph-max-bs-decode 544 --chunked-prefill-size 65536 "
+          "--enable-prefill-delayer")  # fmt: skip
+RECIPE_HICACHE = (" --enable-hierarchical-cache --hicache-ratio 2 --hicache-write-policy write_back "
+                  "--hicache-io-backend direct --hicache-mem-layout page_first_direct")  # fmt: skip
 AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --streaming --concurrency {lanes} --benchmark-duration "
           "{duration} --trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 --warmup-requests-per-lane 1 "
           "--trace-idle-gap-cap-seconds 300 --num-dataset-entries {sessions} --random-seed {seed} "
           "--public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
 ROUTER = ("python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 --policy {policy} --dp-aware "
           "--request-id-headers x-correlation-id --host 0.0.0.0 --port 8888")  # fmt: skip
-FIELDS = ("lanes", "hicache", "router", "delayer", "warmup_grace_s", "seed", "build", "wall_s", "peak_rss_mb", "sent",
+FIELDS = ("lanes", "hicache", "recipe", "router", "delayer", "warmup_grace_s", "seed", "build", "wall_s", "peak_rss_mb", "sent",
           "measured", "tok_per_s_per_gpu", "ttft_p50_s", "ttft_p99_s", "gpu_hit", "cpu_hit", "warmup_s",
           "warmup_failed")  # fmt: skip
 
 
 def commands(lanes: int, sessions: int, duration: float, seed: int, hicache: bool, router: str, delayer: bool,
-             warmup_grace: float | None) -> tuple[str, list[str]]:  # fmt: skip
-    """The launch and the client commands (aiperf, then the router) of one case, as a user would type them."""
-    launch = LAUNCH if hicache else LAUNCH.replace(" --enable-hierarchical-cache --hicache-ratio 2", "")
-    launch += " --enable-prefill-delayer" if delayer else ""
+             warmup_grace: float | None, recipe: bool = False) -> tuple[str, list[str]]:  # fmt: skip
+    """The launch and the client commands (aiperf, then the router) of one case, as a user would type them;
+    ``recipe``: InferenceX's published launch (``RECIPE``, its prefill delayer on) instead of the minimal one."""
+    if recipe:
+        launch = RECIPE.format(max_running=2 * lanes) + (RECIPE_HICACHE if hicache else "")
+    else:
+        launch = LAUNCH if hicache else LAUNCH.replace(" --enable-hierarchical-cache --hicache-ratio 2", "")
+        launch += " --enable-prefill-delayer" if delayer else ""
     aiperf = AIPERF.format(lanes=lanes, duration=duration, sessions=sessions, seed=seed)
     aiperf += f" --agentic-warmup-grace-period {warmup_grace:g}" if warmup_grace is not None else ""
     return launch, [aiperf, ROUTER.format(policy=router)]
@@ -127,7 +141,7 @@ def run_case(tree: Path, case: dict, timeout: float) -> dict:
 def show(case: dict, r: dict) -> str:
     grace = case["warmup_grace"]
     head = (f"c{case['lanes']} HiCache {'on' if case['hicache'] else 'off'} seed {case['seed']} {case['router']}"
-            f"{' delayer' if case['delayer'] else ''}"
+            f"{' delayer' if case['delayer'] else ''}{' recipe' if case.get('recipe') else ''}"
             f"{'' if grace is None else f' grace {grace:g} s'}")  # fmt: skip
     if r.get("timed_out"):
         return f"  {head}: not finished in {r['wall_s']:.0f} s wall"
@@ -149,6 +163,7 @@ def main() -> None:
     ap.add_argument("--router", choices=("consistent_hashing", "round_robin"), default="consistent_hashing",
                     help="sglang-router's policy: DP-aware consistent hashing (AgentX's) or round robin")
     ap.add_argument("--delayer", action="store_true", help="launch with --enable-prefill-delayer")
+    ap.add_argument("--recipe", action="store_true", help="InferenceX's published launch (RECIPE) instead of LAUNCH")
     ap.add_argument("--warmup-grace", type=float, help="aiperf's --agentic-warmup-grace-period, s (unset: wait)")
     ap.add_argument("--csv", type=Path, help="append one row a case to this CSV")
     ap.add_argument("--build-dir", type=Path, help="keep the compiled build here and reuse it while sim/ is unchanged")
@@ -166,7 +181,7 @@ def main() -> None:
         for seed in a.seeds:
             for mode in a.hicache:
                 case = {"lanes": lanes, "sessions": a.sessions, "duration": a.duration, "seed": seed,
-                        "hicache": mode == "on", "router": a.router, "delayer": a.delayer,
+                        "hicache": mode == "on", "router": a.router, "delayer": a.delayer or a.recipe, "recipe": a.recipe,
                         "warmup_grace": a.warmup_grace}  # fmt: skip
                 r = run_case(tree, case, a.timeout)
                 print(show(case, r), flush=True)

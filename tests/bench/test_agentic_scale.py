@@ -59,3 +59,13 @@ def test_one_small_case_reports_its_time_memory_and_figures(bench):
                    "router": "consistent_hashing", "delayer": False, "warmup_grace": None})  # fmt: skip
     assert r["measured"] > 0 and r["sent"] >= r["measured"] and r["peak_rss_mb"] > 0
     assert 0 < r["ttft_p50_s"] <= r["ttft_p99_s"] and 0 <= r["gpu_hit"] <= 1 and r["warmup_failed"] == 0
+
+
+def test_inferencex_published_launch_converts_with_its_capacities_and_rules(bench):
+    sc, conv = converted(bench, lanes=128, recipe=True, delayer=True)
+    assert sc.scheduler.enable_prefill_delayer and sc.scheduler.max_running_requests == 256
+    assert (sc.scheduler.chunked_prefill_size, sc.hicache.swa_full_tokens_ratio) == (65536, 0.075)
+    assert sc.hardware.mem_fraction_static == 0.85
+    assert (sc.hicache.enabled, sc.hicache.write_policy, sc.hicache.hicache_ratio) == (True, "write_back", 2)
+    off, _ = converted(bench, lanes=128, recipe=True, delayer=True, hicache=False)
+    assert not off.hicache.enabled and off.scheduler.enable_prefill_delayer
