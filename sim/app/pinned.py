@@ -28,15 +28,16 @@ def pinned_bytes(sc: Scenario, server: ServerConfig) -> int:
     return host_pool_bytes(server.model, l2, l2_swa, sc.hicache.page_size) * sc.hardware.tp_size
 
 
-def _instance_pinned(sc: Scenario) -> int | None:
-    """:func:`pinned_bytes` of the scenario's server; None without HiCache, on a decode instance (HiSparse sizes
-    its own host pool) or where the pools cannot be sized (the run reports that where it sizes them)."""
+def _instance_pinned(sc: Scenario, server: ServerConfig | None = None) -> int | None:
+    """:func:`pinned_bytes` of the scenario's server (``server``, when already resolved); None without HiCache, on
+    a decode instance (HiSparse sizes its own host pool) or where the pools cannot be sized (the run reports that
+    where it sizes them)."""
     from sim.app.resolve import resolve
 
     if not sc.hicache.enabled or sc.cluster.role == "decode":
         return None
     try:
-        return pinned_bytes(sc, resolve(sc))
+        return pinned_bytes(sc, server if server is not None else resolve(sc))
     except InputError:
         return None
 
@@ -57,9 +58,10 @@ def pinned_summary(sc: Scenario, server: ServerConfig) -> dict:
     return {"bytes": pinned_bytes(sc, server), **sc.hardware.pin_ceiling.as_dict()}
 
 
-def pinned_lines(sc: Scenario) -> list[str]:
-    """``validate``'s line: the pinned host bytes beside the ceiling and its source; none without host pools."""
-    pinned = _instance_pinned(sc)
+def pinned_lines(sc: Scenario, server: ServerConfig | None = None) -> list[str]:
+    """``validate``'s line: the pinned host bytes beside the ceiling and its source; none without host pools.
+    ``server``: the scenario's, when ``validate`` has resolved it already."""
+    pinned = _instance_pinned(sc, server)
     if pinned is None:
         return []
     ceiling = sc.hardware.pin_ceiling

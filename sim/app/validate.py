@@ -56,7 +56,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
         else "  L3        off"
     )
     lines += [f"  workload  {_workload_text(s.workload)}", *(resolved.lines(s) if resolved is not None else []),
-              *pinned_lines(s)]
+              *pinned_lines(s, resolved)]
     lines.append(
         f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
