@@ -77,10 +77,10 @@ def one(case: dict) -> dict:
     which AgentX's report leaves out)."""
     import numpy as np
 
-    from sim.app.fromsglang import from_sglang
     from sim.app.run import run_scenario
-    from sim.app.scenario import scenario_from_dict
     from sim.base.compiled import compiled
+    from sim.interop.fromsglang import from_sglang
+    from sim.scenario.load import scenario_from_dict
 
     launch, benches = commands(**case)
     start = time.perf_counter()

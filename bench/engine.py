@@ -44,9 +44,9 @@ import numpy as np
 import simpy
 
 from sim.app.run import build, summarise
-from sim.app.scenario import load_scenario
 from sim.base.compiled import MODULES, build_copy
 from sim.base.compiled import compiled as compiled_here
+from sim.scenario.load import load_scenario
 
 # What this tree runs as: "pure" from a source install; a tree compiled in place is labelled so.
 ROOT_BUILD = "compiled in place" if compiled_here() else "pure"
@@ -62,7 +62,7 @@ _TIMED = """
 import json, re, resource, sys, time
 try:
     from sim.app.run import build, run_scenario
-    from sim.app.scenario import load_scenario
+    from sim.scenario.load import load_scenario
 except ModuleNotFoundError:  # a flat tree, from before the regroup
     from sim.run import build, run_scenario
     from sim.scenario import load_scenario
@@ -171,7 +171,7 @@ def overload(n: int) -> None:
 def corpus(n: int, base: Path | None) -> None:
     """(7): a lane replay over generated corpora of ``n`` and ``4 n`` AgentX-like trajectories (30 turns on
     average, contexts growing by ~3K tokens a turn up to 128K; ~300 KB of JSON each), here and in ``base``."""
-    from sim.app.schema import AgenticWorkload
+    from sim.scenario.schema import AgenticWorkload
     from sim.workload.agentic import generate_sessions
 
     path = "scenarios/dsv4_flash_agentic_lanes.yaml"

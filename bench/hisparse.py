@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="alternating runs of each tree (the least CPU time kept)")
     args = ap.parse_args()
 
-    # The decode scenario's roofline: 13 GB of weights per step, 4.8 TB/s at 70% (sim/app/schema/compute.py ComputeConfig).
+    # The decode scenario's roofline: 13 GB of weights per step, 4.8 TB/s at 70% (sim/scenario/schema/compute.py ComputeConfig).
     shape = DecodeModelShape(weight_bytes_per_gpu=13e9)
     k = shape.index_topk
     rng = np.random.default_rng(args.seed)

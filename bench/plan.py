@@ -14,12 +14,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from sim.app.plan import PlanSpec, make_plan, parse_slo
+from sim.app.plan.build import PlanSpec, make_plan, parse_slo
 from sim.app.plan.report import write_report
-from sim.app.scenario import load_scenario
 from sim.cache.hicache import HiCache
 from sim.cache.mrc import miss_ratio_curve
 from sim.model.pools import get_model
+from sim.scenario.load import load_scenario
 from sim.workload.traces import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ byte-level BPE (the family of DeepSeek's and Qwen's tokenizers) on local text (b
 and times single-thread encodes of two kinds of prompt: bench_serving's ``random-ids`` text (consecutive vocab
 ids from a random offset, decoded, as ``benchmark/datasets/random.py:141-155`` builds it) and prose (SGLang's
 Markdown files). It prints tokens per second per prompt length; ``scheduler.tokenizer_tokens_per_s`` takes
-the figure (``sim.app.fromsglang.TOKENIZER_TOKENS_PER_S``). A real tokenizer on a server CPU may be faster or slower:
+the figure (``sim.interop.fromsglang.TOKENIZER_TOKENS_PER_S``). A real tokenizer on a server CPU may be faster or slower:
 measure yours with ``--corpus`` or time ``tokenizer.encode`` on your prompts.
 """
 

@@ -27,12 +27,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.app.fromsglang import from_sglang, to_yaml
 from sim.app.run import run_scenario
-from sim.app.scenario import load_scenario
 from sim.base.errors import InputError
 from sim.base.fileio import write_text_atomic
+from sim.interop.fromsglang import from_sglang, to_yaml
 from sim.model.costs import default_cost_table, load_cost_table
+from sim.scenario.load import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "scenarios" / "validation"

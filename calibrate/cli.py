@@ -74,10 +74,10 @@ def _compute(args: argparse.Namespace) -> int:
     import datetime
 
     from calibrate.compute import PARAMS, fit_compute, format_fit, read_points
-    from sim.app.scenario import ComputeConfig, field_problem, load_scenario
     from sim.base.fileio import check_output_file
     from sim.model.compute import Roofline
     from sim.model.costs import resolve_cost_table, write_cost_table
+    from sim.scenario.load import ComputeConfig, field_problem, load_scenario
 
     check_output_file(args.out, "--out")
     fixed = {}

@@ -239,7 +239,7 @@ def fit_compute(points: list[Point], base: Roofline, chunk: int, *, fixed: dict[
     for k in ("mfu", "mbu"):
         params[k] = min(params[k], 1.0)
     params = {k: float(params[k]) for k in PARAMS}
-    from sim.app.scenario import ComputeConfig, field_problem
+    from sim.scenario.load import ComputeConfig, field_problem
 
     for k, v in params.items():  # a fit is held to the bounds a scenario's compute.K has
         if k not in fixed and (problem := field_problem(ComputeConfig, k, v)) is not None:

@@ -16,7 +16,7 @@ import pytest
 import sim
 
 SIM = Path(sim.__file__).parent
-LAYERS = [name for name in ("base", "model", "workload", "cache", "serve", "hisparse", "offline", "app")]
+LAYERS = ["base", "model", "workload", "cache", "serve", "hisparse", "offline", "scenario", "interop", "app"]
 
 
 def _modules() -> dict[str, Path]:
@@ -27,11 +27,13 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """The ``sim`` modules a file imports anywhere (function bodies too), except under ``TYPE_CHECKING``."""
+def _imports(path: Path, modules: dict[str, Path], *, type_only: bool = False) -> set[str]:
+    """The ``sim`` modules a file imports anywhere (function bodies too); those under ``TYPE_CHECKING`` only
+    with ``type_only``: a layer may name a type above it in an annotation, but a file may not circle back."""
     tree = ast.parse(path.read_text())
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-            for n in ast.walk(node)}  # fmt: skip
+    skip = set() if type_only else {
+        id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)}  # fmt: skip
     found = set()
     for node in ast.walk(tree):
         if id(node) in skip:
@@ -59,6 +61,7 @@ def _allowed(layer: str) -> set[str]:
 
 MODULES = _modules()
 GRAPH = {m: _imports(p, MODULES) for m, p in MODULES.items()}
+FILE_GRAPH = {m: _imports(p, MODULES, type_only=True) - {m} for m, p in MODULES.items()}
 
 
 def test_every_module_lives_in_a_layer():
@@ -79,25 +82,52 @@ def test_a_layer_imports_only_what_its_docstring_allows(layer):
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
 
 
-def test_no_module_imports_itself_back():
-    state: dict[str, int] = {}
-    cycles: list[list[str]] = []
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one file (Tarjan): each a circle a reader cannot enter at one end."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
 
-    def visit(m: str, stack: list[str]) -> None:
-        state[m] = 1
-        for d in sorted(GRAPH[m]):
-            if d.startswith(m + ".") or m.startswith(d + "."):  # a package and its own modules
-                continue
-            if state.get(d) == 1:
-                cycles.append(stack[stack.index(d):] + [d] if d in stack else [m, d])
-            elif d not in state:
-                visit(d, stack + [d])
-        state[m] = 2
+    def visit(m: str) -> None:
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if d not in index:
+                visit(d)
+                low[m] = min(low[m], low[d])
+            elif d in stack:
+                low[m] = min(low[m], index[d])
+        if low[m] == index[m]:
+            group = []
+            while True:
+                d = stack.pop()
+                group.append(d)
+                if d == m:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
 
-    for m in sorted(GRAPH):
-        if m not in state:
-            visit(m, [m])
-    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+    for m in sorted(graph):
+        if m not in index:
+            visit(m)
+    return out
+
+
+def test_no_circle_of_files_counting_every_import():
+    """Function-level and type-only imports included, and a package's ``__init__`` is a file like any other:
+    every file of ``sim`` can be read knowing only the files below it."""
+    circles = _circles(FILE_GRAPH)
+    assert not circles, f"{len(circles)} circles of files:\n" + "\n".join(", ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_a_circle_through_a_type_only_import(tmp_path):
+    (tmp_path / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b import B\n")
+    (tmp_path / "b.py").write_text("def f():\n    from c import C\n")
+    (tmp_path / "c.py").write_text("import a\n")
+    mods = {p.stem: p for p in tmp_path.glob("*.py")}
+    graph = {m: _imports(p, mods, type_only=True) for m, p in mods.items()}
+    assert _circles(graph) == [["a", "b", "c"]]
 
 
 def test_nothing_under_sim_imports_torch_or_triton():

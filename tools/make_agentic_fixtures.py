@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.app.schema import AgenticWorkload  # noqa: E402
+from sim.scenario.schema import AgenticWorkload  # noqa: E402
 from sim.workload.agentic import BLOCK, generate_sessions  # noqa: E402
 
 SEED = 7

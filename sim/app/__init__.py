@@ -1,5 +1,5 @@
-"""Layer 7, app: the edge where users come in. The scenario schema and loader (pydantic lives only here),
-``from-sglang`` and its inverse, building and running a scenario, sweeps, seeds, ``plan``, plots, the CLI.
+"""Layer 9, app: the edge where users come in. The CLI and the orchestration behind it: building and running a
+scenario, seeds, sweeps and their workers, ``plan``, plots.
 
 May import: every layer below.
 """

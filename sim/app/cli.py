@@ -83,8 +83,8 @@ def _add_run(sub) -> None:
 
 def _cmd_run(args) -> int:
     from sim.app.run import format_summary, run_scenario, write_files
-    from sim.app.scenario import load_scenario
     from sim.base.fileio import run_folder
+    from sim.scenario.load import load_scenario
 
     if args.workers is not None and args.seeds is None:
         raise InputError("--workers: parallel runs of --seeds; a single run is one process (add --seeds N)")
@@ -113,7 +113,7 @@ def _blamed(exc: InputError, scenario: str, overrides: list[str]) -> InputError:
     it (the scenario checked again through the start, only now that it failed), else on the scenario file."""
     if overrides:
         from sim.app.run import check_startable
-        from sim.app.scenario import load_scenario
+        from sim.scenario.load import load_scenario
 
         try:
             load_scenario(scenario, overrides, check_start=check_startable)
@@ -125,7 +125,7 @@ def _blamed(exc: InputError, scenario: str, overrides: list[str]) -> InputError:
 def _in_scenario(exc: InputError, scenario: str) -> InputError:
     """``exc`` with the scenario file in front when it names a scenario field and no file (the pools, the
     workload), as it is when it names a trace or cost table already."""
-    from sim.app.scenario import field_paths
+    from sim.scenario.load import field_paths
 
     head = str(exc).split(": ", 1)[0]
     return InputError(str(exc), source=scenario) if head in field_paths() else exc
@@ -133,7 +133,6 @@ def _in_scenario(exc: InputError, scenario: str) -> InputError:
 
 def _run_seeds(args, scenario) -> int:
     from sim.app.run import LONG_RUN_REQUESTS, check_startable, summary_json
-    from sim.app.scenario import dump_resolved
     from sim.app.seeds import (
         NO_SPREAD_NOTE,
         format_intervals,
@@ -143,6 +142,7 @@ def _run_seeds(args, scenario) -> int:
         seeds_summary,
     )
     from sim.base.fileio import run_folder
+    from sim.scenario.load import dump_resolved
 
     seeds = parse_seeds(args.seeds, scenario.seed)
     requests = check_startable(scenario, progress=not args.no_progress)
@@ -255,14 +255,14 @@ def _cmd_plan(args) -> int:
     import shlex
     from pathlib import Path
 
-    from sim.app.plan import PlanSpec, make_plan, parse_slo
+    from sim.app.plan.build import PlanSpec, make_plan, parse_slo
     from sim.app.plan.inputs import base_scenario
     from sim.app.plan.report import write_report
     from sim.app.plan.tierages import headline
     from sim.app.run import check_startable
-    from sim.app.scenario import load_scenario
     from sim.app.seeds import parse_seeds
     from sim.base.fileio import new_run_dir, staged_dir
+    from sim.scenario.load import load_scenario
 
     if args.batches is not None and args.decode is None:
         raise InputError("--batches: the batch caps of the HiSparse section, which runs on a decode instance: "
@@ -436,7 +436,7 @@ def _add_validate(sub) -> None:
 
 def _cmd_validate(args) -> int:
     from sim.app.run import check_startable
-    from sim.app.validate import validate_file
+    from sim.scenario.validate import validate_file
 
     print(validate_file(args.scenario, args.overrides, check_start=check_startable))
     return 0
@@ -755,7 +755,7 @@ def _cmd_sweep(args) -> int:
 
 def _note_inert(keys: list[str], scenarios: list, how: str) -> None:
     """Say which given knobs cannot act in these scenarios (prefetch without L3, load-back without L2, ...)."""
-    from sim.app.knobs import inert_notes
+    from sim.scenario.knobs import inert_notes
 
     for line in inert_notes(keys, scenarios, how):
         _note(line)
@@ -781,9 +781,9 @@ def _seed_axis(args) -> str:
     """``--seeds`` as a ``seed`` grid axis, counted from the base scenario's seed."""
     from pathlib import Path
 
-    from sim.app.scenario import load_scenario
     from sim.app.seeds import parse_seeds
     from sim.app.sweep import _read_sweep_file
+    from sim.scenario.load import load_scenario
 
     if any(g.partition("=")[0].strip() == "seed" for g in args.grid):
         raise InputError("--seeds and --grid seed=... both give the seeds; use one")
@@ -888,9 +888,9 @@ def _add_scenario(sub) -> None:
 
 
 def _cmd_from_sglang(args) -> int:
-    from sim.app.fromsglang import from_sglang, to_yaml
     from sim.app.run import check_startable
     from sim.base.fileio import check_output_file, write_text_atomic
+    from sim.interop.fromsglang import from_sglang, to_yaml
 
     if args.out is not None:
         check_output_file(args.out, "--out")
@@ -904,7 +904,7 @@ def _cmd_from_sglang(args) -> int:
     if args.out is not None:  # the paths typed here, written relative to the scenario's own folder
         from pathlib import Path
 
-        from sim.app.scenario import rebase_paths
+        from sim.scenario.load import rebase_paths
 
         conv.scenario = rebase_paths(conv.scenario, Path.cwd(), Path(args.out).parent)
     text = to_yaml(conv)

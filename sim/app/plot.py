@@ -122,7 +122,7 @@ def read_sweep(path: Path) -> pd.DataFrame:
 
 def grid_columns(df: pd.DataFrame) -> list[str]:
     """The grid parameter columns of a sweep table: those between ``point_id`` and the metrics (dotted paths)."""
-    from sim.app.scenario import field_paths
+    from sim.scenario.load import field_paths
 
     known = field_paths()
     return [c for c in df.columns if c in known]

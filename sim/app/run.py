@@ -25,10 +25,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.app import tierages
-from sim.app.pinned import pinned_summary
-from sim.app.precision import expert_dtype
-from sim.app.resolve import ServerConfig, resolve, setting_rows
-from sim.app.scenario import Scenario, build_model_spec, dump_resolved
 from sim.base.errors import InputError
 from sim.base.fileio import staged_dir
 from sim.base.inputs import MAX_SIMULATED_S
@@ -37,6 +33,10 @@ from sim.base.text import plural
 from sim.cache.v4.hicache import check_v4_setup
 from sim.model.compute import Roofline, attention_pairs, step_model
 from sim.model.costs import CostTable, resolve_cost_table
+from sim.scenario.load import Scenario, build_model_spec, dump_resolved
+from sim.scenario.pinned import pinned_summary
+from sim.scenario.precision import expert_dtype
+from sim.scenario.resolve import ServerConfig, resolve, setting_rows
 from sim.serve import clients
 from sim.serve.engine import EngineConfig, Simulation
 from sim.serve.metrics import (
@@ -85,7 +85,7 @@ class RunResult:
 def build(sc: Scenario, costs: CostTable | None = None, notify: Notify | None = None,
           server: ServerConfig | None = None, progress: bool = False) -> tuple[Simulation, object, int | None]:  # fmt: skip
     """(simulation, arrival process, requests it will send: None when the run decides, as lanes do) of the server
-    ``server`` (:func:`sim.app.resolve.resolve` of ``sc`` when not given). The workload streams: its requests are
+    ``server`` (:func:`sim.scenario.resolve.resolve` of ``sc`` when not given). The workload streams: its requests are
     made (or read) as they are sent, so none is held here. ``progress``: report the trace's first read-through as
     it goes."""
     server = server if server is not None else resolve(sc)
@@ -484,7 +484,7 @@ def _pricer_summary(sc: Scenario, sim: Simulation) -> dict:
     values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
     origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
               for k in values}  # fmt: skip
-    from sim.app.schema.hardware import HIP_GPUS
+    from sim.scenario.schema.hardware import HIP_GPUS
 
     amd = (sc.hardware.gpu or "").upper() in HIP_GPUS and not fitted
     return {"backend": "roofline", **values, "origin": origin,

@@ -29,7 +29,10 @@ import pandas as pd
 import yaml
 
 from sim.app.parallel import connect_ray, in_processes
-from sim.app.scenario import (
+from sim.base.errors import InputError
+from sim.base.fileio import atomic_path, check_output_folder, claim_folder, write_text_atomic
+from sim.base.inputs import parse_yaml, read_text
+from sim.scenario.load import (
     Scenario,
     apply_overrides,
     dump_resolved,
@@ -38,9 +41,6 @@ from sim.app.scenario import (
     reblame,
     scenario_from_dict,
 )
-from sim.base.errors import InputError
-from sim.base.fileio import atomic_path, check_output_folder, claim_folder, write_text_atomic
-from sim.base.inputs import parse_yaml, read_text
 from sim.serve.metrics import dropped_by_reason
 
 __all__ = [

@@ -60,7 +60,7 @@ MAX_YAML_NODES = 100_000  # YAML nodes once aliases are expanded (the largest sh
 MAX_MAGNITUDE = 1e15
 MIN_MAGNITUDE = 1e-6
 MAX_REQUEST_TOKENS = 1 << 22  # input + output of one request (4x DeepSeek V4's 1M context)
-MAX_WORKLOAD_PAGES = 50_000_000  # page keys a workload holds at once (the worst case; sim.app.schema.section)
+MAX_WORKLOAD_PAGES = 50_000_000  # page keys a workload holds at once (the worst case; sim.scenario.schema.section)
 MAX_SIMULATED_S = 1e10  # ~300 years: arrival times and the expected length of a run
 
 

@@ -9,7 +9,7 @@ Every pass pays a fixed scheduler/launch overhead. SGLang's default pass is one 
 picks, :mod:`sim.serve.engine`); a mixed-chunk pass is one forward over the chunk plus one token per decode row
 (``ForwardMode.MIXED``, ``managers/schedule_batch.py:3267``), which reads the weights once and both does the
 chunk's FLOPs and reads the rows' KV, so it takes the longer of the two. The defaults
-(``sim.app.scenario.ComputeConfig``) are estimates, not measurements; ``hicache-sim calibrate compute`` fits
+(``sim.scenario.load.ComputeConfig``) are estimates, not measurements; ``hicache-sim calibrate compute`` fits
 ``mfu``, ``mbu``, ``overhead_s`` and ``attn_scale`` to measured runs. ``compute.backend: aiconfigurator``
 replaces it with measured kernels (:mod:`sim.model.aic`, same calls); :func:`step_model` picks.
 """
@@ -35,7 +35,7 @@ def attention_pairs(tokens: int, start: int) -> float:
 def step_model(scenario, fitted: Mapping[str, float] | None = None, expert_dtype: str | None = None):
     """The scenario's step-time backend (``compute.backend``): this roofline, or aiconfigurator-core's
     measured SGLang kernels (imported only then); both answer ``step_seconds`` and ``decode_seconds``.
-    ``expert_dtype``: the routed experts' dtype as the server resolved it (``sim.app.resolve``), which the
+    ``expert_dtype``: the routed experts' dtype as the server resolved it (``sim.scenario.resolve``), which the
     kernels are priced at, as memory is sized at it; None: ``model.expert_dtype`` as given."""
     if scenario.compute.backend == "aiconfigurator":
         from sim.model.aic import AicSteps

@@ -1,8 +1,8 @@
 """Pinned host memory of a HiCache setup, pool by pool, against the node's DRAM and SGLang's own checks.
 
-The host pools are sized as the simulator sizes them (``sim.app.resolve.resolve``): Full-anchored pools hold
+The host pools are sized as the simulator sizes them (``sim.scenario.resolve.resolve``): Full-anchored pools hold
 ``int(L1 Full pages x --hicache-ratio)`` pages, or ``--hicache-size`` GB over the bytes of a page of all pools
-(``sim.app.fromsglang``); SWA-anchored pools the same share of theirs as on the device (``sim.offline.replay.v4_cache``).
+(``sim.interop.fromsglang``); SWA-anchored pools the same share of theirs as on the device (``sim.offline.replay.v4_cache``).
 A single-pool model's host pool also gets SGLang's padding page (``page_num = size // page_size + 1``,
 ``srt/mem_cache/pool_host/base.py:224-226``); DeepSeek-V4's paged host pools hold exactly
 ``int(device pages x ratio)`` pages, Full-anchored pools on the Full count and SWA-anchored on the SWA count

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.app.fromsglang import from_sglang
-from sim.app.scenario import scenario_from_dict
+from sim.interop.fromsglang import from_sglang
+from sim.scenario.load import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 

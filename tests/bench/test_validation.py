@@ -35,7 +35,7 @@ def test_it_prints_every_published_number_and_ratio(tmp_path, capsys):
 
 
 def test_the_scenarios_are_what_their_commands_generate():
-    from sim.app.scenario import load_scenario, scenario_from_dict
+    from sim.scenario.load import load_scenario, scenario_from_dict
 
     validation = load_validation()
     for name in validation.SCENARIOS:

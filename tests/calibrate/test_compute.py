@@ -10,10 +10,10 @@ import pytest
 from calibrate.compute import Point, fit_compute, read_points
 from sim.app.cli import main
 from sim.app.run import run_scenario
-from sim.app.scenario import scenario_from_dict
 from sim.base.errors import InputError
 from sim.model.compute import Roofline
 from sim.model.costs import load_cost_table
+from sim.scenario.load import scenario_from_dict
 
 TRUE = {"mfu": 0.35, "mbu": 0.75, "step_overhead_ms": 4.0, "attn_flops_scale": 1.3}
 BASE = {"name": "cal", "seed": 1, "model": {"name": "qwen", "config": "qwen3-14b"},

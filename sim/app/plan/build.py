@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sim.app.plan import tasks, tierages
-from sim.app.scenario import Scenario, apply_overrides, build_model_spec, scenario_from_dict
 from sim.app.seeds import interval
 from sim.base.errors import InputError
 from sim.model.hardware import NODE_DRAM_GB
@@ -26,6 +25,7 @@ from sim.model.hostmem import (
 )
 from sim.model.pinning import PinCeiling, platform_ceiling
 from sim.model.pools import ModelSpec
+from sim.scenario.load import Scenario, apply_overrides, build_model_spec, scenario_from_dict
 
 __all__ = ["PlanSpec", "make_plan", "parse_slo"]
 
@@ -125,7 +125,7 @@ class _Jobs:
 
 
 def _host_candidates(spec: PlanSpec, sc: Scenario) -> tuple[list[HostCandidate], float, int, float | None]:
-    from sim.app.resolve import resolve
+    from sim.scenario.resolve import resolve
 
     server = resolve(sc)
     model, l1, swa_ratio = server.model, server.l1_pages, server.swa_ratio
@@ -537,7 +537,7 @@ def _hisparse_section(spec, jobs) -> dict:
 def _recommend(spec: PlanSpec, data: dict, cands: list[HostCandidate]) -> dict:
     """The cheapest setup (least pinned host memory per node) whose every SLO figure's 95% upper bound (the
     mean with one seed) is within target; L1 only counts as the cheapest of all."""
-    from sim.app.tosglang import launch_command
+    from sim.interop.tosglang import launch_command
 
     points = data["value"]["points"]
     verdicts = []

@@ -3,9 +3,9 @@ and optionally a trace that replaces the workload."""
 
 from __future__ import annotations
 
-from sim.app.scenario import Scenario, apply_overrides, load_scenario, scenario_from_dict
 from sim.base.errors import InputError
 from sim.base.inputs import check_input
+from sim.scenario.load import Scenario, apply_overrides, load_scenario, scenario_from_dict
 
 __all__ = ["base_scenario"]
 
@@ -25,7 +25,7 @@ def base_scenario(*, scenario: str | None, launch: str | None, gpu: str | None, 
         if benches or gpu:
             raise InputError("--bench and --gpu go with --launch, not --scenario")
         return load_scenario(scenario, sets)
-    from sim.app.fromsglang import from_sglang
+    from sim.interop.fromsglang import from_sglang
 
     if gpu is None:
         raise InputError("--launch needs --gpu (the catalog GPU the server runs on: H20, H200, ...)")

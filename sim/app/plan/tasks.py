@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.app.scenario import Scenario
+from sim.scenario.load import Scenario
 from sim.workload.request import Request
 
 Order = list[tuple[int, int]]  # (session, round) per request, in the order a replay serves them
@@ -108,9 +108,9 @@ def served_requests(sc: Scenario, order: Order | None = None) -> list[Request]:
 def replay_swa(sc: Scenario, l1_pages: int, l2_pages: int, swa_ratio: float, policy: str,
                order: Order | None = None) -> dict:  # fmt: skip
     """DeepSeek-V4's FULL + SWA cache, replayed in request order (``order``: see :func:`workload_requests`)."""
-    from sim.app.scenario import build_model_spec
     from sim.cache.v4.swacache import v4_cache
     from sim.offline.replay import replay_v4
+    from sim.scenario.load import build_model_spec
 
     model = build_model_spec(sc)
     cache = v4_cache(model, l1_pages=l1_pages, l2_pages=l2_pages, policy=policy, page=sc.hicache.page_size,

@@ -229,7 +229,7 @@ def test_replay_takes_the_policy_simulators_page_granularity(tmp_path, capsys):
 def test_every_command_assumes_one_host_memory_and_says_which(capsys):
     """from-sglang and plan used to assume 1 TB and 2 TB: one launch was refused by one and accepted by the other."""
     from sim.app.plan.build import PlanSpec
-    from sim.app.schema.hardware import HardwareConfig
+    from sim.scenario.schema.hardware import HardwareConfig
 
     default = HardwareConfig.model_fields["host_mem_gb"].default
     assert PlanSpec.__dataclass_fields__["node_dram_gb"].default == default

@@ -32,13 +32,13 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from sim.app.cli import main
-from sim.app.fromsglang import _LAUNCH
 from sim.app.run import LONG_RUN_REQUESTS, build
-from sim.app.scenario import Scenario, load_scenario
 from sim.base.inputs import MAX_MAGNITUDE, MIN_MAGNITUDE
+from sim.interop.fromsglang import _LAUNCH
 from sim.model.modelcfg import CONFIG_INTS
 from sim.offline.calls import _problem as problem_of
 from sim.offline.treecalls import CALL_FIELDS, HOST_CALL_FIELDS, RADIX_CALL_FIELDS
+from sim.scenario.load import Scenario, load_scenario
 
 SCALE = 10 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 1
 # Hypothesis's own warnings (a large repr) must not be read as the command's second line of stderr.

@@ -136,7 +136,7 @@ class TestBadInput:
 
 def test_rounds_plot_from_a_multiturn_run(tmp_path):
     from sim.app.run import run_scenario, write_outputs
-    from sim.app.scenario import scenario_from_dict
+    from sim.scenario.load import scenario_from_dict
 
     sc = scenario_from_dict({"name": "r", "hardware": {"kv_mem_gb": 1.0},
                              "workload": {"kind": "multi_turn", "num_clients": 4, "max_parallel": 2, "num_rounds": 3,
@@ -215,7 +215,7 @@ class TestHonestAxes:
 
     def test_rounds_refuses_a_run_without_rounds_in_one_line(self, tmp_path, capsys):
         from sim.app.run import run_scenario, write_outputs
-        from sim.app.scenario import scenario_from_dict
+        from sim.scenario.load import scenario_from_dict
 
         sc = scenario_from_dict({"name": "open", "workload": {"kind": "synthetic", "num_requests": 20, "rate": 10.0,
                                                               "input_length": 256, "output_length": 4}})  # fmt: skip

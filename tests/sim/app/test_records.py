@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from sim.app.run import run_scenario
-from sim.app.scenario import load_scenario, scenario_from_dict
 from sim.base.errors import InputError
+from sim.scenario.load import load_scenario, scenario_from_dict
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 HIT_COLUMNS = ["device_hit_tokens", "host_hit_tokens", "storage_hit_tokens"]

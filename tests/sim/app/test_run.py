@@ -9,7 +9,7 @@ import pytest
 
 import sim.serve.metrics
 from sim.app.run import build, check_startable, run_scenario, summary_json, write_outputs
-from sim.app.scenario import scenario_from_dict
+from sim.scenario.load import scenario_from_dict
 from sim.serve.metrics import MAX_TIMESERIES_ROWS
 from sim.workload.request import Request
 
@@ -152,8 +152,8 @@ def test_check_startable_reads_what_a_run_reads_at_start(tmp_path):
 
 def test_a_v4_setup_the_exact_cache_does_not_model_fails_at_start():
     from sim.app.run import check_startable
-    from sim.app.scenario import scenario_from_dict
     from sim.base.errors import InputError
+    from sim.scenario.load import scenario_from_dict
 
     sc = scenario_from_dict({"name": "t", "model": "deepseek-v4-flash",
                              "hicache": {"enabled": True, "write_policy": "boundary"}}, source="t")  # fmt: skip
@@ -167,15 +167,15 @@ class TestSWAPoolSizing:
 
     @staticmethod
     def v4(**hicache):
-        from sim.app.scenario import scenario_from_dict
+        from sim.scenario.load import scenario_from_dict
 
         return scenario_from_dict({"name": "t", "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 40},
                                    "hicache": hicache, "scheduler": {"max_running_requests": 32,
                                                                      "chunked_prefill_size": 16384}}, source="t")  # fmt: skip
 
     def test_cap_mode_sizes_swa_from_the_request_cap_and_gives_the_rest_to_full(self):
-        from sim.app.resolve import device_pools
-        from sim.app.scenario import build_model_spec
+        from sim.scenario.load import build_model_spec
+        from sim.scenario.resolve import device_pools
 
         sc = self.v4(swa_full_tokens_ratio="cap")
         model = build_model_spec(sc)
@@ -190,9 +190,9 @@ class TestSWAPoolSizing:
         assert l1 > ratio_l1  # 107K SWA tokens cost less than 0.1 x 5.6M
 
     def test_a_cap_that_leaves_no_full_pool_is_refused(self):
-        from sim.app.resolve import device_pools
-        from sim.app.scenario import build_model_spec
         from sim.base.errors import InputError
+        from sim.scenario.load import build_model_spec
+        from sim.scenario.resolve import device_pools
 
         sc = scenario_from_dict({"name": "t", "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 1.5},
                                  "hicache": {"swa_full_tokens_ratio": "cap"}}, source="t")  # fmt: skip

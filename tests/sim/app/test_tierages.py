@@ -8,8 +8,8 @@ import pytest
 from sim.app.cli import main
 from sim.app.plot import plot
 from sim.app.run import format_summary, run_scenario, write_outputs
-from sim.app.scenario import scenario_from_dict
 from sim.base.errors import InputError
+from sim.scenario.load import scenario_from_dict
 
 WORKLOAD = {"kind": "multi_turn", "num_clients": 24, "max_parallel": 6, "request_length": 512, "output_length": 16,
             "num_rounds": 3, "request_rate": None}  # fmt: skip

@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import Field, ValidationError
 
-from sim.app.schema import _Section
 from sim.base.errors import InputError
 from sim.base.inputs import (
     MAX_FILE_BYTES,
@@ -25,6 +24,7 @@ from sim.base.inputs import (
     parse_yaml,
     read_text,
 )
+from sim.scenario.schema import _Section
 
 
 def error_of(fn, *args) -> str:

@@ -164,7 +164,7 @@ def test_on_a_mooncake_trace_boundary_keeps_l1_and_adds_l2_hits(conversation):
 def test_the_timed_engine_runs_boundary_with_any_eviction_order():
     """Every request finishes, backups are flushed and acked, and the caches keep the invariants."""
     from sim.app.run import run_scenario
-    from sim.app.scenario import scenario_from_dict
+    from sim.scenario.load import scenario_from_dict
 
     # The generic model: V4's exact cache has no boundary policy (tests/sim/app/test_run.py checks it is refused).
     base = {"name": "t", "seed": 3, "model": {"name": "generic", "generic_bytes_per_token": 35136},

@@ -113,7 +113,7 @@ def test_lfu_keeps_a_popular_prefix_that_lru_evicts():
 
 
 def test_a_scenario_names_the_bad_config_key_and_its_yaml_path():
-    from sim.app.scenario import scenario_from_dict
+    from sim.scenario.load import scenario_from_dict
 
     good = {"name": "t", "hicache": {"radix_eviction_policy": "slru",
                                      "radix_eviction_policy_config": {"protected_threshold": 4}}}  # fmt: skip

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from sim.app.run import run_scenario
-from sim.app.scenario import scenario_from_dict
 from sim.base.errors import InputError
 from sim.hisparse.decode import decode_shape
 from sim.hisparse.topk import ParametricAccess, TopkTrace, save_topk_trace
 from sim.offline.hisparsecalls import HiSparseDriver
+from sim.scenario.load import scenario_from_dict
 
 
 def decode_scenario(enabled: bool, compute: dict | None = None, **hisparse):

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.app.scenario import scenario_from_dict
 from sim.base.errors import InputError
 from sim.model.compute import Roofline, attention_pairs, step_model
+from sim.scenario.load import scenario_from_dict
 
 pytest.importorskip("aiconfigurator_core")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sim.app.run import compute_line
-from sim.app.scenario import scenario_from_dict
 from sim.model.compute import step_model
+from sim.scenario.load import scenario_from_dict
 
 pytest.importorskip("aiconfigurator_core")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sim.app.cli import main
-from sim.app.fromsglang import from_sglang
-from sim.app.scenario import scenario_from_dict
+from sim.interop.fromsglang import from_sglang
 from sim.model.aic import shipped_id, shipped_models
+from sim.scenario.load import scenario_from_dict
 
 pytestmark = pytest.mark.skipif(not shipped_models(), reason="needs the aic extra's shipped configs")
 

@@ -59,7 +59,7 @@ def test_a_request_constant_read_is_charged_per_request():
 
 
 def test_fitted_efficiencies_fill_what_the_scenario_leaves_null():
-    from sim.app.scenario import scenario_from_dict
+    from sim.scenario.load import scenario_from_dict
 
     fitted = {"mfu": 0.2, "mbu": 0.9, "step_overhead_ms": 6.0, "attn_flops_scale": 1.5}
     unset = scenario_from_dict({"name": "t"})

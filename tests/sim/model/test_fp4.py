@@ -7,13 +7,13 @@ with it (model_executor/pool_configurator.py:1109-1114: fp4 bytes on ROCm, the f
 
 import pytest
 
-from sim.app.resolve import device_pools
 from sim.app.run import run_scenario
-from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
 from sim.hisparse.buffer import HbmBudget, decode_capacity
 from sim.hisparse.decode import decode_shape
 from sim.model.modelcfg import derive, expert_dtype_of, load_config
+from sim.scenario.load import build_model_spec, scenario_from_dict
+from sim.scenario.resolve import device_pools
 
 
 def v4_flash(gpu: str = "B200", **model):

@@ -122,8 +122,8 @@ def test_a_scenario_whose_model_is_a_config_json_path_runs(tmp_path, capsys):
 
 def test_a_model_named_by_its_hugging_face_id_reads_the_config_aiconfigurator_ships():
     pytest.importorskip("aiconfigurator_core")
-    from sim.app.scenario import build_model_spec, scenario_from_dict
     from sim.model.aic import model_config_path
+    from sim.scenario.load import build_model_spec, scenario_from_dict
 
     sc = scenario_from_dict({"name": "pro", "model": "deepseek-ai/DeepSeek-V4-Pro", "hardware": {"gpu": "B200", "tp_size": 8, "kv_mem_gb": 40}})
     assert sc.model.config == "deepseek-ai/DeepSeek-V4-Pro" and "model.config" in sc.derived

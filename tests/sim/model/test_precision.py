@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from sim.app.scenario import scenario_from_dict
-from sim.app.validate import validate_file
 from sim.base.errors import InputError
 from sim.model.modelcfg import derive, expert_dtype_of, load_config
+from sim.scenario.load import scenario_from_dict
+from sim.scenario.validate import validate_file
 
 pytest.importorskip("aiconfigurator_core")
 
@@ -41,8 +41,8 @@ def test_validate_says_what_auto_chose(tmp_path):
 def test_the_kernel_backend_prices_the_experts_at_the_resolved_dtype_not_the_model_name_s():
     # The bundled V4-Flash config is the FP8 checkpoint's: memory sizes fp8 experts, and so do the kernels,
     # where the name alone would take the MXFP4 checkpoint's (which H200's tables have no MoE rows for).
-    from sim.app.resolve import resolve
     from sim.model.compute import step_model
+    from sim.scenario.resolve import resolve
 
     sc = scenario_from_dict({"name": "f", "model": {"name": "DeepSeek-V4-Flash", "config": "deepseek-v4-flash"},
                              "hardware": {"gpu": "H200", "tp_size": 8}, "hicache": {"enabled": False},
@@ -57,8 +57,8 @@ def test_the_kernel_backend_prices_the_experts_at_the_resolved_dtype_not_the_mod
 def test_a_decode_instance_is_priced_at_the_experts_its_memory_holds_too(monkeypatch):
     # A decode instance resolves no serving pools, yet its kernels must price the experts its memory holds.
     import sim.hisparse.decode as decode
-    from sim.app.precision import expert_dtype
     from sim.app.run import run_scenario
+    from sim.scenario.precision import expert_dtype
 
     sc = scenario_from_dict({"name": "d", "model": {"name": "DeepSeek-V4-Flash", "config": "deepseek-v4-flash"},
                              "hardware": {"gpu": "H200", "tp_size": 8}, "cluster": {"role": "decode"},

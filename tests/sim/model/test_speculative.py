@@ -6,12 +6,12 @@ SGLang 0.5.23: speculative/eagle_worker_v2.py (draft, verify, draft extend), mem
 
 import pytest
 
-from sim.app.resolve import device_pools
 from sim.app.run import run_scenario
-from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
 from sim.model.compute import Roofline
 from sim.model.speculative import SpecDecode
+from sim.scenario.load import build_model_spec, scenario_from_dict
+from sim.scenario.resolve import device_pools
 
 
 def one_request(model: str = "deepseek-v4-flash", output_length: int = 31, **spec):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sim.app.run import run_scenario
-from sim.app.scenario import scenario_from_dict
+from sim.scenario.load import scenario_from_dict
 from sim.serve.clients import client_report, format_client_report
 
 

@@ -11,12 +11,12 @@ import json
 
 import pytest
 
-from sim.app.resolve import device_pools, dp_mlp_share
 from sim.app.run import build, run_scenario
-from sim.app.scenario import build_model_spec, scenario_from_dict
 from sim.base.errors import InputError
 from sim.model import hardware
 from sim.model.modelcfg import derive, load_config
+from sim.scenario.load import build_model_spec, scenario_from_dict
+from sim.scenario.resolve import device_pools, dp_mlp_share
 
 
 def dp_scenario(dp: int = 4, method: str = "round_robin", workload: dict | None = None, **hw):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from sim.app.run import build, run_scenario, summarise, write_outputs
-from sim.app.scenario import scenario_from_dict
 from sim.base.errors import InputError
 from sim.model.costs import default_cost_table, parse_cost_table
+from sim.scenario.load import scenario_from_dict
 
 
 def scenario(**sections):
@@ -700,7 +700,7 @@ class TestChunkedPrefill:
         past the pass's chunk budget, held their cached prefixes and loaded host hits on the GPU."""
         from pathlib import Path
 
-        from sim.app.scenario import load_scenario
+        from sim.scenario.load import load_scenario
         from sim.serve.scheduler.schedule_policy import PrefillAdder
 
         most = []

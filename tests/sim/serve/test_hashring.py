@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 
 from sim.app.run import run_scenario
-from sim.app.scenario import scenario_from_dict
+from sim.scenario.load import scenario_from_dict
 from sim.serve.hashring import VIRTUAL_NODES_PER_WORKER, HashRing, dp_aware_urls, ring_position, routing_key
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sim.app.run import run_scenario
-from sim.app.scenario import scenario_from_dict
+from sim.scenario.load import scenario_from_dict
 from sim.serve.lanes import format_agentx_report
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "agentic"

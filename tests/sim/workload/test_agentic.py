@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from sim.app.run import lane_trajectories, run_scenario
-from sim.app.scenario import scenario_from_dict
-from sim.app.schema import AgenticWorkload
 from sim.base.errors import InputError
+from sim.scenario.load import scenario_from_dict
+from sim.scenario.schema import AgenticWorkload
 from sim.workload.agentic import generate_sessions, generated_trajectories
 from sim.workload.trajectory import Subagent, weka_trajectory
 

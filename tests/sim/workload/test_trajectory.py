@@ -204,7 +204,7 @@ def test_a_timed_bailian_run_hits_what_replay_hits_on_the_same_requests(tmp_path
     engine and through ``hicache-sim replay`` at the same L1 and L2: the same device and host hit tokens."""
     from sim.app.cli import main
     from sim.app.run import run_scenario
-    from sim.app.scenario import scenario_from_dict
+    from sim.scenario.load import scenario_from_dict
 
     serial = tmp_path / "serial.jsonl"
     rows = [json.loads(line) for line in (DATA / "bailian_synthetic.jsonl").read_text().splitlines()]

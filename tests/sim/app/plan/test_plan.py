@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from sim.app.cli import main
-from sim.app.fromsglang import from_sglang
-from sim.app.plan import parse_slo
+from sim.app.plan.build import parse_slo
 from sim.base.errors import InputError
+from sim.interop.fromsglang import from_sglang
 
 ROOT = Path(__file__).resolve().parents[4]
 QUICKSTART = str(ROOT / "scenarios" / "quickstart.yaml")
@@ -118,7 +118,7 @@ def test_bad_plan_options_are_one_line_before_any_run(args, says, tmp_path, caps
 @pytest.mark.parametrize("seeds, says", [([1, 2, 3], "95% upper bounds"), ([1], "one seed: no interval")])
 def test_the_criterion_says_what_was_compared_with_the_targets(seeds, says):
     from sim.app.plan.build import PlanSpec, _recommend
-    from sim.app.scenario import scenario_from_dict
+    from sim.scenario.load import scenario_from_dict
 
     spec = PlanSpec(scenario_from_dict({"name": "s"}), slo={"ttft_p90_s": 1.0}, seeds=seeds)
     point = {"label": "L1 only", "host_bytes_per_node": 0, "seeds_ok": len(seeds),
@@ -187,8 +187,8 @@ class TestSlo:
 
 
 def test_a_single_pool_model_gets_the_one_pass_curve_checked_against_replays_and_a_progress_bar(capsys, monkeypatch):
-    from sim.app.plan import PlanSpec, make_plan
-    from sim.app.scenario import load_scenario
+    from sim.app.plan.build import PlanSpec, make_plan
+    from sim.scenario.load import load_scenario
 
     monkeypatch.setattr("sim.base.progress.PLAIN_EVERY_S", 0.0)  # off a terminal: a line a run, not every 30 s
     sc = load_scenario(ROOT / "scenarios" / "mla_baseline_multiturn.yaml",
@@ -238,8 +238,8 @@ def test_a_launch_command_and_its_bench_client_make_a_plan_whose_command_keeps_t
 
 
 def _rocm_spec(*sets, **kw):
-    from sim.app.plan import PlanSpec
-    from sim.app.scenario import load_scenario
+    from sim.app.plan.build import PlanSpec
+    from sim.scenario.load import load_scenario
 
     sc = load_scenario(QUICKSTART, ["hardware.gpu=MI355X", "hardware.tp_size=8", *sets])
     return PlanSpec(sc, ratios=[2.0, 200.0], node_dram_gb=1000.0, **kw)
@@ -257,8 +257,8 @@ def test_plans_pinnable_ceiling_is_the_flag_else_the_field_else_the_platforms_ru
 
 def test_plan_refuses_candidates_past_the_rocm_default_and_fits_the_largest_ratio_under_it():
     from sim.app.plan.build import _host_candidates, _host_section, _Setup
-    from sim.app.scenario import build_model_spec
     from sim.model.hostmem import largest_fitting_ratio
+    from sim.scenario.load import build_model_spec
 
     spec = _rocm_spec()
     model = build_model_spec(spec.scenario)
@@ -277,8 +277,8 @@ def test_plan_refuses_candidates_past_the_rocm_default_and_fits_the_largest_rati
 
 def test_a_candidates_run_is_not_refused_by_the_ceiling_the_plan_already_applied():
     from sim.app.plan.build import _candidate_scenario
-    from sim.app.scenario import load_scenario
     from sim.model.hostmem import HostCandidate
+    from sim.scenario.load import load_scenario
 
     sc = load_scenario(QUICKSTART, ["hardware.pinnable_gb=1.5"])  # ratio 2: 1.0 GB pinned
     c = HostCandidate("--hicache-ratio 8", "--hicache-ratio 8", 8.0, None, 275, 2200, 216)

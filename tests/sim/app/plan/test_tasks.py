@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from sim.app.plan import tasks
-from sim.app.resolve import device_pools
-from sim.app.scenario import build_model_spec, load_scenario
 from sim.app.seeds import interval
+from sim.scenario.load import build_model_spec, load_scenario
+from sim.scenario.resolve import device_pools
 
 QUICKSTART = Path(__file__).resolve().parents[4] / "scenarios" / "quickstart.yaml"
 

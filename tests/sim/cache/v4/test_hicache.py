@@ -2,9 +2,9 @@
 remaining output, clipped, through decode passes that run a pool dry and the retractions that follow."""
 
 from sim.app.run import run_scenario
-from sim.app.scenario import load_scenario
 from sim.cache.budget import output_left
 from sim.cache.v4.hicache import V4HiCache
+from sim.scenario.load import load_scenario
 
 ROOT_SCENARIO = "scenarios/dsv4_flash_multiturn_l1l2.yaml"
 

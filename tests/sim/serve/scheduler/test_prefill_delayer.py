@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import simpy
 
 from sim.app.run import run_scenario
-from sim.app.scenario import scenario_from_dict
+from sim.scenario.load import scenario_from_dict
 from sim.serve.scheduler.prefill_delayer import PREFILL_BS_WINDOW, PrefillDelayer
 
 

@@ -1,0 +1,57 @@
+"""The rules a scenario must keep that need the server it describes: the pools SGLang would size
+(:func:`sim.scenario.resolve.server_pools`) inside the host memory and the platform's pinnable ceiling.
+
+They sit above the schema, beside the resolution they read; the loader hands them to the schema's validator
+(:func:`sim.scenario.load.scenario_from_dict`), after the structural rules of :mod:`sim.scenario.schema.checks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sim.model.hostmem import RESERVE_BYTES
+from sim.model.hostpools import host_pool_bytes
+from sim.scenario.pinned import pinned_over
+from sim.scenario.resolve import NoFullPool, server_pools
+from sim.scenario.schema import Scenario, build_model_spec
+from sim.scenario.schema.section import _field_error
+
+
+def pools_fit(sc: Scenario) -> None:
+    """At least one device page in ``kv_mem_gb``, and host pools of at least one page inside ``host_mem_gb`` less
+    SGLang's 10 GiB reserve, the rule ``plan`` prices candidates by (``mem_cache/pool_host/base.py:28, 84-108``),
+    each pool at the pages the run gets (:func:`sim.scenario.resolve.server_pools`; bytes: :mod:`sim.model.hostpools`)."""
+    hc, hw = sc.hicache, sc.hardware
+    page_bytes = sc.model.page_bytes(hc.page_size, hw.tp_size, hw.attn_dp_size)
+    if not page_bytes:
+        return
+    if hw.max_total_num_tokens is None and int(hw.kv_mem_gb * 1e9 // page_bytes) < 1:
+        raise _field_error("hardware.kv_mem_gb", f"smaller than one page ({page_bytes:,} B)")
+    if not hc.enabled:
+        return
+    model = build_model_spec(sc)
+    try:
+        _, swa_ratio, l2, l2_swa = server_pools(sc, model)  # the pools the run gets (sim.scenario.resolve)
+    except NoFullPool:
+        return  # SGLang would not start: the run's start check (and validate) names it
+    field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
+    if l2 < 1:
+        raise _field_error(field, "host pool smaller than one page")
+    if l2_swa is None and model.has_swa:  # a page count given: the SWA pools at their device share
+        l2_swa = max(1, int(l2 * swa_ratio))
+    host_gb = host_pool_bytes(model, l2, l2_swa or 0, hc.page_size) * hw.tp_size / 1e9
+    if host_gb > hw.host_mem_gb - RESERVE_BYTES / 1e9:
+        raise _field_error(field, f"host pools ({host_gb:,.1f} GB over {hw.tp_size} ranks) exceed "
+                           f"hardware.host_mem_gb ({hw.host_mem_gb:g}) less SGLang's 10 GiB reserve: a smaller pool "
+                           "or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
+
+
+def pinned_pools_fit(sc: Scenario) -> None:
+    """The host pools, all ranks, inside the platform's pinnable ceiling (``hardware.pinnable_gb`` or the
+    platform's rule, :mod:`sim.model.pinning`): past it the driver refuses to pin them at start."""
+    if (why := pinned_over(sc)) is not None:
+        field = "hicache.host_pages" if sc.hicache.host_pages is not None else "hicache.hicache_ratio"
+        raise _field_error(field, why)
+
+
+SERVER_CHECKS: tuple[Callable[[Scenario], None], ...] = (pools_fit, pinned_pools_fit)
