@@ -134,3 +134,15 @@ def test_nothing_under_sim_imports_torch_or_triton():
     heavy = sorted(str(p.relative_to(SIM.parent)) for p in MODULES.values()
                    if re.search(r"^\s*(import|from)\s+(torch|triton)\b", p.read_text(), re.M))  # fmt: skip
     assert not heavy, heavy
+
+
+def test_no_layer_holds_much_more_than_a_fifth_of_the_code():
+    """A layer a reader can take in: none past about a fifth of ``sim``'s lines (22%), so that growth shows up as
+    a new layer or a split, not as one room that does everything."""
+    lines = {layer: 0 for layer in LAYERS}
+    for m, path in MODULES.items():
+        if (layer := _layer(m)) is not None:
+            lines[layer] += len(path.read_text().splitlines())
+    total = sum(lines.values())
+    big = {layer: f"{n / total:.0%}" for layer, n in lines.items() if n > 0.22 * total}
+    assert not big, f"layers past 22% of sim's {total:,} lines: {big}"
