@@ -38,7 +38,8 @@ from sim.scenario.pinned import pinned_summary
 from sim.scenario.precision import expert_dtype
 from sim.scenario.resolve import ServerConfig, resolve, setting_rows
 from sim.serve import clients
-from sim.serve.engine import EngineConfig, Simulation
+from sim.serve.config import EngineConfig
+from sim.serve.engine import Simulation
 from sim.serve.metrics import (
     LINKS,
     MAX_TIMESERIES_ROWS,
@@ -48,7 +49,7 @@ from sim.serve.metrics import (
     dropped_by_reason,
     percentiles,
 )
-from sim.serve.scheduler.instance import new_cache
+from sim.serve.scheduler.instance_state import new_cache
 from sim.workload.request import Request
 from sim.workload.stream import Concat, Cost, RequestStream, Survey, survey
 from sim.workload.synthetic import arrival_times, multi_turn_requests, random_ids_requests, shared_prefix

@@ -28,9 +28,10 @@ MODULES = (
     "sim.cache.v4.swa", "sim.cache.v4.full", "sim.cache.v4.evict", "sim.cache.v4.hosttier",
     "sim.cache.v4.unified", "sim.cache.v4.pools", "sim.cache.v4.controller", "sim.cache.v4.swacache",
     "sim.cache.v4.hicache",
-    "sim.serve.scheduler.req", "sim.serve.scheduler.output", "sim.serve.scheduler.cache_controller",
+    "sim.serve.config", "sim.serve.metrics", "sim.serve.scheduler.req", "sim.serve.state",
+    "sim.serve.scheduler.instance_state", "sim.serve.scheduler.output", "sim.serve.scheduler.cache_controller",
     "sim.serve.scheduler.running_batch", "sim.serve.scheduler.schedule_policy", "sim.serve.scheduler.instance",
-    "sim.serve.metrics", "sim.serve.engine",
+    "sim.serve.engine",
 )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ from sim.offline.replay import pages_for_bytes
 from sim.scenario.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
 from sim.scenario.precision import precisions, step_backend
 from sim.scenario.schema import Scenario, build_model_spec
-from sim.serve.engine import EngineConfig
+from sim.serve.config import EngineConfig
 
 __all__ = ["NoFullPool", "ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "rank_chunk",
            "rank_max_running", "resolve", "server_pools", "setting_rows", "validated_server"]  # fmt: skip

@@ -29,100 +29,37 @@ scheduler processes, so an arrival at a step boundary is seen by that boundary's
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass
+from collections.abc import Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
 
 from sim.base.collector import cycle_gc_paused
-from sim.cache.ages import TierAges
-from sim.cache.protocol import PrefixCache
 from sim.model.compute import Roofline
 from sim.model.costs import CostTable
-from sim.model.pools import ModelSpec
-from sim.model.speculative import SpecDecode, backend_prices
+from sim.model.speculative import backend_prices
+from sim.serve.config import EngineConfig
 from sim.serve.hashring import HashRing, dp_aware_urls, routing_key
-from sim.serve.metrics import Recorder
 from sim.serve.scheduler.dp import DPController, DPGroup
 from sim.serve.scheduler.instance import Instance
 from sim.serve.scheduler.prefill_delayer import attach_delayers
 from sim.serve.scheduler.req import Running
-from sim.serve.storage import Storage
+from sim.serve.state import RunState
 from sim.workload.request import Request
 
 if TYPE_CHECKING:
     from sim.serve.lanes import LanePlayer
 
-__all__ = ["EngineConfig", "Simulation"]
+__all__ = ["Simulation"]
 
 
-@dataclass(frozen=True)
-class EngineConfig:
-    """Everything the engine needs, decoupled from the YAML schema (see ``sim.app.run.build``)."""
-
-    model: ModelSpec
-    instances: int = 1
-    router: str = "round_robin"
-    l1_pages: int = 1000
-    l2_pages: int = 0  # 0: HiCache off (L1 only)
-    l2_swa_pages: int | None = None  # V4's SWA host pages (None: l2_pages' SWA share)
-    write_policy: str = "write_through"
-    eviction_policy: str = "lru"  # SGLang's --radix-eviction-policy (sim/cache/eviction.py)
-    eviction_config: dict | None = None  # and its --radix-eviction-policy-config
-    load_back_threshold: int = 10
-    page_tokens: int = 256
-    swa_full_tokens_ratio: float = 0.1
-    io_backend: str = "kernel"  # cost-table backend
-    host_layout: str = "page_first"
-    max_running_requests: int = 256
-    schedule_policy: str = "fcfs"  # or "lpm": longest device prefix first
-    chunked_prefill_size: int = 8192
-    max_prefill_tokens: int = 16384
-    enable_mixed_chunk: bool = False  # decode rows join a prefill pass (SGLang --enable-mixed-chunk)
-    overlap_schedule: bool = True  # SGLang's overlap scheduler (--disable-overlap-schedule turns it off)
-    disable_consecutive_prefill_overlap: bool = False  # SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP
-    prefill_decode_interval: int = 0  # --prefill-decode-interval: decode passes after a prefill before the next
-    prefill_decode_interval_min_bs: int = 0  # --prefill-decode-interval-min-bs
-    tokenizer_tokens_per_s: float | None = None  # text prompts are encoded at this rate before queueing
-    tokenizer_workers: int = 1  # --tokenizer-worker-num
-    l3_enabled: bool = False
-    l3_read_Bps: float = 0.57e9
-    l3_write_Bps: float = 0.16e9
-    l3_latency_s: float = 1e-3
-    l3_capacity_pages: int | None = None
-    l3_io_batch_pages: int = 128
-    l3_all_window_pages: bool = False  # L3 moves every page's window pools, not just the trailing window
-    prefetch_threshold: int = 256
-    prefetch_policy: str = "timeout"
-    prefetch_timeout_base_s: float = 1.0
-    prefetch_timeout_per_ki_token_s: float = 0.25
-    duration_s: float | None = None
-    sample_interval_s: float = 1.0
-    record_requests: bool = True
-    spec: SpecDecode | None = None  # speculative decoding (sim.model.speculative); None: one token per decode pass
-    dp_size: int = 1  # attention-DP ranks per instance (DP attention): one scheduler and cache each
-    dp_mlp_share: float = 0.0  # the MLP/MoE share of a rank's per-token FLOPs, run over every rank's tokens
-    load_balance_method: str = "round_robin"  # how the DP controller picks a rank
-    enable_prefill_delayer: bool = False  # --enable-prefill-delayer (sim.serve.scheduler.prefill_delayer)
-    prefill_delayer_max_delay_passes: int = 30  # --prefill-delayer-max-delay-passes
-    prefill_delayer_token_usage_low_watermark: float | None = None  # --prefill-delayer-token-usage-low-watermark
-    tbo_threshold: float | None = None  # two-batch overlap's split threshold (sim.model.tbo); None: TBO off
-
-
-class Simulation:
-    """Builds the SimPy environment, instances and the arrival process; :meth:`run` plays it out."""
+class Simulation(RunState):
+    """Builds the instances and the arrival process over a run's shared state (the SimPy environment, the
+    recorder, the L3 store: :class:`~sim.serve.state.RunState`); :meth:`run` plays it out."""
 
     def __init__(self, cfg: EngineConfig, costs: CostTable, roofline: Roofline, rng: np.random.Generator) -> None:
-        self.cfg, self.costs, self.roofline, self.rng = cfg, costs, roofline, rng
-        self.env = simpy.Environment()
-        self.rec = Recorder(record_requests=cfg.record_requests)
-        needs_window = cfg.model.has_swa
-        self.storage = Storage(cfg.l3_capacity_pages, needs_window) if cfg.l3_enabled else None
-        self.ages = TierAges(self.env)  # page ages at hits and evictions per tier (sim.cache.ages)
-        if self.storage is not None:
-            self.storage.record_ages(self.ages, cfg.page_tokens)
+        super().__init__(cfg, costs, roofline, rng)
         self.instances = [Instance(self, i) for i in range(cfg.instances)]
         dp = cfg.dp_size
         self.controllers: list[DPController] = []
@@ -141,32 +78,7 @@ class Simulation:
             self.ring = HashRing(dp_aware_urls(cfg.instances // dp, dp))
         self._rr = 0
         self.arrived = 0
-        self.on_finish: Callable[[Request], None] | None = None
-        self.progress: Any = None  # a progress bar, counting the requests that leave
         self.client: LanePlayer | None = None  # a client with a report of its own
-        self.end_s = 0.0
-        # Pools that hold bytes, with their anchor: a copy moves kv-anchored pages and window pages.
-        self._pool_items = [(p.name, p.anchor) for p in cfg.model.pools if p.bytes_per_page]
-        self._transfer_memo: dict[tuple[str, int, int], float] = {}
-
-    def transfer_seconds(self, op: str, kv_pages: int, swa_pages: int, cache: PrefixCache) -> float:
-        """One merged copy of ``kv_pages`` pages (and window pages) in every pool, one call per pool; memoised
-        (every cache of a run has the configuration's page bytes)."""
-        key = (op, kv_pages, swa_pages)
-        seconds = self._transfer_memo.get(key)
-        if seconds is None:
-            seconds = self._transfer_memo[key] = self._transfer_seconds(op, kv_pages, swa_pages, cache)
-        return seconds
-
-    def _transfer_seconds(self, op: str, kv_pages: int, swa_pages: int, cache: PrefixCache) -> float:
-        backend, total = self.cfg.io_backend, 0.0
-        layers = self.cfg.model.layers if self.cfg.host_layout == "layer_first" else 1
-        for name, anchor in self._pool_items:
-            pages = kv_pages if anchor == "kv" else swa_pages
-            if pages:
-                item = cache.page_bytes[name]
-                total += self.costs.transfer_seconds(op, backend, pages * layers, max(1, item // layers))
-        return total
 
     # ----- routing and arrivals ---------------------------------------------------------------
     def route(self, req: Request) -> Instance:
@@ -205,28 +117,6 @@ class Simulation:
             if req.arrival_s > env.now:
                 yield env.timeout(req.arrival_s - env.now)
             self.dispatch(req)
-
-    def record(self, run: Running, now: float) -> None:
-        """A finished request's record (``sim.serve.metrics.REQUEST_COLUMNS``): admitted and hit at its first
-        admission, first token as the client saw it, retractions and their re-prefills apart."""
-        req = run.req
-        assert run.hits is not None  # set at its first admission
-        device, host, storage = run.hits
-        self.rec.request((
-            req.rid, run.inst, req.session, req.round, req.arrival_s, run.admitted_s, run.first_token_s, now,
-            req.input_len, req.output_len, device, host, storage, req.input_len - device - host - storage,
-            run.load_s, run.admitted_s - req.arrival_s, run.first_token_s - req.arrival_s, now - req.arrival_s,
-            run.retractions, run.reprocessed_computed, run.reprocessed_cached,
-        ))  # fmt: skip
-        self.finished_one(req)
-
-    def finished_one(self, req: Request) -> None:
-        """A request left the system (finished or dropped): the closed loop may send the next round."""
-        self.end_s = max(self.end_s, self.env.now)
-        if self.progress is not None:
-            self.progress.update(1)
-        if self.on_finish is not None:
-            self.on_finish(req)
 
     def sampler(self) -> Generator[simpy.Event, Any, None]:
         env, interval = self.env, self.cfg.sample_interval_s

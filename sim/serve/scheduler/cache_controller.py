@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sim.serve.scheduler.instance import Instance
+    from sim.serve.scheduler.instance_state import InstanceState
     from sim.serve.scheduler.req import Running
 
 # l3_lookup: SGLang's prefetch thread, which runs one storage lookup at a time (cache_controller.py:1333-1366)
@@ -48,7 +48,7 @@ class CacheController:
     """One instance's copy links, the backups queued in this step (``to_flush``) and the acks not yet processed
     (``acked``)."""
 
-    def __init__(self, inst: Instance) -> None:
+    def __init__(self, inst: InstanceState) -> None:
         self.inst, self.sim, self.env = inst, inst.sim, inst.env
         self.links = {name: Link(name) for name in LINKS}
         self.to_flush: list[Any] = []  # the caches' backups (PrefixCache.commit)

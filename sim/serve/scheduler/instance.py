@@ -14,30 +14,23 @@ lands.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
-from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import simpy
 
-from sim.cache.hicache import HiCache
-from sim.cache.protocol import PrefixCache
-from sim.cache.v4.hicache import V4HiCache, check_v4_setup
 from sim.model.tbo import tbo_saving
 from sim.serve.scheduler.cache_controller import CacheController
 from sim.serve.scheduler.dp import DPGroup
+from sim.serve.scheduler.instance_state import InstanceState
 from sim.serve.scheduler.output import OutputStreamer
 from sim.serve.scheduler.prefetch import Prefetcher
-from sim.serve.scheduler.prefill_delayer import PrefillDelayer
 from sim.serve.scheduler.req import Running
 from sim.serve.scheduler.running_batch import RunningBatch
 from sim.serve.scheduler.schedule_policy import PrefillAdder
-
-if TYPE_CHECKING:
-    from sim.serve.engine import EngineConfig, Simulation
+from sim.serve.state import RunState
 
 MAX_JUMP_STEPS = 256  # decode-only steps simulated in one timeout when nothing else can happen
 
@@ -60,23 +53,6 @@ def first_of(env: simpy.Environment, a: simpy.Event, b: simpy.Event) -> simpy.Ev
     return done
 
 
-def new_cache(cfg: EngineConfig) -> PrefixCache:
-    """SGLang's V4 cache for a model with a sliding window (exact, :mod:`sim.cache.v4.swacache`), else HiCache."""
-    if cfg.model.has_swa:
-        check_v4_setup(cfg.model, page_tokens=cfg.page_tokens, write_policy=cfg.write_policy,
-                       eviction_policy=cfg.eviction_policy)  # fmt: skip
-        return V4HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, l2_swa_pages=cfg.l2_swa_pages,
-                         policy=cfg.write_policy, load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                         swa_full_tokens_ratio=cfg.swa_full_tokens_ratio,
-                         chunked_prefill_size=cfg.chunked_prefill_size,
-                         decode_lookahead=cfg.spec.reserve if cfg.spec else 0)  # fmt: skip
-    return HiCache(cfg.model, l1_pages=cfg.l1_pages, l2_pages=cfg.l2_pages, policy=cfg.write_policy,
-                   load_back_threshold=cfg.load_back_threshold, page_tokens=cfg.page_tokens,
-                   eviction_policy=cfg.eviction_policy, eviction_config=cfg.eviction_config,
-                   chunked_prefill_size=cfg.chunked_prefill_size,
-                   decode_lookahead=cfg.spec.reserve if cfg.spec else 0)  # fmt: skip
-
-
 @dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
 class Batch:
     """The next pass: its prefill chunks (``tokens`` over ``chunks`` requests, ``done`` finishing their prompt),
@@ -97,7 +73,7 @@ class Batch:
         self.done, self.blocked, self.decode, self.n_decode = done, blocked, decode, n_decode
 
 
-def forward_seconds(sim: Simulation, b: Batch, decode_ctx: float) -> float:
+def forward_seconds(sim: RunState, b: Batch, decode_ctx: float) -> float:
     """The pass's forward by the step-time backend, the draft's passes included with speculative decoding."""
     spec = sim.cfg.spec
     if spec is None:
@@ -112,56 +88,42 @@ def forward_end(start: float, dt: float, loads_end: float, layers: int) -> float
     return max(start + dt, loads_end + dt / layers) if loads_end else start + dt
 
 
-class Instance:
+class Delayer(Protocol):
+    """What the scheduler asks of SGLang's prefill delayer (:mod:`.prefill_delayer`, above the instance, as it
+    reads the ranks): the next batch once the ranks agree whether it may admit; word that the rank sleeps."""
+
+    def next_batch(self, inst: Instance) -> Generator[simpy.Event, Any, Batch | None]: ...
+
+    def idle(self) -> None: ...
+
+
+class Instance(InstanceState):
     """One serving instance (with DP attention: one rank of one): a HiCache, a waiting queue, the prefilling
     requests, and the collaborators that admit, decode, copy, prefetch and stream for it."""
 
-    def __init__(self, sim: Simulation, idx: int) -> None:
-        self.sim, self.idx, self.env = sim, idx, sim.env
-        self.spec = sim.cfg.spec
+    def __init__(self, sim: RunState, idx: int) -> None:
+        super().__init__(sim, idx)
         self.layers = max(1, sim.cfg.model.layers)
-        self.cache = self._own_cache()
-        self.waiting: deque[Running] = deque()
-        self.queue_seq = itertools.count()  # numbers the waiting queue's order (Running.queue_seq)
-        self.prefilling: list[Running] = []
-        self.queued_tokens = 0  # the waiting and prefilling requests' prompts (the DP controller's total_tokens)
         self.ctrl = CacheController(self)
         self.links = self.ctrl.links
-        self.prefetcher = Prefetcher(self)
-        self.adder = PrefillAdder(self)
-        self.running_batch = RunningBatch(self)
+        self.prefetcher = Prefetcher(self, self.links)
+        self.running_batch = RunningBatch(self, self.finish, self.submit)
+        self.adder = PrefillAdder(self, self.ctrl, self.prefetcher, self.running_batch, self.drop)
         self.output = OutputStreamer(sim)
-        self.wake = self.env.event()
         self.blocked_s = 0.0
         self.decodes_owed = 0  # --prefill-decode-interval: decode passes still owed before the next prefill
         # When each tokenizer process frees (a min-heap), and how many requests it still holds.
         self.tokenizers = [0.0] * sim.cfg.tokenizer_workers
         self.tokenizing = 0
         self.group: DPGroup | None = None  # set by the Simulation for attention-DP ranks
-        self.delayer: PrefillDelayer | None = None  # --enable-prefill-delayer: set by the Simulation
-
-    def _own_cache(self) -> PrefixCache:
-        """A new cache to serve with, recording its pages' ages in the run's (:mod:`sim.cache.ages`)."""
-        cache = new_cache(self.sim.cfg)
-        cache.record_ages(self.sim.ages)
-        return cache
+        self.delayer: Delayer | None = None  # --enable-prefill-delayer: set by the Simulation
 
     @property
     def quiescent(self) -> bool:
         """Nothing running, queued or waiting for a backup ack: what SGLang's /flush_cache waits for."""
         return not (self.load or self.cache.pending or self.ctrl.acked or self.ctrl.to_flush)
 
-    def flush_cache(self) -> None:
-        """SGLang's ``/flush_cache`` on a quiescent instance: L1 and L2 emptied, counters kept, L3 untouched."""
-        stats = self.cache.stats
-        self.cache = self._own_cache()
-        self.cache.stats = stats
-
     # ----- requests in ------------------------------------------------------------------------
-    def notify(self) -> None:
-        if not self.wake.triggered:
-            self.wake.succeed()
-
     def tokenize(self, run: Running) -> None:
         """Queue a new request behind the prompts its tokenizer process is still encoding, then submit it.
 

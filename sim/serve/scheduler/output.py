@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 from sim.serve.scheduler.req import Running
 
 if TYPE_CHECKING:
-    from sim.serve.engine import Simulation
+    from sim.serve.state import RunState
 
 
 class OutputStreamer:
     """First tokens and finishes, streamed at once or, while ``deferring``, held until the next prefill forward
     ends (``late_stream``: HiCache on under the overlap scheduler)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: RunState) -> None:
         self.sim, self.env = sim, sim.env
         cfg = sim.cfg
         self.late_stream = (cfg.overlap_schedule and not cfg.disable_consecutive_prefill_overlap

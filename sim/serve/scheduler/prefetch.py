@@ -10,13 +10,14 @@ prefetch policy lets it go (DESIGN.md 1.5); a lookup that missed holds it too, e
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sim.cache.radix import Node
+from sim.serve.scheduler.l3read import Prefetch
 
 if TYPE_CHECKING:
-    from sim.serve.scheduler.instance import Instance
+    from sim.serve.scheduler.cache_controller import Link
+    from sim.serve.scheduler.instance_state import InstanceState
     from sim.serve.scheduler.req import Running
 
 # A queued request whose L3 lookup missed is looked up again every 8 scheduling passes, at most 8 times
@@ -25,28 +26,13 @@ PREFETCH_RETRY_INTERVAL = 8
 PREFETCH_RETRY_MAX_ATTEMPTS = 8
 
 
-@dataclass(slots=True)
-class Prefetch:
-    """An L3 read in flight for a queued request (SGLang's ``ongoing_prefetch`` entry)."""
-
-    start: int  # first page read: the request's L1 + L2 match when the read was issued
-    pages: int  # pages the read brings (storage's hit, or what the host had room for), held on the host
-    swa_pages: int  # window pages held on the host with them (none for a partial read)
-    requested_tokens: int  # the span asked for, which sizes the timeout and the in-flight cap
-    anchor: Node  # host-locked until the read ends (unified_radix_cache.py:2168-2172)
-    t_start: float
-    t_end: float
-    nbytes: int
-    deadline: float | None = None  # set at the first blocked admission poll (timeout policy)
-
-
 class Prefetcher:
     """One instance's L3 reads: the requested tokens in flight, capped at half the host pool; the queued
     requests whose lookup is re-issued at a later pass; this pass's requests skipped while their read runs
     (``blocked``), and the earliest deadline among them (``wake``)."""
 
-    def __init__(self, inst: Instance) -> None:
-        self.inst, self.sim, self.env = inst, inst.sim, inst.env
+    def __init__(self, inst: InstanceState, links: dict[str, Link]) -> None:
+        self.inst, self.sim, self.env, self.links = inst, inst.sim, inst.env, links
         self.tokens = 0
         self.cap = 0.5 * inst.sim.cfg.l2_pages * inst.sim.cfg.page_tokens
         self.retries: dict[int, int | None] = {}  # rid -> pass at which the lookup is re-issued (None: no pass yet)
@@ -90,7 +76,7 @@ class Prefetcher:
         # The lookup asks batch by batch and stops at the first batch with a miss (cache_controller.py:1308-1330).
         batch = cfg.l3_io_batch_pages
         calls = min(-(-(stop - start) // batch), hit // batch + 1)
-        _, looked_up = self.inst.links["l3_lookup"].submit(self.env.now, cfg.l3_latency_s * calls)
+        _, looked_up = self.links["l3_lookup"].submit(self.env.now, cfg.l3_latency_s * calls)
         if hit * pt < threshold:
             counters["storage_prefetch_unfulfilled_tokens_total:below_threshold"] += hit * pt
             self._retry_later(run)
@@ -116,7 +102,7 @@ class Prefetcher:
         self.sim.storage.touch(run.req.keys[start : start + pages])  # read: most recently used
         nbytes = sum(cache.pool_bytes(pages, swa).values())
         seconds = nbytes / cfg.l3_read_Bps + cfg.l3_latency_s * math.ceil(pages / cfg.l3_io_batch_pages)
-        t_start, t_end = self.inst.links["l3_read"].submit(looked_up, seconds)
+        t_start, t_end = self.links["l3_read"].submit(looked_up, seconds)
         self.tokens += requested
         pf = run.prefetch = Prefetch(start, pages, swa, requested, anchor, t_start, t_end, nbytes)
         counters["sim_prefetches_total"] += 1
@@ -167,7 +153,7 @@ class Prefetcher:
                 return False
         span = pf.t_end - pf.t_start
         done = int(pf.pages * min(1.0, max(0.0, now - pf.t_start) / span)) if span > 0 else pf.pages
-        link = self.inst.links["l3_read"]
+        link = self.links["l3_read"]
         if done < pf.pages and link.free_at == pf.t_end:  # nothing queued behind: the rest is cancelled
             link.free_at = pf.t_end = max(now, pf.t_start)
         self.end(run, done)

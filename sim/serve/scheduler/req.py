@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sim.workload.request import Request
 
 if TYPE_CHECKING:
-    from sim.serve.scheduler.prefetch import Prefetch
+    from sim.serve.scheduler.l3read import Prefetch
 
 
 @dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`

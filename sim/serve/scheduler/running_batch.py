@@ -11,12 +11,13 @@ is due (``page_due``): the steps between allocate nothing.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sim.serve.scheduler.req import Running
 
 if TYPE_CHECKING:
-    from sim.serve.scheduler.instance import Instance
+    from sim.serve.scheduler.instance_state import InstanceState
 
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS (environ.py:649)
 
@@ -24,8 +25,10 @@ RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS (environ.py:649)
 class RunningBatch:
     """The decoding requests of one instance by the pass they finish at, and the KV tokens they hold."""
 
-    def __init__(self, inst: Instance) -> None:
-        self.inst, self.spec = inst, inst.spec
+    def __init__(self, inst: InstanceState, finish: Callable[[Running], None],
+                 submit: Callable[[Running], None]) -> None:  # fmt: skip
+        """``finish`` and ``submit``: the instance's, for a request done decoding and for one retracted."""
+        self.inst, self.spec, self.finish, self.submit = inst, inst.spec, finish, submit
         self.accept: int | float = self.spec.accept_length if self.spec else 1  # context tokens a decode pass adds per request
         # (finish step, join order, request): requests finishing in one pass are released in batch.reqs order, the
         # order they joined (batch_result_processor.py:1006, 1466; merge_batch appends, schedule_batch.py:3977)
@@ -70,7 +73,7 @@ class RunningBatch:
             if not self._sync(run, run.req.output_len):
                 continue
             self.decode_ctx -= run.req.input_len + run.resumed + (key - run.decode_start) * self.accept
-            self.inst.finish(run)
+            self.finish(run)
 
     def _sync_due(self) -> None:
         """Bring every decoding request whose next page falls in the steps just run up to date. One whose last
@@ -131,7 +134,7 @@ class RunningBatch:
             counters["num_retracted_requests_total"] += 1
             counters["num_retracted_input_tokens_total"] += run.req.input_len
             counters["num_retracted_output_tokens_total"] += made
-            self.inst.submit(Running(run.req, run.inst, admitted_s=run.admitted_s, load_s=run.load_s,
+            self.submit(Running(run.req, run.inst, admitted_s=run.admitted_s, load_s=run.load_s,
                                      first_token_s=run.first_token_s, resumed=made, hits=run.hits,
                                      retractions=run.retractions + 1, reprocessed_computed=run.reprocessed_computed,
                                      reprocessed_cached=run.reprocessed_cached))  # fmt: skip

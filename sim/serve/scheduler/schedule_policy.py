@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sim.cache.hicache import Admission
@@ -17,7 +18,10 @@ from sim.model.compute import attention_pairs
 from sim.serve.scheduler.req import Running
 
 if TYPE_CHECKING:
-    from sim.serve.scheduler.instance import Instance
+    from sim.serve.scheduler.cache_controller import CacheController
+    from sim.serve.scheduler.instance_state import InstanceState
+    from sim.serve.scheduler.prefetch import Prefetcher
+    from sim.serve.scheduler.running_batch import RunningBatch
 
 LPM_MAX_QUEUE = 128  # SGLang falls back from lpm to fcfs above this queue length (schedule_policy.py)
 # In-batch prefix caching (schedule_policy.py:110-119): a waiting request with at most this many device-cached
@@ -53,8 +57,11 @@ class PrefillAdder:
     """Forms one instance's prefill batches: admits waiting requests within the pass's budgets (:meth:`admit`),
     then runs this pass's chunks of the admitted ones (:meth:`plan_prefill`)."""
 
-    def __init__(self, inst: Instance) -> None:
+    def __init__(self, inst: InstanceState, ctrl: CacheController, prefetcher: Prefetcher,
+                 running_batch: RunningBatch, drop: Callable[[Running], None]) -> None:  # fmt: skip
+        """The instance's parts it admits with; ``drop``: the instance's, for a request that never fits."""
         self.inst, self.cfg = inst, inst.sim.cfg
+        self.ctrl, self.prefetcher, self.running_batch, self.drop = ctrl, prefetcher, running_batch, drop
 
     def admit(self) -> bool:
         """Admit waiting requests in queue order while L1, the token budget and the running cap allow;
@@ -71,9 +78,9 @@ class PrefillAdder:
         behind a chunked one, holding its prefix and loads.
         """
         inst, cfg = self.inst, self.cfg
-        cache, pf = inst.cache, inst.prefetcher
+        cache, pf = inst.cache, self.prefetcher
         budget, chunk_budget = self._budgets()
-        running = len(inst.prefilling) + len(inst.running_batch.decoding)
+        running = len(inst.prefilling) + len(self.running_batch.decoding)
         if cfg.schedule_policy == "lpm" and 1 < len(inst.waiting) <= LPM_MAX_QUEUE:
             inst.waiting = lpm_order(cache, inst.waiting, cfg.page_tokens)
             for run in inst.waiting:
@@ -92,9 +99,9 @@ class PrefillAdder:
                 continue
             adm = cache.try_admit(run.req, run.resumed, chunk_budget)
             if adm is None:
-                if running == 0 and not cache.pending and not inst.ctrl.acked:
+                if running == 0 and not cache.pending and not self.ctrl.acked:
                     taken.add(id(run))  # nothing will ever free room for it
-                    inst.drop(run)
+                    self.drop(run)
                     continue
                 inst.sim.rec.counters["admission_stalls"] += 1
                 stalled = True
@@ -135,12 +142,12 @@ class PrefillAdder:
     def _add(self, run: Running, adm: Admission | V4Admission) -> None:
         """An admitted request joins the prefilling ones, its host hit loading back."""
         inst = self.inst
-        inst.prefetcher.retries.pop(run.req.rid, None)  # admitted: no more L3 lookups (scheduler.py:4310-4313)
+        self.prefetcher.retries.pop(run.req.rid, None)  # admitted: its L3 lookups end (scheduler.py:4310-4313)
         run.adm = adm
         self._account(run, adm)
         run.prefill_left = adm.computed_tokens
         run.prefill_pos = adm.device_tokens + adm.host_tokens
-        inst.ctrl.load_back(run)
+        self.ctrl.load_back(run)
         inst.prefilling.append(run)
 
     def _account(self, run: Running, adm: Admission | V4Admission) -> None:
@@ -209,4 +216,4 @@ class PrefillAdder:
     def mixed_rows(self) -> int:
         """Decode rows a mixed-chunk pass carries: each takes one token of the prefill budgets
         (``schedule_policy.py:637-640``, ``scheduler.py:4165``)."""
-        return len(self.inst.running_batch.decoding) if self.cfg.enable_mixed_chunk else 0
+        return len(self.running_batch.decoding) if self.cfg.enable_mixed_chunk else 0
