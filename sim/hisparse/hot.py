@@ -217,8 +217,9 @@ class BeladyBuffer(HotBuffer):
 
 
 def make_buffer(policy: Policy, size: int, stream: StreamTrace | None = None) -> HotBuffer:
-    """A hot buffer of ``size`` slots; ``stream`` sizes its id map (Belady needs it whole)."""
-    n_ids = stream.max_compressed if stream is not None else size
+    """A hot buffer of ``size`` slots; ``stream`` sizes its id map (Belady needs it whole). Its ids are kernel
+    tokens of either layout (C4 ids, or DSA's raw positions), so the map is sized by the largest id it holds."""
+    n_ids = int(stream.ids.max(initial=-1)) + 1 if stream is not None else size
     if policy == "lru":
         return LruBuffer(size, n_ids)
     if policy == "clock":
