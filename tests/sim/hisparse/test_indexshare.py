@@ -83,3 +83,16 @@ def test_run_stream_drives_a_dsa_layer_on_raw_positions():
     assert dsa.misses.sum() > 0 and dsa.backups == 39
     fits = run_stream(ParametricAccess(ratio=1).stream(0, 0, 100, 40, 64, rng), 256, family=DSA)
     assert fits.misses.sum() == 0
+
+
+def test_simulate_hisparse_runs_the_dsa_family_on_raw_positions_with_a_backup_every_step():
+    from sim.hisparse.buffer import DecodeModelShape, HiSparseConfig, simulate_hisparse
+
+    def run(family, ratio):
+        cfg = HiSparseConfig(device_buffer_size=256, top_k=64, layers_simulated=1, family=family)
+        return simulate_hisparse(cfg, DecodeModelShape(), ParametricAccess(ratio=ratio), 2, 600, 40, None,
+                                 np.random.default_rng(1))  # fmt: skip
+
+    dsa, v4 = run(DSA, 1), run(V4, 4)
+    assert dsa.total_misses > 0 and v4.total_misses == 0  # V4's 150 compressed tokens fit 256 slots; 600 raw do not
+    assert dsa.d2h_backup_bytes == 2 * 39 * DecodeModelShape().n_c4_layers * DecodeModelShape().kv_row_bytes
