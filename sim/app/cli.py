@@ -376,21 +376,23 @@ def _cmd_tree(args) -> int:
 HISPARSE_HELP = """Answer a stream of HiSparse decode calls as SGLang 0.5.23's HiSparseCoordinator and its swap-in
 kernel decide them, and check the answers against a recording.
 
-Calls (one JSON object a line): config (device_buffer_size, top_k, layers, ...), arrive (rid, prompt_len: a PD
-decode request whose prompt is on the host), step (reqs: [{rid, seq_len, topk}] in batch order; topk is one
-row of compressed ids, -1 padding, or one row per layer), finish (rid). Prints one JSON answer per (step,
-request, C4 layer), in SGLang's call order (a step's layers in turn, each over the batch): the fast path,
-hits, misses, loads as [token, slot] in miss order, the ids they evicted, the D2H backup, the resident count
-and a digest of the LRU order. With --expect, prints the agreement per field
-on stderr and exits 1 on any mismatch. Format and SGLang's recorded streams (gzipped), in the repository's
-tests/data/sglang_vectors/hisparse.
+Calls (one JSON object a line): config (device_buffer_size, top_k, layers, ...; "family": "dsa" for DeepSeek
+V3.2 / GLM-5.x, with their IndexShare fields under index_share), arrive (rid, prompt_len; "admission": "staging"
+for a colocated request, else a PD decode request whose prompt is on the host), step (reqs: [{rid, seq_len,
+topk}] in batch order; topk is one row of ids, -1 padding, or one row per layer, null on a DSA skip layer; ids
+are compressed for V4, raw positions for DSA), finish (rid). Prints one JSON answer per (step, request, layer),
+in SGLang's call order (a step's layers in turn, each over the batch): the fast path, hits, misses, loads as
+[token, slot] in miss order, the ids they evicted, the D2H backup, the resident count, a digest of the LRU order,
+and for DSA the buffer's slots and, on a skip layer, the anchor it replays and the items it copied. With
+--expect, prints the agreement per field on stderr and exits 1 on any mismatch. Format and SGLang's recorded
+streams (gzipped, read as they are), in the repository's tests/data/sglang_vectors/hisparse.
 """
 
 
 def _add_hisparse(sub) -> None:
     p = sub.add_parser("hisparse", help="answer HiSparse decode calls like SGLang's coordinator; check recorded answers",
                        description=HISPARSE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("calls", metavar="CALLS.jsonl", help="call stream (config / arrive / step / finish)")
+    p.add_argument("calls", metavar="CALLS.jsonl", help="call stream (config / arrive / step / finish; .gz read too)")
     p.add_argument("--expect", metavar="ANSWERS.jsonl", default=None,
                    help="recorded answers, one line per (step, request, layer): print the agreement per field")
     p.add_argument("--quiet", action="store_true", help="print only the agreement and mismatches, not every answer")
@@ -404,10 +406,12 @@ def _cmd_hisparse(args) -> int:
 
     path = _call_file(args.calls)
     expected = read_answers(_call_file(args.expect)) if args.expect else None  # both read before any output
-    answers = [a for _, rows in run_calls(path) for a in rows]
+    answered = list(run_calls(path))
+    if not answered:
+        raise InputError("holds no calls", source=args.calls)
+    answers = [a for _, rows in answered for a in rows]
     if not args.quiet:
-        for a in answers:
-            print(json.dumps(a, separators=(",", ":")))
+        _emit(json.dumps(a, separators=(",", ":")) for a in answers)
     if expected is None:
         return 0
     per_field, wrong = agreement(answers, expected)
@@ -422,6 +426,26 @@ def _cmd_hisparse(args) -> int:
     print(f"{rows - len(wrong)}/{rows} rows agree ({len(answers)} answered, {len(expected)} recorded); per field: "
           f"{fields}", file=sys.stderr)  # fmt: skip
     return 0 if not wrong else 1
+
+
+class _StdoutFailed(Exception):
+    """Standard output refused what was printed (a full disk, a file-size limit): one line, exit status 2."""
+
+
+def _emit(lines) -> None:
+    """Lines to standard output. Where it cannot take them all (ENOSPC, EFBIG under ``ulimit -f``), the lines
+    already written stay where they went, so the one line says so instead of claiming nothing was kept; the rest
+    of the buffer goes nowhere, so the interpreter's last flush does not fail again."""
+    try:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise _StdoutFailed(f"standard output: {os_error_text(exc)}; what was printed before it is incomplete") from None
 
 
 def _add_validate(sub) -> None:
@@ -987,6 +1011,9 @@ def main(argv: list[str] | None = None) -> int:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at the interpreter's exit
         return code
+    except _StdoutFailed as exc:
+        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `| head`: the reader has gone; end as a shell would, without a word
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again

@@ -187,15 +187,34 @@ def open_input(path: str | Path, what: str, *, source: str | None = None) -> IO[
         raise InputError(f"cannot read {what}: {os_error_text(exc)}", source=source or str(path)) from None
 
 
-def read_text(path: str | Path, what: str, *, source: str | None = None) -> str:
+def read_text(path: str | Path, what: str, *, source: str | None = None, gzipped: bool = False) -> str:
     """The whole of a UTF-8 text file, refused before it is read in full when over ``MAX_FILE_BYTES``
-    (a wrong file named by mistake costs one line, not the machine's memory)."""
+    (a wrong file named by mistake costs one line, not the machine's memory). With ``gzipped``, a file that
+    starts as gzip does is read decompressed, under the same bound on what it decompresses to."""
     source = source or str(path)
     with open_input(path, what, source=source) as fh:
         raw = fh.read(MAX_FILE_BYTES + 1)
+        if gzipped and raw[:2] == _GZIP_MAGIC:
+            raw = _gunzipped(raw, what, source)
     if len(raw) > MAX_FILE_BYTES:
         raise InputError(f"larger than {MAX_FILE_BYTES >> 20} MiB; not a {what}?", source=source)
     return _decoded(raw, what, source)
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _gunzipped(raw: bytes, what: str, source: str) -> bytes:
+    """``raw`` decompressed, at most ``MAX_FILE_BYTES + 1`` bytes of it (a larger one is refused by the caller)."""
+    import gzip
+    import io
+    import zlib
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
+            return fh.read(MAX_FILE_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"a damaged gzip file ({exc}), not a {what}", source=source) from None
 
 
 def _decoded(raw: bytes, what: str, source: str, line: int | None = None) -> str:

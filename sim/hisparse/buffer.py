@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from sim.cache.v4.swa import swa_tokens_per_request
-from sim.hisparse.coordinator import eager_backups, run_stream
+from sim.hisparse.coordinator import V4, Family, eager_backups, run_stream
 from sim.hisparse.hot import INITIAL_FILLS, POLICIES, InitialFill, Policy
 from sim.hisparse.topk import C4_RATIO, AccessModel, TraceAccess
 
@@ -293,6 +293,7 @@ class HiSparseConfig:
     step_windows: int | None = None
     window_steps: int = 256
     warmup_steps: int = 128
+    family: Family = V4  # the kernel's layout; DSA: raw-position streams (ParametricAccess(ratio=1)), a backup a step
 
     def __post_init__(self) -> None:
         if self.device_buffer_size < 1 or self.layers_simulated < 1:
@@ -349,14 +350,14 @@ def simulate_hisparse(config: HiSparseConfig, shape: DecodeModelShape, access: A
             m_parts, a_parts = [], []
             for start, warm, count in plan:
                 st = access.stream(r, layer, input_len + start - warm, warm + count, k, rng)
-                res = run_stream(st, config.device_buffer_size, config.policy, config.initial_fill)
+                res = run_stream(st, config.device_buffer_size, config.policy, config.initial_fill, config.family)
                 m_parts.append(res.misses[warm:])
                 a_parts.append(res.accesses[warm:])
             rows.append(np.concatenate(m_parts))
             accs.append(np.concatenate(a_parts))
         per_req.append(rows)
         per_acc.append(accs)
-        backups += eager_backups(input_len, output_len)
+        backups += eager_backups(input_len, output_len, config.family.ratio)
     misses = np.array(per_req, dtype=np.int64)
     accesses = np.array(per_acc, dtype=np.int64)
     steps = np.concatenate([np.arange(s, s + c) for s, _, c in plan]) if plan else np.zeros(0, dtype=np.int64)

@@ -1,5 +1,5 @@
-"""HiSparse hot buffers: one (request, C4 layer)'s ``device_buffer_size`` GPU slots of C4 KV and the policy that
-picks the slots a step's misses take.
+"""HiSparse hot buffers: one (request, kernel layer)'s ``device_buffer_size`` GPU slots of KV (V4's C4 rows or a
+DSA model's tokens) and the policy that picks the slots a step's misses take.
 
 - ``lru``: SGLang 0.5.23's swap-in kernel, decision for decision (:class:`LruBuffer`). How the coordinator starts
   the buffer, takes the fast path and backs tokens up: :mod:`sim.hisparse.coordinator`.
@@ -8,7 +8,7 @@ picks the slots a step's misses take.
   Generic CLOCK, not checked against an upstream kernel.
 - ``belady``: offline optimum (evict the resident id whose next use is furthest); needs the whole stream.
 
-The newest compressed token lives in a reserved slot outside these (never a miss, never in the order).
+The newest kernel token lives in a reserved slot outside these (never a miss, never in the order).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _NONE = np.empty(0, dtype=np.int64)
 
 
 class HotBuffer:
-    """Slots and the id<->slot maps shared by all policies. Ids are compressed-token positions.
+    """Slots and the id<->slot maps shared by all policies. Ids are kernel-token positions (C4 or raw).
 
     After each :meth:`access`, ``loaded`` holds the missed ids in top-k order, ``victims`` the slot each took
     and ``displaced`` the id each slot held (-1: empty), so a caller can report the step's loads."""
@@ -217,8 +217,9 @@ class BeladyBuffer(HotBuffer):
 
 
 def make_buffer(policy: Policy, size: int, stream: StreamTrace | None = None) -> HotBuffer:
-    """A hot buffer of ``size`` slots; ``stream`` sizes its id map (Belady needs it whole)."""
-    n_ids = stream.max_compressed if stream is not None else size
+    """A hot buffer of ``size`` slots; ``stream`` sizes its id map (Belady needs it whole). Its ids are kernel
+    tokens of either layout (C4 ids, or DSA's raw positions), so the map is sized by the largest id it holds."""
+    n_ids = int(stream.ids.max(initial=-1)) + 1 if stream is not None else size
     if policy == "lru":
         return LruBuffer(size, n_ids)
     if policy == "clock":

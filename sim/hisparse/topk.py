@@ -49,8 +49,9 @@ def compressed_len(seq_len: np.ndarray | int) -> np.ndarray | int:
 class StreamTrace:
     """One (request, layer) access stream.
 
-    ``ids`` is ``(n_steps, width)`` int32, padded with -1 on the right; every valid id of row ``s`` is
-    in ``[0, seq_len[s] // 4)``. Ids may repeat within a row (the hot buffer counts them once).
+    ``ids`` is ``(n_steps, width)`` int32, padded with -1 on the right; every valid id of row ``s`` is a
+    kernel token below ``seq_len[s] // ratio``: a C4 id for V4 (ratio 4), a raw position for DSA (ratio 1).
+    Ids may repeat within a row (the hot buffer counts them once).
     """
 
     seq_len: np.ndarray
@@ -59,10 +60,6 @@ class StreamTrace:
     @property
     def n_steps(self) -> int:
         return int(self.seq_len.shape[0])
-
-    @property
-    def max_compressed(self) -> int:
-        return int(compressed_len(self.seq_len.max())) if self.n_steps else 0
 
     def window(self, start: int, stop: int) -> StreamTrace:
         return StreamTrace(self.seq_len[start:stop], self.ids[start:stop])
@@ -116,16 +113,20 @@ class ParametricAccessParams:
 
 @dataclass(frozen=True)
 class ParametricAccess:
-    """Synthetic indexer: deterministic given the ``numpy.random.Generator`` passed to :meth:`stream`."""
+    """Synthetic indexer: deterministic given the ``numpy.random.Generator`` passed to :meth:`stream`.
+
+    ``ratio``: raw tokens per id it selects: 4 for V4's C4 indexer (compressed ids), 1 for a DSA indexer, which
+    selects raw positions (``layers/attention/dsa/dsa_topk_backend.py:272-309``)."""
 
     params: ParametricAccessParams = field(default_factory=ParametricAccessParams)
+    ratio: int = C4_RATIO
 
     def stream(
         self, request: int, layer: int, input_len: int, n_steps: int, top_k: int, rng: np.random.Generator
     ) -> StreamTrace:
         p = self.params
         seq_len = input_len + 1 + np.arange(n_steps, dtype=np.int64)
-        n_max = int(compressed_len(int(seq_len[-1]))) if n_steps else 0
+        n_max = int(seq_len[-1]) // self.ratio if n_steps else 0
         out = np.full((n_steps, top_k), -1, dtype=np.int32)
         # Popularity: rank r (1-based) of a random permutation has weight r^-alpha.
         rank_of = rng.permutation(max(n_max, 1)).astype(np.int64)
@@ -136,7 +137,7 @@ class ParametricAccess:
         prev_rest = np.empty(0, dtype=np.int64)
         n_recent = int(round(p.recent_fraction * top_k))
         for s in range(n_steps):
-            n = int(compressed_len(int(seq_len[s])))
+            n = int(seq_len[s]) // self.ratio
             if n <= top_k:
                 out[s, :n] = np.arange(n)
                 prev_rest = np.empty(0, dtype=np.int64)

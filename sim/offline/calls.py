@@ -11,8 +11,9 @@ from sim.base.inputs import MAX_REQUEST_TOKENS
 __all__ = ["MAX_COUNT", "Fields", "check_call", "check_fields", "expand_tokens", "host_runs", "token_runs"]
 
 # A call's fields by op: name -> (kind, least value, required). Kinds: int, int? (null allowed), bool, tokens (ids
-# and [first, count] runs), ids (plain ids), rid, num (a finite number from least to MAX_COUNT), objects (a list of
-# JSON objects, each checked by its format), and a choice of names written "a|b|c".
+# and [first, count] runs), ids (plain ids), rid, num (a finite number from least to MAX_COUNT), object (a JSON
+# object, checked by its format), objects (a list of JSON objects, each checked by its format), and a choice of
+# names written "a|b|c".
 Fields = dict[str, tuple[str, int, bool]]
 MAX_ID = 1 << 63
 MAX_COUNT = MAX_REQUEST_TOKENS  # tokens one call may name, and decode steps one call may ask for
@@ -84,6 +85,8 @@ def _problem(value, kind: str, least: int) -> str | None:
     if kind == "num":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and least <= value <= MAX_COUNT
         return None if ok else f"expected a number from {least} to {MAX_COUNT:,}, got {value!r}"
+    if kind == "object":
+        return None if isinstance(value, dict) else f"expected a JSON object, got {value!r}"[:200]
     if kind == "objects":
         ok = isinstance(value, list) and all(isinstance(x, dict) for x in value)
         return None if ok else f"expected a list of JSON objects, got {value!r}"[:200]

@@ -249,7 +249,7 @@ def run_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
 def read_calls(path: Path) -> Iterator[tuple[int, dict, dict | None]]:
     """(line number, call, expect or None) for each call line; a first line that is no call (a header) comes
     as line 0. Raises InputError naming the file and line."""
-    text = read_text(path, "call stream")
+    text = read_text(path, "call stream", gzipped=True)
     first = True
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -27,7 +27,8 @@ def _run_folder(d: Path) -> Path:
 
 READERS = [["validate", "{p}"], ["validate", "{s}", "--set", "model.config={p}"],
            ["validate", "{s}", "--set", "workload.kind=trace", "--set", "workload.path={p}"],
-           ["replay", "{p}", "--no-progress"], ["tree", "{p}", "--quiet"], ["diff", "{r}", "{p}"],
+           ["replay", "{p}", "--no-progress"], ["tree", "{p}", "--quiet"], ["hisparse", "{p}", "--quiet"],
+           ["diff", "{r}", "{p}"],
            ["plan", "--scenario", "{s}", "--trace", "{p}", "--out", "{o}"],
            ["calibrate", "check", "{p}", "--baseline", "{p}"],
            ["calibrate", "compute", "{p}", "--scenario", "{s}", "--out", "{o}.json"],

@@ -6,8 +6,9 @@ memory.
 The hostile values come from the inputs' own declarations, not from a hand list: the scenario's pydantic models
 (every field of every section, each workload kind's and each list item's fields, their declared bounds), the
 config.json fields :data:`sim.model.modelcfg.CONFIG_INTS` says the derivation reads, the tree calls' declarations
-(:data:`sim.offline.treecalls.CALL_FIELDS` and the host tier's ``HOST_CALL_FIELDS``), the fields of the bundled cost table, SGLang's flag table, the trace and
-bench-result formats' fields. A field added to any of these is fuzzed with no change here.
+(:data:`sim.offline.treecalls.CALL_FIELDS` and the host tier's ``HOST_CALL_FIELDS``), the HiSparse calls'
+(:data:`sim.offline.hisparsecalls.CALL_FIELDS`, V4 and DSA), the fields of the bundled cost table, SGLang's flag
+table, the trace and bench-result formats' fields. A field added to any of these is fuzzed with no change here.
 
 ``HYPOTHESIS_PROFILE=long`` runs ten times as many examples (by hand; CI runs the default profile).
 """
@@ -34,9 +35,11 @@ from pydantic import BaseModel
 from sim.app.cli import main
 from sim.app.run import LONG_RUN_REQUESTS, build
 from sim.base.inputs import MAX_MAGNITUDE, MIN_MAGNITUDE
+from sim.hisparse.indexshare import INDEX_SHARE_FIELDS
 from sim.interop.fromsglang import _LAUNCH
 from sim.model.modelcfg import CONFIG_INTS
 from sim.offline.calls import _problem as problem_of
+from sim.offline.hisparsecalls import CALL_FIELDS as HISPARSE_CALL_FIELDS
 from sim.offline.treecalls import CALL_FIELDS, HOST_CALL_FIELDS, RADIX_CALL_FIELDS
 from sim.scenario.load import Scenario, load_scenario
 
@@ -540,6 +543,8 @@ def call_value(kind: str, least: int) -> st.SearchStrategy:
         "ids": st.lists(st.integers(0, 50), max_size=40),
         "rid": st.sampled_from(["r1", "r2", 1]),
         "num": st.floats(least - 1, least + 4) | st.sampled_from(_edges([least])),
+        "object": st.dictionaries(st.sampled_from([*INDEX_SHARE_FIELDS, "x"]), ANY_JSON | st.integers(-1, 9),
+                                  max_size=3),
     }[kind]
     return st.one_of(own, ANY_JSON)
 
@@ -621,19 +626,100 @@ def test_any_host_tier_stream_gives_answers_or_one_line(fresh, capsys, rss, text
     _tree_answers_or_one_line(fresh, capsys, text)
 
 
-def _tree_answers_or_one_line(fresh, capsys, text: str) -> None:
+def odds(n: int) -> st.SearchStrategy:
+    """True one time in ``n`` (hypothesis leans to a list's first item, so the rare case comes last)."""
+    return st.sampled_from([False] * (n - 1) + [True])
+
+
+@st.composite
+def index_share(draw) -> dict:
+    """IndexShare fields as a DSA config writes them: mostly small legal values, one in eight anything."""
+    if draw(odds(8)):
+        return draw(call_value("object", 0))
+    return draw(st.fixed_dictionaries({}, optional={
+        "index_topk_freq": st.integers(1, 4), "index_skip_topk_offset": st.integers(1, 4),
+        "index_topk_pattern": st.text("DS", max_size=6), "cli_factor": st.integers(1, 3),
+        "indexer_types": st.lists(st.sampled_from(["full", "shared"]), max_size=6)}))  # fmt: skip
+
+
+@st.composite
+def topk_rows(draw, seq_len: int, layers: int, k: int, ratio: int):
+    """A step's top-k for one request: mostly what the indexer gives (distinct ids below ``seq_len // ratio``, -1
+    padding; one row, the same row for every layer, or a row per layer); one in six anything near it (ids out of
+    range, repeated, ragged, null rows, rows for the wrong number of layers, not ids at all)."""
+    span = max(seq_len // ratio, 0)
+    ids = st.lists(st.integers(0, max(span - 1, 0)), max_size=min(k, span), unique=True).map(
+        lambda r: r + [-1] * min(draw(st.integers(0, 2)), k - len(r)))
+    if not draw(odds(6)):
+        row = draw(ids)
+        return draw(st.sampled_from([row, [row] * layers, [draw(ids) for _ in range(layers)]]))
+    wild = st.lists(st.integers(-2, seq_len + 1), max_size=k + 1)
+    row = ids | wild | st.none()
+    return draw(wild | st.lists(row, min_size=layers, max_size=layers) | st.lists(row, max_size=layers + 1) | ANY_JSON)
+
+
+@st.composite
+def hisparse_call_streams(draw) -> str:
+    """A HiSparse stream (:data:`HISPARSE_CALL_FIELDS`): a config of either family with small legal sizes (one in
+    eight with a field drawn from its declaration's kind instead), arrivals and finishes on a few rids, steps whose
+    rows mostly follow each request's seq_len, their top-k from :func:`topk_rows`; one call in twenty is hostile."""
+    fields = HISPARSE_CALL_FIELDS
+    cfg = {"op": "config", "family": draw(st.sampled_from(["dsa", "v4"])), "device_buffer_size": draw(st.integers(1, 24)),
+           "layers": draw(st.integers(1, 4)), "page_size": draw(st.sampled_from([4, 16, 64, 1]))}  # fmt: skip
+    cfg["top_k"] = draw(st.integers(1, cfg["device_buffer_size"]))
+    if cfg["family"] == "dsa" and draw(st.booleans()):
+        cfg["index_share"] = draw(index_share())
+    layers, k = cfg["layers"], cfg["top_k"]  # what the rows are drawn for, whatever the line below does to them
+    if draw(odds(8)):
+        name, (kind, least, _) = draw(st.sampled_from(sorted(fields["config"].items())))
+        cfg[name] = draw(call_value(kind, least))
+    lines, seq = [cfg], {}
+    for _ in range(draw(st.integers(0, 16))):
+        op = "bogus" if draw(odds(40)) else draw(st.sampled_from(["step"] * 8 + ["arrive"] * 3 + ["finish"] * 2))
+        if op != "bogus" and not seq and not draw(odds(10)):
+            op = "arrive"  # mostly on a request that arrived before
+        hostile = draw(odds(20))
+        if op == "arrive":
+            free = [r for r in "abc" if r not in seq] or ["a"]
+            rid = draw(st.sampled_from(free if not hostile else ["a", "b", "c", 1]))
+            call = {"op": op, "rid": rid, "prompt_len": draw(call_value("int", 1) if hostile else st.integers(1, 120))}
+            if draw(st.booleans()):
+                call["admission"] = draw(call_value("direct|staging", 0) if hostile else st.sampled_from(["direct", "staging"]))
+            if isinstance(call["prompt_len"], int) and call["prompt_len"] > 0:
+                seq[rid] = call["prompt_len"] + 1
+        elif op == "step":
+            rows = []
+            for rid in draw(st.lists(st.sampled_from(sorted(seq) or ["a"]), min_size=1, max_size=3, unique=True)):
+                n = seq.get(rid, 2) + (draw(st.sampled_from([1, -1, 2])) if hostile else 0)
+                rows.append({"rid": rid, "seq_len": n, "topk": draw(topk_rows(n, layers, k, 1 if cfg["family"] == "dsa" else 4))})
+                seq[rid] = seq.get(rid, 2) + 1
+            call = {"op": op, "reqs": rows}
+        else:
+            call = {"op": op, "rid": draw(st.sampled_from(sorted(seq) or ["a"]))}
+            seq.pop(call["rid"], None)
+        lines.append(call)
+    return "\n".join(json.dumps(c) for c in lines) + "\n"
+
+
+@fuzz_settings(150)
+@given(text=hisparse_call_streams())
+def test_any_hisparse_stream_gives_answers_or_one_line(fresh, capsys, rss, text):
+    _tree_answers_or_one_line(fresh, capsys, text, command="hisparse")
+
+
+def _tree_answers_or_one_line(fresh, capsys, text: str, command: str = "tree") -> None:
     d = fresh()
     calls = d / "c.jsonl"
     calls.write_text(text, errors="surrogateescape")
     start, cpu = time.perf_counter(), time.process_time()
 
     def hung(*_):
-        raise TimeoutError(f"tree ran over {WALL_SECONDS_PER_COMMAND} s on:\n{text[:2000]}")
+        raise TimeoutError(f"{command} ran over {WALL_SECONDS_PER_COMMAND} s on:\n{text[:2000]}")
 
     previous = signal.signal(signal.SIGALRM, hung)  # a loop that never returns fails here instead of hanging CI
     signal.alarm(int(WALL_SECONDS_PER_COMMAND))
     try:
-        code = main(["tree", str(calls), "--quiet"])
+        code = main([command, str(calls), "--quiet"])
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

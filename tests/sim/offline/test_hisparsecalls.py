@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from sim.app.cli import main
+from sim.base.errors import InputError
 from sim.offline.hisparsecalls import HiSparseDriver, agreement, lru_hash, read_answers
 
 VECTORS = Path(__file__).parents[2] / "data" / "sglang_vectors" / "hisparse"
@@ -199,3 +201,242 @@ def test_a_bad_call_is_one_line_naming_its_line_and_field_and_exit_2(calls, line
     assert out.out == ""  # nothing answered before the refusal
     lines = out.err.strip().splitlines()
     assert len(lines) == 1 and f"{path}:{line}: {message}" in lines[0], lines
+
+
+# --- the DSA family (DeepSeek V3.2, GLM-5.x) ---------------------------------------------------------
+
+SHARED = Path(os.environ.get("HICACHE_SIM_SHARED", Path(__file__).parents[4] / "shared")) / "vectors" / "hisparse"
+SHARED_STREAMS = sorted(SHARED.glob("stream_*[0-9].jsonl")) + sorted(SHARED.glob("dsa/stream_*[0-9].jsonl"))
+GENERATED = Path(__file__).parents[2] / "data" / "hisparse_dsa"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared (SGLang's recorded vectors) is not here")
+@pytest.mark.parametrize("calls", SHARED_STREAMS, ids=lambda p: p.name)
+def test_every_shared_stream_agrees_on_every_field(calls, capsys):
+    """Every row of every stream SGLang's coordinator answered, V4 and DSA, on every field (the DSA ones add
+    ``kernel_len``, ``buffer_cap`` and, on IndexShare skip layers, ``replay_of`` and ``copied``)."""
+    answers = calls.with_name(calls.name.replace(".jsonl", ".answer.jsonl"))
+    assert main(["hisparse", str(calls), "--expect", str(answers), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    rows = read_answers(answers)
+    n = len(rows)
+    assert f"{n}/{n} rows agree ({n} answered, {n} recorded)" in err
+    for key in {k for r in rows for k in r}:
+        have = sum(key in r for r in rows)
+        assert f"{key} {have}/{have}" in err
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared is not here")
+def test_the_shared_dsa_vectors_are_all_here():
+    assert len(list(SHARED.glob("dsa/stream_*[0-9].jsonl"))) == 6
+    assert sum(len(read_answers(p)) for p in SHARED.glob("dsa/*.answer.jsonl")) == 3108
+
+
+def test_the_generated_dsa_stream_agrees_with_a_naive_statement_of_sglang_on_every_field(capsys):
+    """Our own stream (tests/data/hisparse_dsa, gzipped and read as it is), answered by a second, list-based
+    transcription of the coordinator and the kernel (``dsa_oracle.py``): PD direct and colocated staging, above
+    and below the buffer, growth page by page, IndexShare skip layers, a finish and re-admissions."""
+    from tests.sim.offline import dsa_oracle
+
+    calls = GENERATED / f"{dsa_oracle.NAME}.jsonl.gz"
+    answers = GENERATED / f"{dsa_oracle.NAME}.answer.jsonl.gz"
+    stream = dsa_oracle.calls()
+    assert [json.loads(x) for x in gzip.decompress(calls.read_bytes()).splitlines()] == stream  # the data is fresh
+    assert read_answers(answers) == dsa_oracle.answers(stream)
+    assert main(["hisparse", str(calls), "--expect", str(answers), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    n = len(read_answers(answers))
+    assert f"{n}/{n} rows agree" in err and "replay_of" in err and "buffer_cap" in err
+
+
+def dsa(h: int = 8, k: int = 4, layers: int = 1, page: int = 4, **extra) -> dict:
+    return {"op": "config", "family": "dsa", "device_buffer_size": h, "top_k": k, "layers": layers,
+            "page_size": page, **extra}
+
+
+def test_dsa_takes_the_fast_path_on_the_raw_length_and_backs_up_every_step_but_the_first():
+    """DSA's kernel length is ``seq_len`` itself (compress_ratio 1): fast while seq_len <= H (V4 would divide by
+    4), and each step backs up the previous newest position ``seq_len - 2`` except the first after admission."""
+    rows = answer([dsa(), {"op": "arrive", "rid": "a", "prompt_len": 5},
+                   *[step(("a", n, list(range(min(n, 4))))) for n in range(6, 12)]])
+    assert [r["fast"] for r in rows] == [True, True, True, False, False, False]
+    assert [r["kernel_len"] for r in rows] == list(range(6, 12))
+    assert [r["backup"] for r in rows] == [None, 5, 6, 7, 8, 9]
+
+
+def test_a_dsa_buffer_grows_page_by_page_then_jumps_to_its_size_plus_a_page():
+    """``alloc_device_buffer`` takes whole pages of the prompt; ``_grow_device_buffers`` adds pages while seq_len
+    <= H and pads to H + page as soon as the page-aligned length reaches H (H 8, page 4: 4, 8 -> 12)."""
+    rows = answer([dsa(), {"op": "arrive", "rid": "a", "prompt_len": 2},
+                   *[step(("a", n, [0])) for n in range(3, 11)]])
+    assert [(r["seq_len"], r["buffer_cap"]) for r in rows] == [(3, 4), (4, 4), (5, 12), (6, 12), (7, 12), (8, 12),
+                                                                (9, 12), (10, 12)]  # fmt: skip
+
+
+def test_colocated_long_prompts_start_with_their_first_buffer_tokens_resident_where_pd_starts_empty():
+    calls = [dsa(layers=1), {"op": "arrive", "rid": "pd", "prompt_len": 20},
+             {"op": "arrive", "rid": "co", "prompt_len": 20, "admission": "staging"},
+             step(("pd", 21, [0, 3, 15, 20]), ("co", 21, [0, 3, 15, 20]))]  # fmt: skip
+    pd, co = answer(calls)
+    assert (pd["misses"], pd["evicted"], pd["resident"]) == (3, [-1, -1, -1], 3)
+    assert (co["hits"], co["misses"], co["loads"], co["evicted"]) == (2, 1, [[15, 1]], [1])  # 0, 3 held; 1 is LRU
+    assert co["resident"] == 8 and co["buffer_cap"] == pd["buffer_cap"] == 12
+
+
+def test_skip_layers_replay_their_anchor_and_never_touch_their_own_state():
+    """GLM-5.2-style IndexShare (freq 2, offset 2 over 4 layers: anchors 0, 1, 3; layer 2 reuses 1): a skip
+    layer answers its anchor's decisions with ``replay_of`` and ``copied`` (the anchor's misses), its row null or
+    the anchor's; a different row is refused, and so is a null row on a layer that computes its own."""
+    share = {"index_topk_freq": 2, "index_skip_topk_offset": 2}
+    rows = answer([dsa(layers=4, index_share=share), {"op": "arrive", "rid": "a", "prompt_len": 20},
+                   step(("a", 21, [[1], [2, 3], None, [4]])), step(("a", 22, [[1], [2, 5], [2, 5], [4]]))])
+    at = {(r["step"], r["layer"]): r for r in rows}
+    assert at[0, 2]["replay_of"] == 1 and at[0, 2]["copied"] == 2 and at[0, 2]["loads"] == at[0, 1]["loads"]
+    assert at[1, 2]["copied"] == 1 and at[1, 2]["lru_hash"] == at[1, 1]["lru_hash"]
+    assert "replay_of" not in at[0, 1] and "copied" not in at[0, 3]
+    with pytest.raises(InputError, match=r"reqs\[0\].topk\[2\]: layer 2 reuses layer 1's top-k"):
+        answer([dsa(layers=4, index_share=share), {"op": "arrive", "rid": "a", "prompt_len": 20},
+                step(("a", 21, [[1], [2, 3], [9], [4]]))])
+    with pytest.raises(InputError, match=r"reqs\[0\].topk\[3\]: null, but layer 3 computes its own"):
+        answer([dsa(layers=4, index_share=share), {"op": "arrive", "rid": "a", "prompt_len": 20},
+                step(("a", 21, [[1], [2, 3], None, None]))])
+
+
+# --- bad input, round four (issue 44, class 3) -------------------------------------------------------
+
+
+def run_cli(tmp_path: Path, calls: list | str, *extra: str, name: str = "calls.jsonl") -> tuple[int, str, str]:
+    path = tmp_path / name
+    path.write_text(calls if isinstance(calls, str) else "".join(json.dumps(c) + "\n" for c in calls))
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["hisparse", str(path), *extra])
+    return code, out.getvalue(), err.getvalue()
+
+
+ARRIVED = [config(layers=2), {"op": "arrive", "rid": "r0", "prompt_len": 40}]
+BOUNDED = [
+    ([*ARRIVED, step(("r0", 41, [1, [2]]))], 3, "reqs[0].topk[1]: [2] in a row of ids"),
+    ([*ARRIVED, step(("r0", 41, [[1], 2]))], 3, "reqs[0].topk[1]: 2 in a row of per-layer rows"),
+    ([*ARRIVED, step(("r0", 41, [1.5]))], 3, "reqs[0].topk[0]: 1.5 is not a token id"),
+    ([*ARRIVED, step(("r0", 41, [True]))], 3, "reqs[0].topk[0]: True is not a token id"),
+    ([*ARRIVED, step(("r0", 41, [2**70]))], 3, f"reqs[0].topk[0]: id {2**70} is outside the compressed length"),
+    ([{**config(), "layers": 4_000_000}, ARRIVED[1]], 1, "layers: 4000000 is beyond 1024"),
+    ([config(h=40_000, k=4)], 1, "device_buffer_size: 40000 is beyond the 32767 slots"),
+    ([{**config(h=32_767), "layers": 1024, "max_reqs": 64}], 1, "max_reqs: 64 request(s) x 1024 layers"),
+    ([{**config(), "page_size": 4_000_000, "layers": 1024}], 1, "page_size: 1 request(s) x 1024 layers"),
+    ([config(), {"op": "arrive", "rid": "r0", "prompt_len": 40, "admission": "colocated"}], 2,
+     "admission: expected one of direct, staging"),
+    ([{**config(), "index_share": {"index_topk_freq": 2}}], 1, "index_share: IndexShare is a DSA model's"),
+    ([dsa(layers=2, index_share={"index_topk_freq": 0})], 1, "index_share.index_topk_freq: expected a positive"),
+    ([dsa(layers=2, index_share={"index_topk_pattern": "SD"})], 1, "index_share: layer 0 reuses the top-k of a"),
+    ([dsa(layers=2, index_share={"freq": 2})], 1, "index_share.freq: not an IndexShare field"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("calls, line, message", BOUNDED, ids=[b[2][:40] for b in BOUNDED])
+def test_ragged_rows_and_configs_beyond_a_real_server_are_one_line_before_any_work(calls, line, message, tmp_path):
+    """A ragged row is one line naming its field, not a numpy traceback; a config beyond what a GPU holds (an
+    int16 LRU order, 13x the layers of any HiSparse model, the KV items one GPU's HBM backs) is refused before a
+    buffer is allocated: ``layers: 4000000`` costs no memory."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    code, out, err = run_cli(tmp_path, calls)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"calls.jsonl:{line}: {message}" in lines[0], lines
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KB
+
+
+def test_arrivals_beyond_what_one_gpu_holds_are_refused_at_the_arrival(tmp_path):
+    many = [{**config(h=32_767), "layers": 1024}] + [{"op": "arrive", "rid": f"r{i}", "prompt_len": 40}
+                                                     for i in range(20)]  # fmt: skip
+    code, _, err = run_cli(tmp_path, many)
+    assert code == 2 and "calls.jsonl:16: prompt_len: with the 14 request(s) decoding" in err
+
+
+def test_an_empty_stream_is_refused_as_tree_refuses_one(tmp_path):
+    for text in ("", "\n\n"):
+        code, out, err = run_cli(tmp_path, text)
+        assert (code, out) == (2, "") and err.strip().endswith("calls.jsonl: holds no calls")
+
+
+def test_an_answers_file_of_empty_rows_does_not_agree(tmp_path, capsys):
+    calls, _ = unpacked(STREAMS[2], tmp_path)
+    rows = read_answers(calls.with_name(calls.name.replace(".jsonl", ".answer.jsonl")))
+    empty = tmp_path / "empty.answer.jsonl"
+    empty.write_text("{}\n" * len(rows))
+    assert main(["hisparse", str(calls), "--expect", str(empty), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"0/{len(rows)} rows agree" in err and f"misses 0/{len(rows)}" in err
+
+
+def test_gzipped_vectors_are_read_as_they_are(capsys):
+    """``--help`` points at tests/data/sglang_vectors/hisparse, whose streams are gzipped."""
+    name = STREAMS[2]
+    calls, answers = VECTORS / f"{name}.jsonl.gz", VECTORS / f"{name}.answer.jsonl.gz"
+    assert main(["hisparse", str(calls), "--expect", str(answers), "--quiet"]) == 0
+    assert "rows agree" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("errno_name", ["ENOSPC", "EFBIG"])
+def test_a_stdout_that_refuses_the_answers_is_one_line_that_says_what_was_printed_is_incomplete(
+        errno_name, tmp_path, monkeypatch, capsys):  # fmt: skip
+    """A full disk or a ``ulimit -f`` under stdout: one line and exit 2, never "nothing half-written was kept"
+    beside the part already written, and no traceback at the interpreter's exit."""
+    import errno
+    import os
+    import sys
+
+    calls, _ = unpacked(STREAMS[2], tmp_path)
+    target = tmp_path / "out.jsonl"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT)
+    saved = os.dup(1)
+
+    class Refusing:
+        written = 0
+
+        def write(self, text):
+            self.written += len(text)
+            if self.written > 2000:
+                raise OSError(getattr(errno, errno_name), os.strerror(getattr(errno, errno_name)))
+            return len(text)
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            return fd
+
+    monkeypatch.setattr(sys, "stdout", Refusing())
+    try:
+        code = main(["hisparse", str(calls)])
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(fd)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "standard output:" in err and "incomplete" in err and "nothing half-written" not in err
+
+
+@pytest.mark.parametrize("redirect", ["full", "ulimit"], ids=["ENOSPC", "EFBIG"])
+def test_a_real_full_disk_or_file_size_limit_under_stdout_is_one_line(redirect, tmp_path):
+    """The same, end to end in a process of its own: ``/dev/full`` refuses every write with ENOSPC; ``ulimit -f 1``
+    lets 1 KiB through, then EFBIG (Python ignores SIGXFSZ)."""
+    import subprocess
+    import sys
+
+    calls, _ = unpacked(STREAMS[2], tmp_path)
+    root = Path(__file__).parents[3]
+    cmd = f"{sys.executable} -m sim.app.cli hisparse {calls}"
+    script = f"{cmd} > /dev/full" if "full" in redirect else f"ulimit -f 1; {cmd} > out.jsonl"
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "standard output:" in lines[0] and "incomplete" in lines[0]
