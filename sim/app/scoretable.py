@@ -77,7 +77,7 @@ def score_rows(runs: list[Measured], per_seed: pd.DataFrame) -> list[ScoreRow]:
             base = figure.rsplit(".", 1)[-1]
             if figure in per_seed and per_seed[figure].notna().any():
                 iv = interval(per_seed[figure])
-                lo, hi = (iv.lo, iv.hi) if iv.half is not None else (None, None)
+                lo, hi = (max(iv.lo, 0.0), iv.hi) if iv.half is not None else (None, None)  # a figure is >= 0
                 rows.append(ScoreRow(figure, m.source, value, iv.mean, lo, hi, iv.n, _error(base, value, iv.mean),
                                      FIGURES.get(base, ("", "", True))[2]))  # fmt: skip
             else:

@@ -1,0 +1,83 @@
+"""``hicache-sim score``: a measured file of another setup is refused before any run; a per-request export is
+replayed request for request; the table sets each measured figure beside the simulated one over seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sim.app.cli import main
+from sim.app.score import check_against, replay_trace
+from sim.app.scoretable import format_score, score_rows
+from sim.base.errors import InputError
+from sim.interop.measured import MeasuredRequest, read_measured
+from sim.scenario.load import load_scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data" / "measured"
+M1A = ROOT / "scenarios" / "validation" / "m1a_off.yaml"
+
+
+def test_a_run_of_another_model_is_refused_naming_the_field():
+    runs = read_measured([str(DATA / "inferencex_2718_c128.json")])
+    with pytest.raises(InputError, match=r"inferencex_2718_c128.json: model: 'deepseek-ai/DeepSeek-V4-Pro', but the "
+                                         r"scenario runs DeepSeek-V4-Flash"):
+        check_against(runs, load_scenario(M1A))
+
+
+def test_a_step_at_another_concurrency_is_refused_naming_its_line(tmp_path):
+    lines = (DATA / "m1a_off_bench_serving.jsonl").read_text().splitlines()
+    run = json.loads(lines[1])
+    run["max_concurrency"] = 12
+    (tmp_path / "b.jsonl").write_text("\n".join([lines[0], json.dumps(run)]) + "\n")
+    with pytest.raises(InputError, match=r"b\.jsonl:2: max_concurrency: 12, but the scenario runs "
+                                         r"workload\.steps\[1\]\.max_concurrency = 8"):
+        check_against(read_measured([str(tmp_path / "b.jsonl")]), load_scenario(M1A))
+    (tmp_path / "c.jsonl").write_text("\n".join(lines + [lines[0]]) + "\n")
+    with pytest.raises(InputError, match=r"c\.jsonl:5: max_concurrency: run 5 of the file, but the scenario has 4"):
+        check_against(read_measured([str(tmp_path / "c.jsonl")]), load_scenario(M1A))
+
+
+def test_the_refusal_is_exit_2_before_any_output(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["score", str(DATA / "inferencex_2718_c160.json"), "--scenario", str(M1A), "--out", str(out),
+                 "--no-progress"])
+    assert code == 2 and not out.exists()
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_conversation_shares_its_prefix_across_turns_in_the_replayed_trace(tmp_path):
+    reqs = [MeasuredRequest(0.0, 300, 10, conversation="a", turn=0), MeasuredRequest(0.5, 200, 10),
+            MeasuredRequest(2.0, 700, 10, conversation="a", turn=1)]
+    replay_trace(reqs, tmp_path / "t.jsonl", block=64)
+    a0, alone, a1 = (json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines())
+    assert a1["hash_ids"][: len(a0["hash_ids"])] == a0["hash_ids"] and len(a1["hash_ids"]) == 11
+    assert not set(alone["hash_ids"]) & set(a1["hash_ids"]) and a1["timestamp"] == 2000.0
+
+
+def test_score_rows_use_relative_error_for_times_and_points_for_hit_rates():
+    (run,) = read_measured([str(DATA / "metrics_before.txt"), str(DATA / "metrics_after.txt")])
+    per_seed = pd.DataFrame({"seed": [1, 2, 3], "ttft_mean_s": [0.5, 0.6, 0.7], "hit_device": [0.4, 0.4, 0.4]})
+    rows = {r.figure: r for r in score_rows([run], per_seed)}
+    assert rows["ttft_mean_s"].error == pytest.approx(0.6 / 0.4 - 1) and rows["ttft_mean_s"].lo < 0.6
+    assert rows["hit_device"].error == pytest.approx(-10.0) and rows["hit_device"].driver
+    assert rows["queue_now"].mean is None  # measured only: shown, not scored
+    table = format_score(list(rows.values()))
+    assert "+50.0%" in table and "-10.0 pt" in table and "inputs that drive the misses:" in table
+
+
+def test_score_replays_an_aiperf_export_and_writes_the_table(tmp_path, capsys):
+    out = tmp_path / "score"
+    code = main(["score", str(DATA / "aiperf_profile_export.jsonl"), "--scenario",
+                 str(ROOT / "scenarios" / "quickstart.yaml"), "--seeds", "2", "--workers", "1", "--out", str(out),
+                 "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "replaying 6 requests" in printed
+    rows = json.loads((out / "score.json").read_text())["rows"]
+    by = {r["figure"]: r for r in rows}
+    assert by["isl_mean"]["mean"] == pytest.approx(1088.0)  # the run's own sizes, replayed
+    assert by["ttft_mean_s"]["measured"] == pytest.approx(0.16) and by["ttft_mean_s"]["mean"] > 0
+    assert (out / "score.png").stat().st_size > 0 and (out / "score.csv").exists()
