@@ -13,12 +13,13 @@ from sim.app.cli import main
 from sim.interop.measured import read_measured
 
 ROOT = Path(__file__).resolve().parents[2]
+M1DATA = Path(__file__).resolve().parents[2] / "scenarios" / "validation" / "measured"
 DATA = ROOT / "tests" / "data" / "measured"
 M1A = str(ROOT / "scenarios" / "validation" / "m1a_off.yaml")
 
 
 def test_concurrency_1_gives_a_prefill_and_a_decode_point_higher_concurrency_a_decode_point_only():
-    points = points_from_measured(read_measured([str(DATA / "m1a_off_bench_serving.jsonl")]))
+    points = points_from_measured(read_measured([str(M1DATA / "m1a_off_bench_serving.jsonl")]))
     assert [(p.kind, p.batch) for p in points] == [("decode", 1), ("prefill", 1), ("decode", 8), ("decode", 16),
                                                    ("decode", 32)]
     prefill = points[1]
@@ -28,7 +29,7 @@ def test_concurrency_1_gives_a_prefill_and_a_decode_point_higher_concurrency_a_d
 
 def test_a_fit_from_one_run_writes_its_provenance_and_pins_what_one_batch_cannot_part(tmp_path, capsys):
     out = tmp_path / "fit.json"
-    code = main(["calibrate", "compute", "--from", str(DATA / "m1a_off_c1_bench_serving.jsonl"), "--scenario", M1A,
+    code = main(["calibrate", "compute", "--from", str(M1DATA / "m1a_off_c1_bench_serving.jsonl"), "--scenario", M1A,
                  "--set", "hardware.cost_table=null", "--out", str(out)])
     assert code == 0 and "step_overhead_ms pinned" in capsys.readouterr().err
     compute = json.loads(out.read_text())["compute"]

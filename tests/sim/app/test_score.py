@@ -17,6 +17,7 @@ from sim.interop.measured import MeasuredRequest, read_measured
 from sim.scenario.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
+M1DATA = Path(__file__).resolve().parents[3] / "scenarios" / "validation" / "measured"
 DATA = ROOT / "tests" / "data" / "measured"
 M1A = ROOT / "scenarios" / "validation" / "m1a_off.yaml"
 
@@ -29,7 +30,7 @@ def test_a_run_of_another_model_is_refused_naming_the_field():
 
 
 def test_a_step_at_another_concurrency_is_refused_naming_its_line(tmp_path):
-    lines = (DATA / "m1a_off_bench_serving.jsonl").read_text().splitlines()
+    lines = (M1DATA / "m1a_off_bench_serving.jsonl").read_text().splitlines()
     run = json.loads(lines[1])
     run["max_concurrency"] = 12
     (tmp_path / "b.jsonl").write_text("\n".join([lines[0], json.dumps(run)]) + "\n")
