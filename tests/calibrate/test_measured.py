@@ -44,3 +44,18 @@ def test_a_run_of_another_model_is_refused(tmp_path, capsys):
                  "--out", str(tmp_path / "fit.json")])
     assert code == 2 and "model: 'deepseek-ai/DeepSeek-V4-Pro'" in capsys.readouterr().err
     assert not (tmp_path / "fit.json").exists()
+
+
+def test_check_compares_a_new_fit_with_a_baseline_fit_parameter_by_parameter(tmp_path, capsys):
+    out = tmp_path / "fit.json"
+    assert main(["calibrate", "compute", "--from", str(M1DATA / "m1a_off_c1_bench_serving.jsonl"), "--scenario", M1A,
+                 "--set", "hardware.cost_table=null", "--out", str(out)]) == 0
+    new = json.loads(out.read_text())["compute"]
+    base = str(ROOT / "calibrations" / "h20_dsv4_flash.json")
+    capsys.readouterr()
+    code = main(["calibrate", "check", str(out), "--baseline", base, "--tolerance", "10%"])
+    printed = capsys.readouterr().out
+    old = json.loads(Path(base).read_text())["compute"]
+    # a lower mbu or mfu is a slower step: a regression; the copy entries are the same spec on both sides
+    assert code == 1 and "compute mbu" in printed and f"{new['mbu'] / old['mbu'] - 1:+.1%}" in printed
+    assert main(["calibrate", "check", str(out), "--baseline", str(out)]) == 0
