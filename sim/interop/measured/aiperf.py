@@ -50,7 +50,7 @@ def _name(prefix: str, suffix: str) -> str:
 
 
 def _scale(unit, where: Where) -> float:
-    if unit not in _SCALE:
+    if not isinstance(unit, str) or unit not in _SCALE:
         raise where.error(f"unit {unit!r} is not one aiperf 0.13.0 writes ({', '.join(k for k in _SCALE if k)})")
     return _SCALE[unit]
 
@@ -77,13 +77,20 @@ def read_aiperf_json(path: str, doc: dict) -> Measured:
             value = field_number(result, stat, where)
             m.put(_name(prefix, suffix), None if value is None else value * scale)
     _derived(m)
-    config = doc.get("input_config") or {}
-    items = ((config.get("models") or {}).get("items") or []) if isinstance(config, dict) else []
-    if items and isinstance(items[0], dict) and isinstance(items[0].get("name"), str):
+    config = doc.get("input_config")
+    config = config if isinstance(config, dict) else {}
+    models = config.get("models")
+    items = models.get("items") if isinstance(models, dict) else None
+    if isinstance(items, list) and items and isinstance(items[0], dict) and isinstance(items[0].get("name"), str):
         m.model = (items[0]["name"], Where(path, "input_config.models.items[0].name"))
-    for i, phase in enumerate(config.get("phases") or [] if isinstance(config, dict) else []):
-        if isinstance(phase, dict) and phase.get("name") != "warmup" and isinstance(phase.get("concurrency"), int):
-            m.concurrency[""] = (phase["concurrency"], Where(path, f"input_config.phases[{i}].concurrency"))
+    phases = config.get("phases")
+    for i, phase in enumerate(phases if isinstance(phases, list) else []):
+        conc = phase.get("concurrency") if isinstance(phase, dict) and phase.get("name") != "warmup" else None
+        if isinstance(conc, int) and not isinstance(conc, bool):
+            where = Where(path, f"input_config.phases[{i}].concurrency")
+            if conc < 1:
+                raise where.error(f"expected a positive integer, got {conc}")
+            m.concurrency[""] = (conc, where)
     if not m.figures:
         raise Where(path, "time_to_first_token").error("no aiperf metric in this JSON (not a profile_export_aiperf.json)")
     return m
