@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from pathlib import Path
 
 from sim.base.errors import InputError
 
@@ -58,12 +60,24 @@ def _scenario(args, extra: list[str]):
     return scenario_from_dict(apply_overrides(conv.scenario, sets), source="--launch")
 
 
+@contextlib.contextmanager
+def _folder(args, name: str):
+    """(staging, final) folder: --out (replaced only with --overwrite, and only if it holds a score) or a new one."""
+    from sim.base.fileio import new_run_dir, staged_dir
+
+    if args.out is None:
+        with new_run_dir("runs", f"score-{name}") as staged:
+            yield staged
+    else:
+        with staged_dir(args.out, overwrite=args.overwrite, marker="score.json") as tmp:
+            yield tmp, Path(args.out)
+
+
 def _cmd_score(args) -> int:
     from sim.app.run import check_startable
     from sim.app.score import check_against, replay_source, replay_trace, simulate
     from sim.app.scoretable import format_score, score_rows, write_score
-    from sim.app.seeds import parse_seeds
-    from sim.base.fileio import run_folder
+    from sim.app.seeds import NO_SPREAD_NOTE, no_spread, parse_seeds
     from sim.interop.measured import read_measured
     from sim.scenario.load import dump_resolved
 
@@ -74,7 +88,7 @@ def _cmd_score(args) -> int:
     check_against(runs, sc)
     seeds = parse_seeds(args.seeds, sc.seed)
     replay = replay_source(runs)
-    with run_folder(args.out, "runs", f"score-{sc.name}", overwrite=args.overwrite) as (tmp, out):
+    with _folder(args, sc.name) as (tmp, out):
         if replay is not None:
             trace = tmp / "replay.jsonl"
             replay_trace(replay.requests, trace, sc.hicache.page_size)
@@ -89,5 +103,7 @@ def _cmd_score(args) -> int:
     how = f", replaying {len(replay.requests):,} requests of {replay.source}" if replay is not None else ""
     print(f"{sc.name}: {len(seeds)} seeds ({', '.join(map(str, seeds))}){how}")
     print(format_score(rows))
+    if no_spread(per_seed):
+        print(f"note: {NO_SPREAD_NOTE}")
     print(f"wrote {out}/: {', '.join(names)}, seeds.csv, scenario.yaml")
     return 0

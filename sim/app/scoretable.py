@@ -99,7 +99,7 @@ def format_score(rows: list[ScoreRow]) -> str:
     for r in rows:
         unit = FIGURES.get(r.base, ("", "", False))[1]
         sim = _fmt(r.base, r.mean)
-        if r.lo is not None:
+        if r.lo is not None and r.hi != r.lo:  # no interval where every seed gave the same figure
             sim += f" [{_fmt(r.base, r.lo)}, {_fmt(r.base, r.hi)}]"
         err = "-" if r.error is None else (f"{r.error:+.1f} pt" if r.base in SHARES else f"{r.error:+.1%}")
         cells.append([("  " if r.driver else "") + r.label, unit, _fmt(r.base, r.measured), sim, err])

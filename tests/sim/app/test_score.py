@@ -82,3 +82,11 @@ def test_score_replays_an_aiperf_export_and_writes_the_table(tmp_path, capsys):
     assert by["isl_mean"]["mean"] == pytest.approx(1088.0)  # the run's own sizes, replayed
     assert by["ttft_mean_s"]["measured"] == pytest.approx(0.16) and by["ttft_mean_s"]["mean"] > 0
     assert (out / "score.png").stat().st_size > 0 and (out / "score.csv").exists()
+
+
+def test_a_score_folder_is_replaced_only_with_overwrite(tmp_path, capsys):
+    argv = ["score", str(DATA / "aiperf_profile_export.jsonl"), "--scenario", str(ROOT / "scenarios" / "quickstart.yaml"),
+            "--seeds", "1", "--out", str(tmp_path / "s"), "--no-progress"]
+    assert main(argv) == 0
+    assert main(argv) == 2 and "pass --overwrite" in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 0
