@@ -61,8 +61,10 @@ def test_a_conversation_shares_its_prefix_across_turns_in_the_replayed_trace(tmp
 
 def test_score_rows_use_relative_error_for_times_and_points_for_hit_rates():
     (run,) = read_measured([str(DATA / "metrics_before.txt"), str(DATA / "metrics_after.txt")])
-    per_seed = pd.DataFrame({"seed": [1, 2, 3], "ttft_mean_s": [0.5, 0.6, 0.7], "hit_device": [0.4, 0.4, 0.4]})
+    per_seed = pd.DataFrame({"seed": [1, 2, 3], "ttft_mean_s": [0.5, 0.6, 0.7], "hit_device": [0.4, 0.4, 0.4],
+                             "queue_mean": [2.0, 3.0, 4.0]})
     rows = {r.figure: r for r in score_rows([run], per_seed)}
+    assert rows["queue_mean"].measured is None and rows["queue_mean"].mean == 3.0  # a driver the run did not report
     assert rows["ttft_mean_s"].error == pytest.approx(0.6 / 0.4 - 1) and rows["ttft_mean_s"].lo < 0.6
     assert rows["hit_device"].error == pytest.approx(-10.0) and rows["hit_device"].driver
     assert rows["queue_now"].mean is None  # measured only: shown, not scored
