@@ -145,7 +145,7 @@ def plot_score(rows: list[ScoreRow], out: Path) -> None:
     share = [r for r in rows if r.mean is not None and r.base in SHARES and r.measured is not None]
     panels = [p for p in (ratio, share) if p]
     fig = Figure(figsize=(6.5 * len(panels), 0.9 + 0.32 * max(len(p) for p in panels)))
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    axes = fig.subplots(1, len(panels), squeeze=False, gridspec_kw={"wspace": 0.55})[0]
     for ax, part in zip(axes, panels):
         y = list(range(len(part)))[::-1]
         if part is ratio:
@@ -155,7 +155,7 @@ def plot_score(rows: list[ScoreRow], out: Path) -> None:
             ax.errorbar(mid, y, xerr=[lo, hi], fmt="o", capsize=3, label="simulated (95% interval over seeds)")
             ax.axvline(1.0, color="k", lw=0.8, label="measured")
             ax.set_xlim(0, max(2.0, 1.1 * max(m + h for m, h in zip(mid, hi))))
-            ax.set_xlabel("simulated / measured (1 = exact)")
+            ax.set_xlabel("simulated / measured (1 = exact)", labelpad=2)
             labels = [f"{r.label} ({_fmt(r.base, r.measured)} {FIGURES.get(r.base, ('', '', 0))[1]})" for r in part]
         else:
             mid = [100 * r.mean for r in part]
@@ -168,7 +168,7 @@ def plot_score(rows: list[ScoreRow], out: Path) -> None:
             labels = [r.label for r in part]
         ax.set_yticks(y, labels)
         ax.grid(axis="x", alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
     fig.suptitle("measured vs simulated")
     from sim.base.fileio import atomic_path
 
