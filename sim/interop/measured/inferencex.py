@@ -6,7 +6,8 @@ Fields read (SemiAnalysisAI/InferenceX ``build_agg`` and ``request_metrics.py``)
 .tokens_per_second``, ``request_metrics.latency.{ttft,itl,intvty}.{mean,p50,p90}`` (seconds; ``intvty`` is 1 /
 ITL, tok/s/user), ``request_metrics.tokens.{input,output_actual}.mean``, ``request_metrics.qps.mean``, and
 ``server_metrics.cache.{gpu,cpu,external}_cache_hit_rate`` / ``server_metrics.kv_cache.gpu_usage_pct``
-(fractions).
+(fractions). ``conc`` counts lanes (``AgentX concurrency counts live session trees``, the launchers' comment), so
+the request rate over it is each lane's calls per hour.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def read_inferencex(path: str, doc: dict) -> Measured:
     if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
         raise Where(path, "conc").error(f"expected the run's concurrency (a positive integer), got {conc!r}")
     m.concurrency[""] = (conc, Where(path, "conc"))
+    if "requests_per_s" in m.figures:  # AgentX's concurrency is lanes: each lane's call rate
+        m.put("calls_per_lane_hour", m.figures["requests_per_s"] * 3600 / conc)
     if isinstance(doc.get("model"), str) and doc["model"]:
         m.model = (doc["model"], Where(path, "model"))
     return m

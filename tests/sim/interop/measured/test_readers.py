@@ -58,6 +58,14 @@ def test_bench_multiturn_rounds_and_inferencex_aggregates():
     assert ix.figures == {"tok_per_s_per_gpu": 50468.23, "tok_per_s_per_user": 28.916} and ix.concurrency[""][0] == 160
 
 
+def test_an_inferencex_request_rate_is_each_lanes_calls_per_hour(tmp_path):
+    doc = json.loads((DATA / "inferencex_2718_c128.json").read_text())
+    doc["request_metrics"]["qps"] = {"mean": 3.2}
+    (tmp_path / "ix.json").write_text(json.dumps(doc))
+    (run,) = read_measured([str(tmp_path / "ix.json")])
+    assert run.figures["calls_per_lane_hour"] == pytest.approx(3.2 * 3600 / 128)
+
+
 def test_two_prometheus_snapshots_give_the_window_between_them():
     (run,) = read_measured([str(DATA / "metrics_before.txt"), str(DATA / "metrics_after.txt")])
     # 40,000 prompt tokens in the window, 20,000 found on the GPU and 8,000 in host memory
