@@ -61,8 +61,9 @@ def _client_figures(client: dict) -> dict[str, float]:
     return out
 
 
-def simulated_figures(sc) -> dict[str, float]:
-    """One seed's figures under the names :mod:`sim.interop.measured` gives measured ones (a worker's body)."""
+def simulated_figures(sc, per_request: bool = False) -> dict:
+    """One seed's figures under the names :mod:`sim.interop.measured` gives measured ones (a worker's body);
+    ``per_request``: also each request's TTFT in trace order (``request_ttft_s``; NaN for one unfinished)."""
     from sim.app.run import run_scenario
     from sim.app.sweep import flat_metrics
     from sim.serve.metrics import percentiles
@@ -85,22 +86,30 @@ def simulated_figures(sc) -> dict[str, float]:
         per_time = ts.groupby("time_s")[["waiting", "running"]].sum()
         out.update(queue_mean=float(per_time["waiting"].mean()), running_mean=float(per_time["running"].mean()))
     out.update(_client_figures(s.get("client") or {}))
+    if per_request and result.requests is not None:
+        ttft = result.requests.set_index("rid")["ttft_s"]
+        out["request_ttft_s"] = [float(ttft.get(i, math.nan)) for i in range(s["requests"]["arrived"])]
     return out
 
 
-def simulate(sc, seeds: list[int], *, workers: int | None, progress: bool) -> pd.DataFrame:
-    """One row of figures a seed (a seed that fails is an error naming it: its row would bias the interval)."""
+def simulate(sc, seeds: list[int], *, workers: int | None, progress: bool, per_request: bool = False) -> pd.DataFrame:
+    """One row of figures a seed (a seed that fails is an error naming it: its row would bias the interval);
+    with ``per_request``, each seed's per-request TTFTs in ``attrs["request_ttft_s"]``."""
     from sim.app.parallel import run_calls
     from sim.app.seeds import with_seed
 
-    outcomes = run_calls([(simulated_figures, (with_seed(sc, s),)) for s in seeds], workers=workers,
+    outcomes = run_calls([(simulated_figures, (with_seed(sc, s), per_request)) for s in seeds], workers=workers,
                          progress=progress, desc=f"{sc.name} x {len(seeds)} seeds")  # fmt: skip
-    rows = []
+    rows, per_req = [], []
     for seed, outcome in zip(seeds, outcomes):
         if outcome["status"] != "ok":
             raise InputError(f"seed {seed}: {outcome['error']}")
+        per_req.append(outcome["value"].pop("request_ttft_s", None))
         rows.append({"seed": seed, **outcome["value"]})
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    if per_request:
+        df.attrs["request_ttft_s"] = per_req
+    return df
 
 
 def _base_name(name: str) -> str:

@@ -76,7 +76,13 @@ def _folder(args, name: str):
 def _cmd_score(args) -> int:
     from sim.app.run import check_startable
     from sim.app.score import check_against, replay_source, replay_trace, simulate
-    from sim.app.scoretable import format_score, score_rows, write_score
+    from sim.app.scoretable import (
+        format_request_for_request,
+        format_score,
+        request_for_request,
+        score_rows,
+        write_score,
+    )
     from sim.app.seeds import NO_SPREAD_NOTE, no_spread, parse_seeds
     from sim.interop.measured import read_measured
     from sim.scenario.load import dump_resolved
@@ -95,14 +101,19 @@ def _cmd_score(args) -> int:
             sc = _scenario(args, ["workload.kind=trace", f"workload.path={trace.resolve()}", "workload.format=mooncake",
                                   f"workload.block_size={sc.hicache.page_size}"])  # fmt: skip
         check_startable(sc, progress=not args.no_progress)
-        per_seed = simulate(sc, seeds, workers=args.workers, progress=not args.no_progress)
+        per_seed = simulate(sc, seeds, workers=args.workers, progress=not args.no_progress,
+                            per_request=replay is not None)  # fmt: skip
         rows = score_rows(runs, per_seed)
-        names = write_score(rows, tmp)
+        rr = (request_for_request([r.ttft_s for r in replay.requests], per_seed.attrs["request_ttft_s"])
+              if replay is not None else None)  # fmt: skip
+        names = write_score(rows, tmp, rr)
         per_seed.to_csv(tmp / "seeds.csv", index=False)
         (tmp / "scenario.yaml").write_text(dump_resolved(sc).replace(str(tmp.resolve()), str(out.resolve())))
     how = f", replaying {len(replay.requests):,} requests of {replay.source}" if replay is not None else ""
     print(f"{sc.name}: {len(seeds)} seeds ({', '.join(map(str, seeds))}){how}")
     print(format_score(rows))
+    if rr:
+        print(format_request_for_request(rr))
     if no_spread(per_seed):
         print(f"note: {NO_SPREAD_NOTE}")
     print(f"wrote {out}/: {', '.join(names)}, seeds.csv, scenario.yaml")

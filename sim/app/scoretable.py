@@ -18,7 +18,7 @@ import pandas as pd
 from sim.app.seeds import interval
 from sim.interop.measured import Measured
 
-__all__ = ["FIGURES", "ScoreRow", "format_score", "plot_score", "score_rows", "write_score"]
+__all__ = ["FIGURES", "ScoreRow", "format_request_for_request", "format_score", "plot_score", "request_for_request", "score_rows", "write_score"]
 
 # figure -> (label, unit, driver: an input that explains a miss rather than an outcome)
 FIGURES = {
@@ -94,6 +94,27 @@ def score_rows(runs: list[Measured], per_seed: pd.DataFrame) -> list[ScoreRow]:
     return sorted(rows, key=lambda r: r.driver)
 
 
+def request_for_request(measured: list[float | None], seeds: list[list[float]]) -> dict | None:
+    """Each replayed request's simulated TTFT over its measured one, pooled over seeds: the median ratio, its
+    10th and 90th percentiles, and the share within 25% (requests without a measured TTFT left out)."""
+    import numpy as np
+
+    ratios = [s / m for per_seed in seeds for m, s in zip(measured, per_seed)
+              if m and s is not None and not math.isnan(s)]  # fmt: skip
+    if not ratios:
+        return None
+    r = np.array(ratios)
+    return {"requests": len(measured), "pairs": len(r), "median": float(np.median(r)),
+            "p10": float(np.percentile(r, 10)), "p90": float(np.percentile(r, 90)),
+            "within_25pct": float(np.mean(np.abs(r - 1) <= 0.25))}  # fmt: skip
+
+
+def format_request_for_request(rr: dict) -> str:
+    return (f"request for request ({rr['requests']:,} requests, {rr['pairs']:,} pairs over the seeds): simulated / "
+            f"measured TTFT median {rr['median']:.2f} (p10 {rr['p10']:.2f}, p90 {rr['p90']:.2f}); "
+            f"{rr['within_25pct']:.0%} within 25%")  # fmt: skip
+
+
 def _fmt(name: str, value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -121,14 +142,15 @@ def format_score(rows: list[ScoreRow]) -> str:
     return "\n".join(lines)
 
 
-def write_score(rows: list[ScoreRow], folder: Path) -> list[str]:
+def write_score(rows: list[ScoreRow], folder: Path, requests: dict | None = None) -> list[str]:
     import json
 
     records = [{**asdict(r), "label": r.label, "unit": FIGURES.get(r.base, ("", "", False))[1],
                 "error_kind": "points" if r.base in SHARES else "relative"} for r in rows]  # fmt: skip
     pd.DataFrame(records).to_csv(folder / "score.csv", index=False)
     clean = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in rec.items()} for rec in records]
-    (folder / "score.json").write_text(json.dumps({"kind": "score", "rows": clean}, indent=1, allow_nan=False) + "\n")
+    doc = {"kind": "score", "rows": clean, **({"request_for_request": requests} if requests else {})}
+    (folder / "score.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     names = ["score.csv", "score.json"]
     if any(r.mean is not None and r.measured is not None for r in rows):
         plot_score(rows, folder / "score.png")

@@ -11,7 +11,7 @@ import pytest
 
 from sim.app.cli import main
 from sim.app.score import check_against, replay_trace
-from sim.app.scoretable import format_score, score_rows
+from sim.app.scoretable import format_score, request_for_request, score_rows
 from sim.base.errors import InputError
 from sim.interop.measured import MeasuredRequest, read_measured
 from sim.scenario.load import load_scenario
@@ -78,7 +78,7 @@ def test_score_replays_an_aiperf_export_and_writes_the_table(tmp_path, capsys):
                  str(ROOT / "scenarios" / "quickstart.yaml"), "--seeds", "2", "--workers", "1", "--out", str(out),
                  "--no-progress"])
     printed = capsys.readouterr().out
-    assert code == 0 and "replaying 6 requests" in printed
+    assert code == 0 and "replaying 6 requests" in printed and "request for request (6 requests, 12 pairs" in printed
     rows = json.loads((out / "score.json").read_text())["rows"]
     by = {r["figure"]: r for r in rows}
     assert by["isl_mean"]["mean"] == pytest.approx(1088.0)  # the run's own sizes, replayed
@@ -92,3 +92,9 @@ def test_a_score_folder_is_replaced_only_with_overwrite(tmp_path, capsys):
     assert main(argv) == 0
     assert main(argv) == 2 and "pass --overwrite" in capsys.readouterr().err
     assert main([*argv, "--overwrite"]) == 0
+
+
+def test_request_for_request_pairs_each_replayed_request_with_its_measurement():
+    measured = [1.0, 2.0, None, 4.0]  # the third request has no measured TTFT: left out
+    rr = request_for_request(measured, [[1.0, 3.0, 9.0, 4.0], [1.2, 2.0, 9.0, float("nan")]])
+    assert rr["pairs"] == 5 and rr["median"] == 1.0 and rr["within_25pct"] == 0.8
