@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.base.errors import InputError
-from sim.interop.measured import Measured, MeasuredRequest, Where
+from sim.interop.measured import Measured, MeasuredRequest, Where, part_of
 
 __all__ = ["check_against", "replay_source", "replay_trace", "simulate", "simulated_figures"]
 
@@ -133,12 +133,39 @@ def _scenario_concurrency(sc, part: str) -> tuple[int | None, str]:
     return None, "workload"
 
 
+def _part_problem(sc, part: str) -> str | None:
+    """Why the scenario has no such part (a step past its steps, a round of a workload without rounds)."""
+    w = sc.workload
+    if part.startswith("step"):
+        return _scenario_concurrency_problem(sc, part)
+    if part.startswith("round"):
+        if w.kind != "multi_turn":
+            return f"a bench_multiturn round, but the scenario's workload is {w.kind}"
+        rounds = max(w.num_rounds, w.max_rounds)
+        if int(part[5:]) >= rounds:
+            return f"round_{part[5:]}, but the scenario runs {rounds} rounds"
+    return None
+
+
+def _scenario_concurrency_problem(sc, part: str) -> str | None:
+    try:
+        _scenario_concurrency(sc, part)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def check_against(runs: list[Measured], sc) -> None:
-    """Refuse a measured file of another run: another model, or a concurrency other than the scenario's."""
+    """Refuse a measured file of another run: another model, parts the scenario does not have (steps, rounds),
+    or a concurrency other than the scenario's."""
     names = {_base_name(sc.model.name), _base_name(sc.model.config or "")}
     for m in runs:
         if m.model is not None and _base_name(m.model[0]) not in names:
             raise m.model[1].error(f"{m.model[0]!r}, but the scenario runs {sc.model.name}")
+        for part in sorted({part_of(f) for f in m.figures} - {""} - set(m.concurrency)):
+            if (problem := _part_problem(sc, part)) is not None:
+                raise Where(m.source, part.replace("round", "round.round_") if part.startswith("round") else part
+                            ).error(problem)  # fmt: skip
         for part, (value, where) in m.concurrency.items():
             try:
                 expected, field = _scenario_concurrency(sc, part)

@@ -98,3 +98,11 @@ def test_request_for_request_pairs_each_replayed_request_with_its_measurement():
     measured = [1.0, 2.0, None, 4.0]  # the third request has no measured TTFT: left out
     rr = request_for_request(measured, [[1.0, 3.0, 9.0, 4.0], [1.2, 2.0, 9.0, float("nan")]])
     assert rr["pairs"] == 5 and rr["median"] == 1.0 and rr["within_25pct"] == 0.8
+
+
+def test_rounds_the_scenario_does_not_run_are_refused():
+    runs = read_measured([str(DATA / "m3_h800_l1l2_bench_multiturn.jsonl")])
+    with pytest.raises(InputError, match=r"round\.round_3: round_3, but the scenario runs 3 rounds"):
+        check_against(runs, load_scenario(ROOT / "scenarios" / "quickstart.yaml"))
+    with pytest.raises(InputError, match="a bench_multiturn round, but the scenario's workload is bench_serving"):
+        check_against(runs, load_scenario(M1A))
