@@ -81,6 +81,8 @@ def simulated_figures(sc, per_request: bool = False) -> dict:
     if result.sim is not None:
         tpot = percentiles(result.sim.rec.tpot)
         out.update(tpot_mean_s=tpot["mean"], tpot_p90_s=tpot["p90"])
+        if tpot["mean"]:  # InferenceX's interactivity: 1 / mean ITL (request_metrics.py, _interactivity_stats)
+            out["tok_per_s_per_user"] = 1 / tpot["mean"]
     ts = result.timeseries
     if ts is not None and not ts.empty:
         per_time = ts.groupby("time_s")[["waiting", "running"]].sum()

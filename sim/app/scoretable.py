@@ -36,6 +36,7 @@ FIGURES = {
     "isl_mean": ("ISL mean", "tokens", True), "osl_mean": ("OSL mean", "tokens", True),
     "calls_per_lane_hour": ("calls per lane-hour", "calls", True), "queue_mean": ("queue mean", "requests", True),
     "running_mean": ("running mean", "requests", True), "token_usage": ("token usage", "%", True),
+    "queue_now": ("queue at the snapshot", "requests", True), "running_now": ("running at the snapshot", "requests", True),
 }  # fmt: skip
 SHARES = {k for k, (_, unit, _) in FIGURES.items() if unit == "%"}
 # Whole-run drivers the table shows from the simulation when no measured file reports them.
@@ -125,6 +126,7 @@ def _fmt(name: str, value: float | None) -> str:
 
 def format_score(rows: list[ScoreRow]) -> str:
     heads = ["figure", "unit", "measured", "simulated [95% interval]", "error"]
+    several = len({r.source for r in rows if r.source}) > 1  # then each figure says which file it came from
     cells = []
     for r in rows:
         unit = FIGURES.get(r.base, ("", "", False))[1]
@@ -132,7 +134,8 @@ def format_score(rows: list[ScoreRow]) -> str:
         if r.lo is not None and r.hi != r.lo:  # no interval where every seed gave the same figure
             sim += f" [{_fmt(r.base, r.lo)}, {_fmt(r.base, r.hi)}]"
         err = "-" if r.error is None else (f"{r.error:+.1f} pt" if r.base in SHARES else f"{r.error:+.1%}")
-        cells.append([("  " if r.driver else "") + r.label, unit, _fmt(r.base, r.measured), sim, err])
+        where = f"{r.source.rsplit('/', 1)[-1]}: " if several and r.source else ""
+        cells.append([("  " if r.driver else "") + where + r.label, unit, _fmt(r.base, r.measured), sim, err])
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(heads)]
     lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, widths)))]
     for i, c in enumerate(cells):
