@@ -135,7 +135,7 @@ def _measured_points(args: argparse.Namespace, sc) -> tuple[list, list[dict]]:
 
     from calibrate.compute import read_points
     from calibrate.measured import points_from_measured
-    from sim.app.score import check_against
+    from sim.app.score import check_against, scenario_concurrency
     from sim.interop.measured import read_measured
 
     if not args.measured and not args.runs:
@@ -143,7 +143,7 @@ def _measured_points(args: argparse.Namespace, sc) -> tuple[list, list[dict]]:
     points = read_points(args.measured) if args.measured else []
     runs = read_measured(args.runs) if args.runs else []
     check_against(runs, sc)
-    found = points_from_measured(runs)
+    found = points_from_measured(runs, scenario_concurrency(sc, "")[0])
     if runs and not found:
         raise InputError("no step-time point in these runs: they need ISL, and ITL or TTFT at concurrency 1, "
                          "at a stated concurrency", source=", ".join(args.runs))  # fmt: skip

@@ -9,8 +9,9 @@ step, or the whole run) at concurrency ``c``:
   uncached part of the mean prompt after its cached part, which at concurrency 1 waits behind nothing.
 
 Throughput carries no further parameter: at a fixed concurrency it is the ITL and TTFT above over the run's
-tokens, so it checks the fit (``hicache-sim score``) rather than entering it. A run whose concurrency the file
-does not state gives no point (its batch is unknown).
+tokens, so it checks the fit (``hicache-sim score``) rather than entering it. A run whose file states no
+concurrency takes the scenario's (its lanes, or its one bench_serving step's cap); with neither it gives no
+point (its batch is unknown).
 """
 
 from __future__ import annotations
@@ -38,10 +39,14 @@ def _part_points(m: Measured, part: str, conc: int) -> list[Point]:
     return out
 
 
-def points_from_measured(runs: list[Measured]) -> list[Point]:
-    """Every point the runs' figures carry, in file order."""
+def points_from_measured(runs: list[Measured], concurrency: int | None = None) -> list[Point]:
+    """Every point the runs' figures carry, in file order; ``concurrency`` (the scenario's) stands for a whole
+    run's that its file does not state (aiperf's per-request export, /metrics)."""
     points = []
     for m in runs:
-        for part, (conc, _) in m.concurrency.items():
+        parts = dict(m.concurrency)
+        if not parts and concurrency is not None:
+            parts[""] = (concurrency, None)
+        for part, (conc, _) in parts.items():
             points += _part_points(m, part, conc)
     return points

@@ -20,7 +20,7 @@ import pandas as pd
 from sim.base.errors import InputError
 from sim.interop.measured import Measured, MeasuredRequest, Where, part_of
 
-__all__ = ["check_against", "replay_source", "replay_trace", "simulate", "simulated_figures"]
+__all__ = ["check_against", "replay_source", "replay_trace", "scenario_concurrency", "simulate", "simulated_figures"]
 
 
 def _step_figures(step: dict) -> dict[str, float]:
@@ -118,7 +118,7 @@ def _base_name(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1].lower()
 
 
-def _scenario_concurrency(sc, part: str) -> tuple[int | None, str]:
+def scenario_concurrency(sc, part: str) -> tuple[int | None, str]:
     """The concurrency the scenario runs ``part`` at (None: no cap) and the field that sets it."""
     w = sc.workload
     if part.startswith("step"):
@@ -132,6 +132,8 @@ def _scenario_concurrency(sc, part: str) -> tuple[int | None, str]:
         return w.lanes, "workload.lanes"
     if w.kind == "bench_serving" and len(w.steps) == 1:
         return w.steps[0].max_concurrency, "workload.steps[0].max_concurrency"
+    if w.kind == "multi_turn":  # bench_multiturn's in-flight cap (--max-parallel)
+        return w.max_parallel, "workload.max_parallel"
     return None, "workload"
 
 
@@ -151,7 +153,7 @@ def _part_problem(sc, part: str) -> str | None:
 
 def _scenario_concurrency_problem(sc, part: str) -> str | None:
     try:
-        _scenario_concurrency(sc, part)
+        scenario_concurrency(sc, part)
     except ValueError as exc:
         return str(exc)
     return None
@@ -170,7 +172,7 @@ def check_against(runs: list[Measured], sc) -> None:
                             ).error(problem)  # fmt: skip
         for part, (value, where) in m.concurrency.items():
             try:
-                expected, field = _scenario_concurrency(sc, part)
+                expected, field = scenario_concurrency(sc, part)
             except ValueError as exc:
                 raise where.error(str(exc)) from None
             if expected is not None and expected != value:

@@ -59,3 +59,12 @@ def test_check_compares_a_new_fit_with_a_baseline_fit_parameter_by_parameter(tmp
     # a lower mbu or mfu is a slower step: a regression; the copy entries are the same spec on both sides
     assert code == 1 and "compute mbu" in printed and f"{new['mbu'] / old['mbu'] - 1:+.1%}" in printed
     assert main(["calibrate", "check", str(out), "--baseline", str(out)]) == 0
+
+
+def test_a_per_request_export_takes_the_scenarios_concurrency(tmp_path, capsys):
+    """aiperf's profile_export.jsonl states no concurrency: quickstart's --max-parallel (16) stands for it."""
+    quick = str(ROOT / "scenarios" / "quickstart.yaml")
+    code = main(["calibrate", "compute", "--from", str(DATA / "aiperf_profile_export.jsonl"), "--scenario", quick,
+                 "--out", str(tmp_path / "fit.json")])
+    printed = capsys.readouterr().out
+    assert code == 0 and " decode " in printed and "run c16 ITL" in printed
