@@ -25,7 +25,9 @@ class Where:
     line: int | None = None
 
     def error(self, message: str) -> InputError:
-        return InputError(f"{self.field}: {message}", source=self.source, line=self.line)
+        """One line, whatever the field's name holds (a key typed into the file may hold a newline)."""
+        name = self.field if self.field.isprintable() else self.field.encode("unicode_escape").decode()
+        return InputError(f"{name}: {message}", source=self.source, line=self.line)
 
 
 @dataclass(frozen=True)
