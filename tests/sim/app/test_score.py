@@ -106,3 +106,19 @@ def test_rounds_the_scenario_does_not_run_are_refused():
         check_against(runs, load_scenario(ROOT / "scenarios" / "quickstart.yaml"))
     with pytest.raises(InputError, match="a bench_multiturn round, but the scenario's workload is bench_serving"):
         check_against(runs, load_scenario(M1A))
+
+
+def test_an_agentx_result_is_scored_on_a_lane_replay_with_its_drivers(tmp_path, capsys):
+    lanes = ROOT / "scenarios" / "dsv4_flash_agentic_lanes.yaml"  # 8 lanes of V4-Flash
+    doc = json.loads((DATA / "inferencex_2718_c128.json").read_text())
+    doc.update(conc=9, model="deepseek-ai/DeepSeek-V4-Flash")
+    (tmp_path / "ix.json").write_text(json.dumps(doc))
+    argv = ["score", str(tmp_path / "ix.json"), "--scenario", str(lanes), "--seeds", "1", "--out", str(tmp_path / "s"),
+            "--no-progress"]
+    assert main(argv) == 2 and "conc: 9, but the scenario runs workload.lanes = 8" in capsys.readouterr().err
+    doc["conc"] = 8
+    (tmp_path / "ix.json").write_text(json.dumps(doc))
+    assert main(argv) == 0
+    by = {r["figure"]: r for r in json.loads((tmp_path / "s" / "score.json").read_text())["rows"]}
+    assert by["tok_per_s_per_gpu"]["mean"] > 0 and by["tok_per_s_per_user"]["error"] is not None
+    assert by["calls_per_lane_hour"]["measured"] is None and by["calls_per_lane_hour"]["mean"] > 0
