@@ -2,12 +2,13 @@
 
 hicache-sim calibrate [--suite default|quick] --out PATH [--device auto|cpu|cuda] [--plot PATH]
 hicache-sim calibrate check NEW.json --baseline BASE.json [--tolerance 10%] [--allow-device-change]
-hicache-sim calibrate compute MEASURED... --scenario S.yaml --out TABLE.json [--table BASE.json] [--fix K=V]
+hicache-sim calibrate compute [MEASURED...] [--from RUN...] --scenario S.yaml --out TABLE.json [--table BASE.json] [--fix K=V]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from calibrate.suites import SUITES
@@ -54,9 +55,14 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
         "model, GPU and TP the FLOPs and bytes follow from. Prints each point's fit error and writes the "
         "parameters into a cost table's compute section (the base table's copy costs kept).",
     )
-    m.add_argument("measured", nargs="+", metavar="MEASURED", help="bench_serving .jsonl/.json results or a .csv")
+    m.add_argument("measured", nargs="*", metavar="MEASURED", help="bench_serving .jsonl/.json results or a .csv")
+    m.add_argument("--from", dest="runs", nargs="+", default=[], metavar="RUN",
+                   help="what a measured run left behind, in any format `hicache-sim score` reads: ITL gives decode "
+                        "points, TTFT at concurrency 1 prefill points (calibrate/measured.py)")  # fmt: skip
     m.add_argument("--scenario", required=True, metavar="S.yaml", help="scenario naming the model and hardware")
     m.add_argument("--out", required=True, metavar="TABLE.json", help="cost table to write")
+    m.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a scenario field, e.g. --set hardware.cost_table=null (fit from the spec's roofline)")
     m.add_argument("--table", default=None, metavar="BASE.json", help="base cost table (default: bundled spec)")
     m.add_argument("--fix", action="append", default=[], metavar="PARAM=VALUE",
                    help="pin a parameter (step_overhead_ms, mfu, attn_flops_scale, mbu), e.g. --fix attn_flops_scale=1")  # fmt: skip
@@ -73,7 +79,8 @@ def _compute(args: argparse.Namespace) -> int:
     import dataclasses
     import datetime
 
-    from calibrate.compute import PARAMS, fit_compute, format_fit, read_points
+    from calibrate.compute import PARAMS, fit_compute, format_fit
+    from sim import __version__
     from sim.base.fileio import check_output_file
     from sim.model.compute import Roofline
     from sim.model.costs import resolve_cost_table, write_cost_table
@@ -95,23 +102,54 @@ def _compute(args: argparse.Namespace) -> int:
         problem = field_problem(ComputeConfig, key, fixed[key])  # the bounds of the scenario's compute.KEY
         if problem is not None:
             raise InputError(f"--fix {item}: {problem} (as compute.{key} in a scenario)")
-    sc = load_scenario(args.scenario)
-    points = read_points(args.measured)
+    sc = load_scenario(args.scenario, args.overrides)
+    points, runs = _measured_points(args, sc)
+    base_model = Roofline.from_scenario(sc)
+    decodes = {(p.batch, p.context) for p in points if p.kind == "decode"}
+    if len(decodes) == 1 and not {"step_overhead_ms", "mbu"} & set(fixed):  # overhead and bytes: one equation
+        fixed["step_overhead_ms"] = base_model.overhead_s * 1e3
+        print(f"note: the decode points are all one batch ({decodes.pop()[0]}), which cannot part the per-step "
+              f"overhead from the bytes: step_overhead_ms pinned at the scenario's {fixed['step_overhead_ms']:.2f} "
+              "(--fix another value, or add a run at another concurrency)", file=sys.stderr)  # fmt: skip
     try:
-        result = fit_compute(points, Roofline.from_scenario(sc), sc.scheduler.chunked_prefill_size, fixed=fixed)
+        result = fit_compute(points, base_model, sc.scheduler.chunked_prefill_size, fixed=fixed)
     except InputError as exc:  # what the points cannot fit: named by the files they came from
-        raise InputError(str(exc), source=", ".join(args.measured)) from None
+        raise InputError(str(exc), source=", ".join([*args.measured, *args.runs])) from None
     base = resolve_cost_table(args.table)
     source = {"kind": "measured-fit", "device": sc.hardware.gpu_name, "model": sc.model.name,
               "tp_size": sc.hardware.tp_size, "scenario": args.scenario, "measured": list(args.measured),
               "points": len(points), "free_parameters": result.free, "rms_error": round(result.rms_error, 4),
-              "fixed": sorted(fixed),
+              "fixed": sorted(fixed), "runs": runs, "hicache_sim": __version__,
               "date": datetime.date.today().isoformat()}  # fmt: skip
     table = dataclasses.replace(base, compute={**result.params, "source": source}, path=args.out)
     write_cost_table(table, args.out)
     print(format_fit(result))
     print(f"wrote {args.out} (compute section; copy costs from {base.describe()})")
     return 0
+
+
+def _measured_points(args: argparse.Namespace, sc) -> tuple[list, list[dict]]:
+    """The points of the MEASURED files and of the --from runs (checked against the scenario as `score` checks
+    them), and each run's provenance: its file, tool and the SHA-256 of its bytes."""
+    import hashlib
+
+    from calibrate.compute import read_points
+    from calibrate.measured import points_from_measured
+    from sim.app.score import check_against, scenario_concurrency
+    from sim.interop.measured import read_measured
+
+    if not args.measured and not args.runs:
+        raise InputError("calibrate compute: give MEASURED files or --from RUN... (what a measured run left behind)")
+    points = read_points(args.measured) if args.measured else []
+    runs = read_measured(args.runs) if args.runs else []
+    check_against(runs, sc)
+    found = points_from_measured(runs, scenario_concurrency(sc, "")[0])
+    if runs and not found:
+        raise InputError("no step-time point in these runs: they need ISL, and ITL or TTFT at concurrency 1, "
+                         "at a stated concurrency", source=", ".join(args.runs))  # fmt: skip
+    prov = [{"file": m.source, "tool": m.tool, "sha256": hashlib.sha256(Path(m.source.split(" .. ")[-1]).read_bytes())
+             .hexdigest()[:16]} for m in runs]  # fmt: skip
+    return points + found, prov
 
 
 def format_run(table, mechanisms: dict[str, str]) -> str:

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario(sub)
     _add_diff(sub)
     _add_plan(sub)
+    from sim.app.scorecmd import add_score_parser
+
+    add_score_parser(sub)
     from calibrate.cli import add_calibrate_parser  # torch is imported only when calibrate runs
 
     add_calibrate_parser(sub)

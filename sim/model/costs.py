@@ -602,12 +602,12 @@ class ComparisonRow:
     base: float
     new: float
     change: float
-    unit: str  # "s" for times (higher is worse) or "GB/s" for ceilings (lower is worse)
+    unit: str  # "s", "ms", "x" (higher is worse: times, a FLOPs scale) or "GB/s", "eff" (lower is worse)
 
     @property
     def worse(self) -> float:
         """How much worse, as a positive fraction; negative when better."""
-        return self.change if self.unit == "s" else -self.change
+        return self.change if self.unit in ("s", "ms", "x") else -self.change
 
 
 @dataclass
@@ -652,7 +652,23 @@ class ComparisonReport:
 
 
 def _fmt(value: float, unit: str) -> str:
-    return f"{value:.2f} GB/s" if unit == "GB/s" else f"{value * 1e6:.2f} us"
+    if unit == "s":
+        return f"{value * 1e6:.2f} us"
+    return f"{value:.2f} GB/s" if unit == "GB/s" else f"{value:.3f} {unit}"
+
+
+# A fitted step-time parameter's unit for the comparison: higher overhead or attention scale is slower, higher
+# efficiency faster (``calibrate compute``'s PARAMS).
+_COMPUTE_UNITS = {"step_overhead_ms": "ms", "attn_flops_scale": "x", "mfu": "eff", "mbu": "eff"}
+
+
+def _compute_rows(new: CostTable, baseline: CostTable, warnings: list[str]) -> list[ComparisonRow]:
+    """The two fits' step-time parameters side by side (a table without a fit: a warning, no rows)."""
+    a, b = baseline.compute_params, new.compute_params
+    if bool(a) != bool(b):
+        warnings.append(f"only the {'new' if b else 'baseline'} table has a compute fit: its step times are not compared")
+    return [ComparisonRow(f"compute {k}", a[k], b[k], b[k] / a[k] - 1 if a[k] else 0.0, unit)
+            for k, unit in _COMPUTE_UNITS.items() if k in a and k in b]  # fmt: skip
 
 
 def compare_tables(
@@ -695,6 +711,7 @@ def compare_tables(
         )
         for name in CEILINGS
     ]
+    rows += _compute_rows(new, baseline, warnings)
     if not any(key in base_by_key for key in new_by_key):
         raise InputError("no entry of the new table has the op, backend and shape of one in the baseline: nothing "
                          "to check (were they timed with different suites?)")  # fmt: skip

@@ -32,6 +32,8 @@ READERS = [["validate", "{p}"], ["validate", "{s}", "--set", "model.config={p}"]
            ["plan", "--scenario", "{s}", "--trace", "{p}", "--out", "{o}"],
            ["calibrate", "check", "{p}", "--baseline", "{p}"],
            ["calibrate", "compute", "{p}", "--scenario", "{s}", "--out", "{o}.json"],
+           ["calibrate", "compute", "--from", "{p}", "--scenario", "{s}", "--out", "{o}.json"],
+           ["score", "{p}", "--scenario", "{s}", "--out", "{o}", "--no-progress"],
            ["plot", "rounds", "{p}", "--out", "{o}.png"],
            ["sweep", "{p}", "--grid", "seed=1,2", "--out", "{o}", "--no-progress"]]  # fmt: skip
 NOT_FILES = ["fifo", "/dev/zero", "/dev/null", "dangling link", "link loop", "binary", "missing", "empty folder"]
