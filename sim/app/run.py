@@ -272,11 +272,12 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
     if sc.cluster.role != "decode":
         return build(sc, server=server, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
-
-    decode_swa_ratio(sc)
+    from sim.hisparse.dsadecode import dsa_layout_of
     from sim.hisparse.topk import load_topk_trace
 
-    decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
+    if dsa_layout_of(sc) is None:  # a DSA model has no SWA pool, and its shape comes from its config
+        decode_swa_ratio(sc)
+        decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
     if sc.hisparse.access.kind == "trace":
         load_topk_trace(sc.hisparse.access.trace_path)
     return None

@@ -32,11 +32,14 @@ from sim.base.errors import InputError
 from sim.hisparse.buffer import (
     FP4_INDEXER_ROW_BYTES,
     DecodeModelShape,
+    DecodePools,
     HbmBudget,
     HiSparseConfig,
     HiSparseResult,
     simulate_hisparse,
 )
+from sim.hisparse.dsa import swap_in_step_seconds
+from sim.hisparse.dsadecode import DsaDecode, dsa_decode, dsa_layout_of
 from sim.hisparse.topk import ParametricAccess, ParametricAccessParams, TraceAccess, load_topk_trace
 from sim.model.compute import Roofline, step_model
 from sim.model.costs import CostTable
@@ -84,9 +87,7 @@ class _Decoder:
         self.steps = steps if steps is not None and steps.name != "roofline" else None  # measured kernels
         self.enabled = sc.hisparse.enabled
         self.k = sc.hisparse_top_k or shape.index_topk
-        cap = hs.capacity
-        self.pools = cap.pools_hisparse if self.enabled else cap.pools_baseline
-        self.c4_need = sc.hisparse.device_buffer_size + shape.c4_page_slots if self.enabled else 0
+        self.pools, self.c4_need = _pools_and_need(sc, shape, hs, self.enabled)
         self.swa_need = shape.swa_tokens_per_request()
         self.used_full = self.used_swa = self.used_c4 = 0
         self.waiting: deque[Request] = deque()
@@ -173,15 +174,20 @@ class _Decoder:
             read = n * self.read0 + self.read_slope * (seq - n * self.s0)
             weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
             gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
-        swap = self._swap_in_seconds(n, j) if self.enabled else np.zeros(k)
+        swap = self._swap_in_seconds(n, j, np.broadcast_to(gpu, (k,))) if self.enabled else np.zeros(k)
         return np.maximum((self.steps or self.roofline).overhead_s, gpu + swap), swap
 
-    def _swap_in_seconds(self, n: int, j: np.ndarray) -> np.ndarray:
-        """Each step's swap-ins: the batch's misses in one C4 layer (the running requests' sampled means at their
-        decode offsets), priced per layer by the cost table, times the C4 layers."""
+    def _swap_in_seconds(self, n: int, j: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        """Each step's swap-ins: the batch's misses in one layer (the running requests' sampled means at their
+        decode offsets), priced by the cost table: V4 one kernel per C4 layer; DSA one per anchor layer, its
+        skip layers' copies beyond a layer's compute (:func:`sim.hisparse.dsa.swap_in_step_seconds`)."""
         offsets = (self.step + j)[:, None] - np.array(self.starts, dtype=np.int64)[None, :]
         np.minimum(offsets, self.miss_table.size - 1, out=offsets)
         misses = np.minimum(np.rint(self.miss_table[offsets].sum(axis=1)).astype(np.int64), n * self.k)
+        if isinstance(self.hs, DsaDecode):
+            lay = self.hs.shape.layout
+            return np.array([swap_in_step_seconds(lay, self.costs, n, int(m), float(g) / lay.layers)
+                             for m, g in zip(misses, gpu)])  # fmt: skip
         distinct, index = np.unique(misses, return_inverse=True)
         per_layer = np.array([self.costs.swap_in_seconds(n, self.k, int(m), self.shape.kv_row_bytes) for m in distinct])
         return per_layer[index] * self.shape.n_c4_layers
@@ -239,6 +245,17 @@ class _Decoder:
                                      "kv_used_bytes": self.used_full * self.pools.bytes_per_full_token})  # fmt: skip
 
 
+def _pools_and_need(sc, shape, hs, enabled: bool) -> tuple[DecodePools, int]:
+    """The pools the decoder admits into, and the hot-buffer slots a request takes in the third (V4: the C4
+    pool, its buffer plus one C4 page; DSA: the physical latent pool, its padded buffer and spec scratch)."""
+    if isinstance(hs, DsaDecode):
+        return hs.pools(enabled), hs.sizing.per_request_device if enabled else 0
+    cap = hs.capacity
+    if not enabled:
+        return cap.pools_baseline, 0
+    return cap.pools_hisparse, sc.hisparse.device_buffer_size + shape.c4_page_slots
+
+
 def decode_swa_ratio(sc) -> float:
     """The decode instance's SWA share: SGLang's decode role sizes cap mode differently (extra slots for
     transfers, ``pool_configurator.py:957-961``), which is not modelled, so a number is required."""
@@ -263,19 +280,30 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`)."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
     steps = step_model(sc, costs.compute_params, expert_dtype)
+    input_len = int(np.median([r.input_len for r in requests]))
+    output_len = int(np.median([r.output_len for r in requests]))
+    lay = dsa_layout_of(sc)
+    if lay is not None:
+        hs = dsa_decode(sc, lay, sc.compute.decode_bytes_per_step, _access_model(sc), costs, roofline, input_len,
+                        output_len, rng)  # fmt: skip
+        return _play(sc, requests, hs.shape, hs, costs, roofline, rec, steps, progress)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
                             initial_fill=h.initial_fill, host_to_device_ratio=h.host_to_device_ratio,
                             io_backend=sc.hicache.cost_backend, layers_simulated=h.access.layers_simulated,
                             step_windows=h.step_windows, window_steps=h.window_steps)  # fmt: skip
-    input_len = int(np.median([r.input_len for r in requests]))
-    output_len = int(np.median([r.output_len for r in requests]))
     budget = HbmBudget(hbm_bytes=sc.hardware.kv_mem_gb * 1e9, hbm_bandwidth=roofline.hbm_Bps * roofline.mbu,
                        mem_fraction_static=1.0, weight_bytes=0.0)  # fmt: skip
     hs = simulate_hisparse(hs_cfg, shape, _access_model(sc), h.sample_requests, input_len, output_len, costs,
                            rng, budget, decode_swa_ratio(sc),
                            sc.scheduler.max_running_requests)  # fmt: skip
+    return _play(sc, requests, shape, hs, costs, roofline, rec, steps, progress)
+
+
+def _play(sc, requests: list[Request], shape, hs, costs: CostTable, roofline: Roofline, rec: Recorder | None,
+          steps, progress) -> DecodeRun:  # fmt: skip
+    """The decode instance in time over ``requests``, its pools and misses decided."""
     env = simpy.Environment()
     rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)
     dec = _Decoder(env, sc, shape, hs, costs, roofline, rec, steps)
@@ -295,10 +323,10 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     env.run(until=sc.duration_s if sc.duration_s is not None else dec.all_done)
     if progress is not None:
         progress.update(env.now)
-    return DecodeRun(_summary(sc, dec, hs, env.now, len(requests)), rec, _misses_frame(hs, hs_cfg))
+    return DecodeRun(_summary(sc, dec, hs, env.now, len(requests)), rec, _misses_frame(sc, hs))
 
 
-def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
+def _misses_frame(sc, hs) -> pd.DataFrame:
     import pandas as pd
 
     r, layers, steps = hs.misses.shape
@@ -306,14 +334,38 @@ def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
     return pd.DataFrame({
         "step": hs.steps[idx[2]].astype(np.int64), "request": idx[0], "layer": idx[1],
         "misses": hs.misses.reshape(-1), "accesses": hs.accesses.reshape(-1),
-        "policy": cfg.policy, "device_buffer_size": cfg.device_buffer_size,
+        "policy": sc.hisparse.policy, "device_buffer_size": sc.hisparse.device_buffer_size,
     })  # fmt: skip
+
+
+def _capacity(sc, hs) -> dict:
+    """Both instances' bytes a request, max batch and what caps it, the batch HiSparse pays from; for a DSA model
+    also the logical-token gain, the per-rank host pool and the anchor/skip layers."""
+    if not isinstance(hs, DsaDecode):
+        c = hs.capacity
+        return {"bytes_per_request_baseline": c.bytes_per_request_baseline,
+                "bytes_per_request_hisparse": c.bytes_per_request_hisparse, "max_batch_baseline": c.max_batch_baseline,
+                "max_batch_hisparse": c.max_batch_hisparse, "batch_gain": c.batch_gain, "limit_baseline": c.limit_baseline,
+                "limit_hisparse": c.limit_hisparse, "break_even_batch": c.break_even_batch}  # fmt: skip
+    z, lay = hs.sizing, hs.shape.layout
+    final = -(-(hs.final_len) // hs.shape.page_size) * hs.shape.page_size
+    return {"family": "dsa", "bytes_per_request_baseline": final * z.baseline.bytes_per_token,
+            "bytes_per_request_hisparse": lay.layers * (final * lay.indexer_row_bytes
+                                                         + z.per_request_device * lay.kv_row_bytes),
+            "max_batch_baseline": z.max_batch_baseline, "max_batch_hisparse": z.max_batch_hisparse,
+            "batch_gain": z.batch_gain, "limit_baseline": z.limit_baseline, "limit_hisparse": z.limit_hisparse,
+            "break_even_batch": hs.crossover_batch, "capacity_gain": z.capacity_gain,
+            "logical_tokens": {"baseline": z.baseline.logical_tokens, "hisparse": z.hisparse.logical_tokens},
+            "device_slots_hisparse": z.hisparse.device_slots, "per_request_device_slots": z.per_request_device,
+            "host_pool_tokens_per_rank": z.hisparse.host_tokens, "host_pool_bytes_per_rank": z.hisparse.host_bytes,
+            "kv_dtype": lay.kv_dtype, "anchor_layers": lay.anchors, "skip_layers": lay.skip_layers}  # fmt: skip
 
 
 def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int) -> dict:
     rec = dec.rec
     out_tokens = rec.token_totals()["output_tokens"]
-    cap = hs.capacity
+    cap = _capacity(sc, hs)
+    on = sc.hisparse.enabled
     dropped = dict(rec.dropped)
     return {
         "scenario": sc.name,
@@ -341,14 +393,10 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
             "policy": sc.hisparse.policy,
             "device_buffer_size": sc.hisparse.device_buffer_size,
             "top_k": dec.k,
-            "bytes_per_request": cap.bytes_per_request_hisparse if sc.hisparse.enabled else cap.bytes_per_request_baseline,
-            "bytes_per_request_baseline": cap.bytes_per_request_baseline,
-            "bytes_per_request_hisparse": cap.bytes_per_request_hisparse,
-            "max_batch": cap.max_batch_hisparse if sc.hisparse.enabled else cap.max_batch_baseline,
-            "max_batch_baseline": cap.max_batch_baseline,
-            "max_batch_hisparse": cap.max_batch_hisparse,
-            "batch_gain": cap.batch_gain,
-            "batch_limit": cap.limit_hisparse if sc.hisparse.enabled else cap.limit_baseline,
+            "bytes_per_request": cap["bytes_per_request_hisparse" if on else "bytes_per_request_baseline"],
+            "max_batch": cap["max_batch_hisparse" if on else "max_batch_baseline"],
+            "batch_limit": cap["limit_hisparse" if on else "limit_baseline"],
+            **{k: v for k, v in cap.items() if not k.startswith("limit_")},
             "host_to_device_ratio": sc.hisparse.host_to_device_ratio,
             "initial_fill": sc.hisparse.initial_fill,
             "pools": {"full_tokens": dec.pools.full_tokens, "swa_tokens": dec.pools.swa_tokens,
@@ -359,7 +407,7 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
             **({"misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
                 "miss_rate": hs.miss_rate,
                 "swap_in_share": dec.swap_s / dec.busy_s if dec.busy_s else 0.0,
-                "break_even_batch": cap.break_even_batch,
-                "d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if sc.hisparse.enabled else {}),  # off: no hot buffer
+                **({"d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if hasattr(hs, "d2h_backup_bytes") else {}),
+                } if on else {}),  # off: no hot buffer
         },
     }

@@ -23,6 +23,7 @@ from typing import Any
 
 from sim.base.errors import InputError
 from sim.base.inputs import parse_json, read_text
+from sim.model.dsa import dsa_layout, is_dsa
 
 __all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "expert_dtype_of",
            "is_named", "load_config", "model_spec"]
@@ -42,7 +43,7 @@ class ModelShape:
     """What the cache and the step-time model need from a config, per TP rank where it says so."""
 
     name: str
-    family: str  # "mha", "mla" or "dsv4"
+    family: str  # "mha", "mla", "dsa" (DeepSeek V3.2, GLM-5.x) or "dsv4"
     layers: int
     params: float
     active_params: float
@@ -253,6 +254,8 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
                          "name DeepSeek V4, whose model SGLang builds from compress_ratios, models/deepseek_v4.py:1047)")
     if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
         att = _v4_attention(cfg, name, hidden, heads, layers, fp4_indexer)
+    elif "kv_lora_rank" in cfg and is_dsa(cfg):
+        att = _dsa_attention(cfg, name, hidden, heads, layers, kv_dtype)
     elif "kv_lora_rank" in cfg:
         att = _mla_attention(cfg, name, hidden, heads, layers, b.kv)
     else:
@@ -338,6 +341,22 @@ def _mla_attention(cfg: dict, name: str, hidden: int, heads: int, layers: int, k
     return _Attention("mla", attn, kv_tok, kv_tok, layers * heads * (2 * (nope + rope) + 2 * v))
 
 
+def _dsa_attention(cfg: dict, name: str, hidden: int, heads: int, layers: int, kv_dtype: str) -> _Attention:
+    """DSA (DeepSeek V3.2, GLM-5.x): the MLA latent as the DSA pool stores it plus the indexer keys
+    (:mod:`sim.model.dsa`, sized as without HiSparse); a decode step scans every indexer key of the anchor layers
+    and reads the top-k latent rows of every layer. The model's dtype (``auto``) stores bf16, as on Hopper."""
+    for key in ("qk_rope_head_dim", "index_topk"):
+        _need(cfg, key, name)
+    mla = _mla_attention(cfg, name, hidden, heads, layers, 2)
+    try:
+        lay = dsa_layout(cfg, kv_dtype)
+    except InputError as exc:
+        raise InputError(f"{exc} (model {name!r})") from None
+    per_req = layers * lay.index_topk * lay.kv_row_bytes
+    return _Attention("dsa", mla.params, lay.bytes_per_token(), lay.anchors * lay.indexer_row_bytes,
+                      mla.flops_per_pair, kv_read_bytes_per_request=per_req)
+
+
 def _mha_attention(cfg: dict, hidden: int, heads: int, layers: int, kv_b: float, attn_tp: int) -> _Attention:
     """MHA / GQA: KV heads split over the attention TP group; with more ranks than KV heads each rank keeps one
     (replicated)."""
@@ -365,6 +384,6 @@ def model_spec(shape: ModelShape, page_size: int):
     if shape.catalog is not None:
         return get_model(shape.catalog, page_size=page_size, fp4_indexer=shape.fp4_indexer)
     per_page = round(shape.kv_bytes_per_token * page_size)
-    pool = Pool("kv", per_page, "kv", HitPolicy.ALL_PAGES, rank_replicated=shape.family == "mla")
+    pool = Pool("kv", per_page, "kv", HitPolicy.ALL_PAGES, rank_replicated=shape.family in ("mla", "dsa"))
     return ModelSpec(shape.name, page_size, (pool,), layers=shape.layers,
                      notes=f"{shape.family}, {shape.kv_bytes_per_token:,.0f} B/token per rank (from config.json)")  # fmt: skip
