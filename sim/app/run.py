@@ -675,11 +675,23 @@ def _l3_and_write_back_lines(m: dict) -> list[str]:
     return lines
 
 
+def _dsa_lines(h: dict) -> list[str]:
+    """A DSA model's sizing: the logical tokens each pool admits against, the host mirror each rank pins."""
+    t = h["logical_tokens"]
+    return [f"{'KV tokens (capacity gain)':<30}{t['hisparse']:>14,}   (off {t['baseline']:,}: "
+            f"{h['capacity_gain']:.2f}x at host_to_device_ratio {h['host_to_device_ratio']}; {h['kv_dtype']} KV, "
+            f"{h['anchor_layers']} anchor + {h['skip_layers']} shared-index layers)",
+            f"{'host pool per rank':<30}{h['host_pool_bytes_per_rank'] / 1e9:>14,.1f} GB   "
+            f"({h['host_pool_tokens_per_rank']:,} tokens; pinned on every TP rank, MLA KV replicated)"]  # fmt: skip
+
+
 def _format_decode(result: RunResult) -> str:
     s = result.summary
     h, req, tpot = s["hisparse"], s["requests"], s["tpot_s"]
-    mode = (f"HiSparse on ({h['policy']}, {h['device_buffer_size']} C4 slots, top-k {h['top_k']})"
-            if h["enabled"] else "HiSparse off (all C4 KV on the GPU)")  # fmt: skip
+    dsa = h.get("family") == "dsa"
+    rows = "slots" if dsa else "C4 slots"
+    mode = (f"HiSparse on ({h['policy']}, {h['device_buffer_size']} {rows}, top-k {h['top_k']})"
+            if h["enabled"] else f"HiSparse off (all {'' if dsa else 'C4 '}KV on the GPU)")  # fmt: skip
     lines = [
         f"{s['scenario']}: {s['model']} decode instance, {mode}",
         f"cost table: {s['cost_table']}",
@@ -692,6 +704,7 @@ def _format_decode(result: RunResult) -> str:
         f"(off {h['bytes_per_request_baseline'] / 1e6:,.0f} MB, on {h['bytes_per_request_hisparse'] / 1e6:,.0f} MB)",
         f"{'max decode batch':<30}{h['max_batch']:>14,}   (off {h['max_batch_baseline']}, on "
         f"{h['max_batch_hisparse']}: {h['batch_gain']:.2f}x; capped by {h['batch_limit']})",
+        *(_dsa_lines(h) if dsa else []),
         f"{'peak batch reached':<30}{h['peak_batch']:>14,}",
         f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",

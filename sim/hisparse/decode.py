@@ -86,7 +86,8 @@ class _Decoder:
             env, sc, shape, hs, costs, roofline, rec)  # fmt: skip
         self.steps = steps if steps is not None and steps.name != "roofline" else None  # measured kernels
         self.enabled = sc.hisparse.enabled
-        self.k = sc.hisparse_top_k or shape.index_topk
+        # DSA: the config's index_topk, whatever --hisparse-config says (model_runner.py:1038-1041)
+        self.k = shape.index_topk if isinstance(hs, DsaDecode) else sc.hisparse_top_k or shape.index_topk
         self.pools, self.c4_need = _pools_and_need(sc, shape, hs, self.enabled)
         self.swa_need = shape.swa_tokens_per_request()
         self.used_full = self.used_swa = self.used_c4 = 0

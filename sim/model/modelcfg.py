@@ -63,6 +63,7 @@ class ModelShape:
     fp4_indexer: bool = False  # DeepSeek V4: C4 indexer keys in fp4 (--enable-deepseek-v4-fp4-indexer)
     mlp_flops_per_token: float = 0.0  # per GPU: the MLP/MoE share of flops_per_token (DP attention gathers it)
     expert_dtype: str = ""  # the routed experts' dtype as resolved (expert_dtype_of); "" without experts
+    index_topk: int = 0  # DSA: the indexer's top-k, what HiSparse swaps in (model_runner.py:1038-1041)
 
 
 def bundled_configs() -> list[str]:
@@ -279,6 +280,7 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         kv_read_bytes_per_request=att.kv_read_bytes_per_request, compute_dtype="fp8" if b.weight == 1 else "bf16",
         catalog=att.catalog, fp4_indexer=fp4_indexer and att.catalog is not None, mlp_flops_per_token=2 * mlp_active / tp_size,
         expert_dtype=expert_dtype_of(cfg, expert_dtype) if n_exp else "",
+        index_topk=int(cfg.get("index_topk") or 0) if att.family == "dsa" else 0,
     )  # fmt: skip
 
 
@@ -385,5 +387,5 @@ def model_spec(shape: ModelShape, page_size: int):
         return get_model(shape.catalog, page_size=page_size, fp4_indexer=shape.fp4_indexer)
     per_page = round(shape.kv_bytes_per_token * page_size)
     pool = Pool("kv", per_page, "kv", HitPolicy.ALL_PAGES, rank_replicated=shape.family in ("mla", "dsa"))
-    return ModelSpec(shape.name, page_size, (pool,), layers=shape.layers,
+    return ModelSpec(shape.name, page_size, (pool,), index_topk=shape.index_topk, layers=shape.layers,
                      notes=f"{shape.family}, {shape.kv_bytes_per_token:,.0f} B/token per rank (from config.json)")  # fmt: skip
