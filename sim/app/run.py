@@ -226,6 +226,12 @@ def _with_interval(sc: Scenario, interval: float) -> Scenario:
     return sc.model_copy(update={"output": sc.output.model_copy(update={"timeseries_interval_s": interval})})
 
 
+def decode_timeline(sc: Scenario) -> bool:
+    """Whether ``sc`` runs as a decode instance in time (:mod:`sim.hisparse.decode`): a PD decode instance, or
+    HiSparse on a DSA model's colocated instance (the checks allow HiSparse nowhere else)."""
+    return sc.cluster.role == "decode" or sc.hisparse.enabled
+
+
 def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> list[Request]:
     """The requests of a synthetic or trace workload, with their arrival times, made now."""
     return list(open_loop_stream(sc, page, rng))
@@ -260,7 +266,8 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
     empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing; returns the
     requests the run would serve where the workload says (None: a decode instance, or a run a duration ends);
     ``progress``: report a trace's read-through as it goes."""
-    server = resolve(sc) if sc.cluster.role != "decode" else None  # cap mode may leave no Full pool
+    timeline = decode_timeline(sc)
+    server = resolve(sc) if not timeline else None  # cap mode may leave no Full pool
     model = server.model if server is not None else build_model_spec(sc)
     if model.has_swa:
         check_v4_setup(model, page_tokens=sc.hicache.page_size, write_policy=sc.hicache.write_policy,
@@ -269,7 +276,7 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
     if sc.compute.backend != "roofline":
         # compiles the estimator and asks it once: no kernel data is refused here
         step_model(sc, expert_dtype=expert_dtype(sc))
-    if sc.cluster.role != "decode":
+    if not timeline:
         return build(sc, server=server, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
     from sim.hisparse.dsadecode import dsa_layout_of
@@ -300,7 +307,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
     rec = Recorder(record_requests=sc.output.record_requests and (keep_requests or writer is not None or agentx),
                    sink=writer)  # fmt: skip
     try:
-        if sc.cluster.role == "decode":
+        if decode_timeline(sc):
             result = _run_decode(sc, costs, start, rec, notify)
             rec.flush()
         else:
@@ -338,16 +345,32 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
 
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)
-    reqs = open_loop_requests(sc, sc.hicache.page_size, rng)
+    reqs, limits = _decode_requests(sc, rng)
     seen = survey(reqs, serial_seconds(Roofline.from_scenario(sc, costs.compute_params)))
     sc = _with_interval(sc, sample_interval(sc, seen, seen.last_arrival_s, notify))
-    run = run_decode(sc, reqs, costs, rng, rec=rec, expert_dtype=expert_dtype(sc))
+    run = run_decode(sc, reqs, costs, rng, rec=rec, expert_dtype=expert_dtype(sc), limits=limits)
     sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind
     return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
                      pd.DataFrame.from_records(list(rec.samples)),
                      tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
+
+
+def _decode_requests(sc: Scenario, rng: np.random.Generator) -> tuple[list, list[int] | None]:
+    """A decode timeline's requests: an open-loop workload's, or bench_serving's random prompts step after step,
+    each with its step's ``--max-concurrency`` (a closed loop; all of them at once without one)."""
+    w = sc.workload
+    if w.kind != "bench_serving":
+        return open_loop_requests(sc, sc.hicache.page_size, rng), None
+    reqs, limits = [], []
+    for i, step in enumerate(w.steps):
+        made = random_ids_requests(step.num_prompts, step.random_input_len, step.random_output_len,
+                                   step.random_range_ratio, step.seed, sc.hicache.page_size, step=i,
+                                   first_rid=len(reqs))  # fmt: skip
+        reqs += [made.make(j) for j in range(len(made))]
+        limits += [step.max_concurrency or step.num_prompts] * len(made)
+    return reqs, limits
 
 
 def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None,
@@ -577,7 +600,7 @@ def compute_line(c: dict) -> str:
 def format_summary(result: RunResult) -> str:
     """The table ``hicache-sim run`` prints at the end."""
     s = result.summary
-    if s.get("role") == "decode":
+    if s.get("role") in ("decode", "colocated"):  # a decode timeline (HiSparse colocated too)
         return _format_decode(result)
     t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
     req = s["requests"]

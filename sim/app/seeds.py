@@ -345,7 +345,7 @@ def read_seed_table(folder) -> pd.DataFrame:
     try:
         if isinstance(data, dict) and data.get("kind") == "seeds":
             return pd.DataFrame(data["per_seed"])
-        if isinstance(data, dict) and data.get("role") == "decode" and "hisparse" in data:
+        if isinstance(data, dict) and data.get("role") in ("decode", "colocated") and "hisparse" in data:
             from sim.app.plan.tasks import decode_row
 
             return pd.DataFrame([{"seed": data.get("seed", 0), **decode_row(data)}])

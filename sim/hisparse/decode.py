@@ -90,6 +90,13 @@ class _Decoder:
         self.k = shape.index_topk if isinstance(hs, DsaDecode) else sc.hisparse_top_k or shape.index_topk
         self.pools, self.c4_need = _pools_and_need(sc, shape, hs, self.enabled)
         self.swa_need = shape.swa_tokens_per_request()
+        self.colocated = sc.cluster.role != "decode"  # HiSparse on a DSA model's colocated instance
+        self.dp = sc.hardware.attn_dp_size if self.colocated else 1  # one DP rank simulated, the others alike
+        self.chunk = max(1, sc.scheduler.chunked_prefill_size // self.dp)  # a rank's chunk (parallel_hook.py:326-335)
+        self.prefill: list[Request] = []  # admitted, waiting for their prefill pass
+        self.done = 0  # finished or dropped
+        self.freed = env.event()  # fires at each finish or drop: a closed-loop client sends its next request
+        self.closed = False  # a closed-loop client: its next request arrives at a finish
         self.used_full = self.used_swa = self.used_c4 = 0
         self.waiting: deque[Request] = deque()
         self.running: list[tuple[int, int, Request, float, int]] = []  # (finish step, rid, req, admitted, start)
@@ -132,9 +139,12 @@ class _Decoder:
     def run(self):
         """Steps in blocks: one event for the steps up to the next decision (a finish, the step an arrival can
         join at, the horizon), priced together as the steps would be one by one."""
-        env, max_running = self.env, self.sc.scheduler.max_running_requests
+        env, max_running = self.env, max(1, self.sc.scheduler.max_running_requests // self.dp)
         while True:
             self._admit(max_running)
+            if self.prefill:
+                yield from self._prefill_pass()
+                continue
             if not self.running:
                 yield self.wake
                 self.wake = env.event()
@@ -164,6 +174,8 @@ class _Decoder:
                 self.used_swa -= self.swa_need
                 self.used_c4 -= self.c4_need
                 self._record(req, admitted, self.step_ends[start], end)
+            if self.closed:
+                yield env.timeout(0)  # the client sends its next requests before the next admission
 
     def _step_seconds(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The next ``k`` steps of this batch of ``n``: each one's duration and its swap-in share."""
@@ -173,7 +185,9 @@ class _Decoder:
             gpu = np.array([self.steps.decode_seconds(n, int(s)) for s in seq])
         else:
             read = n * self.read0 + self.read_slope * (seq - n * self.s0)
-            weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
+            # with DP attention the MoE layers run every rank's tokens (alike ranks: n each)
+            experts = self.roofline.expert_bytes * self.roofline.experts_touched(n * self.dp)
+            weights = self.shape.weight_bytes_per_gpu + experts
             gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
         swap = self._swap_in_seconds(n, j, np.broadcast_to(gpu, (k,))) if self.enabled else np.zeros(k)
         return np.maximum((self.steps or self.roofline).overhead_s, gpu + swap), swap
@@ -204,27 +218,57 @@ class _Decoder:
         return k
 
     def _admit(self, max_running: int) -> None:
-        while self.waiting and len(self.running) < max_running:
+        """Admit by memory; colocated, into one prefill pass of up to a chunk of prompt tokens, each prompt landing
+        in device slots before it is staged to the host (``admit_request_into_staging``,
+        hisparse_coordinator.py:838-876), so the device pool bounds the prefill in flight."""
+        while self.waiting and len(self.running) + len(self.prefill) < max_running:
             req = self.waiting[0]
-            need = self.full_tokens(req)
+            need, dev = self.full_tokens(req), self._device_need(req)
             p = self.pools
-            if need > p.full_tokens or self.swa_need > p.swa_tokens or self.c4_need > p.c4_device_slots:
+            if need > p.full_tokens or self.swa_need > p.swa_tokens or dev > p.c4_device_slots:
                 self.waiting.popleft()
                 self.rec.dropped["exceeds_kv_capacity"] += 1
                 self._check_done()
                 continue
             if (self.used_full + need > p.full_tokens or self.used_swa + self.swa_need > p.swa_tokens
-                    or self.used_c4 + self.c4_need > p.c4_device_slots):
+                    or self.used_c4 + dev > p.c4_device_slots):
                 self.rec.counters["admission_stalls"] += 1
                 return
+            if self.prefill and sum(r.input_len for r in self.prefill) + req.input_len > self.chunk:
+                return  # the next pass takes it
             self.waiting.popleft()
             self.used_full += need
             self.used_swa += self.swa_need
-            self.used_c4 += self.c4_need
-            heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.now, self.step))
-            self.starts.append(self.step)
-            self.seq_sum += req.input_len
+            self.used_c4 += dev
+            if self.colocated:
+                self.prefill.append(req)
+            else:
+                self._join(req)
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
+
+    def _device_need(self, req: Request) -> int:
+        if not self.colocated:
+            return self.c4_need
+        return max(self.c4_need, -(-req.input_len // self.shape.page_size) * self.shape.page_size)
+
+    def _join(self, req: Request) -> None:
+        heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.now, self.step))
+        self.starts.append(self.step)
+        self.seq_sum += req.input_len
+
+    def _prefill_pass(self):
+        """One colocated prefill pass over the admitted prompts (decode waits: no mixed chunk under HiSparse,
+        hisparse_hook.py:83-88), priced by the roofline; then each keeps only its device buffer."""
+        reqs, self.prefill = self.prefill, []
+        tokens = sum(r.input_len for r in reqs)
+        dt = self.roofline.prefill_seconds(tokens, sum(r.input_len ** 2 / 2 for r in reqs))
+        yield self.env.timeout(dt)
+        self.now = self.env.now
+        self.busy_s += dt
+        self.rec.counters["prefill_passes"] += 1
+        for req in reqs:
+            self.used_c4 -= self._device_need(req) - self.c4_need
+            self._join(req)
 
     def _record(self, req: Request, admitted: float, first: float, now: float) -> None:
         self.rec.request((
@@ -235,6 +279,10 @@ class _Decoder:
         self._check_done()
 
     def _check_done(self) -> None:
+        self.done += 1
+        if not self.freed.triggered:
+            self.freed.succeed()
+            self.freed = self.env.event()
         if self.rec.n_finished + sum(self.rec.dropped.values()) >= self.expected and not self.all_done.triggered:
             self.all_done.succeed()
 
@@ -275,19 +323,25 @@ def _access_model(sc):
 
 
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
-               progress=None, rec: Recorder | None = None, expert_dtype: str | None = None) -> DecodeRun:  # fmt: skip
+               progress=None, rec: Recorder | None = None, expert_dtype: str | None = None,
+               limits: list[int] | None = None) -> DecodeRun:  # fmt: skip
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
     ``rec`` is the recorder to fill (one with a sink streams per-request records); ``expert_dtype``: the routed
-    experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`)."""
+    experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`); ``limits``: a closed-loop
+    client's concurrency cap for each request (bench_serving's ``--max-concurrency``), None for open loop."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
     steps = step_model(sc, costs.compute_params, expert_dtype)
     input_len = int(np.median([r.input_len for r in requests]))
     output_len = int(np.median([r.output_len for r in requests]))
     lay = dsa_layout_of(sc)
+    dp = sc.hardware.attn_dp_size if lay is not None and sc.cluster.role != "decode" else 1
+    if dp > 1:  # round robin over the DP ranks (serving_hook.py:217-236): rank 0's share, its clients' share
+        requests = requests[::dp]
+        limits = [max(1, n // dp) for n in limits[::dp]] if limits is not None else None
     if lay is not None:
         hs = dsa_decode(sc, lay, sc.compute.decode_bytes_per_step, _access_model(sc), costs, roofline, input_len,
                         output_len, rng)  # fmt: skip
-        return _play(sc, requests, hs.shape, hs, costs, roofline, rec, steps, progress)
+        return _play(sc, requests, hs.shape, hs, costs, roofline, rec, steps, progress, limits)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
@@ -299,24 +353,32 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     hs = simulate_hisparse(hs_cfg, shape, _access_model(sc), h.sample_requests, input_len, output_len, costs,
                            rng, budget, decode_swa_ratio(sc),
                            sc.scheduler.max_running_requests)  # fmt: skip
-    return _play(sc, requests, shape, hs, costs, roofline, rec, steps, progress)
+    return _play(sc, requests, shape, hs, costs, roofline, rec, steps, progress, limits)
 
 
 def _play(sc, requests: list[Request], shape, hs, costs: CostTable, roofline: Roofline, rec: Recorder | None,
-          steps, progress) -> DecodeRun:  # fmt: skip
-    """The decode instance in time over ``requests``, its pools and misses decided."""
+          steps, progress, limits: list[int] | None = None) -> DecodeRun:  # fmt: skip
+    """The decode instance in time over ``requests``, its pools and misses decided; ``limits``: each request's
+    client concurrency cap (a closed loop: it is sent when fewer are in flight), None: sent at its arrival."""
     env = simpy.Environment()
     rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)
     dec = _Decoder(env, sc, shape, hs, costs, roofline, rec, steps)
 
     def arrivals():
-        for req in requests:
-            if req.arrival_s > env.now:
+        for i, req in enumerate(requests):
+            limit = limits[i] if limits is not None else None
+            if limit is None and req.arrival_s > env.now:
                 yield env.timeout(req.arrival_s - env.now)
+            while limit is not None and dec.arrived - dec.done >= limit:  # bench_serving's --max-concurrency
+                yield dec.freed
+            if limit is not None:
+                req.arrival_s = env.now
             dec.submit(req)
 
     dec.expected = len(requests)
-    dec.arrivals = np.maximum.accumulate([r.arrival_s for r in requests]).tolist() if requests else []
+    dec.closed = limits is not None
+    dec.arrivals = [] if dec.closed else (np.maximum.accumulate([r.arrival_s for r in requests]).tolist()
+                                          if requests else [])  # fmt: skip
     dec.horizon = sc.duration_s
     env.process(arrivals())
     env.process(dec.run())
@@ -372,16 +434,17 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
         "scenario": sc.name,
         "seed": sc.seed,
         "model": sc.model.name,
-        "role": "decode",
+        "role": sc.cluster.role,
+        "dp_ranks": dec.dp,  # one simulated; throughput is the instance's, the ranks alike
         "compute": dec.steps.describe() if dec.steps is not None else {
             "backend": "roofline", "mbu": dec.roofline.mbu, "step_overhead_ms": dec.roofline.overhead_s * 1e3},
         "simulated_s": horizon,
         "requests": {"arrived": arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": arrived - rec.n_finished - sum(dropped.values())},  # fmt: skip
         "throughput": {
-            "requests_per_s": rec.n_finished / horizon if horizon else 0.0,
+            "requests_per_s": dec.dp * rec.n_finished / horizon if horizon else 0.0,
             "input_tokens_per_s": 0.0,
-            "output_tokens_per_s": out_tokens / horizon if horizon else 0.0,
+            "output_tokens_per_s": dec.dp * out_tokens / horizon if horizon else 0.0,
         },
         "ttft_s": percentiles(rec.ttft),
         "e2e_s": percentiles(rec.e2e),

@@ -122,8 +122,9 @@ def dsa_decode(sc, lay: DsaLayout, weight_bytes: float, access: AccessModel, cos
                          f"top_k >= 1024 (managers/hisparse_coordinator.py:177-183), got {draft}")  # fmt: skip
     shape = DsaDecodeShape(lay, weight_bytes)
     kv_bytes = sc.hardware.kv_mem_gb * 1e9
+    dp = sc.hardware.attn_dp_size if sc.cluster.role != "decode" else 1  # colocated DP attention: per rank
     sizing = dsa_sizing(lay, kv_bytes, input_len + output_len, h.host_to_device_ratio, h.device_buffer_size,
-                        sc.scheduler.max_running_requests, draft)  # fmt: skip
+                        max(1, sc.scheduler.max_running_requests // dp), draft)  # fmt: skip
     n_steps = output_len if h.step_windows is None else min(output_len, h.step_windows * h.window_steps)
     steps, misses, acc = _sample_misses(access, h.sample_requests, h.access.layers_simulated, input_len, n_steps,
                                         lay.index_topk, h.device_buffer_size, h.policy, h.initial_fill, rng)  # fmt: skip
@@ -131,7 +132,7 @@ def dsa_decode(sc, lay: DsaLayout, weight_bytes: float, access: AccessModel, cos
     seq = input_len + output_len // 2
 
     def step(batch: int, swap: bool) -> float:
-        gpu = (weight_bytes + roofline.expert_bytes * roofline.experts_touched(batch)
+        gpu = (weight_bytes + roofline.expert_bytes * roofline.experts_touched(batch * dp)
                + batch * shape.kv_read_bytes(seq)) / (roofline.hbm_Bps * roofline.mbu)  # fmt: skip
         extra = swap_in_step_seconds(lay, costs, batch, round(mean * batch), gpu / lay.layers) if swap else 0.0
         return max(roofline.overhead_s, gpu + extra)

@@ -355,8 +355,13 @@ def _dsa_attention(cfg: dict, name: str, hidden: int, heads: int, layers: int, k
     except InputError as exc:
         raise InputError(f"{exc} (model {name!r})") from None
     per_req = layers * lay.index_topk * lay.kv_row_bytes
-    return _Attention("dsa", mla.params, lay.bytes_per_token(), lay.anchors * lay.indexer_row_bytes,
-                      mla.flops_per_pair, kv_read_bytes_per_request=per_req)
+    lora, rope = int(cfg["kv_lora_rank"]), int(cfg["qk_rope_head_dim"])
+    # FLOPs: the indexer scores every (query, token) pair of the anchor layers; attention reads top-k latents a
+    # query in every layer (absorbed MLA: scores over lora + rope, values over lora)
+    pair = lay.anchors * 2 * int(cfg.get("index_n_heads") or 64) * int(cfg.get("index_head_dim") or 128)
+    per_tok = layers * lay.index_topk * heads * 2 * (2 * lora + rope)
+    return _Attention("dsa", mla.params, lay.bytes_per_token(), lay.anchors * lay.indexer_row_bytes, pair, per_tok,
+                      kv_read_bytes_per_request=per_req)
 
 
 def _mha_attention(cfg: dict, hidden: int, heads: int, layers: int, kv_b: float, attn_tp: int) -> _Attention:

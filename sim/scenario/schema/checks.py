@@ -61,12 +61,14 @@ def _workload_pages_bounded(sc: Scenario) -> None:
 
 
 def _hisparse_fits(sc: Scenario) -> None:
-    """HiSparse on a decode instance, its top-k known and inside the hot buffer, its id stream bounded."""
+    """HiSparse on a decode instance (a DSA model's colocated instance too), its top-k known and inside the hot
+    buffer, its id stream bounded."""
     h = sc.hisparse
     if not h.enabled:
         return
-    if sc.cluster.role != "decode":
-        raise _field_error("hisparse.enabled", "HiSparse runs only on decode instances; set cluster.role: decode")
+    if sc.cluster.role != "decode" and not _is_dsa_model(sc):
+        raise _field_error("hisparse.enabled", "HiSparse runs only on decode instances (colocated too for DSA "
+                           "models: DeepSeek V3.2, GLM-5.x); set cluster.role: decode")  # fmt: skip
     top_k = sc.hisparse_top_k
     if top_k is None:
         raise _field_error("hisparse.top_k", "required for a model without a catalog index_topk")
@@ -79,6 +81,11 @@ def _hisparse_fits(sc: Scenario) -> None:
         raise _field_error("hisparse.sample_requests", f"{ids:,} top-k ids to simulate (sample_requests x "
                            "access.layers_simulated x steps x top_k), over the limit of "
                            f"{MAX_HISPARSE_IDS:,}")  # fmt: skip
+
+
+def _is_dsa_model(sc: Scenario) -> bool:
+    shape = sc.model.shape(sc.hardware.tp_size, sc.hardware.attn_dp_size)
+    return shape is not None and shape.family == "dsa"
 
 
 def _fp4_indexer_supported(sc: Scenario) -> None:
