@@ -357,9 +357,10 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
                      tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
 
 
-def _decode_requests(sc: Scenario, rng: np.random.Generator) -> tuple[list, list[int] | None]:
+def _decode_requests(sc: Scenario, rng: np.random.Generator) -> tuple[list, list[tuple[int, float | None]] | None]:
     """A decode timeline's requests: an open-loop workload's, or bench_serving's random prompts step after step,
-    each with its step's ``--max-concurrency`` (a closed loop; all of them at once without one)."""
+    each with its step's ``--max-concurrency`` (a closed loop; all of them at once without one) and
+    ``--request-rate``."""
     w = sc.workload
     if w.kind != "bench_serving":
         return open_loop_requests(sc, sc.hicache.page_size, rng), None
@@ -369,7 +370,7 @@ def _decode_requests(sc: Scenario, rng: np.random.Generator) -> tuple[list, list
                                    step.random_range_ratio, step.seed, sc.hicache.page_size, step=i,
                                    first_rid=len(reqs))  # fmt: skip
         reqs += [made.make(j) for j in range(len(made))]
-        limits += [step.max_concurrency or step.num_prompts] * len(made)
+        limits += [(step.max_concurrency or step.num_prompts, step.request_rate)] * len(made)
     return reqs, limits
 
 

@@ -91,7 +91,8 @@ class _Decoder:
         self.pools, self.c4_need = _pools_and_need(sc, shape, hs, self.enabled)
         self.swa_need = shape.swa_tokens_per_request()
         self.colocated = sc.cluster.role != "decode"  # HiSparse on a DSA model's colocated instance
-        self.dp = sc.hardware.attn_dp_size if self.colocated else 1  # one DP rank simulated, the others alike
+        # a DSA model's DP-attention ranks: one simulated, the others alike (V4 decode instances have none)
+        self.dp = sc.hardware.attn_dp_size if isinstance(hs, DsaDecode) else 1
         self.chunk = max(1, sc.scheduler.chunked_prefill_size // self.dp)  # a rank's chunk (parallel_hook.py:326-335)
         self.prefill: list[Request] = []  # admitted, waiting for their prefill pass
         self.done = 0  # finished or dropped
@@ -157,7 +158,11 @@ class _Decoder:
             k = self._decision_within(ends, k)
             stalled = bool(self.waiting) and n < max_running  # each step's admission attempt stalls again
             end = float(ends[k - 1])
-            yield env.timeout(end - env.now)
+            if self.closed:  # a closed-loop client's next send is not known ahead: it cuts the block short
+                k = yield from self._until_step_or_send(ends, k)
+                end = float(ends[k - 1])
+            else:
+                yield env.timeout(end - env.now)
             self.now = end
             self.busy_s = float(np.cumsum(np.concatenate(([self.busy_s], dt[:k])))[-1])
             self.swap_s = float(np.cumsum(np.concatenate(([self.swap_s], swap[:k])))[-1])
@@ -176,6 +181,17 @@ class _Decoder:
                 self._record(req, admitted, self.step_ends[start], end)
             if self.closed:
                 yield env.timeout(0)  # the client sends its next requests before the next admission
+
+    def _until_step_or_send(self, ends: np.ndarray, k: int):
+        """Wait out the block's ``k`` steps, or until the client sends a request, then to the end of the step
+        under way (it joins the next one); the steps run."""
+        if self.wake.triggered:
+            self.wake = self.env.event()
+        yield self.env.timeout(float(ends[k - 1]) - self.env.now) | self.wake
+        if self.env.now < float(ends[k - 1]):
+            k = min(k, int(np.searchsorted(ends[:k], self.env.now, side="left")) + 1)
+            yield self.env.timeout(float(ends[k - 1]) - self.env.now)
+        return k
 
     def _step_seconds(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The next ``k`` steps of this batch of ``n``: each one's duration and its swap-in share."""
@@ -324,24 +340,25 @@ def _access_model(sc):
 
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
                progress=None, rec: Recorder | None = None, expert_dtype: str | None = None,
-               limits: list[int] | None = None) -> DecodeRun:  # fmt: skip
+               limits: list[tuple[int, float | None]] | None = None) -> DecodeRun:  # fmt: skip
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
     ``rec`` is the recorder to fill (one with a sink streams per-request records); ``expert_dtype``: the routed
     experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`); ``limits``: a closed-loop
-    client's concurrency cap for each request (bench_serving's ``--max-concurrency``), None for open loop."""
+    client's (concurrency cap, request rate) for each request (bench_serving's ``--max-concurrency`` and
+    ``--request-rate``), None for open loop."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
     steps = step_model(sc, costs.compute_params, expert_dtype)
     input_len = int(np.median([r.input_len for r in requests]))
     output_len = int(np.median([r.output_len for r in requests]))
     lay = dsa_layout_of(sc)
-    dp = sc.hardware.attn_dp_size if lay is not None and sc.cluster.role != "decode" else 1
+    dp = sc.hardware.attn_dp_size if lay is not None else 1
     if dp > 1:  # round robin over the DP ranks (serving_hook.py:217-236): rank 0's share, its clients' share
         requests = requests[::dp]
-        limits = [max(1, n // dp) for n in limits[::dp]] if limits is not None else None
+        limits = [(max(1, n // dp), r and r / dp) for n, r in limits[::dp]] if limits is not None else None
     if lay is not None:
         hs = dsa_decode(sc, lay, sc.compute.decode_bytes_per_step, _access_model(sc), costs, roofline, input_len,
                         output_len, rng)  # fmt: skip
-        return _play(sc, requests, hs.shape, hs, costs, roofline, rec, steps, progress, limits)
+        return _play(sc, requests, hs.shape, hs, costs, roofline, rec, steps, progress, limits, rng)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
@@ -353,20 +370,22 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     hs = simulate_hisparse(hs_cfg, shape, _access_model(sc), h.sample_requests, input_len, output_len, costs,
                            rng, budget, decode_swa_ratio(sc),
                            sc.scheduler.max_running_requests)  # fmt: skip
-    return _play(sc, requests, shape, hs, costs, roofline, rec, steps, progress, limits)
+    return _play(sc, requests, shape, hs, costs, roofline, rec, steps, progress, limits, rng)
 
 
 def _play(sc, requests: list[Request], shape, hs, costs: CostTable, roofline: Roofline, rec: Recorder | None,
-          steps, progress, limits: list[int] | None = None) -> DecodeRun:  # fmt: skip
+          steps, progress, limits: list[tuple[int, float | None]] | None = None,
+          rng: np.random.Generator | None = None) -> DecodeRun:  # fmt: skip
     """The decode instance in time over ``requests``, its pools and misses decided; ``limits``: each request's
-    client concurrency cap (a closed loop: it is sent when fewer are in flight), None: sent at its arrival."""
+    client (concurrency cap, request rate): a closed loop sends it when fewer are in flight, at that rate; None:
+    each is sent at its arrival."""
     env = simpy.Environment()
     rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)
     dec = _Decoder(env, sc, shape, hs, costs, roofline, rec, steps)
 
     def arrivals():
         for i, req in enumerate(requests):
-            limit = limits[i] if limits is not None else None
+            limit, rate = limits[i] if limits is not None else (None, None)
             if limit is None and req.arrival_s > env.now:
                 yield env.timeout(req.arrival_s - env.now)
             while limit is not None and dec.arrived - dec.done >= limit:  # bench_serving's --max-concurrency
@@ -374,6 +393,8 @@ def _play(sc, requests: list[Request], shape, hs, costs: CostTable, roofline: Ro
             if limit is not None:
                 req.arrival_s = env.now
             dec.submit(req)
+            if rate:  # --request-rate: Poisson gaps between sends (bench_serving's get_request)
+                yield env.timeout(float(rng.exponential(1.0 / rate)))
 
     dec.expected = len(requests)
     dec.closed = limits is not None

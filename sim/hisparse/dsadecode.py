@@ -122,7 +122,7 @@ def dsa_decode(sc, lay: DsaLayout, weight_bytes: float, access: AccessModel, cos
                          f"top_k >= 1024 (managers/hisparse_coordinator.py:177-183), got {draft}")  # fmt: skip
     shape = DsaDecodeShape(lay, weight_bytes)
     kv_bytes = sc.hardware.kv_mem_gb * 1e9
-    dp = sc.hardware.attn_dp_size if sc.cluster.role != "decode" else 1  # colocated DP attention: per rank
+    dp = sc.hardware.attn_dp_size  # DP attention: one rank's pools and share of the batch cap
     sizing = dsa_sizing(lay, kv_bytes, input_len + output_len, h.host_to_device_ratio, h.device_buffer_size,
                         max(1, sc.scheduler.max_running_requests // dp), draft)  # fmt: skip
     n_steps = output_len if h.step_windows is None else min(output_len, h.step_windows * h.window_steps)

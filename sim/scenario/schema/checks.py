@@ -46,9 +46,11 @@ def _l3_needs_l2(sc: Scenario) -> None:
 
 
 def _decode_workload(sc: Scenario) -> None:
-    if sc.cluster.role == "decode" and sc.workload.kind not in ("synthetic", "trace"):
-        raise _field_error("workload.kind", "a decode instance (cluster.role: decode) needs a synthetic or "
-                           f"trace workload, not {sc.workload.kind}")  # fmt: skip
+    timeline = sc.cluster.role == "decode" or (sc.hisparse.enabled and _is_dsa_model(sc))
+    if timeline and sc.workload.kind not in (
+            "synthetic", "trace", "bench_serving"):  # fmt: skip
+        raise _field_error("workload.kind", "a decode timeline (cluster.role: decode, or HiSparse on) needs a "
+                           f"synthetic, trace or bench_serving workload, not {sc.workload.kind}")  # fmt: skip
 
 
 def _workload_pages_bounded(sc: Scenario) -> None:
@@ -130,14 +132,15 @@ def _two_batch_overlap_runs(sc: Scenario) -> None:
 
 
 def _dp_attention_serves(sc: Scenario) -> None:
-    if sc.hardware.attn_dp_size > 1 and sc.cluster.role == "decode":
-        raise _field_error("hardware.enable_dp_attention", "DP attention is modelled on serving instances, not "
-                           "on a PD decode instance (cluster.role: decode)")  # fmt: skip
+    if sc.hardware.attn_dp_size > 1 and sc.cluster.role == "decode" and not _is_dsa_model(sc):
+        raise _field_error("hardware.enable_dp_attention", "DP attention is modelled on serving instances and DSA "
+                           "models' decode instances, not on this PD decode instance (cluster.role: decode)")  # fmt: skip
 
 
 def _speculative_serves(sc: Scenario) -> None:
-    if sc.speculative.enabled and sc.cluster.role == "decode":
-        raise _field_error("speculative.algorithm", "not modelled on a PD decode instance (cluster.role: decode)")
+    if sc.speculative.enabled and (sc.cluster.role == "decode" or sc.hisparse.enabled):
+        raise _field_error("speculative.algorithm", "not modelled on a decode timeline (cluster.role: decode, or "
+                           "HiSparse on): its verify passes are not, though HiSparse's spec scratch is sized")  # fmt: skip
 
 
 def _aiconfigurator_covers(sc: Scenario) -> None:
