@@ -260,7 +260,6 @@ class _Decoder:
                 self.prefill.append(req)
             else:
                 self._join(req)
-        self.max_batch_seen = max(self.max_batch_seen, len(self.running))
 
     def _device_need(self, req: Request) -> int:
         if not self.colocated:
@@ -271,6 +270,7 @@ class _Decoder:
         heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.now, self.step))
         self.starts.append(self.step)
         self.seq_sum += req.input_len
+        self.max_batch_seen = max(self.max_batch_seen, len(self.running))
 
     def _prefill_pass(self):
         """One colocated prefill pass over the admitted prompts (decode waits: no mixed chunk under HiSparse,

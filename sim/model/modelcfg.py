@@ -88,7 +88,12 @@ def is_named(ref: str) -> bool:
     than a file."""
     from sim.model.aic import model_config_path
 
-    return ref.lower() in bundled_configs() or model_config_path(ref) is not None
+    return _bundled_name(ref) in bundled_configs() or model_config_path(ref) is not None
+
+
+def _bundled_name(ref: str) -> str:
+    """The bundled config a name means: ``zai-org/GLM-5.1-FP8`` is ``glm-5.1-fp8`` (its Hugging Face id)."""
+    return ref.rsplit("/", 1)[-1].lower() if ref.count("/") == 1 else ref.lower()
 
 
 def load_config(ref: str) -> tuple[dict[str, Any], str]:
@@ -110,12 +115,12 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
         data = parse_json(read_text(path, "model config.json"), source, what="model config")
         name = path.parent.name if path.name == "config.json" else path.stem
     else:
-        bundled = resources.files("sim").joinpath("data", "models", f"{ref.lower()}.json")
+        bundled = resources.files("sim").joinpath("data", "models", f"{_bundled_name(ref)}.json")
         if not bundled.is_file():
             extra = " (a Hugging Face id needs the aic extra: pip install 'hicache-sim[aic]')" if "/" in ref else ""
             raise InputError(f"model config {ref!r}: no such file, and not a bundled config "
                              f"(bundled: {', '.join(bundled_configs())}){extra}")  # fmt: skip
-        data, name, source = json.loads(bundled.read_text()), ref.lower(), ref
+        data, name, source = json.loads(bundled.read_text()), _bundled_name(ref), ref
     if not isinstance(data, dict):
         raise InputError("model config: expected a JSON object", source=source)
     if "num_hidden_layers" not in data and "text_config" in data:
