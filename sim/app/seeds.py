@@ -37,6 +37,9 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("hit_host", "hit L2", "{:.2%}"),
     ("hit_storage", "hit L3", "{:.2%}"),
     ("hit_total", "hit total", "{:.2%}"),
+    ("hisparse_peak_batch", "peak batch", "{:,.1f}"),  # a decode timeline's (HiSparse)
+    ("hisparse_capacity_gain", "KV gain", "{:.2f}x"),  # a DSA model's (sim.hisparse.dsa)
+    ("hisparse_break_even_batch", "pays from batch", "{:,.0f}"),
 )
 
 # t_{0.975, df} for df = 1..30 (two-sided 95%); beyond, a Cornish-Fisher expansion around the normal.
