@@ -99,3 +99,15 @@ def test_a_dsa_decode_instance_runs_with_sglangs_sizing(runs):
         assert h["host_pool_bytes_per_rank"] == z.hisparse.host_bytes
     assert off["hisparse"]["peak_batch"] <= z.max_batch_baseline < on["hisparse"]["peak_batch"]
     assert on["hisparse"]["swap_in_share"] > 0
+
+
+def test_a_host_ratio_whose_pools_outgrow_the_node_is_refused_by_its_field():
+    from sim.base.errors import InputError
+
+    doc = dsa_decode_scenario(True).model_dump(mode="json", exclude={"origins"})
+    doc["hicache"]["enabled"] = False
+    doc["hardware"]["host_mem_gb"] = 400.0  # 8 ranks x 83.5 GB at ratio 8 do not fit, x 32.5 GB at ratio 2 do
+    with pytest.raises(InputError, match=r"hisparse.host_to_device_ratio: HiSparse's host pools \("):
+        scenario_from_dict(doc, source="test")
+    doc["hisparse"]["host_to_device_ratio"] = 2
+    assert scenario_from_dict(doc, source="test").hisparse.host_to_device_ratio == 2
