@@ -266,8 +266,9 @@ class _Decoder:
             return self.c4_need
         return max(self.c4_need, -(-req.input_len // self.shape.page_size) * self.shape.page_size)
 
-    def _join(self, req: Request) -> None:
-        heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.now, self.step))
+    def _join(self, req: Request, admitted: float | None = None) -> None:
+        admitted = self.now if admitted is None else admitted
+        heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, admitted, self.step))
         self.starts.append(self.step)
         self.seq_sum += req.input_len
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
@@ -275,7 +276,7 @@ class _Decoder:
     def _prefill_pass(self):
         """One colocated prefill pass over the admitted prompts (decode waits: no mixed chunk under HiSparse,
         hisparse_hook.py:83-88), priced by the roofline; then each keeps only its device buffer."""
-        reqs, self.prefill = self.prefill, []
+        reqs, self.prefill, admitted = self.prefill, [], self.env.now
         tokens = sum(r.input_len for r in reqs)
         dt = self.roofline.prefill_seconds(tokens, sum(r.input_len ** 2 / 2 for r in reqs))
         yield self.env.timeout(dt)
@@ -284,7 +285,7 @@ class _Decoder:
         self.rec.counters["prefill_passes"] += 1
         for req in reqs:
             self.used_c4 -= self._device_need(req) - self.c4_need
-            self._join(req)
+            self._join(req, admitted)
 
     def _record(self, req: Request, admitted: float, first: float, now: float) -> None:
         self.rec.request((

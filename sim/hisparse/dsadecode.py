@@ -126,8 +126,11 @@ def dsa_decode(sc, lay: DsaLayout, weight_bytes: float, access: AccessModel, cos
     sizing = dsa_sizing(lay, kv_bytes, input_len + output_len, h.host_to_device_ratio, h.device_buffer_size,
                         max(1, sc.scheduler.max_running_requests // dp), draft)  # fmt: skip
     n_steps = output_len if h.step_windows is None else min(output_len, h.step_windows * h.window_steps)
+    # colocated, a prompt is staged from this GPU: its buffer starts with its oldest tokens resident
+    # (collect_ready_reqs -> alloc_device_buffer, hisparse_coordinator.py:976-980, 1063-1090)
+    fill = h.initial_fill if sc.cluster.role == "decode" else "staging"
     steps, misses, acc = _sample_misses(access, h.sample_requests, h.access.layers_simulated, input_len, n_steps,
-                                        lay.index_topk, h.device_buffer_size, h.policy, h.initial_fill, rng)  # fmt: skip
+                                        lay.index_topk, h.device_buffer_size, h.policy, fill, rng)  # fmt: skip
     mean = float(misses.mean()) if misses.size else 0.0
     seq = input_len + output_len // 2
 
