@@ -1,4 +1,6 @@
-"""A PD decode instance in time, with HiSparse on or off (DESIGN.md 1.6).
+"""A PD decode instance in time, with HiSparse on or off (DESIGN.md 1.6); for a DSA model (DeepSeek V3.2, GLM-5.x:
+:mod:`sim.hisparse.dsadecode`) its colocated HiSparse instance too, whose prompts are prefilled in passes that
+stall decode, and DP-attention ranks alike (one simulated). A bench_serving client is a closed loop.
 
 Requests arrive already prefilled. The GPU's KV memory is cut into SGLang's pools (full tokens, SWA, and
 with HiSparse a C4 pool of full / (4 x host_to_device_ratio) slots: :func:`sim.hisparse.buffer.size_pools`); a
