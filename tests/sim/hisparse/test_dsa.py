@@ -111,3 +111,18 @@ def test_a_host_ratio_whose_pools_outgrow_the_node_is_refused_by_its_field():
         scenario_from_dict(doc, source="test")
     doc["hisparse"]["host_to_device_ratio"] = 2
     assert scenario_from_dict(doc, source="test").hisparse.host_to_device_ratio == 2
+
+
+def test_validate_prints_the_dsa_hisparse_pools(tmp_path):
+    import yaml
+
+    from sim.scenario.validate import validate_file
+
+    path = tmp_path / "dsa.yaml"
+    path.write_text(yaml.safe_dump(dsa_decode_scenario(True).model_dump(mode="json", exclude={"origins"})))
+    line = validate_file(path).splitlines()[-1]
+    lay = dsa_layout(load_config("glm-5.1-fp8")[0], "auto")
+    on, off = dsa_pools(lay, 20e9, 8), dsa_pools(lay, 20e9)
+    assert line.startswith("  hisparse  DSA, bfloat16 KV, 78 anchor + 0 shared-index layers: ")
+    assert f"{on.logical_tokens:,} KV tokens a rank at ratio 8 (off {off.logical_tokens:,}" in line
+    assert f"host pool {on.host_bytes / 1e9:,.1f} GB a rank" in line
