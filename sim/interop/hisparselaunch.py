@@ -65,6 +65,9 @@ def dsa_launch(conv: Conversion, flags: list[tuple[str, str | None, str]], gpu: 
         conv.put("model.kv_dtype", dtype)
         conv.mapped.append(f"DSA model on {gpu}, no --kv-cache-dtype -> model.kv_dtype: {dtype} "
                            "(arg_groups/overrides.py:532-535)")  # fmt: skip
+    if dtype == "fp8_e4m3" and (raw := _raw_fp8_backend(seen, conv.scenario.get("cluster", {}).get("role"))):
+        conv.notes.append(f"{raw}: stores fp8 KV in the raw layout, 576 B a row (mem_cache/kv_cache_configurator.py:"
+                          "3425-3456), which the simulator does not model: sized as the scaled layout's 656 B")  # fmt: skip
     if "--enable-hisparse" not in seen:
         return
     top_k = conv.scenario.get("hisparse", {}).get("top_k")
@@ -77,3 +80,14 @@ def dsa_launch(conv: Conversion, flags: list[tuple[str, str | None, str]], gpu: 
         if flag in seen and seen[flag][0] not in allowed:
             raise InputError(f"{seen[flag][1]}: HiSparse runs DSA with {' or '.join(allowed)} at --kv-cache-dtype "
                              f"{dtype} (arg_groups/hisparse_hook.py:18-21, 44-63)")  # fmt: skip
+
+
+def _raw_fp8_backend(seen: dict, role: str | None) -> str | None:
+    """The flag that puts fp8 KV in the raw layout (kv_cache_configurator.py:3425-3456): trtllm on the role's
+    backend (either, colocated), TileLang on both; None for the scaled layout."""
+    decode, prefill = (seen.get(f, (None, ""))[0] for f in ("--dsa-decode-backend", "--dsa-prefill-backend"))
+    if "trtllm" in ((decode,) if role == "decode" else (decode, prefill)):
+        return seen["--dsa-decode-backend" if decode == "trtllm" else "--dsa-prefill-backend"][1]
+    if decode == prefill == "tilelang":
+        return seen["--dsa-decode-backend"][1]
+    return None

@@ -82,3 +82,32 @@ def test_what_sglang_refuses_with_hisparse_is_named_by_its_flag(command, message
 
 def test_blackwell_resolves_dsa_kv_to_fp8():
     assert from_sglang(LMSYS, gpu="B200").scenario["model"]["kv_dtype"] == "fp8_e4m3"
+
+
+def test_sglangs_hisparse_guide_decode_launch_and_bench_run():
+    """docs/advanced_features/hisparse_guide.md's decode instance (DP attention 8) and bench_serving command
+    (random 40K/20K, --request-rate 40, --max-concurrency 200), shortened to run here."""
+    launch = ("python3 -m sglang.launch_server --model-path zai-org/GLM-5.1-FP8 --trust-remote-code --port 8000 "
+              "--host 0.0.0.0 --context-length 81920 --tp-size 8 --dp-size 8 --enable-dp-attention "
+              "--mem-fraction-static 0.85 --disable-radix-cache --disaggregation-mode decode "
+              "--disaggregation-ib-device mlx5_0,mlx5_1 --dist-init-addr 127.0.0.1:5757 --nnodes 1 --node-rank 0 "
+              "--enable-hisparse --hisparse-config='{\"top_k\": 2048, \"device_buffer_size\": 6144, "
+              "\"host_to_device_ratio\": 10, \"swap_in_block_size\": 512}'")  # fmt: skip
+    bench = ("python3 -m sglang.bench_serving --backend sglang --dataset-path /data/ShareGPT.json --dataset-name "
+             "random --random-input 40000 --random-output 20000 --num-prompts 200 --max-concurrency 200 "
+             "--request-rate 40 --random-range-ratio 1.0 --host 127.0.0.1 --port 20000 --flush-cache")  # fmt: skip
+    conv = from_sglang(launch, [bench], gpu="H200")
+    doc = quick(conv)
+    doc["workload"]["steps"][0].update(num_prompts=32, random_output_len=64)
+    sc = scenario_from_dict(doc, source="test")
+    assert sc.cluster.role == "decode" and sc.hardware.attn_dp_size == 8 and sc.hisparse.device_buffer_size == 6144
+    assert sc.workload.steps[0].request_rate == 40 and sc.workload.steps[0].max_concurrency == 200
+    s = run_scenario(sc).summary
+    assert s["requests"]["finished"] == 32 // 8 and s["hisparse"]["per_request_device_slots"] == 6144 + 64
+    assert s["hisparse"]["peak_batch"] > 1  # the rank's requests, sent 5 a second, decode together
+
+
+def test_a_raw_fp8_layout_backend_is_named_as_not_modelled():
+    base = LMSYS.split(" --enable-hisparse")[0] + " --kv-cache-dtype fp8_e4m3 --dsa-decode-backend trtllm"
+    assert any(n.startswith("--dsa-decode-backend trtllm: stores fp8 KV in the raw layout")
+               for n in from_sglang(base, gpu="H200").notes)  # fmt: skip
