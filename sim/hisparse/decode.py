@@ -219,8 +219,7 @@ class _Decoder:
         misses = np.minimum(np.rint(self.miss_table[offsets].sum(axis=1)).astype(np.int64), n * self.k)
         if isinstance(self.hs, DsaDecode):
             lay = self.hs.shape.layout
-            return np.array([swap_in_step_seconds(lay, self.costs, n, int(m), float(g) / lay.layers)
-                             for m, g in zip(misses, gpu)])  # fmt: skip
+            return swap_in_step_seconds(lay, self.costs, n, misses, gpu / lay.layers)
         distinct, index = np.unique(misses, return_inverse=True)
         per_layer = np.array([self.costs.swap_in_seconds(n, self.k, int(m), self.shape.kv_row_bytes) for m in distinct])
         return per_layer[index] * self.shape.n_c4_layers

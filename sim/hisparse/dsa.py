@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from sim.model.dsa import PAGE_SIZE, DsaLayout
 
 if TYPE_CHECKING:
@@ -98,20 +100,22 @@ def dsa_sizing(lay: DsaLayout, kv_bytes: float, final_len: int, ratio: int, buff
     return DsaSizing(base, hs, per_dev, b_bounds[lb], h_bounds[lh], lb, lh)
 
 
-def swap_in_step_seconds(lay: DsaLayout, costs: SwapInCost, n: int, misses: int, layer_compute_s: float,
-                         backend: str = "kernel") -> float:  # fmt: skip
-    """What one decode step's swap-ins add to it, for ``n`` requests with ``misses`` rows missed a layer.
+def swap_in_step_seconds(lay: DsaLayout, costs: SwapInCost, n: int, misses, layer_compute_s,
+                         backend: str = "kernel"):  # fmt: skip
+    """What one decode step's swap-ins add to it, for ``n`` requests with ``misses`` rows missed a layer (a number,
+    or an array of steps with ``layer_compute_s`` each: the answer has its shape).
 
     An anchor layer runs the swap-in kernel synchronously (one launch over the batch, priced by the cost table's
     swap-in fit); an IndexShare skip layer replays its anchor's miss plan, IO only (``copy_cache_planned_mla``),
     on the prefetch stream right after the anchor (hisparse_coordinator.py:1571-1637), so a skip layer waits
     only for what its copy takes beyond one layer's compute. Without shared layers every layer is an anchor."""
+    k, row = lay.index_topk, lay.kv_row_bytes
+    m = np.clip(np.asarray(misses, dtype=np.int64), 0, max(n, 0) * k)
     if n <= 0:
-        return 0.0
-    k = lay.index_topk
-    misses = min(max(misses, 0), n * k)
-    anchor = costs.swap_in_seconds(n, k, misses, lay.kv_row_bytes)
-    if not lay.skip_layers:
-        return lay.anchors * anchor
-    copy = costs.transfer_seconds("h2d", backend, misses, lay.kv_row_bytes) if misses else 0.0
-    return lay.anchors * anchor + lay.skip_layers * max(0.0, copy - layer_compute_s)
+        return 0.0 if m.ndim == 0 else np.zeros(m.shape)
+    distinct, index = np.unique(m, return_inverse=True)
+    out = lay.anchors * np.array([costs.swap_in_seconds(n, k, int(x), row) for x in distinct])[index].reshape(m.shape)
+    if lay.skip_layers:
+        copy = np.array([costs.transfer_seconds("h2d", backend, int(x), row) for x in distinct])[index]
+        out = out + lay.skip_layers * np.maximum(0.0, copy.reshape(m.shape) - np.asarray(layer_compute_s))
+    return float(out) if out.ndim == 0 else out
