@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.base.errors import InputError
 from sim.hisparse.buffer import DecodePools, _break_even
 from sim.hisparse.coordinator import run_stream
 from sim.hisparse.dsa import DsaSizing, dsa_sizing, swap_in_step_seconds
-from sim.hisparse.topk import C4_RATIO, TraceAccess
+from sim.hisparse.topk import C4_RATIO
 from sim.model.dsa import PAGE_SIZE, DsaLayout, dsa_layout, is_dsa
 
 if TYPE_CHECKING:
@@ -101,12 +100,13 @@ class DsaDecode:
 
 def _sample_misses(access: AccessModel, n_req: int, layers: int, prompt: int, steps: int, top_k: int,
                    buffer: int, policy: str, fill: str, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    scale = 1 if isinstance(access, TraceAccess) else C4_RATIO
+    """(steps, misses, accesses) of ``n_req`` x ``layers`` streams, the parametric model drawn over ``4 x`` the
+    length so that its ids are token positions (it draws over C4 rows)."""
     misses = np.zeros((n_req, layers, steps), dtype=np.int64)
     acc = np.zeros_like(misses)
     for r in range(n_req):
         for layer in range(layers):
-            res = run_stream(access.stream(r, layer, prompt * scale, steps, top_k, rng), buffer, policy, fill)
+            res = run_stream(access.stream(r, layer, prompt * C4_RATIO, steps, top_k, rng), buffer, policy, fill)
             misses[r, layer], acc[r, layer] = res.misses[:steps], res.accesses[:steps]
     return np.arange(steps), misses, acc
 
@@ -116,10 +116,7 @@ def dsa_decode(sc, lay: DsaLayout, weight_bytes: float, access: AccessModel, cos
     """Size the instance for requests of ``input_len + output_len`` and sample the misses of its access model
     over ``hisparse.step_windows x window_steps`` steps (all of them without windows)."""
     h = sc.hisparse
-    draft = sc.speculative.draft_tokens if sc.speculative.enabled else 0
-    if draft and (lay.index_topk < 1024 or not 2 <= draft <= 4):
-        raise InputError(f"speculative.num_draft_tokens: HiSparse's speculative swap takes 2-4 draft tokens and "
-                         f"top_k >= 1024 (managers/hisparse_coordinator.py:177-183), got {draft}")  # fmt: skip
+    draft = sc.speculative.draft_tokens if sc.speculative.enabled else 0  # its scratch (verify steps: not modelled)
     shape = DsaDecodeShape(lay, weight_bytes)
     kv_bytes = sc.hardware.kv_mem_gb * 1e9
     dp = sc.hardware.attn_dp_size  # DP attention: one rank's pools and share of the batch cap

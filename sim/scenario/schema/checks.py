@@ -68,9 +68,13 @@ def _hisparse_fits(sc: Scenario) -> None:
     h = sc.hisparse
     if not h.enabled:
         return
-    if sc.cluster.role != "decode" and not _is_dsa_model(sc):
+    dsa = _is_dsa_model(sc)
+    if sc.cluster.role != "decode" and not dsa:
         raise _field_error("hisparse.enabled", "HiSparse runs only on decode instances (colocated too for DSA "
                            "models: DeepSeek V3.2, GLM-5.x); set cluster.role: decode")  # fmt: skip
+    if dsa and h.access.kind == "trace":
+        raise _field_error("hisparse.access.kind", "a recorded top-k trace holds DeepSeek V4's C4 rows; a DSA model's "
+                           "(raw token positions) is not modelled: use the parametric model")  # fmt: skip
     top_k = sc.hisparse_top_k
     if top_k is None:
         raise _field_error("hisparse.top_k", "required for a model without a catalog index_topk")

@@ -126,3 +126,12 @@ def test_validate_prints_the_dsa_hisparse_pools(tmp_path):
     assert line.startswith("  hisparse  DSA, bfloat16 KV, 78 anchor + 0 shared-index layers: ")
     assert f"{on.logical_tokens:,} KV tokens a rank at ratio 8 (off {off.logical_tokens:,}" in line
     assert f"host pool {on.host_bytes / 1e9:,.1f} GB a rank" in line
+
+
+def test_a_recorded_c4_trace_is_refused_for_a_dsa_model():
+    from sim.base.errors import InputError
+
+    doc = dsa_decode_scenario(True).model_dump(mode="json", exclude={"origins"})
+    doc["hisparse"]["access"] = {"kind": "trace", "trace_path": "t.parquet"}
+    with pytest.raises(InputError, match="hisparse.access.kind: a recorded top-k trace holds DeepSeek V4's C4 rows"):
+        scenario_from_dict(doc, source="test", check_files=False)
