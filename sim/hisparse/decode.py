@@ -390,6 +390,8 @@ def _play(sc, requests: list[Request], shape, hs, costs: CostTable, roofline: Ro
             limit, rate = limits[i] if limits is not None else (None, None)
             if limit is None and req.arrival_s > env.now:
                 yield env.timeout(req.arrival_s - env.now)
+            if limit is not None and i and req.round != requests[i - 1].round:
+                limit = 1  # bench_serving's next step starts when the last one has finished
             while limit is not None and dec.arrived - dec.done >= limit:  # bench_serving's --max-concurrency
                 yield dec.freed
             if limit is not None:

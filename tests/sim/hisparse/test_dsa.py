@@ -135,3 +135,18 @@ def test_a_recorded_c4_trace_is_refused_for_a_dsa_model():
     doc["hisparse"]["access"] = {"kind": "trace", "trace_path": "t.parquet"}
     with pytest.raises(InputError, match="hisparse.access.kind: a recorded top-k trace holds DeepSeek V4's C4 rows"):
         scenario_from_dict(doc, source="test", check_files=False)
+
+
+def test_bench_serving_steps_run_one_after_the_other_each_at_its_concurrency():
+    doc = dsa_decode_scenario(True).model_dump(mode="json", exclude={"origins"})
+    doc["workload"] = {"kind": "bench_serving", "steps": [
+        {"random_input_len": 8192, "random_output_len": 32, "random_range_ratio": 1.0, "num_prompts": n,
+         "max_concurrency": c} for n, c in ((4, 1), (8, 4))]}  # fmt: skip
+    run = run_scenario(scenario_from_dict(doc, source="test"))
+    df = run.requests.sort_values("arrival_s")
+    first, second = df[df["round"] == 0], df[df["round"] == 1]
+    assert len(first) == 4 and len(second) == 8
+    assert second["arrival_s"].min() >= first["finish_s"].max()  # the second step waits for the first
+    # concurrency 1: each request is sent when the previous one finished
+    assert (first["arrival_s"].to_numpy()[1:] >= first["finish_s"].to_numpy()[:-1] - 1e-9).all()
+    assert run.summary["hisparse"]["peak_batch"] == 4
