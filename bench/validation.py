@@ -203,9 +203,6 @@ MECHANISMS = {
     "C1 V4-Flash H200 c1 TTFT": "not pinned down: the prefill pass, the draft's extend and the tokenizer (all "
     "modelled) are 32 ms under the measured P50 first token, and SGLang's path spends nothing else above a "
     "millisecond outside the passes (docs/notes/request_path.md); left: the estimator's V4 prefill itself",
-    "C2 GLM-5.2 H200 c1 TTFT": "not pinned down: the estimator's prefill of the full 8,192-token prompt at TP8 "
-    "(and the draft's extend) is 138 ms over the measured first token; its GLM-5.2 (DSA) attention module and "
-    "MoE rows are what price it (no scheduler overhead is added on this backend)",
 }
 RATIOS = [  # (label, numerator, denominator): ON/OFF as a user compares them
     *[(f"M1-A c{c} ON/OFF total tok/s", f"M1-A c{c} ON total tok/s", f"M1-A c{c} OFF total tok/s")

@@ -262,19 +262,23 @@ def _cmd_plan(args) -> int:
     from sim.app.plan.inputs import base_scenario
     from sim.app.plan.report import write_report
     from sim.app.plan.tierages import headline
-    from sim.app.run import check_startable
+    from sim.app.run import check_startable, decode_timeline
     from sim.app.seeds import parse_seeds
     from sim.base.fileio import new_run_dir, staged_dir
     from sim.scenario.load import load_scenario
 
-    if args.batches is not None and args.decode is None:
-        raise InputError("--batches: the batch caps of the HiSparse section, which runs on a decode instance: "
-                         "add --decode SCENARIO.yaml")  # fmt: skip
     sc = base_scenario(scenario=args.scenario, launch=args.launch, gpu=args.gpu, benches=args.bench,
                        trace=args.trace, overrides=args.overrides)  # fmt: skip
-    check_startable(sc, progress=not args.no_progress)  # a whole trace is read through first: minutes
     decode = load_scenario(args.decode) if args.decode else None
-    if decode is not None and decode.cluster.role != "decode":
+    if sc.hisparse.enabled:  # a DSA model's colocated HiSparse launch: the server planned without it, and with it
+        decode = decode or sc  # in the HiSparse section
+        sc = base_scenario(scenario=args.scenario, launch=args.launch, gpu=args.gpu, benches=args.bench,
+                           trace=args.trace, overrides=[*(args.overrides or []), "hisparse.enabled=false"])  # fmt: skip
+    if args.batches is not None and decode is None:
+        raise InputError("--batches: the batch caps of the HiSparse section, which runs on a decode instance: "
+                         "add --decode SCENARIO.yaml")  # fmt: skip
+    check_startable(sc, progress=not args.no_progress)  # a whole trace is read through first: minutes
+    if decode is not None and not decode_timeline(decode):
         raise InputError("--decode: not a decode instance (set cluster.role: decode)", source=args.decode)
     spec = PlanSpec(sc, launch=args.launch, slo=parse_slo(args.slo), ratios=_float_list(args.ratios, "--ratios"),
                     sizes_gb=_float_list(args.sizes, "--sizes") if args.sizes else [],

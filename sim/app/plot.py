@@ -298,7 +298,7 @@ def plot_misses(df: pd.DataFrame):
 
 def read_timeseries(path: Path) -> pd.DataFrame:
     summary = _run_summary(path) or {}  # a bare timeseries.parquet plots without capacity lines
-    if summary.get("role") == "decode":
+    if summary.get("role") in ("decode", "colocated"):
         raise InputError("no occupancy to plot: this is a decode instance's run (HiSparse), whose time series "
                          "holds its decode steps, not the cache pools; plot misses instead", source=str(path))  # fmt: skip
     df = _read(path, OCCUPANCY_COLUMNS)
@@ -386,7 +386,7 @@ def read_rounds(path: Path) -> pd.DataFrame:
         return df
     what = ("a lane replay's calls come in sessions, not rounds (its AgentX figures are in summary.json)"
             if client == "aiperf_agentic" else "this run's workload has no bench_multiturn rounds or bench_serving steps")
-    instead = "plot misses shows its decode steps" if summary and summary.get("role") == "decode" else (
+    instead = "plot misses shows its decode steps" if summary and summary.get("role") in ("decode", "colocated") else (
         "plot occupancy shows a run over time")
     raise InputError(f"no rounds to plot: {what} ({instead})", source=str(path))
 

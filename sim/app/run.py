@@ -227,6 +227,12 @@ def _with_interval(sc: Scenario, interval: float) -> Scenario:
     return sc.model_copy(update={"output": sc.output.model_copy(update={"timeseries_interval_s": interval})})
 
 
+def decode_timeline(sc: Scenario) -> bool:
+    """Whether ``sc`` runs as a decode instance in time (:mod:`sim.hisparse.decode`): a PD decode instance, or
+    HiSparse on a DSA model's colocated instance (the checks allow HiSparse nowhere else)."""
+    return sc.cluster.role == "decode" or sc.hisparse.enabled
+
+
 def open_loop_requests(sc: Scenario, page: int, rng: np.random.Generator) -> list[Request]:
     """The requests of a synthetic or trace workload, with their arrival times, made now."""
     return list(open_loop_stream(sc, page, rng))
@@ -261,7 +267,8 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
     empty pools), a top-k trace, a decode instance's model, the step-time backend. Runs nothing; returns the
     requests the run would serve where the workload says (None: a decode instance, or a run a duration ends);
     ``progress``: report a trace's read-through as it goes."""
-    server = resolve(sc) if sc.cluster.role != "decode" else None  # cap mode may leave no Full pool
+    timeline = decode_timeline(sc)
+    server = resolve(sc) if not timeline else None  # cap mode may leave no Full pool
     model = server.model if server is not None else build_model_spec(sc)
     if model.has_swa:
         check_v4_setup(model, page_tokens=sc.hicache.page_size, write_policy=sc.hicache.write_policy,
@@ -270,14 +277,15 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
     if sc.compute.backend != "roofline":
         # compiles the estimator and asks it once: no kernel data is refused here
         step_model(sc, expert_dtype=expert_dtype(sc))
-    if sc.cluster.role != "decode":
+    if not timeline:
         return build(sc, server=server, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
-
-    decode_swa_ratio(sc)
+    from sim.hisparse.dsadecode import dsa_layout_of
     from sim.hisparse.topk import load_topk_trace
 
-    decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
+    if dsa_layout_of(sc) is None:  # a DSA model has no SWA pool, and its shape comes from its config
+        decode_swa_ratio(sc)
+        decode_shape(sc.model.name, sc.compute.decode_bytes_per_step)
     if sc.hisparse.access.kind == "trace":
         load_topk_trace(sc.hisparse.access.trace_path)
     return None
@@ -300,7 +308,7 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
     rec = Recorder(record_requests=sc.output.record_requests and (keep_requests or writer is not None or agentx),
                    sink=writer)  # fmt: skip
     try:
-        if sc.cluster.role == "decode":
+        if decode_timeline(sc):
             result = _run_decode(sc, costs, start, rec, notify)
             rec.flush()
         else:
@@ -338,16 +346,33 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
 
     costs = costs if costs is not None else resolve_cost_table(sc.hardware.cost_table)
     rng = np.random.default_rng(sc.seed)
-    reqs = open_loop_requests(sc, sc.hicache.page_size, rng)
+    reqs, limits = _decode_requests(sc, rng)
     seen = survey(reqs, serial_seconds(Roofline.from_scenario(sc, costs.compute_params)))
     sc = _with_interval(sc, sample_interval(sc, seen, seen.last_arrival_s, notify))
-    run = run_decode(sc, reqs, costs, rng, rec=rec, expert_dtype=expert_dtype(sc))
+    run = run_decode(sc, reqs, costs, rng, rec=rec, expert_dtype=expert_dtype(sc), limits=limits)
     sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
     run.summary["cost_table"] = costs.describe()
     run.summary["cost_table_kind"] = costs.source.kind
     return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
                      pd.DataFrame.from_records(list(rec.samples)),
                      tables={"misses": run.misses} if sc.hisparse.enabled else {})  # fmt: skip
+
+
+def _decode_requests(sc: Scenario, rng: np.random.Generator) -> tuple[list, list[tuple[int, float | None]] | None]:
+    """A decode timeline's requests: an open-loop workload's, or bench_serving's random prompts step after step,
+    each with its step's ``--max-concurrency`` (a closed loop; all of them at once without one) and
+    ``--request-rate``."""
+    w = sc.workload
+    if w.kind != "bench_serving":
+        return open_loop_requests(sc, sc.hicache.page_size, rng), None
+    reqs, limits = [], []
+    for i, step in enumerate(w.steps):
+        made = random_ids_requests(step.num_prompts, step.random_input_len, step.random_output_len,
+                                   step.random_range_ratio, step.seed, sc.hicache.page_size, step=i,
+                                   first_rid=len(reqs))  # fmt: skip
+        reqs += [made.make(j) for j in range(len(made))]
+        limits += [(step.max_concurrency or step.num_prompts, step.request_rate)] * len(made)
+    return reqs, limits
 
 
 def summarise(sc: Scenario, sim: Simulation, records: pd.DataFrame | None = None,
@@ -577,7 +602,7 @@ def compute_line(c: dict) -> str:
 def format_summary(result: RunResult) -> str:
     """The table ``hicache-sim run`` prints at the end."""
     s = result.summary
-    if s.get("role") == "decode":
+    if s.get("role") in ("decode", "colocated"):  # a decode timeline (HiSparse colocated too)
         return _format_decode(result)
     t, ttft, hr, lu = s["throughput"], s["ttft_s"], s["hit_rate"], s["link_utilization"]
     req = s["requests"]
@@ -675,11 +700,23 @@ def _l3_and_write_back_lines(m: dict) -> list[str]:
     return lines
 
 
+def _dsa_lines(h: dict) -> list[str]:
+    """A DSA model's sizing: the logical tokens each pool admits against, the host mirror each rank pins."""
+    t = h["logical_tokens"]
+    return [f"{'KV tokens (capacity gain)':<30}{t['hisparse']:>14,}   (off {t['baseline']:,}: "
+            f"{h['capacity_gain']:.2f}x at host_to_device_ratio {h['host_to_device_ratio']}; {h['kv_dtype']} KV, "
+            f"{h['anchor_layers']} anchor + {h['skip_layers']} shared-index layers)",
+            f"{'host pool per rank':<30}{h['host_pool_bytes_per_rank'] / 1e9:>14,.1f} GB   "
+            f"({h['host_pool_tokens_per_rank']:,} tokens; pinned on every TP rank, MLA KV replicated)"]  # fmt: skip
+
+
 def _format_decode(result: RunResult) -> str:
     s = result.summary
     h, req, tpot = s["hisparse"], s["requests"], s["tpot_s"]
-    mode = (f"HiSparse on ({h['policy']}, {h['device_buffer_size']} C4 slots, top-k {h['top_k']})"
-            if h["enabled"] else "HiSparse off (all C4 KV on the GPU)")  # fmt: skip
+    dsa = h.get("family") == "dsa"
+    rows = "slots" if dsa else "C4 slots"
+    mode = (f"HiSparse on ({h['policy']}, {h['device_buffer_size']} {rows}, top-k {h['top_k']})"
+            if h["enabled"] else f"HiSparse off (all {'' if dsa else 'C4 '}KV on the GPU)")  # fmt: skip
     lines = [
         f"{s['scenario']}: {s['model']} decode instance, {mode}",
         f"cost table: {s['cost_table']}",
@@ -692,6 +729,7 @@ def _format_decode(result: RunResult) -> str:
         f"(off {h['bytes_per_request_baseline'] / 1e6:,.0f} MB, on {h['bytes_per_request_hisparse'] / 1e6:,.0f} MB)",
         f"{'max decode batch':<30}{h['max_batch']:>14,}   (off {h['max_batch_baseline']}, on "
         f"{h['max_batch_hisparse']}: {h['batch_gain']:.2f}x; capped by {h['batch_limit']})",
+        *(_dsa_lines(h) if dsa else []),
         f"{'peak batch reached':<30}{h['peak_batch']:>14,}",
         f"{'output throughput':<30}{s['throughput']['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TPOT mean / p90':<30}{tpot['mean'] * 1e3:>14.1f} / {tpot['p90'] * 1e3:.1f} ms",

@@ -37,6 +37,9 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("hit_host", "hit L2", "{:.2%}"),
     ("hit_storage", "hit L3", "{:.2%}"),
     ("hit_total", "hit total", "{:.2%}"),
+    ("hisparse_peak_batch", "peak batch", "{:,.1f}"),  # a decode timeline's (HiSparse)
+    ("hisparse_capacity_gain", "KV gain", "{:.2f}x"),  # a DSA model's (sim.hisparse.dsa)
+    ("hisparse_break_even_batch", "pays from batch", "{:,.0f}"),
 )
 
 # t_{0.975, df} for df = 1..30 (two-sided 95%); beyond, a Cornish-Fisher expansion around the normal.
@@ -345,7 +348,7 @@ def read_seed_table(folder) -> pd.DataFrame:
     try:
         if isinstance(data, dict) and data.get("kind") == "seeds":
             return pd.DataFrame(data["per_seed"])
-        if isinstance(data, dict) and data.get("role") == "decode" and "hisparse" in data:
+        if isinstance(data, dict) and data.get("role") in ("decode", "colocated") and "hisparse" in data:
             from sim.app.plan.tasks import decode_row
 
             return pd.DataFrame([{"seed": data.get("seed", 0), **decode_row(data)}])

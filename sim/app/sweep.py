@@ -200,7 +200,7 @@ def _check_startable(points: list[Point]) -> None:
     for p in points:
         sc = p.scenario
         key = json.dumps([sc.hardware.cost_table, sc.workload.model_dump(mode="json"), sc.hicache.page_size,
-                          sc.cluster.role, sc.model.model_dump(mode="json"),
+                          sc.cluster.role, sc.hisparse.enabled, sc.model.model_dump(mode="json"),
                           sc.hisparse.access.trace_path, sc.compute.decode_bytes_per_step,
                           sc.compute.backend, sc.hardware.model_dump(mode="json")])  # fmt: skip
         if key not in seen:

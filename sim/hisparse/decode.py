@@ -1,4 +1,6 @@
-"""A PD decode instance in time, with HiSparse on or off (DESIGN.md 1.6).
+"""A PD decode instance in time, with HiSparse on or off (DESIGN.md 1.6); for a DSA model (DeepSeek V3.2, GLM-5.x:
+:mod:`sim.hisparse.dsadecode`) its colocated HiSparse instance too, whose prompts are prefilled in passes that
+stall decode, and DP-attention ranks alike (one simulated). A bench_serving client is a closed loop.
 
 Requests arrive already prefilled. The GPU's KV memory is cut into SGLang's pools (full tokens, SWA, and
 with HiSparse a C4 pool of full / (4 x host_to_device_ratio) slots: :func:`sim.hisparse.buffer.size_pools`); a
@@ -32,11 +34,14 @@ from sim.base.errors import InputError
 from sim.hisparse.buffer import (
     FP4_INDEXER_ROW_BYTES,
     DecodeModelShape,
+    DecodePools,
     HbmBudget,
     HiSparseConfig,
     HiSparseResult,
     simulate_hisparse,
 )
+from sim.hisparse.dsa import swap_in_step_seconds
+from sim.hisparse.dsadecode import DsaDecode, dsa_decode, dsa_layout_of
 from sim.hisparse.topk import ParametricAccess, ParametricAccessParams, TraceAccess, load_topk_trace
 from sim.model.compute import Roofline, step_model
 from sim.model.costs import CostTable
@@ -83,11 +88,18 @@ class _Decoder:
             env, sc, shape, hs, costs, roofline, rec)  # fmt: skip
         self.steps = steps if steps is not None and steps.name != "roofline" else None  # measured kernels
         self.enabled = sc.hisparse.enabled
-        self.k = sc.hisparse_top_k or shape.index_topk
-        cap = hs.capacity
-        self.pools = cap.pools_hisparse if self.enabled else cap.pools_baseline
-        self.c4_need = sc.hisparse.device_buffer_size + shape.c4_page_slots if self.enabled else 0
+        # DSA: the config's index_topk, whatever --hisparse-config says (model_runner.py:1038-1041)
+        self.k = shape.index_topk if isinstance(hs, DsaDecode) else sc.hisparse_top_k or shape.index_topk
+        self.pools, self.c4_need = _pools_and_need(sc, shape, hs, self.enabled)
         self.swa_need = shape.swa_tokens_per_request()
+        self.colocated = sc.cluster.role != "decode"  # HiSparse on a DSA model's colocated instance
+        # a DSA model's DP-attention ranks: one simulated, the others alike (V4 decode instances have none)
+        self.dp = sc.hardware.attn_dp_size if isinstance(hs, DsaDecode) else 1
+        self.chunk = max(1, sc.scheduler.chunked_prefill_size // self.dp)  # a rank's chunk (parallel_hook.py:326-335)
+        self.prefill: list[Request] = []  # admitted, waiting for their prefill pass
+        self.done = 0  # finished or dropped
+        self.freed = env.event()  # fires at each finish or drop: a closed-loop client sends its next request
+        self.closed = False  # a closed-loop client: its next request arrives at a finish
         self.used_full = self.used_swa = self.used_c4 = 0
         self.waiting: deque[Request] = deque()
         self.running: list[tuple[int, int, Request, float, int]] = []  # (finish step, rid, req, admitted, start)
@@ -130,9 +142,12 @@ class _Decoder:
     def run(self):
         """Steps in blocks: one event for the steps up to the next decision (a finish, the step an arrival can
         join at, the horizon), priced together as the steps would be one by one."""
-        env, max_running = self.env, self.sc.scheduler.max_running_requests
+        env, max_running = self.env, max(1, self.sc.scheduler.max_running_requests // self.dp)
         while True:
             self._admit(max_running)
+            if self.prefill:
+                yield from self._prefill_pass()
+                continue
             if not self.running:
                 yield self.wake
                 self.wake = env.event()
@@ -145,7 +160,11 @@ class _Decoder:
             k = self._decision_within(ends, k)
             stalled = bool(self.waiting) and n < max_running  # each step's admission attempt stalls again
             end = float(ends[k - 1])
-            yield env.timeout(end - env.now)
+            if self.closed:  # a closed-loop client's next send is not known ahead: it cuts the block short
+                k = yield from self._until_step_or_send(ends, k)
+                end = float(ends[k - 1])
+            else:
+                yield env.timeout(end - env.now)
             self.now = end
             self.busy_s = float(np.cumsum(np.concatenate(([self.busy_s], dt[:k])))[-1])
             self.swap_s = float(np.cumsum(np.concatenate(([self.swap_s], swap[:k])))[-1])
@@ -162,6 +181,19 @@ class _Decoder:
                 self.used_swa -= self.swa_need
                 self.used_c4 -= self.c4_need
                 self._record(req, admitted, self.step_ends[start], end)
+            if self.closed:
+                yield env.timeout(0)  # the client sends its next requests before the next admission
+
+    def _until_step_or_send(self, ends: np.ndarray, k: int):
+        """Wait out the block's ``k`` steps, or until the client sends a request, then to the end of the step
+        under way (it joins the next one); the steps run."""
+        if self.wake.triggered:
+            self.wake = self.env.event()
+        yield self.env.timeout(float(ends[k - 1]) - self.env.now) | self.wake
+        if self.env.now < float(ends[k - 1]):
+            k = min(k, int(np.searchsorted(ends[:k], self.env.now, side="left")) + 1)
+            yield self.env.timeout(float(ends[k - 1]) - self.env.now)
+        return k
 
     def _step_seconds(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The next ``k`` steps of this batch of ``n``: each one's duration and its swap-in share."""
@@ -171,17 +203,23 @@ class _Decoder:
             gpu = np.array([self.steps.decode_seconds(n, int(s)) for s in seq])
         else:
             read = n * self.read0 + self.read_slope * (seq - n * self.s0)
-            weights = self.shape.weight_bytes_per_gpu + self.roofline.expert_bytes * self.roofline.experts_touched(n)
+            # with DP attention the MoE layers run every rank's tokens (alike ranks: n each)
+            experts = self.roofline.expert_bytes * self.roofline.experts_touched(n * self.dp)
+            weights = self.shape.weight_bytes_per_gpu + experts
             gpu = (weights + read) / (self.roofline.hbm_Bps * self.roofline.mbu)
-        swap = self._swap_in_seconds(n, j) if self.enabled else np.zeros(k)
+        swap = self._swap_in_seconds(n, j, np.broadcast_to(gpu, (k,))) if self.enabled else np.zeros(k)
         return np.maximum((self.steps or self.roofline).overhead_s, gpu + swap), swap
 
-    def _swap_in_seconds(self, n: int, j: np.ndarray) -> np.ndarray:
-        """Each step's swap-ins: the batch's misses in one C4 layer (the running requests' sampled means at their
-        decode offsets), priced per layer by the cost table, times the C4 layers."""
+    def _swap_in_seconds(self, n: int, j: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        """Each step's swap-ins: the batch's misses in one layer (the running requests' sampled means at their
+        decode offsets), priced by the cost table: V4 one kernel per C4 layer; DSA one per anchor layer, its
+        skip layers' copies beyond a layer's compute (:func:`sim.hisparse.dsa.swap_in_step_seconds`)."""
         offsets = (self.step + j)[:, None] - np.array(self.starts, dtype=np.int64)[None, :]
         np.minimum(offsets, self.miss_table.size - 1, out=offsets)
         misses = np.minimum(np.rint(self.miss_table[offsets].sum(axis=1)).astype(np.int64), n * self.k)
+        if isinstance(self.hs, DsaDecode):
+            lay = self.hs.shape.layout
+            return swap_in_step_seconds(lay, self.costs, n, misses, gpu / lay.layers)
         distinct, index = np.unique(misses, return_inverse=True)
         per_layer = np.array([self.costs.swap_in_seconds(n, self.k, int(m), self.shape.kv_row_bytes) for m in distinct])
         return per_layer[index] * self.shape.n_c4_layers
@@ -197,27 +235,58 @@ class _Decoder:
         return k
 
     def _admit(self, max_running: int) -> None:
-        while self.waiting and len(self.running) < max_running:
+        """Admit by memory; colocated, into one prefill pass of up to a chunk of prompt tokens, each prompt landing
+        in device slots before it is staged to the host (``admit_request_into_staging``,
+        hisparse_coordinator.py:838-876), so the device pool bounds the prefill in flight."""
+        while self.waiting and len(self.running) + len(self.prefill) < max_running:
             req = self.waiting[0]
-            need = self.full_tokens(req)
+            need, dev = self.full_tokens(req), self._device_need(req)
             p = self.pools
-            if need > p.full_tokens or self.swa_need > p.swa_tokens or self.c4_need > p.c4_device_slots:
+            if need > p.full_tokens or self.swa_need > p.swa_tokens or dev > p.c4_device_slots:
                 self.waiting.popleft()
                 self.rec.dropped["exceeds_kv_capacity"] += 1
                 self._check_done()
                 continue
             if (self.used_full + need > p.full_tokens or self.used_swa + self.swa_need > p.swa_tokens
-                    or self.used_c4 + self.c4_need > p.c4_device_slots):
+                    or self.used_c4 + dev > p.c4_device_slots):
                 self.rec.counters["admission_stalls"] += 1
                 return
+            if self.prefill and sum(r.input_len for r in self.prefill) + req.input_len > self.chunk:
+                return  # the next pass takes it
             self.waiting.popleft()
             self.used_full += need
             self.used_swa += self.swa_need
-            self.used_c4 += self.c4_need
-            heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, self.now, self.step))
-            self.starts.append(self.step)
-            self.seq_sum += req.input_len
+            self.used_c4 += dev
+            if self.colocated:
+                self.prefill.append(req)
+            else:
+                self._join(req)
+
+    def _device_need(self, req: Request) -> int:
+        if not self.colocated:
+            return self.c4_need
+        return max(self.c4_need, -(-req.input_len // self.shape.page_size) * self.shape.page_size)
+
+    def _join(self, req: Request, admitted: float | None = None) -> None:
+        admitted = self.now if admitted is None else admitted
+        heapq.heappush(self.running, (self.step + max(1, req.output_len), req.rid, req, admitted, self.step))
+        self.starts.append(self.step)
+        self.seq_sum += req.input_len
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
+
+    def _prefill_pass(self):
+        """One colocated prefill pass over the admitted prompts (decode waits: no mixed chunk under HiSparse,
+        hisparse_hook.py:83-88), priced by the roofline; then each keeps only its device buffer."""
+        reqs, self.prefill, admitted = self.prefill, [], self.env.now
+        tokens = sum(r.input_len for r in reqs)
+        dt = self.roofline.prefill_seconds(tokens, sum(r.input_len ** 2 / 2 for r in reqs))
+        yield self.env.timeout(dt)
+        self.now = self.env.now
+        self.busy_s += dt
+        self.rec.counters["prefill_passes"] += 1
+        for req in reqs:
+            self.used_c4 -= self._device_need(req) - self.c4_need
+            self._join(req, admitted)
 
     def _record(self, req: Request, admitted: float, first: float, now: float) -> None:
         self.rec.request((
@@ -228,6 +297,10 @@ class _Decoder:
         self._check_done()
 
     def _check_done(self) -> None:
+        self.done += 1
+        if not self.freed.triggered:
+            self.freed.succeed()
+            self.freed = self.env.event()
         if self.rec.n_finished + sum(self.rec.dropped.values()) >= self.expected and not self.all_done.triggered:
             self.all_done.succeed()
 
@@ -237,6 +310,17 @@ class _Decoder:
             self.rec.samples.append({"time_s": self.env.now, "instance": 0, "waiting": len(self.waiting),
                                      "running": len(self.running),
                                      "kv_used_bytes": self.used_full * self.pools.bytes_per_full_token})  # fmt: skip
+
+
+def _pools_and_need(sc, shape, hs, enabled: bool) -> tuple[DecodePools, int]:
+    """The pools the decoder admits into, and the hot-buffer slots a request takes in the third (V4: the C4
+    pool, its buffer plus one C4 page; DSA: the physical latent pool, its padded buffer and spec scratch)."""
+    if isinstance(hs, DsaDecode):
+        return hs.pools(enabled), hs.sizing.per_request_device if enabled else 0
+    cap = hs.capacity
+    if not enabled:
+        return cap.pools_baseline, 0
+    return cap.pools_hisparse, sc.hisparse.device_buffer_size + shape.c4_page_slots
 
 
 def decode_swa_ratio(sc) -> float:
@@ -257,37 +341,69 @@ def _access_model(sc):
 
 
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
-               progress=None, rec: Recorder | None = None, expert_dtype: str | None = None) -> DecodeRun:  # fmt: skip
+               progress=None, rec: Recorder | None = None, expert_dtype: str | None = None,
+               limits: list[tuple[int, float | None]] | None = None) -> DecodeRun:  # fmt: skip
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
     ``rec`` is the recorder to fill (one with a sink streams per-request records); ``expert_dtype``: the routed
-    experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`)."""
+    experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`); ``limits``: a closed-loop
+    client's (concurrency cap, request rate) for each request (bench_serving's ``--max-concurrency`` and
+    ``--request-rate``), None for open loop."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
     steps = step_model(sc, costs.compute_params, expert_dtype)
+    input_len = int(np.median([r.input_len for r in requests]))
+    output_len = int(np.median([r.output_len for r in requests]))
+    lay = dsa_layout_of(sc)
+    dp = sc.hardware.attn_dp_size if lay is not None else 1
+    if dp > 1:  # round robin over the DP ranks (serving_hook.py:217-236): rank 0's share, its clients' share
+        requests = requests[::dp]
+        limits = [(max(1, n // dp), r and r / dp) for n, r in limits[::dp]] if limits is not None else None
+    if lay is not None:
+        hs = dsa_decode(sc, lay, sc.compute.decode_bytes_per_step, _access_model(sc), costs, roofline, input_len,
+                        output_len, rng)  # fmt: skip
+        return _play(sc, requests, hs.shape, hs, costs, roofline, rec, steps, progress, limits, rng)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
                             initial_fill=h.initial_fill, host_to_device_ratio=h.host_to_device_ratio,
                             io_backend=sc.hicache.cost_backend, layers_simulated=h.access.layers_simulated,
                             step_windows=h.step_windows, window_steps=h.window_steps)  # fmt: skip
-    input_len = int(np.median([r.input_len for r in requests]))
-    output_len = int(np.median([r.output_len for r in requests]))
     budget = HbmBudget(hbm_bytes=sc.hardware.kv_mem_gb * 1e9, hbm_bandwidth=roofline.hbm_Bps * roofline.mbu,
                        mem_fraction_static=1.0, weight_bytes=0.0)  # fmt: skip
     hs = simulate_hisparse(hs_cfg, shape, _access_model(sc), h.sample_requests, input_len, output_len, costs,
                            rng, budget, decode_swa_ratio(sc),
                            sc.scheduler.max_running_requests)  # fmt: skip
+    return _play(sc, requests, shape, hs, costs, roofline, rec, steps, progress, limits, rng)
+
+
+def _play(sc, requests: list[Request], shape, hs, costs: CostTable, roofline: Roofline, rec: Recorder | None,
+          steps, progress, limits: list[tuple[int, float | None]] | None = None,
+          rng: np.random.Generator | None = None) -> DecodeRun:  # fmt: skip
+    """The decode instance in time over ``requests``, its pools and misses decided; ``limits``: each request's
+    client (concurrency cap, request rate): a closed loop sends it when fewer are in flight, at that rate; None:
+    each is sent at its arrival."""
     env = simpy.Environment()
     rec = rec if rec is not None else Recorder(record_requests=sc.output.record_requests)
     dec = _Decoder(env, sc, shape, hs, costs, roofline, rec, steps)
 
     def arrivals():
-        for req in requests:
-            if req.arrival_s > env.now:
+        for i, req in enumerate(requests):
+            limit, rate = limits[i] if limits is not None else (None, None)
+            if limit is None and req.arrival_s > env.now:
                 yield env.timeout(req.arrival_s - env.now)
+            if limit is not None and i and req.round != requests[i - 1].round:
+                limit = 1  # bench_serving's next step starts when the last one has finished
+            while limit is not None and dec.arrived - dec.done >= limit:  # bench_serving's --max-concurrency
+                yield dec.freed
+            if limit is not None:
+                req.arrival_s = env.now
             dec.submit(req)
+            if rate:  # --request-rate: Poisson gaps between sends (bench_serving's get_request)
+                yield env.timeout(float(rng.exponential(1.0 / rate)))
 
     dec.expected = len(requests)
-    dec.arrivals = np.maximum.accumulate([r.arrival_s for r in requests]).tolist() if requests else []
+    dec.closed = limits is not None
+    dec.arrivals = [] if dec.closed else (np.maximum.accumulate([r.arrival_s for r in requests]).tolist()
+                                          if requests else [])  # fmt: skip
     dec.horizon = sc.duration_s
     env.process(arrivals())
     env.process(dec.run())
@@ -295,10 +411,10 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     env.run(until=sc.duration_s if sc.duration_s is not None else dec.all_done)
     if progress is not None:
         progress.update(env.now)
-    return DecodeRun(_summary(sc, dec, hs, env.now, len(requests)), rec, _misses_frame(hs, hs_cfg))
+    return DecodeRun(_summary(sc, dec, hs, env.now, len(requests)), rec, _misses_frame(sc, hs))
 
 
-def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
+def _misses_frame(sc, hs) -> pd.DataFrame:
     import pandas as pd
 
     r, layers, steps = hs.misses.shape
@@ -306,29 +422,54 @@ def _misses_frame(hs: HiSparseResult, cfg: HiSparseConfig) -> pd.DataFrame:
     return pd.DataFrame({
         "step": hs.steps[idx[2]].astype(np.int64), "request": idx[0], "layer": idx[1],
         "misses": hs.misses.reshape(-1), "accesses": hs.accesses.reshape(-1),
-        "policy": cfg.policy, "device_buffer_size": cfg.device_buffer_size,
+        "policy": sc.hisparse.policy, "device_buffer_size": sc.hisparse.device_buffer_size,
     })  # fmt: skip
+
+
+def _capacity(sc, hs) -> dict:
+    """Both instances' bytes a request, max batch and what caps it, the batch HiSparse pays from; for a DSA model
+    also the logical-token gain, the per-rank host pool and the anchor/skip layers."""
+    if not isinstance(hs, DsaDecode):
+        c = hs.capacity
+        return {"bytes_per_request_baseline": c.bytes_per_request_baseline,
+                "bytes_per_request_hisparse": c.bytes_per_request_hisparse, "max_batch_baseline": c.max_batch_baseline,
+                "max_batch_hisparse": c.max_batch_hisparse, "batch_gain": c.batch_gain, "limit_baseline": c.limit_baseline,
+                "limit_hisparse": c.limit_hisparse, "break_even_batch": c.break_even_batch}  # fmt: skip
+    z, lay = hs.sizing, hs.shape.layout
+    final = -(-(hs.final_len) // hs.shape.page_size) * hs.shape.page_size
+    return {"family": "dsa", "bytes_per_request_baseline": final * z.baseline.bytes_per_token,
+            "bytes_per_request_hisparse": lay.layers * (final * lay.indexer_row_bytes
+                                                         + z.per_request_device * lay.kv_row_bytes),
+            "max_batch_baseline": z.max_batch_baseline, "max_batch_hisparse": z.max_batch_hisparse,
+            "batch_gain": z.batch_gain, "limit_baseline": z.limit_baseline, "limit_hisparse": z.limit_hisparse,
+            "break_even_batch": hs.crossover_batch, "capacity_gain": z.capacity_gain,
+            "logical_tokens": {"baseline": z.baseline.logical_tokens, "hisparse": z.hisparse.logical_tokens},
+            "device_slots_hisparse": z.hisparse.device_slots, "per_request_device_slots": z.per_request_device,
+            "host_pool_tokens_per_rank": z.hisparse.host_tokens, "host_pool_bytes_per_rank": z.hisparse.host_bytes,
+            "kv_dtype": lay.kv_dtype, "anchor_layers": lay.anchors, "skip_layers": lay.skip_layers}  # fmt: skip
 
 
 def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int) -> dict:
     rec = dec.rec
     out_tokens = rec.token_totals()["output_tokens"]
-    cap = hs.capacity
+    cap = _capacity(sc, hs)
+    on = sc.hisparse.enabled
     dropped = dict(rec.dropped)
     return {
         "scenario": sc.name,
         "seed": sc.seed,
         "model": sc.model.name,
-        "role": "decode",
+        "role": sc.cluster.role,
+        "dp_ranks": dec.dp,  # one simulated; throughput is the instance's, the ranks alike
         "compute": dec.steps.describe() if dec.steps is not None else {
             "backend": "roofline", "mbu": dec.roofline.mbu, "step_overhead_ms": dec.roofline.overhead_s * 1e3},
         "simulated_s": horizon,
         "requests": {"arrived": arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": arrived - rec.n_finished - sum(dropped.values())},  # fmt: skip
         "throughput": {
-            "requests_per_s": rec.n_finished / horizon if horizon else 0.0,
+            "requests_per_s": dec.dp * rec.n_finished / horizon if horizon else 0.0,
             "input_tokens_per_s": 0.0,
-            "output_tokens_per_s": out_tokens / horizon if horizon else 0.0,
+            "output_tokens_per_s": dec.dp * out_tokens / horizon if horizon else 0.0,
         },
         "ttft_s": percentiles(rec.ttft),
         "e2e_s": percentiles(rec.e2e),
@@ -341,14 +482,10 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
             "policy": sc.hisparse.policy,
             "device_buffer_size": sc.hisparse.device_buffer_size,
             "top_k": dec.k,
-            "bytes_per_request": cap.bytes_per_request_hisparse if sc.hisparse.enabled else cap.bytes_per_request_baseline,
-            "bytes_per_request_baseline": cap.bytes_per_request_baseline,
-            "bytes_per_request_hisparse": cap.bytes_per_request_hisparse,
-            "max_batch": cap.max_batch_hisparse if sc.hisparse.enabled else cap.max_batch_baseline,
-            "max_batch_baseline": cap.max_batch_baseline,
-            "max_batch_hisparse": cap.max_batch_hisparse,
-            "batch_gain": cap.batch_gain,
-            "batch_limit": cap.limit_hisparse if sc.hisparse.enabled else cap.limit_baseline,
+            "bytes_per_request": cap["bytes_per_request_hisparse" if on else "bytes_per_request_baseline"],
+            "max_batch": cap["max_batch_hisparse" if on else "max_batch_baseline"],
+            "batch_limit": cap["limit_hisparse" if on else "limit_baseline"],
+            **{k: v for k, v in cap.items() if not k.startswith("limit_")},
             "host_to_device_ratio": sc.hisparse.host_to_device_ratio,
             "initial_fill": sc.hisparse.initial_fill,
             "pools": {"full_tokens": dec.pools.full_tokens, "swa_tokens": dec.pools.swa_tokens,
@@ -359,7 +496,7 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
             **({"misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
                 "miss_rate": hs.miss_rate,
                 "swap_in_share": dec.swap_s / dec.busy_s if dec.busy_s else 0.0,
-                "break_even_batch": cap.break_even_batch,
-                "d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if sc.hisparse.enabled else {}),  # off: no hot buffer
+                **({"d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if hasattr(hs, "d2h_backup_bytes") else {}),
+                } if on else {}),  # off: no hot buffer
         },
     }

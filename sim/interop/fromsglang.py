@@ -31,6 +31,7 @@ from sim.base.errors import InputError
 from sim.base.inputs import MAX_REQUEST_TOKENS, num_text, number_problem
 from sim.interop.conversion import Conversion, set_path
 from sim.interop.fromrouter import map_router
+from sim.interop.hisparselaunch import NSA_SPELLINGS, dsa_launch, hisparse_launch
 from sim.model.aic import model_config_path
 
 __all__ = ["Conversion", "from_sglang", "to_yaml"]
@@ -474,16 +475,18 @@ GROUP_WHY = {
 }
 
 
-def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None:
-    """launch_server's flags, each mapped onto the scenario or listed as ignored with why. ``--dp-size`` and
-    ``--hicache-size`` are resolved once every flag is read (they depend on others)."""
+def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> list[tuple[str, str | None, str]]:
+    """launch_server's flags, each mapped onto the scenario or listed as ignored with why; returned as read.
+    ``--dp-size`` and ``--hicache-size`` are resolved once every flag is read (they depend on others), and what
+    SGLang refuses with ``--enable-hisparse`` is refused then (:mod:`sim.interop.hisparselaunch`)."""
     sc = conv.scenario
     known = _sglang_flags()
     older = {k: v for flags in known["older_launch_server"].values() for k, v in flags.items()}
-    flags = _parse(argv, {**known["launch_server"], **older, **dict.fromkeys(OUT_OF_TREE, False)},
-                   "launch_server")  # fmt: skip
-    aliases = known["launch_server_aliases"]
-    flags = [(aliases.get(f, f), v, t) for f, v, t in flags]  # --tensor-parallel-size is --tp-size
+    flags = _parse(argv, {**known["launch_server"], **older, **dict.fromkeys(OUT_OF_TREE, False),
+                          **dict.fromkeys(NSA_SPELLINGS, True)}, "launch_server")  # fmt: skip
+    aliases = {**known["launch_server_aliases"], **NSA_SPELLINGS}
+    flags = [(aliases.get(f, f), v, t + (f" (the NSA-era spelling of {NSA_SPELLINGS[f]})" if f in NSA_SPELLINGS
+                                         else "")) for f, v, t in flags]  # --tensor-parallel-size is --tp-size
     tp = next((v for f, v, _ in flags if f == "--tp-size"), "1")
     _check_choices(flags, known["launch_server_choices"])
     hicache_size = dp_size = None
@@ -505,6 +508,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
     if "model" not in sc:
         raise InputError("launch_server: --model-path is required")
     _resolve_dp(conv, dp_size)
+    hisparse_launch(conv, flags)
     if hicache_size:
         from sim.model.hostmem import V4_SIZE_REFUSED
         from sim.scenario.load import HiCacheConfig, build_model_spec, field_problem
@@ -520,6 +524,7 @@ def _launch(conv: Conversion, argv: list[str], model_config: str | None) -> None
             raise InputError(f"--hicache-size {num_text(hicache_size)}: {problem} (as hicache.host_pages, "
                              f"{num_text(page_bytes)} bytes a page)")  # fmt: skip
         set_path(sc, "hicache.host_pages", pages)
+    return flags
 
 
 def _check_choices(flags: list[tuple[str, str | None, str]], choices: dict[str, dict]) -> None:
@@ -931,9 +936,10 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
         _, argv = _command(conv, launch, ("sglang.launch_server", "launch_server"))
     except InputError as exc:  # named by the option it came in
         raise InputError(f"--launch: {exc}") from None
-    _launch(conv, argv, model_config)
+    flags = _launch(conv, argv, model_config)
     _resolve_spec(conv, accept_length)
     _hardware(conv, gpu, sglang_version, host_mem_gb, pinnable_gb)
+    dsa_launch(conv, flags, gpu, _names_dsa(conv))
     _page_defaults(conv, model_config)
     log = None
     if server_log is not None:
@@ -961,6 +967,18 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
 
         conv.checks = check_capacities(conv, log)
     return conv
+
+
+def _names_dsa(conv: Conversion) -> bool:
+    """Whether the command's model is a DSA model (DeepSeek V3.2, GLM-5.x: :func:`sim.model.dsa.is_dsa`)."""
+    from sim.model.dsa import is_dsa
+    from sim.model.modelcfg import load_config
+
+    ref = conv.scenario.get("model", {}).get("config")
+    try:
+        return ref is not None and is_dsa(load_config(ref)[0])
+    except InputError:  # the model's own error is the scenario check's to report
+        return False
 
 
 def _hardware(conv: Conversion, gpu: str, sglang_version: str, host_mem_gb: float | None,
@@ -1001,6 +1019,8 @@ def _page_defaults(conv: Conversion, model_config: str | None) -> None:
             hc["swa_full_tokens_ratio"] = "cap"  # pool_configurator.py:1328-1351
             conv.mapped.append("--max-running-requests without --swa-full-tokens-ratio -> "
                                "hicache.swa_full_tokens_ratio: cap (SGLang's cap mode for DeepSeek V4)")  # fmt: skip
+    elif shape.family == "dsa":
+        hc.setdefault("page_size", 64)  # DSA on CUDA: 64 x index_kpool (model_overrides/deepseek_v2.py:163-173)
     else:
         hc.setdefault("page_size", 1)  # SGLang's default --page-size
     hc.setdefault("enabled", False)  # no --enable-hierarchical-cache: GPU only

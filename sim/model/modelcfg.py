@@ -23,6 +23,7 @@ from typing import Any
 
 from sim.base.errors import InputError
 from sim.base.inputs import parse_json, read_text
+from sim.model.dsa import dsa_layout, is_dsa
 
 __all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "expert_dtype_of",
            "is_named", "load_config", "model_spec"]
@@ -42,7 +43,7 @@ class ModelShape:
     """What the cache and the step-time model need from a config, per TP rank where it says so."""
 
     name: str
-    family: str  # "mha", "mla" or "dsv4"
+    family: str  # "mha", "mla", "dsa" (DeepSeek V3.2, GLM-5.x) or "dsv4"
     layers: int
     params: float
     active_params: float
@@ -62,6 +63,7 @@ class ModelShape:
     fp4_indexer: bool = False  # DeepSeek V4: C4 indexer keys in fp4 (--enable-deepseek-v4-fp4-indexer)
     mlp_flops_per_token: float = 0.0  # per GPU: the MLP/MoE share of flops_per_token (DP attention gathers it)
     expert_dtype: str = ""  # the routed experts' dtype as resolved (expert_dtype_of); "" without experts
+    index_topk: int = 0  # DSA: the indexer's top-k, what HiSparse swaps in (model_runner.py:1038-1041)
 
 
 def bundled_configs() -> list[str]:
@@ -86,7 +88,12 @@ def is_named(ref: str) -> bool:
     than a file."""
     from sim.model.aic import model_config_path
 
-    return ref.lower() in bundled_configs() or model_config_path(ref) is not None
+    return _bundled_name(ref) in bundled_configs() or model_config_path(ref) is not None
+
+
+def _bundled_name(ref: str) -> str:
+    """The bundled config a name means: ``zai-org/GLM-5.1-FP8`` is ``glm-5.1-fp8`` (its Hugging Face id)."""
+    return ref.rsplit("/", 1)[-1].lower() if ref.count("/") == 1 else ref.lower()
 
 
 def load_config(ref: str) -> tuple[dict[str, Any], str]:
@@ -108,12 +115,12 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
         data = parse_json(read_text(path, "model config.json"), source, what="model config")
         name = path.parent.name if path.name == "config.json" else path.stem
     else:
-        bundled = resources.files("sim").joinpath("data", "models", f"{ref.lower()}.json")
+        bundled = resources.files("sim").joinpath("data", "models", f"{_bundled_name(ref)}.json")
         if not bundled.is_file():
             extra = " (a Hugging Face id needs the aic extra: pip install 'hicache-sim[aic]')" if "/" in ref else ""
             raise InputError(f"model config {ref!r}: no such file, and not a bundled config "
                              f"(bundled: {', '.join(bundled_configs())}){extra}")  # fmt: skip
-        data, name, source = json.loads(bundled.read_text()), ref.lower(), ref
+        data, name, source = json.loads(bundled.read_text()), _bundled_name(ref), ref
     if not isinstance(data, dict):
         raise InputError("model config: expected a JSON object", source=source)
     if "num_hidden_layers" not in data and "text_config" in data:
@@ -253,6 +260,8 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
                          "name DeepSeek V4, whose model SGLang builds from compress_ratios, models/deepseek_v4.py:1047)")
     if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
         att = _v4_attention(cfg, name, hidden, heads, layers, fp4_indexer)
+    elif "kv_lora_rank" in cfg and is_dsa(cfg):
+        att = _dsa_attention(cfg, name, hidden, heads, layers, kv_dtype)
     elif "kv_lora_rank" in cfg:
         att = _mla_attention(cfg, name, hidden, heads, layers, b.kv)
     else:
@@ -276,6 +285,7 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         kv_read_bytes_per_request=att.kv_read_bytes_per_request, compute_dtype="fp8" if b.weight == 1 else "bf16",
         catalog=att.catalog, fp4_indexer=fp4_indexer and att.catalog is not None, mlp_flops_per_token=2 * mlp_active / tp_size,
         expert_dtype=expert_dtype_of(cfg, expert_dtype) if n_exp else "",
+        index_topk=int(cfg.get("index_topk") or 0) if att.family == "dsa" else 0,
     )  # fmt: skip
 
 
@@ -338,6 +348,27 @@ def _mla_attention(cfg: dict, name: str, hidden: int, heads: int, layers: int, k
     return _Attention("mla", attn, kv_tok, kv_tok, layers * heads * (2 * (nope + rope) + 2 * v))
 
 
+def _dsa_attention(cfg: dict, name: str, hidden: int, heads: int, layers: int, kv_dtype: str) -> _Attention:
+    """DSA (DeepSeek V3.2, GLM-5.x): the MLA latent as the DSA pool stores it plus the indexer keys
+    (:mod:`sim.model.dsa`, sized as without HiSparse); a decode step scans every indexer key of the anchor layers
+    and reads the top-k latent rows of every layer. The model's dtype (``auto``) stores bf16, as on Hopper."""
+    for key in ("qk_rope_head_dim", "index_topk"):
+        _need(cfg, key, name)
+    mla = _mla_attention(cfg, name, hidden, heads, layers, 2)
+    try:
+        lay = dsa_layout(cfg, kv_dtype)
+    except InputError as exc:
+        raise InputError(f"{exc} (model {name!r})") from None
+    per_req = layers * lay.index_topk * lay.kv_row_bytes
+    lora, rope = int(cfg["kv_lora_rank"]), int(cfg["qk_rope_head_dim"])
+    # FLOPs: the indexer scores every (query, token) pair of the anchor layers; attention reads top-k latents a
+    # query in every layer (absorbed MLA: scores over lora + rope, values over lora)
+    pair = lay.anchors * 2 * int(cfg.get("index_n_heads") or 64) * int(cfg.get("index_head_dim") or 128)
+    per_tok = layers * lay.index_topk * heads * 2 * (2 * lora + rope)
+    return _Attention("dsa", mla.params, lay.bytes_per_token(), lay.anchors * lay.indexer_row_bytes, pair, per_tok,
+                      kv_read_bytes_per_request=per_req)
+
+
 def _mha_attention(cfg: dict, hidden: int, heads: int, layers: int, kv_b: float, attn_tp: int) -> _Attention:
     """MHA / GQA: KV heads split over the attention TP group; with more ranks than KV heads each rank keeps one
     (replicated)."""
@@ -365,6 +396,6 @@ def model_spec(shape: ModelShape, page_size: int):
     if shape.catalog is not None:
         return get_model(shape.catalog, page_size=page_size, fp4_indexer=shape.fp4_indexer)
     per_page = round(shape.kv_bytes_per_token * page_size)
-    pool = Pool("kv", per_page, "kv", HitPolicy.ALL_PAGES, rank_replicated=shape.family == "mla")
-    return ModelSpec(shape.name, page_size, (pool,), layers=shape.layers,
+    pool = Pool("kv", per_page, "kv", HitPolicy.ALL_PAGES, rank_replicated=shape.family in ("mla", "dsa"))
+    return ModelSpec(shape.name, page_size, (pool,), index_topk=shape.index_topk, layers=shape.layers,
                      notes=f"{shape.family}, {shape.kv_bytes_per_token:,.0f} B/token per rank (from config.json)")  # fmt: skip

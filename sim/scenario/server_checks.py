@@ -54,4 +54,22 @@ def pinned_pools_fit(sc: Scenario) -> None:
         raise _field_error(field, why)
 
 
-SERVER_CHECKS: tuple[Callable[[Scenario], None], ...] = (pools_fit, pinned_pools_fit)
+def hisparse_host_fits(sc: Scenario) -> None:
+    """A DSA model's HiSparse host pool (:func:`sim.hisparse.dsa.dsa_pools`), on every rank, inside ``host_mem_gb``
+    less SGLang's reserve: past it the pool refuses to allocate (``mem_cache/pool_host/base.py:84-108, 242-252``)."""
+    if not sc.hisparse.enabled:
+        return
+    from sim.hisparse.dsa import dsa_pools
+    from sim.hisparse.dsadecode import dsa_layout_of
+
+    lay, hw = dsa_layout_of(sc), sc.hardware
+    if lay is None:
+        return
+    host_gb = dsa_pools(lay, hw.kv_mem_gb * 1e9, sc.hisparse.host_to_device_ratio).host_bytes * hw.tp_size / 1e9
+    if host_gb > hw.host_mem_gb - RESERVE_BYTES / 1e9:
+        raise _field_error("hisparse.host_to_device_ratio", f"HiSparse's host pools ({host_gb:,.1f} GB over "
+                           f"{hw.tp_size} ranks) exceed hardware.host_mem_gb ({hw.host_mem_gb:g}) less SGLang's 10 GiB "
+                           "reserve: a smaller ratio or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
+
+
+SERVER_CHECKS: tuple[Callable[[Scenario], None], ...] = (pools_fit, pinned_pools_fit, hisparse_host_fits)

@@ -61,7 +61,25 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
         f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
     )
-    return "\n".join(lines)
+    return "\n".join([*lines, *_dsa_hisparse_lines(s)])
+
+
+def _dsa_hisparse_lines(s: Any) -> list[str]:
+    """A DSA model's HiSparse pools a rank, as SGLang sizes them (:func:`sim.hisparse.dsa.dsa_pools`)."""
+    if not s.hisparse.enabled:
+        return []
+    from sim.hisparse.dsa import dsa_pools
+    from sim.hisparse.dsadecode import dsa_layout_of
+
+    lay = dsa_layout_of(s)
+    if lay is None:
+        return []
+    kv, ratio = s.hardware.kv_mem_gb * 1e9, s.hisparse.host_to_device_ratio
+    off, on = dsa_pools(lay, kv), dsa_pools(lay, kv, ratio)
+    return [f"  hisparse  DSA, {lay.kv_dtype} KV, {lay.anchors} anchor + {lay.skip_layers} shared-index layers: "
+            f"{on.logical_tokens:,} KV tokens a rank at ratio {ratio} (off {off.logical_tokens:,}: "
+            f"{on.logical_tokens / off.logical_tokens:.2f}x) in {on.device_slots:,} device slots; host pool "
+            f"{on.host_bytes / 1e9:,.1f} GB a rank"]  # fmt: skip
 
 
 def _workload_text(wl: Any) -> str:

@@ -531,7 +531,13 @@ def _hisparse_section(spec, jobs) -> dict:
         if row["speedup"] is not None and all(r["speedup"] is not None and r["speedup"] >= 1 for r in rows[i:]):
             crossover = row["batch_cap"]
             break
-    return {"applies": True, "scenario": spec.decode.name, "rows": rows, "crossover_batch": crossover}
+    out = {"applies": True, "scenario": spec.decode.name, "rows": rows, "crossover_batch": crossover}
+    last = jobs.get(("hisparse", spec.decode_batches[-1], True)) or {}
+    if last.get("hisparse_family") == "dsa":  # a DSA model: SGLang's sizing, whatever the batch cap
+        out["dsa_sizing"] = {k: last[f"hisparse_{k}"] for k in (
+            "capacity_gain", "host_to_device_ratio", "kv_dtype", "max_batch_baseline", "max_batch_hisparse",
+            "host_pool_bytes_per_rank", "anchor_layers", "skip_layers")}  # fmt: skip
+    return out
 
 
 def _recommend(spec: PlanSpec, data: dict, cands: list[HostCandidate]) -> dict:

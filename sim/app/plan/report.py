@@ -279,6 +279,11 @@ def _md_hisparse(hs: dict) -> list[str]:
     out += ["![HiSparse](hisparse.png)", "",
             (f"HiSparse pays from a batch cap of **{hs['crossover_batch']}** on (the crossover)."
              if hs["crossover_batch"] is not None else "HiSparse does not pay at any batch tried."), ""]  # fmt: skip
+    if z := hs.get("dsa_sizing"):
+        out += [f"DSA sizing ({z['kv_dtype']} KV, {z['anchor_layers']} anchor + {z['skip_layers']} shared-index "
+                f"layers): {z['capacity_gain']:.2f}x the KV tokens at host ratio {z['host_to_device_ratio']}, max "
+                f"batch {z['max_batch_baseline']} off / {z['max_batch_hisparse']} on, "
+                f"{z['host_pool_bytes_per_rank'] / 1e9:,.1f} GB pinned host pool per rank.", ""]  # fmt: skip
     rows = [[str(r["batch_cap"]), f"{r['on_output_tok_s'] or 0:,.0f}", f"{r['off_output_tok_s'] or 0:,.0f}",
              f"{r['on_peak_batch'] or 0}", f"{r['off_peak_batch'] or 0}",
              "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"] for r in hs["rows"]]  # fmt: skip

@@ -23,7 +23,7 @@ def timed_run(sc: Scenario) -> dict:
 
     result = run_scenario(sc, keep_requests=False)
     s = result.summary
-    if s.get("role") == "decode":
+    if s.get("role") in ("decode", "colocated"):  # a decode timeline (HiSparse colocated too)
         return decode_row(s)
     row = flat_metrics(s)
     m = s.get("metrics", {})

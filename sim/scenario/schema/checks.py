@@ -46,9 +46,11 @@ def _l3_needs_l2(sc: Scenario) -> None:
 
 
 def _decode_workload(sc: Scenario) -> None:
-    if sc.cluster.role == "decode" and sc.workload.kind not in ("synthetic", "trace"):
-        raise _field_error("workload.kind", "a decode instance (cluster.role: decode) needs a synthetic or "
-                           f"trace workload, not {sc.workload.kind}")  # fmt: skip
+    timeline = sc.cluster.role == "decode" or (sc.hisparse.enabled and _is_dsa_model(sc))
+    if timeline and sc.workload.kind not in (
+            "synthetic", "trace", "bench_serving"):  # fmt: skip
+        raise _field_error("workload.kind", "a decode timeline (cluster.role: decode, or HiSparse on) needs a "
+                           f"synthetic, trace or bench_serving workload, not {sc.workload.kind}")  # fmt: skip
 
 
 def _workload_pages_bounded(sc: Scenario) -> None:
@@ -61,12 +63,18 @@ def _workload_pages_bounded(sc: Scenario) -> None:
 
 
 def _hisparse_fits(sc: Scenario) -> None:
-    """HiSparse on a decode instance, its top-k known and inside the hot buffer, its id stream bounded."""
+    """HiSparse on a decode instance (a DSA model's colocated instance too), its top-k known and inside the hot
+    buffer, its id stream bounded."""
     h = sc.hisparse
     if not h.enabled:
         return
-    if sc.cluster.role != "decode":
-        raise _field_error("hisparse.enabled", "HiSparse runs only on decode instances; set cluster.role: decode")
+    dsa = _is_dsa_model(sc)
+    if sc.cluster.role != "decode" and not dsa:
+        raise _field_error("hisparse.enabled", "HiSparse runs only on decode instances (colocated too for DSA "
+                           "models: DeepSeek V3.2, GLM-5.x); set cluster.role: decode")  # fmt: skip
+    if dsa and h.access.kind == "trace":
+        raise _field_error("hisparse.access.kind", "a recorded top-k trace holds DeepSeek V4's C4 rows; a DSA model's "
+                           "(raw token positions) is not modelled: use the parametric model")  # fmt: skip
     top_k = sc.hisparse_top_k
     if top_k is None:
         raise _field_error("hisparse.top_k", "required for a model without a catalog index_topk")
@@ -79,6 +87,11 @@ def _hisparse_fits(sc: Scenario) -> None:
         raise _field_error("hisparse.sample_requests", f"{ids:,} top-k ids to simulate (sample_requests x "
                            "access.layers_simulated x steps x top_k), over the limit of "
                            f"{MAX_HISPARSE_IDS:,}")  # fmt: skip
+
+
+def _is_dsa_model(sc: Scenario) -> bool:
+    shape = sc.model.shape(sc.hardware.tp_size, sc.hardware.attn_dp_size)
+    return shape is not None and shape.family == "dsa"
 
 
 def _fp4_indexer_supported(sc: Scenario) -> None:
@@ -123,14 +136,15 @@ def _two_batch_overlap_runs(sc: Scenario) -> None:
 
 
 def _dp_attention_serves(sc: Scenario) -> None:
-    if sc.hardware.attn_dp_size > 1 and sc.cluster.role == "decode":
-        raise _field_error("hardware.enable_dp_attention", "DP attention is modelled on serving instances, not "
-                           "on a PD decode instance (cluster.role: decode)")  # fmt: skip
+    if sc.hardware.attn_dp_size > 1 and sc.cluster.role == "decode" and not _is_dsa_model(sc):
+        raise _field_error("hardware.enable_dp_attention", "DP attention is modelled on serving instances and DSA "
+                           "models' decode instances, not on this PD decode instance (cluster.role: decode)")  # fmt: skip
 
 
 def _speculative_serves(sc: Scenario) -> None:
-    if sc.speculative.enabled and sc.cluster.role == "decode":
-        raise _field_error("speculative.algorithm", "not modelled on a PD decode instance (cluster.role: decode)")
+    if sc.speculative.enabled and (sc.cluster.role == "decode" or sc.hisparse.enabled):
+        raise _field_error("speculative.algorithm", "not modelled on a decode timeline (cluster.role: decode, or "
+                           "HiSparse on): its verify passes are not, though HiSparse's spec scratch is sized")  # fmt: skip
 
 
 def _aiconfigurator_covers(sc: Scenario) -> None:

@@ -158,7 +158,7 @@ def _fill_kv_mem(hw: dict, sched: dict, gpu: Any, shape: Any, tp: int, dp: int, 
         chunk = sched.get("max_prefill_tokens", SchedulerConfig.model_fields["max_prefill_tokens"].default)
     mfs = hw.get("mem_fraction_static") or hardware.default_mem_fraction_static(
         gpu, tp_size=tp, chunked_prefill_size=chunk,
-        max_running_requests=sched.get("max_running_requests"), mla=shape.family == "mla",
+        max_running_requests=sched.get("max_running_requests"), mla=shape.family in ("mla", "dsa"),
         version=hw.get("sglang_defaults", "0.5.23"), attn_dp_size=dp)  # fmt: skip
     kv = hardware.kv_budget_bytes(gpu, mfs, shape.weight_bytes_per_rank)
     if kv <= 0:

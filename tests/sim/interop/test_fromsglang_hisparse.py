@@ -14,7 +14,7 @@ from sim.interop.fromsglang import from_sglang
 from sim.scenario.load import scenario_from_dict
 
 DECODE = ("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --trust-remote-code --tp 4 "
-          "--disaggregation-mode decode --disaggregation-transfer-backend mooncake --enable-hisparse "
+          "--disaggregation-mode decode --disaggregation-transfer-backend mooncake --disable-radix-cache --enable-hisparse "
           "--swa-full-tokens-ratio 0.004 --max-running-requests 256")  # fmt: skip
 
 

@@ -225,7 +225,7 @@ class TestErrors:
             ("workload:\n  num_clients: 10000000\n", "workload.num_clients: num_clients x num_rounds = 50,000,000"),
             ("workload:\n  kind: synthetic\n  num_requests: 10000000\n  input_length: 4096\n",
              "workload: 160,000,000 page keys of 256 tokens, over the limit of 50,000,000"),
-            ("cluster:\n  role: decode\n", "workload.kind: a decode instance (cluster.role: decode) needs"),
+            ("cluster:\n  role: decode\n", "workload.kind: a decode timeline (cluster.role: decode, or HiSparse on) needs"),
             ("cluster:\n  role: decode\nworkload:\n  kind: synthetic\nhisparse:\n  enabled: true\n"
              "  step_windows: 1000\n  window_steps: 4096\n", "hisparse.sample_requests: 8,388,608,000 top-k ids"),
         ],

@@ -283,3 +283,23 @@ def test_a_candidates_run_is_not_refused_by_the_ceiling_the_plan_already_applied
     sc = load_scenario(QUICKSTART, ["hardware.pinnable_gb=1.5"])  # ratio 2: 1.0 GB pinned
     c = HostCandidate("--hicache-ratio 8", "--hicache-ratio 8", 8.0, None, 275, 2200, 216)
     assert _candidate_scenario(sc, c).hicache.hicache_ratio == 8.0  # 4 GB: the plan's own table prices it
+
+
+def test_the_hisparse_section_gives_a_dsa_models_sizing(tmp_path):
+    """A DSA decode instance (GLM-5.1): the section runs it on and off and reports SGLang's sizing beside."""
+    decode = tmp_path / "dsa.yaml"
+    decode.write_text(
+        "name: dsa\nseed: 1\nmodel: {name: GLM-5.1-FP8, config: glm-5.1-fp8}\nhardware: {gpu: H200, tp_size: 8}\n"
+        "cluster: {role: decode}\nhisparse: {enabled: true, host_to_device_ratio: 8, step_windows: 1, "
+        "window_steps: 16, sample_requests: 1, access: {layers_simulated: 1}}\n"
+        "workload: {kind: synthetic, rate: 50.0, num_requests: 16, input_length: 16384, output_length: 32}\n")
+    out = tmp_path / "report"
+    assert main(["plan", "--scenario", QUICKSTART, "--set", "workload.num_clients=8", "--ratios", "1",
+                 "--seeds", "1", "--decode", str(decode), "--batches", "1,8", "--workers", "1", "--out", str(out),
+                 "--no-progress"]) == 0  # fmt: skip
+    h = json.loads((out / "plan.json").read_text())["hisparse"]
+    z = h["dsa_sizing"]
+    assert z["capacity_gain"] > 1 and z["host_to_device_ratio"] == 8 and z["kv_dtype"] == "bfloat16"
+    assert z["max_batch_hisparse"] >= z["max_batch_baseline"] and z["host_pool_bytes_per_rank"] > 0  # at cap 8
+    assert [r["batch_cap"] for r in h["rows"]] == [1, 8] and all(r["on_output_tok_s"] for r in h["rows"])
+    assert "DSA sizing (bfloat16 KV, 78 anchor + 0 shared-index layers)" in (out / "report.md").read_text()
