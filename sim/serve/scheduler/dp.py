@@ -46,6 +46,7 @@ class DPGroup:
         self.passes = 0
         self.extend_at = -math.inf
         self.extending = False  # a rank joined the pass being planned with an extend
+        self.waived: set[int] = set()  # ranks whose interval since extend_at --prefill-decode-interval-min-bs waived
 
     def enter(self):
         """A rank woke: it plans with the others, after any pass in flight."""
@@ -77,6 +78,21 @@ class DPGroup:
             self.on_leave()
         return go
 
+    def defers(self, rank: int, decoding: int, cfg) -> bool:
+        """Whether ``rank`` (``decoding`` requests running) defers its prefill this pass under
+        ``--prefill-decode-interval``. SGLang arms it on every rank when any rank's pass extends (the gathered
+        ``is_extend_in_batch``, ``managers/scheduler.py:1413-1426``) and counts it down a pass at a time on every
+        rank (``_should_defer_prefill``, :1400-1411), so the ranks defer together and next prefill in the same
+        pass; a rank with nothing to decode defers too (it joins the others' decode passes with an IDLE batch),
+        unless its running batch is under ``--prefill-decode-interval-min-bs``, which waives the rest of its
+        interval."""
+        if self.passes - self.extend_at >= cfg.prefill_decode_interval or rank in self.waived:
+            return False
+        if decoding < cfg.prefill_decode_interval_min_bs:
+            self.waived.add(rank)
+            return False
+        return True
+
     def _ready(self) -> None:
         if not self.active and self.joined and not self.starting:
             self.starting = True
@@ -90,6 +106,7 @@ class DPGroup:
         self.passes += 1
         if self.extending:
             self.extend_at, self.extending = self.passes, False
+            self.waived.clear()
         self.busy_until = self.env.now + seconds
         self.active, self.joined, self.plans, self.plain = self.joined, 0, [], []  # they all plan again when it ends
         self.go = self.env.event()

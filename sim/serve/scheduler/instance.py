@@ -134,7 +134,6 @@ class Instance:
         self.wake = self.env.event()
         self.blocked_s = 0.0
         self.decodes_owed = 0  # --prefill-decode-interval: decode passes still owed before the next prefill
-        self.waived_at = -math.inf  # under DP attention: the arming extend pass whose interval min_bs waived here
         # When each tokenizer process frees (a min-heap), and how many requests it still holds.
         self.tokenizers = [0.0] * sim.cfg.tokenizer_workers
         self.tokenizing = 0
@@ -221,10 +220,7 @@ class Instance:
             if self.wake.triggered:
                 self.wake = env.event()
             t0 = env.now
-            if self.delayer is None or self._defer_prefill():  # a deferred pass does not negotiate (scheduler.py:3972)
-                batch = self.get_next_batch_to_run()
-            else:
-                batch = yield from self.delayer.next_batch(self)
+            batch = self.get_next_batch_to_run() if self.delayer is None else (yield from self.delayer.next_batch(self))
             if batch is None:
                 yield from self._wait_for_reads(t0)
                 continue
@@ -283,22 +279,10 @@ class Instance:
     def _defer_prefill(self) -> bool:
         """SGLang's ``--prefill-decode-interval``: after a prefill pass, that many decode passes run before the
         next prefill, while the running batch holds at least ``--prefill-decode-interval-min-bs`` requests
-        (``_should_defer_prefill`` / ``_arm_prefill_decode_interval``, ``managers/scheduler.py:1400-1426``).
-        With nothing decoding, SGLang's deferred passes are empty loop turns: no time, so no deferral here.
-
-        Under DP attention the interval is armed on every rank when any rank's pass extends (the gathered
-        ``is_extend_in_batch``, ``scheduler.py:1417-1426``) and counts down one a pass on every rank, so the ranks
-        defer together and prefill in the same pass; a rank with nothing to decode still defers (its IDLE batch
-        joins the others' decode passes: ``batch_size() < min_bs`` is false at the default 0)."""
-        group = self.group
-        if group is not None:
-            cfg = self.sim.cfg
-            if group.passes - group.extend_at >= cfg.prefill_decode_interval or self.waived_at == group.extend_at:
-                return False
-            if len(self.running_batch.decoding) < cfg.prefill_decode_interval_min_bs:
-                self.waived_at = group.extend_at  # _prefill_decode_interval_remaining = 0 on this rank
-                return False
-            return True
+        (``_should_defer_prefill``, ``managers/scheduler.py:1400-1426``; under DP attention: :meth:`DPGroup.defers`).
+        Alone, with nothing decoding, SGLang's deferred passes are empty loop turns: no time, so no deferral."""
+        if self.group is not None:
+            return self.group.defers(self.idx, len(self.running_batch.decoding), self.sim.cfg)
         if not self.decodes_owed:
             return False
         decoding = self.running_batch.decoding
@@ -312,9 +296,7 @@ class Instance:
         but decodes to run, up to ``MAX_JUMP_STEPS`` of them go in one timeout, cut short by a wake-up."""
         env, sim, rb, ctrl, group = self.env, self.sim, self.running_batch, self.ctrl, self.group
         tokens, n_decode = b.tokens, b.n_decode
-        # A deferred rank with nothing to decode runs an IDLE batch: no forward of its own (every rank idle: none)
-        idle = group is not None and not tokens and not n_decode and self._defer_prefill()
-        dt = 0.0 if idle else forward_seconds(sim, b, rb.decode_ctx)
+        dt = forward_seconds(sim, b, rb.decode_ctx) if tokens or n_decode or not self._defer_prefill() else 0.0  # IDLE
         wait = max(0.0, ctrl.sync_until - t0)  # a write_back eviction's copy (see CacheController.charge_write_back)
         if wait:
             sim.rec.write_back_wait_s += wait
@@ -370,10 +352,7 @@ class Instance:
         self.queued_tokens -= run.req.input_len
         self.ctrl.to_flush.extend(self.cache.commit(run.adm))
         self.output.emit(run, finished=False)
-        if run.req.output_len - run.resumed <= 1:
-            self.finish(run)
-        else:
-            self.running_batch.add(run)
+        (self.finish if run.req.output_len - run.resumed <= 1 else self.running_batch.add)(run)
 
     def finish(self, run: Running) -> None:
         """A request made its last token: its pages go back to the tree, and it leaves. The tree gets the KV the
