@@ -70,7 +70,7 @@ class LanePlayer:
         self.sessions_started = 0
         self.warmup_failed = 0  # warm-up calls cut by the warm-up grace period (the run aborted)
         self._warmed = 0  # lanes whose warm-up calls have finished
-        self.gaps: list[float] = []  # each measured call's idle gap after its chain's previous call, as capped
+        self.gaps: list[float] = []  # each measured call's idle wait after its chain's previous call (or join)
         self._measured = sim.env.event()
 
     # ----- sending -----------------------------------------------------------------------------------
@@ -127,9 +127,7 @@ class LanePlayer:
                 groups[i] = env.process(self._subagent(step, session, delay, turn))
                 turn += len(step.calls)
                 continue
-            ended = env.now
-            gap = end_to_start(prev, step.t) if prev else max(0.0, step.t - t_ref)
-            ready = ended + gap
+            ready = env.now + (end_to_start(prev, step.t) if prev else max(0.0, step.t - t_ref))
             joins = [j for j in step.joins if j in groups]
             if joins:
                 yield env.all_of([groups[j] for j in joins])
@@ -139,8 +137,8 @@ class LanePlayer:
             if env.now + wait >= self.stop_s:  # no idle wait past the end (see _subagent)
                 cut = True
                 break
-            if prev:
-                self.gaps.append(gap)
+            if prev:  # after the groups it joined, if any: the time the chain sat with nothing in flight
+                self.gaps.append(wait)
             if wait:
                 yield env.timeout(wait)
             yield self._send(step, session, turn)
@@ -264,8 +262,9 @@ def agentx_report(df: pd.DataFrame, player: LanePlayer, samples: list[dict], *, 
 
 def traffic_figures(m: pd.DataFrame, player: LanePlayer, duration: float) -> dict:
     """What the lanes offered over the measured phase, as aiperf's own report states its traffic: calls a lane
-    makes an hour, input and output lengths (ISL / OSL), the idle gap the client waited between a chain's calls
-    (the recorded end-to-start gap as capped), and when the warm-up ended."""
+    makes an hour, input and output lengths (ISL / OSL), the idle gap the client waited before a chain's next call
+    (the recorded end-to-start gap on the capped timeline, counted from the join when the call waited for
+    subagents), and when the warm-up ended."""
     isl, osl = m["input_tokens"].to_numpy(float), m["output_tokens"].to_numpy(float)
     gaps = np.array(player.gaps, float)
     lane_hours = player.w.lanes * duration / 3600

@@ -72,6 +72,16 @@ def _call(rng, w, t: float, prev_in: int, prev_out: int, new_tokens: int, model:
             "api_time": round(w.api_s_per_output_token * n_out, 3)}  # fmt: skip
 
 
+def _idle(rng, w) -> float:
+    """The idle gap before a parent call: an agent's (tool time) or, with ``human_fraction``, a human's think time,
+    the two-component mixture of aiperf's synthesizer (``distributions.py``: ``sample_mixture_delay``). Its
+    scaling by the context's share of the synthesizer's 200K prompt cap (``session_synthesizer.py``:
+    ``_sample_delay_ms``) is not taken: the corpus's contexts run to 990K."""
+    if w.human_fraction and rng.random() < w.human_fraction:
+        return _lognormal(rng, w.human_time_s, w.human_sigma)
+    return _lognormal(rng, w.think_time_s, w.think_sigma)
+
+
 def _growth(rng, w) -> int:
     return max(1, int(_lognormal(rng, w.context_growth_tokens, w.growth_sigma)))
 
@@ -116,7 +126,7 @@ def _skeletons(w, rng: np.random.Generator, n: int) -> Iterator[dict]:
                     requests.append(group)
                     ends.append(end)
                 t = max(ends)
-            t += _lognormal(rng, w.think_time_s, w.think_sigma)
+            t += _idle(rng, w)
         yield {"id": f"synthetic-{s:04d}", "models": ["main", "sub"], "block_size": BLOCK,
                "hash_id_scope": "local", "requests": requests}  # fmt: skip
 

@@ -65,9 +65,12 @@ class LanesWorkload(_LaneReplay):
 
 
 class AgenticWorkload(_LaneReplay):
-    """Generated agentic sessions (:mod:`sim.workload.agentic`) replayed in lanes like a Weka trace. Defaults follow the
-    published statistics of the SemiAnalysis AgentX corpus where there are some (aiperf's AgentX FAQ); the
-    distribution shapes are assumptions."""
+    """Generated agentic sessions (:mod:`sim.workload.agentic`) replayed in lanes like a Weka trace. The corpus's
+    shape follows the published statistics of the SemiAnalysis AgentX corpus (aiperf's AgentX FAQ); how much a call
+    answers and how long a session sits idle between calls follow the distributions aiperf's own agentic session
+    synthesizer ships (``aiperf/dataset/agentic_code_gen/datasets/1k_sessions_200k_ctx/manifest.json``, sampled by
+    ``session_synthesizer.py`` and ``distributions.py``: "synth" below); what no source gives is marked an
+    assumption."""
 
     kind: Literal["agentic"] = Field("agentic", description="Workload type.")
     sessions: int = Field(64, ge=1, le=100_000, description="Trajectories generated (the dataset lanes draw from, in order).")
@@ -82,10 +85,25 @@ class AgenticWorkload(_LaneReplay):
         2000.0, gt=0, description="Mean new tokens a later call adds besides the previous output (AgentX: a few thousand a turn)."
     )
     growth_sigma: float = Field(1.0, ge=0, description="Lognormal sigma of the growth (assumption).")
-    output_tokens: float = Field(500.0, gt=0, description="Mean output tokens (FAQ example: 312-822).")
-    output_sigma: float = Field(0.8, ge=0, description="Lognormal sigma of the output (assumption).")
-    think_time_s: float = Field(5.0, ge=0, description="Mean idle gap before a call, s (FAQ example: 5.6 s).")
-    think_sigma: float = Field(1.5, ge=0, description="Lognormal sigma of the gap: a heavy tail, so the idle cap matters (assumption).")
+    output_tokens: float = Field(
+        1000.0, gt=0, description="Mean output tokens, lognormal (synth: generation_length mean 1,000; the FAQ's example trajectory: 312-822)."
+    )
+    output_sigma: float = Field(
+        0.668, ge=0, description="Lognormal sigma of the output (synth: median 800 for the mean 1,000, sqrt(2 ln 1.25))."
+    )
+    think_time_s: float = Field(
+        5.0, ge=0, description="Mean of an agent's idle gap (tool time) before a call, s, lognormal (synth: agentic_delay mean 5,000 ms)."
+    )
+    think_sigma: float = Field(
+        1.354, ge=0, description="Lognormal sigma of the agent's gap (synth: median 2,000 ms for the mean, sqrt(2 ln 2.5))."
+    )
+    human_fraction: float = Field(
+        0.3, ge=0, le=1, description="Share of a parent's gaps that are a human's think time instead (synth: 1 - agentic_fraction 0.7)."
+    )
+    human_time_s: float = Field(30.0, ge=0, description="Mean of a human's gap, s, lognormal (synth: human_delay mean 30,000 ms).")
+    human_sigma: float = Field(
+        1.177, ge=0, description="Lognormal sigma of a human's gap (synth: median 15,000 ms for the mean, sqrt(2 ln 2))."
+    )
     api_s_per_output_token: float = Field(
         0.012, ge=0, description="Recorded api_time per output token, s (FAQ example: 312 tokens in 4.1 s); only the recorded timeline uses it."
     )
