@@ -73,6 +73,15 @@ class AgenticWorkload(_LaneReplay):
     assumption."""
 
     kind: Literal["agentic"] = Field("agentic", description="Workload type.")
+    synthesizer: Literal["builtin", "aiperf"] = Field(
+        "builtin", description="Who makes the sessions: this simulator's generator (the fields below), or aiperf's "
+        "agentic session synthesizer (`aiperf synthesize agentic-code`; needs aiperf installed; sessions and "
+        "aiperf_config only, no subagents: sim.workload.aiperf_synth)."
+    )
+    aiperf_config: str = Field(
+        "1k_sessions_200k_ctx", description="aiperf's synthesizer config: a bundled config's name (default), a bundled "
+        "dataset's (its manifest.json), or a path to a config or manifest JSON."
+    )
     sessions: int = Field(64, ge=1, le=100_000, description="Trajectories generated (the dataset lanes draw from, in order).")
     turns_per_session: float = Field(
         145.0, ge=1, description="Mean parent calls per session, geometric (FAQ: ~57K parent calls over 393 trajectories)."
