@@ -14,8 +14,12 @@ AgentX FAQ (``docs/benchmark-modes/semianalysis-agentx-faq.md``) for the SemiAna
 trajectories, ~57K parent calls and ~42K subagent calls in all, half the parent calls past 256K tokens; its
 example trajectory's 1,856 tool + 2,304 system tokens and 312-822 output tokens), InferenceX's corpus builder
 (a call's input capped near 990K tokens), AgentX's description of its traffic (contexts growing by a few
-thousand tokens a turn), and AISimulate's fixture trajectory (129 calls, four subagent groups). The
-distributions' shapes (lognormal, geometric) are assumptions, not fitted; docs/notes/agentic.md has the table.
+thousand tokens a turn), and AISimulate's fixture trajectory (129 calls, four subagent groups); how much a call
+answers and how long a session idles between calls from the distributions aiperf's agentic session synthesizer
+ships for its agentic-coding dataset (``agentic_code_gen/datasets/1k_sessions_200k_ctx/manifest.json``: outputs
+lognormal with mean 1,000 and median 800; gaps an agent's, mean 5 s, median 2 s, or with probability 0.3 a
+human's, mean 30 s, median 15 s). The session-length and context-growth shapes (geometric, lognormal) are
+assumptions, not fitted; docs/notes/agentic.md has the table.
 """
 
 from __future__ import annotations
