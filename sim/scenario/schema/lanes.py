@@ -25,7 +25,9 @@ class _LaneReplay(_Section):
         1, ge=0, le=1000, description="Parent calls before the start point sent first to warm the cache, not measured (--warmup-requests-per-lane)."
     )
     idle_gap_cap_s: float | None = Field(
-        300.0, gt=0, description="Cap on each end-to-start idle gap, s; null = none (--trace-idle-gap-cap-seconds; AgentX runs use 300)."
+        300.0, gt=0, description="Idle cap, s, as aiperf applies it: a gap between a trajectory's request starts longer than "
+        "this loses its excess (sim.workload.idlegap); null = none, as under aiperf 0.13.0's inferencex-agentx-mvp "
+        "scenario (--trace-idle-gap-cap-seconds; InferenceX's AgentX commands passed 300)."
     )
     benchmark_duration_s: float = Field(
         600.0, gt=0, description="Measured phase, s: no call is sent after it (--benchmark-duration)."
