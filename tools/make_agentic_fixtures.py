@@ -33,7 +33,8 @@ SESSIONS = 24
 STAGGER_S = 20.0
 BAILIAN_SESSIONS = 6  # the Bailian file repeats the first sessions only (16-token blocks make it 4x larger)
 PARAMS = dict(sessions=SESSIONS, turns_per_session=10, system_tokens=2048, first_turn_tokens=2048,
-              context_growth_tokens=1500, output_tokens=300, think_time_s=4.0, subagent_probability=0.3,
+              context_growth_tokens=1500, output_tokens=300, output_sigma=0.8, think_time_s=4.0, think_sigma=1.5,
+              human_fraction=0.0, subagent_probability=0.3,
               max_fanout=3, subagent_turns=3, subagent_first_tokens=3000, max_context=64_000)  # fmt: skip
 
 

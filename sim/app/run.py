@@ -256,6 +256,10 @@ def lane_trajectories(w, page: int, rng: np.random.Generator) -> Sequence[Trajec
     draw them, or generated sessions (``kind: agentic``), held as page-key runs (a few ints a call)."""
     if w.kind == "lanes":
         return WekaCorpus(w.path, page_size=page, max_trajectories=w.num_dataset_entries)
+    if w.synthesizer == "aiperf":
+        from sim.workload.aiperf_synth import aiperf_trajectories
+
+        return aiperf_trajectories(w.aiperf_config, w.sessions, int(rng.integers(2**31)), page)
     from sim.workload.agentic import generated_trajectories
 
     return generated_trajectories(w, rng, w.sessions, page)

@@ -11,13 +11,21 @@ aiperf 0.13.0's warm-up grace: ``--agentic-warmup-grace-period`` is the agentic 
 it, ``--warmup-grace-period`` feeds that barrier only under ``--scenario``
 (``config/flags/_converter_profiling.py:78-87``); otherwise it belongs to a ``--warmup-duration`` phase,
 which an agentic replay does not have.
+
+aiperf 0.13.0's ``--scenario inferencex-agentx-mvp`` (``common/scenario/inferencex_agentx_mvp.py:7-39``) fills
+``--benchmark-duration 1800`` and ``--trajectory-start-{min,max}-ratio`` 0.0 / 1.0 where they are not given, and
+keeps each trajectory's own timeline: it rejects ``--trace-idle-gap-cap-seconds`` (``forbid_trace_idle_gap_cap``,
+``common/scenario/validator.py:696-719``; ``--unsafe-override`` lets it through) and caps only the time the whole
+replay sits idle, at 10 s (``system_idle_gap_cap_seconds``, ``timing/strategies/agentic_replay.py:435-460``), which
+no run with a lane in flight reaches and the lanes do not model. Earlier aiperf scenarios locked a 10 s per-trajectory
+cap instead (aiperf's AgentX FAQ); InferenceX's AgentX commands passed 300 s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CORPUS_SESSIONS", "corpus_workload", "warmup_grace"]
+__all__ = ["CORPUS_SESSIONS", "corpus_workload", "scenario_defaults", "warmup_grace"]
 
 # The SemiAnalysis corpora aiperf's AgentX scenario accepts (aiperf common/scenario/inferencex_agentx_mvp.py:14-31)
 # whose statistics are published: the 062126 corpus (aiperf's AgentX FAQ). Its ``_256k`` variant drops calls past
@@ -41,6 +49,25 @@ def corpus_workload(name: str, wl: dict[str, Any]) -> tuple[dict[str, Any], str]
     line = (f"--public-dataset {name} -> workload.kind: agentic: no --input-file (a local copy), so {out['sessions']} "
             "sessions generated with the corpus's published statistics replace it (docs/notes/agentic.md)")  # fmt: skip
     return out, line
+
+
+# aiperf 0.13.0's inferencex-agentx-mvp scenario: the fields it fills where the command leaves them unset
+_AGENTX_MVP = {"benchmark_duration_s": 1800.0, "trajectory_start_min_ratio": 0.0, "trajectory_start_max_ratio": 1.0,
+               "idle_gap_cap_s": None}  # fmt: skip
+
+
+def scenario_defaults(scenario: str | None, wl: dict[str, Any]) -> str | None:
+    """Fill what aiperf's named scenario fills in ``wl`` (the lane fields the command set); the line to say about a
+    per-trajectory idle cap the scenario would reject, if one was given."""
+    if scenario != "inferencex-agentx-mvp":
+        return None
+    given = wl.get("idle_gap_cap_s")
+    for key, value in _AGENTX_MVP.items():
+        wl.setdefault(key, value)
+    if given is None:
+        return None
+    return (f"--trace-idle-gap-cap-seconds {given:g}: aiperf 0.13.0's inferencex-agentx-mvp scenario rejects it (it keeps "
+            "each trajectory's timeline) unless --unsafe-override; replayed with the cap as given")  # fmt: skip
 
 
 def warmup_grace(agentic: float | None, generic: float | None, scenario: str | None) -> tuple[float | None, str]:

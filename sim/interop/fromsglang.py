@@ -888,6 +888,8 @@ def _aiperf_corpus_and_grace(conv: Conversion, wl: dict[str, Any], late: dict[st
     from sim.interop import aiperf_agentx
 
     scenario = late.get("--scenario", (None, ""))[0]
+    if (note := aiperf_agentx.scenario_defaults(scenario, wl)) is not None:
+        conv.notes.append(note)
     grace, src = aiperf_agentx.warmup_grace(late.get("--agentic-warmup-grace-period", (None, ""))[0],
                                             late.get("--warmup-grace-period", (None, ""))[0], scenario)  # fmt: skip
     for flag in ("--agentic-warmup-grace-period", "--warmup-grace-period"):

@@ -95,6 +95,7 @@ def _workload_text(wl: Any) -> str:
         return f"trace ({wl.format}) {wl.path}, time_scale {wl.time_scale:g}"
     if wl.kind in ("lanes", "agentic"):
         what = f"{wl.format} {wl.path}" if wl.kind == "lanes" else f"{wl.sessions} generated sessions"
+        what += f" (aiperf's synthesizer, {wl.aiperf_config})" if getattr(wl, "synthesizer", "") == "aiperf" else ""
         cap = "none" if wl.idle_gap_cap_s is None else f"{wl.idle_gap_cap_s:g} s"
         return (f"{wl.kind}, {wl.lanes} lanes over {what}, {wl.benchmark_duration_s:g} s measured, idle cap {cap}, "
                 f"start {wl.trajectory_start_min_ratio:g}-{wl.trajectory_start_max_ratio:g}")  # fmt: skip

@@ -8,7 +8,9 @@ aiperf's agentic replay (``docs/benchmark-modes/semianalysis-agentx-faq.md`` §2
   dataset) and replays it from its first call, as a new session whose cache keys are its own
   (``--cache-bust``: sessions never share a prefix, a session and its subagents do).
 - A call is sent when the previous call of its chain has finished plus the recorded idle gap, measured end
-  to start (``t_k - t_{k-1} - api_time_{k-1}``, at least 0), capped at ``--trace-idle-gap-cap-seconds``.
+  to start (``t_k - t_{k-1} - api_time_{k-1}``, at least 0). ``--trace-idle-gap-cap-seconds`` caps it as aiperf
+  does, on the trajectory's timeline: a gap between two request starts longer than the cap loses its excess
+  (:mod:`sim.workload.idlegap`).
 - A subagent group is spawned at its recorded gap after the parent call before it and runs as a chain of its
   own, concurrently with the parent and with other groups; the parent's first later call recorded after the
   group ended waits for it (the join), then for the recorded gap after the group's end.
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.workload.idlegap import capped_timeline
 from sim.workload.request import Request
 from sim.workload.trajectory import Call, Subagent, Trajectory, end_to_start
 
@@ -67,6 +70,7 @@ class LanePlayer:
         self.sessions_started = 0
         self.warmup_failed = 0  # warm-up calls cut by the warm-up grace period (the run aborted)
         self._warmed = 0  # lanes whose warm-up calls have finished
+        self.gaps: list[float] = []  # each measured call's idle wait after its chain's previous call (or join)
         self._measured = sim.env.event()
 
     # ----- sending -----------------------------------------------------------------------------------
@@ -84,21 +88,25 @@ class LanePlayer:
         self.sim.dispatch(req)
         return ev
 
-    def _gap(self, seconds: float) -> float:
-        return seconds if self.cap is None else min(seconds, self.cap)
+    def _draw(self, k: int) -> Trajectory:
+        """Trajectory ``k`` of the dataset (round and round), on the capped timeline when the cap is set."""
+        traj = self.trajs[k % len(self.trajs)]
+        return traj if self.cap is None else capped_timeline(traj, self.cap)
 
     # ----- one trajectory ----------------------------------------------------------------------------
     def _subagent(self, group: Subagent, session: int, spawn_delay: float, first_turn: int):
         """A subagent group's chain; returns when it ended, or infinity when the duration's end cut it (a call
         would have gone after it): the parent's next call, which waits for the group, is then never sent."""
-        env, spawn = self.env, self._gap(spawn_delay)
+        env, spawn = self.env, spawn_delay
         prev = None
         for k, call in enumerate(group.calls):
-            gap = self._gap(max(0.0, call.t - group.t) if prev is None else end_to_start(prev, call.t))
+            gap = max(0.0, call.t - group.t) if prev is None else end_to_start(prev, call.t)
             if (env.now + spawn if k == 0 else env.now) + gap >= self.stop_s:  # when the waits below would end
                 return math.inf  # no idle wait past the end: the run ends with its last call, not a think time
             if k == 0:
                 yield env.timeout(spawn)
+            else:
+                self.gaps.append(gap)
             yield env.timeout(gap)
             yield self._send(call, session, first_turn + k)
             prev = call
@@ -119,17 +127,18 @@ class LanePlayer:
                 groups[i] = env.process(self._subagent(step, session, delay, turn))
                 turn += len(step.calls)
                 continue
-            ended = env.now
-            ready = ended + self._gap(end_to_start(prev, step.t) if prev else max(0.0, step.t - t_ref))
+            ready = env.now + (end_to_start(prev, step.t) if prev else max(0.0, step.t - t_ref))
             joins = [j for j in step.joins if j in groups]
             if joins:
                 yield env.all_of([groups[j] for j in joins])
                 last = max(groups[j].value for j in joins)
-                ready = max(ready, last + self._gap(max(0.0, step.t - max(steps[j].end_t for j in joins))))
+                ready = max(ready, last + max(0.0, step.t - max(steps[j].end_t for j in joins)))
             wait = max(0.0, ready - env.now)
             if env.now + wait >= self.stop_s:  # no idle wait past the end (see _subagent)
                 cut = True
                 break
+            if prev:  # after the groups it joined, if any: the time the chain sat with nothing in flight
+                self.gaps.append(wait)
             if wait:
                 yield env.timeout(wait)
             yield self._send(step, session, turn)
@@ -142,10 +151,13 @@ class LanePlayer:
 
     # ----- lanes -------------------------------------------------------------------------------------
     def _start_point(self, traj: Trajectory, rng: np.random.Generator) -> tuple[float, int, list[Call]]:
-        """(t*, the first step at or after it, the warm-up calls before it) for a lane's first trajectory."""
+        """(t*, the first step at or after it, the warm-up calls before it) for a lane's first trajectory: t* is
+        uniform over the ratios' share of the span of every call's start, its subagents' included
+        (``timing/trajectory_source.py:602-651``)."""
         w = self.w
         main = traj.main
-        t0, t1 = main[0][1].t, main[-1][1].t
+        times = [c.t for c in traj.calls()]
+        t0, t1 = min(times), max(times)
         ratio = rng.uniform(w.trajectory_start_min_ratio, w.trajectory_start_max_ratio)
         t_star = t0 + ratio * (t1 - t0)
         start = next((i for i, s in enumerate(traj.steps) if s.t >= t_star), len(traj.steps))
@@ -155,11 +167,11 @@ class LanePlayer:
         return t_star, start, before[len(before) - w.warmup_requests_per_lane:] if w.warmup_requests_per_lane else []
 
     def _first(self, lane: int, rng: np.random.Generator) -> tuple[Trajectory, tuple[float, int, list[Call]]]:
-        traj = self.trajs[lane % len(self.trajs)]  # lane l starts with trajectory l
+        traj = self._draw(lane)  # lane l starts with trajectory l
         return traj, self._start_point(traj, rng)
 
     def _lane(self, traj: Trajectory, plan: tuple[float, int, list[Call]]):
-        env, trajs = self.env, self.trajs
+        env = self.env
         t_star, start, warm = plan
         session = self._new_session()
         for call in warm:
@@ -170,7 +182,7 @@ class LanePlayer:
         yield self._measured
         played = yield from self._tree(traj, session, start, t_star)
         while played and env.now < self.stop_s:
-            traj = trajs[self._cursor % len(trajs)]
+            traj = self._draw(self._cursor)
             self._cursor += 1
             played = yield from self._tree(traj, self._new_session(), 0, traj.steps[0].t)
 
@@ -244,7 +256,24 @@ def agentx_report(df: pd.DataFrame, player: LanePlayer, samples: list[dict], *, 
         "running_req": {"p50": _pct(running, 50), "p90": _pct(running, 90)},
         "full_token_usage": {"mean": float(usage.mean()) if len(usage) else 0.0, "p90": _pct(usage, 90)},
     })  # fmt: skip
+    out.update(traffic_figures(m, player, duration))
     return out
+
+
+def traffic_figures(m: pd.DataFrame, player: LanePlayer, duration: float) -> dict:
+    """What the lanes offered over the measured phase, as aiperf's own report states its traffic: calls a lane
+    makes an hour, input and output lengths (ISL / OSL), the idle gap the client waited before a chain's next call
+    (the recorded end-to-start gap on the capped timeline, counted from the join when the call waited for
+    subagents), and when the warm-up ended."""
+    isl, osl = m["input_tokens"].to_numpy(float), m["output_tokens"].to_numpy(float)
+    gaps = np.array(player.gaps, float)
+    lane_hours = player.w.lanes * duration / 3600
+    return {"calls_per_lane_hour": len(m) / lane_hours if lane_hours else 0.0,
+            "isl": {"mean": float(isl.mean()), "p50": _pct(isl, 50)},
+            "osl": {"mean": float(osl.mean()), "p50": _pct(osl, 50)},
+            "idle_gap_s": {"mean": float(gaps.mean()) if len(gaps) else 0.0, "p50": _pct(gaps, 50),
+                           "gaps": len(gaps), "cap_s": player.cap},
+            "warmup_end_s": player.boundary_s}  # fmt: skip
 
 
 def format_agentx_report(r: dict) -> str:
@@ -254,7 +283,8 @@ def format_agentx_report(r: dict) -> str:
                 "(TrajectoryWarmupFailedError); no measured phase")  # fmt: skip
     if "duration_s" not in r:
         return f"aiperf agentic ({r['lanes']} lanes): no measured requests"
-    q, run, u = r["queue_req"], r["running_req"], r["full_token_usage"]
+    q, run, u, g = r["queue_req"], r["running_req"], r["full_token_usage"], r["idle_gap_s"]
+    cap = "uncapped" if g["cap_s"] is None else f"capped at {g['cap_s']:g} s"
     return "\n".join([
         f"aiperf agentic, {r['lanes']} lanes: {r['requests']:,} measured requests over {r['duration_s']:,.1f} s, "
         f"{r['sessions_started']:,} sessions",
@@ -265,4 +295,7 @@ def format_agentx_report(r: dict) -> str:
         + (f", storage {r['storage_hit']:.1%})" if r["storage_hit"] else ")"),
         f"  #queue-req p50 {q['p50']:.0f} / p90 {q['p90']:.0f}; #running-req p50 {run['p50']:.0f} / p90 {run['p90']:.0f}; "
         f"full token usage mean {u['mean']:.2f}, p90 {u['p90']:.2f}",
+        f"  traffic: {r['calls_per_lane_hour']:,.1f} calls a lane-hour; ISL mean {r['isl']['mean']:,.0f} / p50 "
+        f"{r['isl']['p50']:,.0f}; OSL mean {r['osl']['mean']:,.0f} / p50 {r['osl']['p50']:,.0f}; idle gap mean "
+        f"{g['mean']:.2f} s / p50 {g['p50']:.2f} s ({cap}); warm-up ended at {r['warmup_end_s']:,.1f} s",
     ])  # fmt: skip

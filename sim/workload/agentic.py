@@ -14,8 +14,12 @@ AgentX FAQ (``docs/benchmark-modes/semianalysis-agentx-faq.md``) for the SemiAna
 trajectories, ~57K parent calls and ~42K subagent calls in all, half the parent calls past 256K tokens; its
 example trajectory's 1,856 tool + 2,304 system tokens and 312-822 output tokens), InferenceX's corpus builder
 (a call's input capped near 990K tokens), AgentX's description of its traffic (contexts growing by a few
-thousand tokens a turn), and AISimulate's fixture trajectory (129 calls, four subagent groups). The
-distributions' shapes (lognormal, geometric) are assumptions, not fitted; docs/notes/agentic.md has the table.
+thousand tokens a turn), and AISimulate's fixture trajectory (129 calls, four subagent groups); how much a call
+answers and how long a session idles between calls from the distributions aiperf's agentic session synthesizer
+ships for its agentic-coding dataset (``agentic_code_gen/datasets/1k_sessions_200k_ctx/manifest.json``: outputs
+lognormal with mean 1,000 and median 800; gaps an agent's, mean 5 s, median 2 s, or with probability 0.3 a
+human's, mean 30 s, median 15 s). The session-length and context-growth shapes (geometric, lognormal) are
+assumptions, not fitted; docs/notes/agentic.md has the table.
 """
 
 from __future__ import annotations
@@ -72,6 +76,16 @@ def _call(rng, w, t: float, prev_in: int, prev_out: int, new_tokens: int, model:
             "api_time": round(w.api_s_per_output_token * n_out, 3)}  # fmt: skip
 
 
+def _idle(rng, w) -> float:
+    """The idle gap before a parent call: an agent's (tool time) or, with ``human_fraction``, a human's think time,
+    the two-component mixture of aiperf's synthesizer (``distributions.py``: ``sample_mixture_delay``). Its
+    scaling by the context's share of the synthesizer's 200K prompt cap (``session_synthesizer.py``:
+    ``_sample_delay_ms``) is not taken: the corpus's contexts run to 990K."""
+    if w.human_fraction and rng.random() < w.human_fraction:
+        return _lognormal(rng, w.human_time_s, w.human_sigma)
+    return _lognormal(rng, w.think_time_s, w.think_sigma)
+
+
 def _growth(rng, w) -> int:
     return max(1, int(_lognormal(rng, w.context_growth_tokens, w.growth_sigma)))
 
@@ -116,7 +130,7 @@ def _skeletons(w, rng: np.random.Generator, n: int) -> Iterator[dict]:
                     requests.append(group)
                     ends.append(end)
                 t = max(ends)
-            t += _lognormal(rng, w.think_time_s, w.think_sigma)
+            t += _idle(rng, w)
         yield {"id": f"synthetic-{s:04d}", "models": ["main", "sub"], "block_size": BLOCK,
                "hash_id_scope": "local", "requests": requests}  # fmt: skip
 

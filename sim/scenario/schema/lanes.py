@@ -25,7 +25,9 @@ class _LaneReplay(_Section):
         1, ge=0, le=1000, description="Parent calls before the start point sent first to warm the cache, not measured (--warmup-requests-per-lane)."
     )
     idle_gap_cap_s: float | None = Field(
-        300.0, gt=0, description="Cap on each end-to-start idle gap, s; null = none (--trace-idle-gap-cap-seconds; AgentX runs use 300)."
+        300.0, gt=0, description="Idle cap, s, as aiperf applies it: a gap between a trajectory's request starts longer than "
+        "this loses its excess (sim.workload.idlegap); null = none, as under aiperf 0.13.0's inferencex-agentx-mvp "
+        "scenario (--trace-idle-gap-cap-seconds; InferenceX's AgentX commands passed 300)."
     )
     benchmark_duration_s: float = Field(
         600.0, gt=0, description="Measured phase, s: no call is sent after it (--benchmark-duration)."
@@ -65,11 +67,23 @@ class LanesWorkload(_LaneReplay):
 
 
 class AgenticWorkload(_LaneReplay):
-    """Generated agentic sessions (:mod:`sim.workload.agentic`) replayed in lanes like a Weka trace. Defaults follow the
-    published statistics of the SemiAnalysis AgentX corpus where there are some (aiperf's AgentX FAQ); the
-    distribution shapes are assumptions."""
+    """Generated agentic sessions (:mod:`sim.workload.agentic`) replayed in lanes like a Weka trace. The corpus's
+    shape follows the published statistics of the SemiAnalysis AgentX corpus (aiperf's AgentX FAQ); how much a call
+    answers and how long a session sits idle between calls follow the distributions aiperf's own agentic session
+    synthesizer ships (``aiperf/dataset/agentic_code_gen/datasets/1k_sessions_200k_ctx/manifest.json``, sampled by
+    ``session_synthesizer.py`` and ``distributions.py``: "synth" below); what no source gives is marked an
+    assumption."""
 
     kind: Literal["agentic"] = Field("agentic", description="Workload type.")
+    synthesizer: Literal["builtin", "aiperf"] = Field(
+        "builtin", description="Who makes the sessions: this simulator's generator (the fields below), or aiperf's "
+        "agentic session synthesizer (`aiperf synthesize agentic-code`; needs aiperf installed; sessions and "
+        "aiperf_config only, no subagents: sim.workload.aiperf_synth)."
+    )
+    aiperf_config: str = Field(
+        "1k_sessions_200k_ctx", description="aiperf's synthesizer config: a bundled config's name (default), a bundled "
+        "dataset's (its manifest.json), or a path to a config or manifest JSON."
+    )
     sessions: int = Field(64, ge=1, le=100_000, description="Trajectories generated (the dataset lanes draw from, in order).")
     turns_per_session: float = Field(
         145.0, ge=1, description="Mean parent calls per session, geometric (FAQ: ~57K parent calls over 393 trajectories)."
@@ -82,10 +96,25 @@ class AgenticWorkload(_LaneReplay):
         2000.0, gt=0, description="Mean new tokens a later call adds besides the previous output (AgentX: a few thousand a turn)."
     )
     growth_sigma: float = Field(1.0, ge=0, description="Lognormal sigma of the growth (assumption).")
-    output_tokens: float = Field(500.0, gt=0, description="Mean output tokens (FAQ example: 312-822).")
-    output_sigma: float = Field(0.8, ge=0, description="Lognormal sigma of the output (assumption).")
-    think_time_s: float = Field(5.0, ge=0, description="Mean idle gap before a call, s (FAQ example: 5.6 s).")
-    think_sigma: float = Field(1.5, ge=0, description="Lognormal sigma of the gap: a heavy tail, so the idle cap matters (assumption).")
+    output_tokens: float = Field(
+        1000.0, gt=0, description="Mean output tokens, lognormal (synth: generation_length mean 1,000; the FAQ's example trajectory: 312-822)."
+    )
+    output_sigma: float = Field(
+        0.668, ge=0, description="Lognormal sigma of the output (synth: median 800 for the mean 1,000, sqrt(2 ln 1.25))."
+    )
+    think_time_s: float = Field(
+        5.0, ge=0, description="Mean of an agent's idle gap (tool time) before a call, s, lognormal (synth: agentic_delay mean 5,000 ms)."
+    )
+    think_sigma: float = Field(
+        1.354, ge=0, description="Lognormal sigma of the agent's gap (synth: median 2,000 ms for the mean, sqrt(2 ln 2.5))."
+    )
+    human_fraction: float = Field(
+        0.3, ge=0, le=1, description="Share of a parent's gaps that are a human's think time instead (synth: 1 - agentic_fraction 0.7)."
+    )
+    human_time_s: float = Field(30.0, ge=0, description="Mean of a human's gap, s, lognormal (synth: human_delay mean 30,000 ms).")
+    human_sigma: float = Field(
+        1.177, ge=0, description="Lognormal sigma of a human's gap (synth: median 15,000 ms for the mean, sqrt(2 ln 2))."
+    )
     api_s_per_output_token: float = Field(
         0.012, ge=0, description="Recorded api_time per output token, s (FAQ example: 312 tokens in 4.1 s); only the recorded timeline uses it."
     )

@@ -26,7 +26,9 @@ class DPGroup:
     pass with it and without it (:mod:`sim.model.tbo`): it runs only when every rank with work prefills, as the
     ranks agree on it from their gathered forward modes, IDLE ones aside (``two_batch_overlap.py:455-500``). ``active`` counts the ranks that are planning a
     pass (not asleep, not yet joined). The pass starts once the current instant's other events have run, so
-    ranks woken at the same time (a burst dispatched at once) share it.
+    ranks woken at the same time (a burst dispatched at once) share it. ``passes`` numbers the group's passes
+    and ``extend_at`` is the last one in which any rank prefilled: the gathered ``is_extend_in_batch``
+    (``dp_attn.py:291``) arms every rank's ``--prefill-decode-interval`` (``managers/scheduler.py:1413-1426``).
     """
 
     def __init__(self, env: simpy.Environment, backend, mlp_share: float) -> None:
@@ -41,6 +43,10 @@ class DPGroup:
         self.busy_until = 0.0
         self.starting = False
         self.on_leave: Callable[[], None] | None = None  # the prefill delayer's gather waits on the ranks planning
+        self.passes = 0
+        self.extend_at = -math.inf
+        self.extending = False  # a rank joined the pass being planned with an extend
+        self.waived: set[int] = set()  # ranks whose interval since extend_at --prefill-decode-interval-min-bs waived
 
     def enter(self):
         """A rank woke: it plans with the others, after any pass in flight."""
@@ -51,13 +57,17 @@ class DPGroup:
     def leave(self) -> None:
         """A rank sleeps (nothing to run): the others do not wait for it."""
         self.active -= 1
+        if not self.active and not self.joined:  # every rank idle: SGLang's idle loop turns run the interval out
+            self.extend_at = -math.inf
         self._ready()
         if self.on_leave is not None:
             self.on_leave()
 
-    def join(self, seconds: float, tokens: int, plain: float | None = None) -> simpy.Event:
+    def join(self, seconds: float, tokens: int, plain: float | None = None, extend: bool = False) -> simpy.Event:
         """A rank planned a pass of ``seconds`` on its own over ``tokens`` tokens (``plain``: a prefill's
-        seconds without two-batch overlap, when it is on); the event fires when the group's pass ends."""
+        seconds without two-batch overlap, when it is on; ``extend``: it prefills); the event fires when the
+        group's pass ends."""
+        self.extending = self.extending or extend
         self.joined += 1
         self.active -= 1
         self.plans.append((seconds, tokens))
@@ -67,6 +77,21 @@ class DPGroup:
         if self.on_leave is not None:  # it planned: a delayer's gather still under way no longer waits on it
             self.on_leave()
         return go
+
+    def defers(self, rank: int, decoding: int, cfg) -> bool:
+        """Whether ``rank`` (``decoding`` requests running) defers its prefill this pass under
+        ``--prefill-decode-interval``. SGLang arms it on every rank when any rank's pass extends (the gathered
+        ``is_extend_in_batch``, ``managers/scheduler.py:1413-1426``) and counts it down a pass at a time on every
+        rank (``_should_defer_prefill``, :1400-1411), so the ranks defer together and next prefill in the same
+        pass; a rank with nothing to decode defers too (it joins the others' decode passes with an IDLE batch),
+        unless its running batch is under ``--prefill-decode-interval-min-bs``, which waives the rest of its
+        interval."""
+        if self.passes - self.extend_at >= cfg.prefill_decode_interval or rank in self.waived:
+            return False
+        if decoding < cfg.prefill_decode_interval_min_bs:
+            self.waived.add(rank)
+            return False
+        return True
 
     def _ready(self) -> None:
         if not self.active and self.joined and not self.starting:
@@ -78,6 +103,10 @@ class DPGroup:
         if self.active or not self.joined:  # a rank woke at this instant and is still planning
             return
         go, seconds = self.go, self._overlapped()
+        self.passes += 1
+        if self.extending:
+            self.extend_at, self.extending = self.passes, False
+            self.waived.clear()
         self.busy_until = self.env.now + seconds
         self.active, self.joined, self.plans, self.plain = self.joined, 0, [], []  # they all plan again when it ends
         self.go = self.env.event()

@@ -227,7 +227,7 @@ class Instance(InstanceState):
             blocked = self.adder.admit() if allow_prefill else False
             ctrl.charge_write_back()
             tokens, pairs, chunks, loads_end, done = self.adder.plan_prefill()
-            if tokens:
+            if tokens and self.group is None:  # under DP attention the group arms every rank (DPGroup.extend_at)
                 self.decodes_owed = cfg.prefill_decode_interval
         if not tokens:  # a decode forward (or none) next: its fence is its metadata reads, done at once
             self.output.stream_out()
@@ -241,8 +241,10 @@ class Instance(InstanceState):
     def _defer_prefill(self) -> bool:
         """SGLang's ``--prefill-decode-interval``: after a prefill pass, that many decode passes run before the
         next prefill, while the running batch holds at least ``--prefill-decode-interval-min-bs`` requests
-        (``_should_defer_prefill`` / ``_arm_prefill_decode_interval``, ``managers/scheduler.py:1400-1426``).
-        With nothing decoding, SGLang's deferred passes are empty loop turns: no time, so no deferral here."""
+        (``_should_defer_prefill``, ``managers/scheduler.py:1400-1426``; under DP attention: :meth:`DPGroup.defers`).
+        Alone, with nothing decoding, SGLang's deferred passes are empty loop turns: no time, so no deferral."""
+        if self.group is not None:
+            return self.group.defers(self.idx, len(self.running_batch.decoding), self.sim.cfg)
         if not self.decodes_owed:
             return False
         decoding = self.running_batch.decoding
@@ -256,7 +258,7 @@ class Instance(InstanceState):
         but decodes to run, up to ``MAX_JUMP_STEPS`` of them go in one timeout, cut short by a wake-up."""
         env, sim, rb, ctrl, group = self.env, self.sim, self.running_batch, self.ctrl, self.group
         tokens, n_decode = b.tokens, b.n_decode
-        dt = forward_seconds(sim, b, rb.decode_ctx)
+        dt = forward_seconds(sim, b, rb.decode_ctx) if tokens or n_decode or not self._defer_prefill() else 0.0  # IDLE
         wait = max(0.0, ctrl.sync_until - t0)  # a write_back eviction's copy (see CacheController.charge_write_back)
         if wait:
             sim.rec.write_back_wait_s += wait
@@ -278,7 +280,7 @@ class Instance(InstanceState):
                 yield env.timeout(t0 + steps * dt - env.now)
         elif group is not None:  # the ranks' pass lasts as long as the slowest rank's
             spec_rows = self.spec.draft_tokens if self.spec is not None and not tokens else 1
-            yield group.join(end - t0, tokens + n_decode * spec_rows, plain)
+            yield group.join(end - t0, tokens + n_decode * spec_rows, plain, extend=tokens > 0)
         else:
             yield env.timeout(end - t0)
         if b.blocked:
@@ -312,10 +314,7 @@ class Instance(InstanceState):
         self.queued_tokens -= run.req.input_len
         self.ctrl.to_flush.extend(self.cache.commit(run.adm))
         self.output.emit(run, finished=False)
-        if run.req.output_len - run.resumed <= 1:
-            self.finish(run)
-        else:
-            self.running_batch.add(run)
+        (self.finish if run.req.output_len - run.resumed <= 1 else self.running_batch.add)(run)
 
     def finish(self, run: Running) -> None:
         """A request made its last token: its pages go back to the tree, and it leaves. The tree gets the KV the

@@ -66,7 +66,10 @@ class PrefillDelayer:
 
     # ----- the negotiation --------------------------------------------------------------------
     def next_batch(self, inst: Instance) -> Generator[simpy.Event, Any, Batch | None]:
-        """``inst``'s next batch, formed once the ranks have negotiated whether it may admit new requests."""
+        """``inst``'s next batch, formed once the ranks have negotiated whether it may admit new requests; a pass
+        that ``--prefill-decode-interval`` defers forms none and does not negotiate (``scheduler.py:3972-3977``)."""
+        if inst._defer_prefill():
+            return inst.get_next_batch_to_run()
         allow = yield from self.negotiate(inst)
         batch = inst.get_next_batch_to_run(allow)
         self.observe(inst, batch)

@@ -373,7 +373,9 @@ def test_an_aiperf_agentx_command_becomes_a_lane_replay():
                   "warmup_requests_per_lane": 10, "idle_gap_cap_s": 300.0, "num_dataset_entries": 393,
                   "path": weka, "benchmark_grace_period_s": None, "warmup_grace_period_s": 1800.0}  # fmt: skip
     assert conv.scenario["seed"] == 42
-    assert "--url" in " ".join(conv.ignored) and not conv.notes
+    assert "--url" in " ".join(conv.ignored)
+    assert conv.notes == ["--trace-idle-gap-cap-seconds 300: aiperf 0.13.0's inferencex-agentx-mvp scenario rejects it (it "
+                          "keeps each trajectory's timeline) unless --unsafe-override; replayed with the cap as given"]
     assert "--warmup-grace-period 1800 -> workload.warmup_grace_period_s: 1800.0" in conv.mapped
     assert any(m.startswith("--use-server-token-count -> always") for m in conv.mapped)
     scenario_from_dict(conv.scenario, source="test")
@@ -385,11 +387,25 @@ def test_the_published_agentx_command_without_a_local_copy_replays_sessions_like
     wl = conv.scenario["workload"]
     assert wl["kind"] == "agentic" and wl["sessions"] == 393 and "path" not in wl and "format" not in wl
     assert wl["lanes"] == 16 and wl["warmup_grace_period_s"] == 1800.0 and wl["idle_gap_cap_s"] == 300.0
-    assert len(conv.notes) == 1 and "no --input-file" in conv.notes[0] and "393 sessions generated" in conv.notes[0]
+    assert len(conv.notes) == 2 and "no --input-file" in conv.notes[1] and "393 sessions generated" in conv.notes[1]
     sc = scenario_from_dict(conv.scenario, source="test")
     assert sc.workload.max_context == 990_000
     short = from_sglang(V4_LAUNCH, [AGENTX.replace("062126", "062126_256k") + " --num-dataset-entries 100"], gpu="h200")
     assert short.scenario["workload"]["sessions"] == 100 and short.scenario["workload"]["max_context"] == 256_000
+
+
+def test_the_agentx_scenario_fills_its_defaults_and_keeps_each_trajectorys_timeline():
+    """aiperf 0.13.0, common/scenario/inferencex_agentx_mvp.py:7-39: duration 1800 s, start ratios 0.0-1.0 where
+    unset, no per-trajectory idle cap; without --scenario, aiperf's own defaults (the schema's) stand."""
+    weka = str(ROOT / "data" / "agentic" / "weka_synthetic.jsonl")
+    bare = f"aiperf profile --concurrency 4 --input-file {weka}"
+    sc = from_sglang(V4_LAUNCH, [f"{bare} --scenario inferencex-agentx-mvp --trajectory-start-max-ratio 0.5"],
+                     gpu="h200").scenario  # fmt: skip
+    wl = sc["workload"]
+    assert (wl["benchmark_duration_s"], wl["trajectory_start_min_ratio"], wl["trajectory_start_max_ratio"]) == (1800, 0, 0.5)
+    assert wl["idle_gap_cap_s"] is None and scenario_from_dict(sc, source="t").workload.idle_gap_cap_s is None
+    plain = from_sglang(V4_LAUNCH, [bare], gpu="h200").scenario["workload"]
+    assert "idle_gap_cap_s" not in plain and "benchmark_duration_s" not in plain
 
 
 @pytest.mark.parametrize("bench, grace, why", [

@@ -51,11 +51,26 @@ class TestPacing:
         gaps = df["arrival_s"].to_numpy()[1:] - df["finish_s"].to_numpy()[:-1]
         assert gaps == pytest.approx([10.0, 8.0])
 
-    def test_the_idle_gap_cap_shortens_long_gaps_only(self, tmp_path):
-        _, df = run_lanes(tmp_path, [[call(0, 256, [1]), call(2, 256, [1]), call(500, 256, [1])]], idle_gap_cap_s=30)
+    def test_the_idle_gap_cap_compresses_long_start_to_start_gaps_as_aiperf_does(self, tmp_path):
+        # Starts 0, 2, 500 s: the 498 s gap keeps 30 s (aiperf's _IdleGapTimeWarp), so the third call starts 32 s
+        # in, and its end-to-start gap is 32 - 2 - 1 s of api time = 29 s; the short gap is untouched.
+        result, df = run_lanes(tmp_path, [[call(0, 256, [1]), call(2, 256, [1]), call(500, 256, [1])]],
+                               idle_gap_cap_s=30)  # fmt: skip
         df = first_session(df)
         gaps = df["arrival_s"].to_numpy()[1:] - df["finish_s"].to_numpy()[:-1]
-        assert gaps == pytest.approx([1.0, 30.0])
+        assert gaps == pytest.approx([1.0, 29.0])
+        assert result.summary["client"]["idle_gap_s"]["cap_s"] == 30
+
+    def test_a_groups_spawn_and_end_move_with_the_capped_timeline(self, tmp_path):
+        # Starts 0 (parent), 100 (the group's call, 1 s), 400 (parent): cap 10 s -> 0, 10, 20. The group spawns
+        # 10 - 1 = 9 s after the first call's end; its end (101 s, inside the cut tail) lands at 11 s, 9 s before
+        # the joining parent, which goes out 20 - 1 = 19 s after the first call's end (uncapped: 399 s).
+        trajs = [[call(0, 256, [1]), group(100.0, [call(100.0, 256, [9])], 1000), call(400, 512, [1, 2, 3, 4])]]
+        _, df = run_lanes(tmp_path, trajs, idle_gap_cap_s=10)
+        df = first_session(df)
+        assert df["arrival_s"].iloc[1] - df["finish_s"].iloc[0] == pytest.approx(9.0)
+        assert df["arrival_s"].iloc[2] - df["finish_s"].iloc[0] == pytest.approx(19.0)
+        assert df["arrival_s"].iloc[2] - df["finish_s"].iloc[1] >= 9.0
 
     def test_the_start_point_skips_the_calls_before_it_and_warms_with_the_last_of_them(self, tmp_path):
         calls = [call(10.0 * k, 256 * (k + 1), list(range(4 * (k + 1)))) for k in range(10)]
@@ -194,6 +209,21 @@ class TestReport:
         assert r["itl_s"]["p90"] == pytest.approx(itl[int(k)] + (k - int(k)) * (itl[int(k) + 1] - itl[int(k)]))
         assert r["ttft_s"]["mean"] == pytest.approx(df["ttft_s"].mean())
         assert r["running_req"]["p90"] <= 1 and r["queue_req"]["p50"] == 0
+
+    def test_the_traffic_the_lanes_offered(self, tmp_path):
+        # Gaps: 3 - 0 - 1 = 2 s within a session; a new session's first call follows no gap of its own.
+        calls = [call(0, 512, list(range(8)), out=50), call(3, 768, list(range(12)), out=20)]
+        result, df = run_lanes(tmp_path, [calls], benchmark_duration_s=30.0, lanes=2)
+        r = result.summary["client"]
+        duration = df["finish_s"].max() - df["arrival_s"].min()
+        assert r["calls_per_lane_hour"] == pytest.approx(len(df) / (2 * duration / 3600))
+        assert r["isl"] == {"mean": pytest.approx(df["input_tokens"].mean()), "p50": df["input_tokens"].median()}
+        assert r["osl"]["mean"] == pytest.approx(df["output_tokens"].mean()) and r["osl"]["p50"] in (20, 35, 50)
+        gaps = r["idle_gap_s"]
+        assert gaps["gaps"] == (df["round"] % 2 == 1).sum() and gaps["mean"] == gaps["p50"] == pytest.approx(2.0)
+        assert r["warmup_end_s"] == r["measured_from_s"] == 0.0
+        text = format_agentx_report(r)
+        assert f"{r['calls_per_lane_hour']:,.1f} calls a lane-hour" in text and "idle gap mean 2.00 s" in text
 
     @pytest.mark.parametrize("instances", [1, 2])
     def test_under_dp_attention_a_node_is_its_tp_gpus_not_tp_times_ranks(self, instances):
