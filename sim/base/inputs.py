@@ -47,6 +47,7 @@ __all__ = [
     "parse_json",
     "pipe_or_device",
     "parse_yaml",
+    "read_number",
     "read_text",
 ]
 
@@ -110,6 +111,29 @@ def numbers_problem(value: Any, path: str = "", *, floor: bool = True, skip: fro
         return None
     problem = number_problem(value, floor=floor)
     return (path, problem) if problem else None
+
+
+_GROUPED = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 3,276,800: thousands groups, as a person writes them
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def read_number(text: str, *, whole: bool = False) -> int | float:
+    """A number a text input (a log line, a header) writes, read by the grammar a trace's JSON numbers are
+    (``3.2768e6`` is 3,276,800), thousands groups allowed (``3,276,800``), and held to :func:`number_problem`;
+    ``whole``: a count, so ``3276800.5`` is refused rather than truncated. ValueError says what is wrong."""
+    plain = text.replace(",", "") if _GROUPED.fullmatch(text) else text
+    if not _JSON_NUMBER.fullmatch(plain):
+        raise ValueError(f"{text[:40]!r} is not a number")
+    if len(plain) > 40:  # a 400-digit count: out of the number rule's range, refused before Python converts it
+        raise ValueError(f"{text[:20]}... is out of range (any number here is at most {MAX_MAGNITUDE:g} in size)")
+    value: int | float = int(plain) if plain.lstrip("-").isdigit() else float(plain)
+    if (problem := number_problem(value)) is not None:
+        raise ValueError(f"{text}: {problem}")
+    if whole:
+        if value != int(value):
+            raise ValueError(f"{text} is not a whole number (a count)")
+        value = int(value)
+    return value
 
 
 # Trace fields that name things or read a clock, not quantities, so the number rule does not hold them: ids
@@ -213,18 +237,21 @@ def _decoded(raw: bytes, what: str, source: str, line: int | None = None) -> str
     return text
 
 
-def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0) -> Iterator[tuple[int, int, str]]:
+def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0,
+               kind: str = "JSON-lines") -> Iterator[tuple[int, int, str]]:  # fmt: skip
     """(line number, byte offset, text) of each non-blank line, each decoded as UTF-8 and at most
-    ``MAX_LINE_BYTES``; from ``offset``, the start of line ``lineno + 1``, so a reader can come back to a line."""
+    ``MAX_LINE_BYTES``; from ``offset``, the start of line ``lineno + 1``, so a reader can come back to a line.
+    The file is streamed, so its size is not bounded (a long-running server's log); ``kind``: the format the
+    messages name."""
     with open_input(path, what) as fh:
         if offset:
             fh.seek(offset)
         while raw := fh.readline(MAX_LINE_BYTES + 1):
             lineno += 1
             if len(raw) > MAX_LINE_BYTES:
-                raise InputError(f"line longer than {MAX_LINE_BYTES >> 20} MiB; not a JSON-lines {what}?", source=str(path),
+                raise InputError(f"line longer than {MAX_LINE_BYTES >> 20} MiB; not a {kind} {what}?", source=str(path),
                                  line=lineno)  # fmt: skip
-            line = _decoded(raw, f"JSON-lines {what}", str(path), lineno)
+            line = _decoded(raw, f"{kind} {what}", str(path), lineno)
             if line.strip():
                 yield lineno, offset, line
             offset += len(raw)
