@@ -14,6 +14,7 @@ import time
 from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
 from sim.base.errors import InputError, os_error_text
+from sim.base.text import printable
 from sim.cache.eviction import EVICTION_POLICIES
 from sim.model.hardware import NODE_DRAM_GB
 
@@ -894,6 +895,7 @@ def _cmd_from_sglang(args) -> int:
 
     if args.out is not None:
         check_output_file(args.out, "--out")
+        _check_replaceable(args.out)
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
                        accept_length=args.accept_length, server_log=args.server_log,
@@ -918,6 +920,23 @@ def _cmd_from_sglang(args) -> int:
     for line in conv.checks:
         print(f"  log vs derived: {line}")
     return 0
+
+
+def _check_replaceable(out: str) -> None:
+    """An existing file at ``--out`` is replaced only if from-sglang wrote it (its first line is the header):
+    a typo never overwrites the user's notes."""
+    from sim.interop.fromsglang import HEADER
+
+    try:
+        with open(out, "rb") as fh:
+            first = fh.read(len(HEADER)).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # check_output_file named what keeps it from being written
+    if first != HEADER:
+        raise InputError("--out: the file exists and is not a scenario from-sglang wrote; remove it or give "
+                         "another name", source=out)  # fmt: skip
 
 
 def _positive_int(text: str) -> int:
@@ -973,7 +992,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except _UsageError as exc:
-        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+        print(f"hicache-sim: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     edited = stale()
     if edited:
@@ -991,13 +1010,13 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
         return 128 + signal.SIGPIPE
-    except InputError as exc:
-        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+    except InputError as exc:  # one line, whatever of the user's text it quotes (sim.base.text.printable)
+        print(f"hicache-sim: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
             raise  # a bug: keep the traceback
-        where = f"{exc.filename}: " if exc.filename else ""
+        where = f"{printable(str(exc.filename))}: " if exc.filename else ""
         print(f"hicache-sim: error: {where}{os_error_text(exc)}; {_kept(args)}", file=sys.stderr)
         return 2
     except _Terminated as exc:

@@ -35,6 +35,7 @@ __all__ = [
     "check_input",
     "check_trace_record",
     "check_unchanged",
+    "dump_yaml",
     "file_stamp",
     "input_problem",
     "iter_lines",
@@ -353,12 +354,21 @@ class _Loader(yaml.SafeLoader):
     merge keys (``<<: *base``) are kept, and a key they bring may be overridden."""
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+_YAML_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789"))
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that quotes what :class:`_Loader` would read as another type (the string ``1e9``)."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789"))
+
+
+def dump_yaml(doc: Any) -> str:
+    """``doc`` as block YAML, in its own order, that :func:`parse_yaml` reads back as ``doc``."""
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:

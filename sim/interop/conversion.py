@@ -5,6 +5,7 @@ Its own module so that each reader of a command or a log (:mod:`sim.interop.from
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,3 +67,33 @@ def set_path(d: dict, path: str, value: Any) -> None:
     for p in parents:
         d = d.setdefault(p, {})
     d[last] = value
+
+
+def joined(command: str) -> str:
+    """``command`` with its line continuations (a backslash ending a line) removed, as a POSIX shell removes them
+    outside single quotes: a command pasted over several lines is the one command it was typed as."""
+    out, quote, i = [], "", 0
+    while i < len(command):
+        c = command[i]
+        if c == "\\" and quote != "'":
+            rest = command[i + 1:i + 3]
+            if rest[:1] == "\n" or rest == "\r\n":
+                i += 1 + (2 if rest == "\r\n" else 1)
+                continue
+            out.append(command[i:i + 2])
+            i += 2
+            continue
+        if c in "'\"" and quote in ("", c):
+            quote = "" if quote else c
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def shell_words(command: str) -> list[str]:
+    """The words a shell makes of ``command`` (``shlex``, POSIX rules): continuations joined, other newlines
+    between words taken as spaces; an unclosed quote is one line naming the command."""
+    try:
+        return shlex.split(joined(command))
+    except ValueError as e:
+        raise InputError(f"cannot split the command {command[:40]!r}...: {e}") from None

@@ -651,7 +651,8 @@ SGLANG_FLAGS = json.loads(resources.files("sim").joinpath("data", "sglang_flags.
 FLAG = st.sampled_from(sorted(SGLANG_FLAGS["launch_server"])) | st.sampled_from(sorted(_LAUNCH))  # mapped ones often
 BENCH_FLAG = st.sampled_from(sorted(SGLANG_FLAGS["bench_serving"]) + ["--num-clients", "--num-rounds", "--request-length"])
 FLAG_VALUE = st.sampled_from(["", "1", "0", "-1", "1e308", "nan", "x", "'", '"a', "8192", "100", "0.5", "{bad", "lpm",
-                              "true", "1" * 5000])  # fmt: skip
+                              "true", "1" * 5000, "1e5", "\\\n", "\\\r\n", "'a\nb'", "\n", "\r", "'\x1b[2J'",
+                              "'\u2028'"])  # fmt: skip
 
 
 @fuzz_settings(80)
