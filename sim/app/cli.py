@@ -14,7 +14,7 @@ import time
 from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
 from sim.base.errors import InputError, os_error_text
-from sim.base.text import printable
+from sim.base.text import printable, printable_lines
 from sim.cache.eviction import EVICTION_POLICIES
 from sim.model.hardware import NODE_DRAM_GB
 
@@ -104,8 +104,8 @@ def _cmd_run(args) -> int:
         except InputError as exc:  # found while the run starts (pools, workload)
             raise _blamed(exc, args.scenario, overrides) from None
         names = write_files(result, tmp)
-    print(format_summary(result))
-    print(f"wrote {out}/: {', '.join(names)}")
+    print(printable_lines(format_summary(result)))
+    print(f"wrote {printable(str(out))}/: {', '.join(names)}")
     return 0
 
 
@@ -292,7 +292,7 @@ def _cmd_plan(args) -> int:
                          executor=args.executor, ray_address=args.ray_address)  # fmt: skip
         names = write_report(data, tmp, command=command.strip())
     rec = data["recommendation"]
-    print(f"plan {sc.name}: {data['runs']} runs, {len(data['failed_runs'])} failed")
+    print(f"plan {printable(sc.name)}: {data['runs']} runs, {len(data['failed_runs'])} failed")
     print(f"recommendation: {rec['choice'] or 'none meets the SLOs'}" + (f"\n  {rec['launch']}" if rec.get("launch") else ""))
     for line in headline(data.get("tier_ages", {}), rec["choice"]):
         print(line)
@@ -316,7 +316,7 @@ def _float_list(text: str, option: str) -> list[float]:
 
 
 def _note(message: str) -> None:
-    print(f"hicache-sim: note: {message}", file=sys.stderr)
+    print(f"hicache-sim: note: {printable(message)}", file=sys.stderr)
 
 
 TREE_HELP = """Answer a stream of prefix-cache calls the way SGLang's own trees record them, and check the answers.
@@ -902,7 +902,7 @@ def _cmd_from_sglang(args) -> int:
                        pinnable_gb=args.pinnable_gb)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
     for line in conv.notes:
-        print(f"note: {line}", file=sys.stderr)
+        print(printable(f"note: {line}"), file=sys.stderr)
     if args.out is not None:  # the paths typed here, written relative to the scenario's own folder
         from pathlib import Path
 
@@ -914,11 +914,11 @@ def _cmd_from_sglang(args) -> int:
         print(text, end="")
         return 0
     write_text_atomic(args.out, text)
-    print(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored")
+    print(printable(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored"))
     for line in conv.ignored:
-        print(f"  ignored {line}")
+        print(printable(f"  ignored {line}"))
     for line in conv.checks:
-        print(f"  log vs derived: {line}")
+        print(printable(f"  log vs derived: {line}"))
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["plural", "printable"]
+__all__ = ["plural", "printable", "printable_lines"]
 
 
 def plural(n: int, word: str) -> str:
@@ -23,3 +23,9 @@ def printable(text: str) -> str:
     (``\\x1b``, ``\\n``, ``\\r``). Every string read from a user's file goes through this before it is printed
     or written into a comment, so no value can clear a terminal, forge a line, or end a comment."""
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def printable_lines(text: str) -> str:
+    """A printed summary of several lines, each through :func:`printable`: its own line breaks kept, any inside
+    a value from a file written as escapes."""
+    return "\n".join(map(printable, text.split("\n")))

@@ -45,8 +45,11 @@ class Conversion:
             if not self.origins or not str(exc).startswith("from-sglang: "):
                 raise
 
-            def without(key: str) -> None:
-                scenario_from_dict(_without(doc, key), source="from-sglang")
+            def without(key: str) -> None:  # the field and its origin gone: its default then applies
+                rest = _without(doc, key)
+                if isinstance(rest.get("origins"), dict):
+                    rest = {**rest, "origins": {k: v for k, v in rest["origins"].items() if k != key}}
+                scenario_from_dict(rest, source="from-sglang")
 
             raise reblame(exc, "from-sglang", self.origins, without) from None
 

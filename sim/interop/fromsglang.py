@@ -904,6 +904,8 @@ def _aiperf_corpus_and_grace(conv: Conversion, wl: dict[str, Any], late: dict[st
     conv.mapped.append(line)
     conv.notes.append(line)
     conv.origins["workload.kind"] = f"--bench {corpus_text}"
+    if (entries := conv.origins.pop("workload.num_dataset_entries", None)) is not None:
+        conv.origins["workload.sessions"] = entries  # the entries became the sessions generated
     return out
 
 
@@ -948,13 +950,25 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     conv.scenario = {k: conv.scenario[k] for k in order if k in conv.scenario}
     if sglang_version != "0.5.23":
         conv.origins["hardware.sglang_defaults"] = f"--sglang-version {sglang_version}"
-    if origins := {k: v for k, v in conv.origins.items() if k.split(".")[0] in order}:
+    if origins := {k: v for k, v in conv.origins.items() if _is_set(conv.scenario, k)}:
         conv.scenario["origins"] = origins  # where each value came from, for the resolved server's sources
     if log is not None:
         from sim.interop.fromlog import check_capacities
 
         conv.checks = check_capacities(conv, log)
     return conv
+
+
+def _is_set(doc: Any, path: str) -> bool:
+    """Whether the scenario dict sets the field at dotted ``path``: only such a field has an origin."""
+    for part in path.split("."):
+        if isinstance(doc, dict) and part in doc:
+            doc = doc[part]
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return False
+    return True
 
 
 def _hardware(conv: Conversion, gpu: str, sglang_version: str, host_mem_gb: float | None,

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sim.base.text import printable
 from sim.scenario.load import load_scenario
 from sim.scenario.pinned import pinned_lines
 from sim.scenario.resolve import ServerConfig, validated_server
@@ -61,7 +62,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
         f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
     )
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))  # names, paths and origins come from the user's files
 
 
 def _workload_text(wl: Any) -> str:

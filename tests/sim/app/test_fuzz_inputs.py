@@ -723,3 +723,34 @@ def test_any_server_log_gives_a_scenario_that_validates_or_one_line(fresh, capsy
     command(argv, capsys, origins=[str(log), "--launch", "--server-log", "--hicache-ratio"], outputs=[out])
     if out.exists():
         command(["validate", str(out)], capsys, origins=[str(out)])
+
+
+# ------------------------------------------------------------------------------------ origins
+
+
+def _field_path_list() -> list[str]:
+    from sim.scenario.load import field_paths
+
+    return sorted(field_paths())
+
+
+ORIGIN_KEYS = st.sampled_from(_field_path_list()) | st.builds(
+    lambda p, tail: f"{p}.{tail}", st.sampled_from(_field_path_list()), st.sampled_from(["0", "x", "0.name", ""]))
+ORIGIN_TEXT = st.text(st.sampled_from("ab:-\n\r\x1b[2J\u2028\x85 "), max_size=20)
+
+
+@fuzz_settings(60)
+@given(origins=st.dictionaries(ORIGIN_KEYS, ORIGIN_TEXT, max_size=3))
+def test_any_origins_give_a_validated_summary_on_its_own_lines_or_one_line(fresh, capsys, rss, origins):
+    d = fresh()
+    doc = yaml.safe_load(TINY)
+    doc["origins"] = origins
+    path = d / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    bare = d / "bare.yaml"
+    bare.write_text(TINY)
+    if command(["validate", str(path)], capsys, origins=[str(path)]) == 0:
+        main(["validate", str(path)])
+        out = capsys.readouterr().out
+        main(["validate", str(bare)])
+        assert "\x1b" not in out and len(out.splitlines()) == len(capsys.readouterr().out.splitlines())
