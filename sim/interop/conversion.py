@@ -25,6 +25,7 @@ class Conversion:
     origins: dict[str, str] = field(default_factory=dict)  # field path -> the flag that set it, as written
     checks: list[str] = field(default_factory=list)  # the server's log against the derivation (sim.interop.fromlog)
     notes: list[str] = field(default_factory=list)  # what the user must know of the conversion, one line each
+    router: str | None = None  # the sglang_router command, once one is read (a second is refused)
 
     def put(self, path: str, value: Any, origin: str | None = None) -> None:
         """Set the scenario field at dotted ``path``; ``origin``: what set it, for errors that blame it."""

@@ -239,9 +239,17 @@ def _strip_program(argv: list[str], programs: tuple[str, ...]) -> tuple[str, lis
     if i < len(argv) and argv[i] == "-m":
         i += 1
     prog = argv[i] if i < len(argv) else ""
-    if not any(p in prog for p in programs):
+    if not any(_runs(prog, p) for p in programs):
         raise InputError(f"expected a command running {' or '.join(programs)}, got {prog or 'nothing'!r}")
     return prog, argv[i + 1 :]
+
+
+def _runs(prog: str, program: str) -> bool:
+    """Whether ``prog`` (a module run with ``-m``, a script or an executable) is ``program``: the whole module
+    or a dotted tail of it, or the file's name with or without its suffix; a misspelt module is none."""
+    path = Path(prog)
+    return (prog == program or prog.endswith(f".{program}") or path.name == program
+            or (path.suffix == ".py" and path.stem == program))  # fmt: skip
 
 
 def _truthy(value: str) -> bool:
@@ -1019,10 +1027,14 @@ def _bench(conv: Conversion, bench: str, index: int, sglang_version: str) -> Non
     sglang_router command in front of the server."""
     try:
         prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf",
-                                            "sglang_router"))  # fmt: skip
+                                            "sglang_router.launch_router", "sglang_router"))  # fmt: skip
     except InputError as exc:
         raise InputError(f"--bench: {exc}") from None
     if "sglang_router" in prog:  # the router in front of the server (sim.interop.fromrouter)
+        if conv.router is not None:
+            raise InputError(f"--bench: a second sglang_router command; one router stands in front of the server "
+                             f"(the first: {conv.router[:60]!r})")  # fmt: skip
+        conv.router = bench
         map_router(conv, argv)
     elif Path(prog).name == "aiperf":
         _aiperf(conv, argv)

@@ -649,7 +649,8 @@ def _tree_answers_or_one_line(fresh, capsys, text: str) -> None:
 
 SGLANG_FLAGS = json.loads(resources.files("sim").joinpath("data", "sglang_flags.json").read_text())
 FLAG = st.sampled_from(sorted(SGLANG_FLAGS["launch_server"])) | st.sampled_from(sorted(_LAUNCH))  # mapped ones often
-BENCH_FLAG = st.sampled_from(sorted(SGLANG_FLAGS["bench_serving"]) + ["--num-clients", "--num-rounds", "--request-length"])
+BENCH_FLAG = st.sampled_from(sorted(SGLANG_FLAGS["bench_serving"]) + ["--num-clients", "--num-rounds", "--request-length",
+                                                                     "--policy", "--dp-aware"])  # fmt: skip
 FLAG_VALUE = st.sampled_from(["", "1", "0", "-1", "1e308", "nan", "x", "'", '"a', "8192", "100", "0.5", "{bad", "lpm",
                               "true", "1" * 5000, "1e5", "\\\n", "\\\r\n", "'a\nb'", "\n", "\r", "'\x1b[2J'",
                               "'\u2028'"])  # fmt: skip
@@ -658,7 +659,9 @@ FLAG_VALUE = st.sampled_from(["", "1", "0", "-1", "1e308", "nan", "x", "'", '"a'
 @fuzz_settings(80)
 @given(flags=st.lists(st.tuples(FLAG, FLAG_VALUE), max_size=4),
        bench=st.lists(st.tuples(BENCH_FLAG, FLAG_VALUE), max_size=3),
-       client=st.sampled_from(["python -m sglang.bench_serving", "python bench_multiturn.py --disable-auto-run"]))
+       client=st.sampled_from(["python -m sglang.bench_serving", "python bench_multiturn.py --disable-auto-run",
+                               "python -m sglang_router.launch_router --policy consistent_hashing --policy",
+                               "python -m sglang_router.launch_routr", "python -m sglang.bench_servin"]))
 def test_any_sglang_command_gives_a_whole_scenario_or_one_line(fresh, capsys, rss, flags, bench, client):
     d = fresh()
     launch = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B " + " ".join(f"{f} {v}" for f, v in flags)
