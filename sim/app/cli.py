@@ -10,10 +10,12 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import BrokenExecutor
 
 from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
 from sim.base.errors import InputError, os_error_text
+from sim.base.fileio import WriteError
 from sim.base.text import printable, printable_lines
 from sim.cache.eviction import EVICTION_POLICIES
 from sim.model.hardware import NODE_DRAM_GB
@@ -721,6 +723,9 @@ def _add_sweep(sub) -> None:
     p.set_defaults(func=_cmd_sweep, outputs=(("out", "folder"),))
 
 
+LARGE_SWEEP_POINTS = 1_000  # a sweep this large is said before it starts (hours at a few seconds a point)
+
+
 def _cmd_sweep(args) -> int:
     from sim.app.sweep import format_rows, plan_sweep, run_sweep
 
@@ -729,6 +734,10 @@ def _cmd_sweep(args) -> int:
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
     _note_inert([a.key for a in plan.axes], [p.scenario for p in plan.points], "--grid")
+    if len(plan.points) >= LARGE_SWEEP_POINTS:
+        shape = " x ".join(str(len(a.values)) for a in plan.axes)
+        _note(f"{len(plan.points):,} points ({shape}), each a whole run, on {args.workers or os.cpu_count() or 1} "
+              "worker(s): the progress bar gives the time left; interrupt it and rerun the same command to resume")
     if args.executor == "ray":
         _note_ray_start(len(plan.points), args.ray_address)
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,
@@ -1010,8 +1019,15 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
         return 128 + signal.SIGPIPE
+    except WriteError as exc:  # the output could not be written: what the command kept is its to say
+        print(f"hicache-sim: error: {printable(str(exc))}; {_kept(args)}", file=sys.stderr)
+        return 2
     except InputError as exc:  # one line, whatever of the user's text it quotes (sim.base.text.printable)
         print(f"hicache-sim: error: {printable(str(exc))}", file=sys.stderr)
+        return 2
+    except BrokenExecutor:  # a worker process killed (the OOM killer, a signal): no traceback of the pool's
+        print(f"hicache-sim: error: a worker process died before its point finished (out of memory, or killed); "
+              f"{_kept(args)}", file=sys.stderr)  # fmt: skip
         return 2
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:

@@ -330,6 +330,19 @@ def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
+_NOT_FINITE = re.compile(r'(?:"((?:[^"\\]|\\.)*)"\s*:\s*)?(-?Infinity|NaN|-?\d+(?:\.\d+)?[eE][-+]?\d{3,}|-?\d{4300,})')
+
+
+def _where_not_finite(text: str) -> tuple[str, int | None]:
+    """("key: ", line) of the first value strict JSON refuses as a number (NaN, Infinity, 1e999, a 4,300-digit
+    integer), so its message names the field; ("", None) where none is found."""
+    for m in _NOT_FINITE.finditer(text):
+        token = m.group(2)
+        if token.lstrip("-").isdigit() or not token[-1].isdigit() or not math.isfinite(float(token)):
+            return (f"{m.group(1)}: " if m.group(1) else ""), text.count("\n", 0, m.start(2)) + 1
+    return "", None
+
+
 def parse_json(text: str, source: str, *, line: int | None = None, what: str = "JSON") -> Any:
     """Strict JSON: no NaN or Infinity, no number that overflows a float, bounded nesting."""
     try:
@@ -342,8 +355,10 @@ def parse_json(text: str, source: str, *, line: int | None = None, what: str = "
     except RecursionError:
         raise InputError(f"{what} nested too deeply", source=source, line=line) from None
     except ValueError as exc:  # a constant, an overflowing float, an integer of over 4,300 digits
-        text = str(exc) if "digits" not in str(exc) else "an integer of over 4,300 digits"
-        raise InputError(text.splitlines()[0], source=source, line=line) from None
+        problem = str(exc) if "digits" not in str(exc) else "an integer of over 4,300 digits"
+        key, at = _where_not_finite(text)
+        raise InputError(f"{key}{problem.splitlines()[0]}", source=source,
+                         line=line if line is not None else at) from None  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ YAML

@@ -212,7 +212,7 @@ def _parse(argv: list[str], known: dict[str, Any], what: str) -> list[tuple[str,
         if flag not in known:
             matches = [k for k in known if k.startswith(flag)]
             if len(matches) != 1:
-                hint = f" (ambiguous: {', '.join(matches[:4])})" if matches else ""
+                hint = f" (ambiguous: {', '.join(matches[:4])})" if matches else _owner(flag, what)
                 raise InputError(f"{what}: unknown flag {flag}{hint}")
             flag = matches[0]
         takes = known[flag]
@@ -227,6 +227,16 @@ def _parse(argv: list[str], known: dict[str, Any], what: str) -> list[tuple[str,
                 i += 1
         out.append((flag, value, tok if eq or value is None else f"{tok} {value}"))
     return out
+
+
+def _owner(flag: str, what: str) -> str:
+    """Where a flag ``what`` does not know belongs: another client's (or the server's) flag, pasted into the
+    wrong command, is named as such."""
+    known = _sglang_flags()
+    tables = {"launch_server": known["launch_server"], "bench_serving": known["bench_serving"],
+              "bench_multiturn": BENCH_MULTITURN_FLAGS, "aiperf": AIPERF_FLAGS}  # fmt: skip
+    owners = [name for name, table in tables.items() if name != what and flag in table]
+    return f" ({flag} is {' and '.join(owners)}'s, not {what}'s)" if owners else ""
 
 
 def _strip_program(argv: list[str], programs: tuple[str, ...]) -> tuple[str, list[str]]:
