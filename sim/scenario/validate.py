@@ -35,8 +35,10 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
         + (f", experts {experts}" + (" (auto: the checkpoint's)" if s.model.expert_dtype == "auto" else "")
            if experts else ""),
     ]  # fmt: skip
+    kv = (f"{hw.max_total_num_tokens:,} tokens as logged (hardware.max_total_num_tokens; the derived "
+          f"{hw.kv_mem_gb:g} GB KV does not size it)" if hw.max_total_num_tokens is not None else f"{hw.kv_mem_gb:g} GB KV")
     lines.append(
-        f"  L1        {hw.kv_mem_gb:g} GB KV on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
+        f"  L1        {kv} on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
         + (f", DP attention {hw.attn_dp_size} (a pool per rank, {s.scheduler.load_balance_method})"
            if hw.attn_dp_size > 1 else "")
     )
