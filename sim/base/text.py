@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["plural", "printable", "printable_lines"]
+__all__ = ["plural", "printable", "printable_lines", "seconds_text"]
 
 
 def plural(n: int, word: str) -> str:
@@ -29,3 +29,10 @@ def printable_lines(text: str) -> str:
     """A printed summary of several lines, each through :func:`printable`: its own line breaks kept, any inside
     a value from a file written as escapes."""
     return "\n".join(map(printable, text.split("\n")))
+
+
+def seconds_text(seconds: float) -> str:
+    """Seconds as a reader reads them: two significant figures, never an exponent (610 s, not 6.1e+02 s)."""
+    if seconds >= 100:
+        return f"{seconds:,.0f} s"
+    return f"{float(f'{seconds:.2g}'):g} s" if seconds >= 1e-2 else f"{float(f'{seconds * 1e3:.2g}'):g} ms"

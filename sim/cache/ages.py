@@ -23,6 +23,8 @@ import bisect
 import math
 from typing import Any, Protocol
 
+from sim.base.text import seconds_text
+
 __all__ = ["DEVICE", "EDGES", "HOST", "STORAGE", "TIERS", "TierAges", "landed", "median", "quantile", "verdicts"]
 
 DEVICE, HOST, STORAGE = "device", "host", "storage"
@@ -206,4 +208,4 @@ def verdicts(ages: TierAges, *, min_share: float = 0.01) -> list[str]:
 
 
 def _s(seconds: float) -> str:
-    return "over 1e5 s" if math.isinf(seconds) else f"{seconds:.2g} s"
+    return "over 1e5 s" if math.isinf(seconds) else seconds_text(seconds)

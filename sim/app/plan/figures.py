@@ -120,7 +120,17 @@ def _host(data: dict) -> Figure:
     ranks = cands[0]["ranks_per_node"] if cands else 1
     ax.set_title(f"Host pools per node ({ranks} rank{'s' if ranks > 1 else ''}), pool by pool")
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_ylim(bottom=0)  # linear: a stacked segment's height is its pool's bytes (a log axis shrinks the upper ones)
+    # Linear: a stacked segment's height is its pool's bytes (a log axis shrinks the upper ones). Pools far below
+    # the node's limits are drawn at their own scale, the limits said above it rather than flattening the bars.
+    tallest = max(bottom, default=0.0)
+    ceilings = [budget, *([h["pinnable_gb"]] if h.get("pinnable_gb") is not None else [])]
+    if tallest > 0 and min(ceilings) > 4 * tallest:
+        ax.set_ylim(0, tallest * 1.3)
+        what = "the limit" if len(ceilings) == 1 else "the limits"
+        ax.text(0.5, 0.97, f"{what} ({', '.join(gb_text(c) for c in ceilings)}) far above this scale",
+                ha="center", va="top", fontsize=8, color="r", transform=ax.transAxes)  # fmt: skip
+    else:
+        ax.set_ylim(bottom=0)
     _legend_beside(ax)
     return fig
 
