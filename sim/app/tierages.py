@@ -56,7 +56,9 @@ def read_ages(path: Path) -> TierAges:
     if not isinstance(metrics, dict) or "kv_age_tokens_total" not in metrics:
         raise InputError("no page ages in this summary (a run from before they were recorded, or a decode "
                          "instance): run the scenario again", source=str(path))  # fmt: skip
-    return TierAges.from_metrics(metrics)
+    ages = TierAges.from_metrics(metrics)
+    ages.window_pools = bool((summary.get("capacity_pages") or {}).get("l1_swa"))
+    return ages
 
 
 def plot_ages(ages: TierAges):
@@ -88,7 +90,10 @@ def plot_ages(ages: TierAges):
             ax.text(0.5, 0.5, "nothing to plot:\nno hits or evictions", ha="center", va="center",
                     transform=ax.transAxes)  # fmt: skip
         elif missing:  # said in the legend, below the axes, not over the data
-            ax.plot([], [], " ", label=f"{missing[0]} in this tier")
+            what = missing[0]
+            if what == "no evictions" and ages.window_pools:  # a window pool's evictions keep the page's Full KV
+                what = "no Full-page evictions (window-pool\nevictions are not counted)"
+            ax.plot([], [], " ", label=f"{what} in this tier")
         ax.set_xscale("log")
         ax.set_xlim(centres[lo] / 2, centres[hi - 1] * 2)
         if lo == 0:  # the first bucket holds every age up to 1 ms, 0 included: not an age of 1 ms

@@ -66,6 +66,7 @@ class TierAges:
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else _Never()
+        self.window_pools = False  # a model with window pools: their evictions are not counted (pages are Full's)
         nb = len(EDGES) + 1
         self.hit: dict[str, list[int]] = {t: [0] * nb for t in TIERS}
         self.evict: dict[str, list[int]] = {t: [0] * nb for t in TIERS}

@@ -82,3 +82,14 @@ def test_plans_host_pools_stack_on_a_linear_axis():
 
     fig = draw(json.loads((DOCS / "plan_example" / "plan.json").read_text()))["host_memory.png"]
     assert fig.axes[0].get_yscale() == "linear"
+
+
+def test_a_tier_without_full_evictions_on_a_window_model_does_not_claim_no_evictions():
+    from sim.app.tierages import plot_ages
+    from sim.cache.ages import EDGES, TierAges
+
+    ages = TierAges()
+    ages.hit["host"][len(EDGES) // 2] = 100
+    ages.window_pools = True
+    labels = [t.get_text() for ax in plot_ages(ages).axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert any("no Full-page evictions (window-pool" in t for t in labels), labels
