@@ -727,17 +727,18 @@ LARGE_SWEEP_POINTS = 1_000  # a sweep this large is said before it starts (hours
 
 
 def _cmd_sweep(args) -> int:
-    from sim.app.sweep import format_rows, plan_sweep, run_sweep
+    from sim.app.sweep import format_rows, parse_grid, plan_sweep, run_sweep
 
     grid = list(args.grid) + ([_seed_axis(args)] if args.seeds is not None else [])
+    axes = parse_grid(grid)
+    if (n := math.prod(len(a.values) for a in axes)) >= LARGE_SWEEP_POINTS:  # said before each point is checked
+        _note(f"{n:,} points ({' x '.join(str(len(a.values)) for a in axes)}), each checked now and then a whole "
+              f"run, on {args.workers or os.cpu_count() or 1} worker(s): the progress bar gives the time left; "
+              "interrupt it and rerun the same command to resume")  # fmt: skip
     plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
     _note_inert([a.key for a in plan.axes], [p.scenario for p in plan.points], "--grid")
-    if len(plan.points) >= LARGE_SWEEP_POINTS:
-        shape = " x ".join(str(len(a.values)) for a in plan.axes)
-        _note(f"{len(plan.points):,} points ({shape}), each a whole run, on {args.workers or os.cpu_count() or 1} "
-              "worker(s): the progress bar gives the time left; interrupt it and rerun the same command to resume")
     if args.executor == "ray":
         _note_ray_start(len(plan.points), args.ray_address)
     df = run_sweep(plan, args.out, executor=args.executor, workers=args.workers, ray_address=args.ray_address,

@@ -60,7 +60,7 @@ def test_a_large_sweep_says_so_before_it_starts(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("sim.app.cli.LARGE_SWEEP_POINTS", 4)  # the rule, on a grid a test can run
     assert main(["sweep", str(tmp_path / "s.yaml"), "--grid", "seed=1,2", "--grid", "workload.num_clients=2,3",
                  "--workers", "1", "--out", str(tmp_path / "o"), "--no-progress"]) == 0  # fmt: skip
-    assert "hicache-sim: note: 4 points (2 x 2), each a whole run, on 1 worker(s)" in capsys.readouterr().err
+    assert "hicache-sim: note: 4 points (2 x 2), each checked now and then a whole run, on 1 worker(s)" in capsys.readouterr().err
 
 
 def test_a_weka_block_size_the_page_size_does_not_divide_names_the_line_and_field(tmp_path):
