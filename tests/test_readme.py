@@ -22,6 +22,15 @@ TESTS = 'pip install "torch==2.13.0" -e ".[dev,gpu,aic]" && python -m pytest'
 # Commands the README shows that are too long for CI, with where they are held instead.
 TOO_LONG = {"plan": "100+ runs, 30-60 s: tests/sim/app/plan runs plan on smaller candidates"}
 MAX_LINES = 300
+# Each figure the README quotes beside a command, with the command that prints it (as the README shows it) and
+# what its output must hold: a figure that moves fails here, not in a reader's terminal.
+QUOTED = {
+    "hicache-sim run scenarios/quickstart.yaml": [
+        "L1 is too small for the reuse window: median age at eviction 0.96 s < median age at hit in L2 1.8 s"],
+    "hicache-sim run scenarios/dsv4_flash_hisparse_200k.yaml --set hicache.swa_full_tokens_ratio=0.004 --set "
+    "hisparse.host_to_device_ratio=10": [r"max decode batch\s+340 ", r"HiSparse pays from batch\s+176 "],
+    "hicache-sim diff runs/tbo_off runs/tbo_on": [r"TTFT mean s .* 0\.941x "],
+}
 
 
 def _fenced_lines(text: str) -> list[str]:
@@ -63,7 +72,7 @@ def test_readme_commands_run_in_a_clean_folder(tmp_path: Path) -> None:
     """In order, as a user would type them: later commands read what earlier ones wrote (``diff`` its runs)."""
     shutil.copytree(ROOT / "scenarios", tmp_path / "scenarios")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    ran = []
+    ran, quoted = [], set()
     for command in _commands():
         args = shlex.split(command)[1:]
         if args[0] in TOO_LONG:
@@ -75,7 +84,12 @@ def test_readme_commands_run_in_a_clean_folder(tmp_path: Path) -> None:
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
         assert proc.returncode == 0, f"{command}\n{proc.stderr[-2000:]}"
         ran.append(args[0])
+        if command in QUOTED:
+            quoted.add(command)
+            for quote in QUOTED[command]:
+                assert re.search(quote, proc.stdout), f"{command}: the README quotes {quote!r}; it printed:\n{proc.stdout}"
     assert ran.count("run") >= 3 and "diff" in ran
+    assert quoted == set(QUOTED), "a quoted command is no longer in the README"
     assert not (tmp_path / "docs").exists(), "a README command ran wrote outside its own folders"
 
 
@@ -119,3 +133,34 @@ def test_every_command_in_the_table_exists_with_its_options(capsys):
         helptext = capsys.readouterr().out
         for option in re.findall(r"--[a-z][a-z0-9-]*", row):
             assert option in helptext, f"{row}: {option} is not an option of {' '.join(command)}"
+
+
+def _subcommands() -> set[str]:
+    import argparse
+
+    from sim.app.cli import build_parser
+
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return set(action.choices)
+
+
+def test_usage_lists_every_command_and_every_plot_with_real_options(capsys):
+    """docs/usage.md's table names every subcommand, every kind of plot, and only options each command has."""
+    from sim.app.cli import main
+
+    rows = re.findall(r"^\| `hicache-sim ([^`]+)` \|", (ROOT / "docs" / "usage.md").read_text(), flags=re.M)
+    assert {row.split()[0] for row in rows} >= _subcommands()
+    plot_row = next(row for row in rows if row.startswith("plot "))
+    with pytest.raises(SystemExit):
+        main(["plot", "--help"])
+    kinds = re.search(r"\{([a-z,]+)\}", capsys.readouterr().out).group(1).split(",")
+    assert all(kind in plot_row for kind in kinds), (kinds, plot_row)
+    for row in rows:
+        words = row.replace("\\|", "|").split()
+        command = words[:2] if words[:2] in (["scenario", "from-sglang"], ["calibrate", "check"],
+                                             ["calibrate", "compute"]) else words[:1]  # fmt: skip
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        helptext = capsys.readouterr().out
+        for option in re.findall(r"--[a-z][a-z0-9-]*", row.split(" | ")[0]):
+            assert option in helptext, f"usage.md: {row[:60]}: {option} is not an option of {' '.join(command)}"

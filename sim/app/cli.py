@@ -10,10 +10,13 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import BrokenExecutor
 
 from sim import __version__
 from sim.base.compiled import MODULES, compiled, stale
 from sim.base.errors import InputError, os_error_text
+from sim.base.fileio import WriteError
+from sim.base.text import printable, printable_lines
 from sim.cache.eviction import EVICTION_POLICIES
 from sim.model.hardware import NODE_DRAM_GB
 
@@ -106,8 +109,8 @@ def _cmd_run(args) -> int:
         except InputError as exc:  # found while the run starts (pools, workload)
             raise _blamed(exc, args.scenario, overrides) from None
         names = write_files(result, tmp)
-    print(format_summary(result))
-    print(f"wrote {out}/: {', '.join(names)}")
+    print(printable_lines(format_summary(result)))
+    print(f"wrote {printable(str(out))}/: {', '.join(names)}")
     return 0
 
 
@@ -298,7 +301,7 @@ def _cmd_plan(args) -> int:
                          executor=args.executor, ray_address=args.ray_address)  # fmt: skip
         names = write_report(data, tmp, command=command.strip())
     rec = data["recommendation"]
-    print(f"plan {sc.name}: {data['runs']} runs, {len(data['failed_runs'])} failed")
+    print(f"plan {printable(sc.name)}: {data['runs']} runs, {len(data['failed_runs'])} failed")
     print(f"recommendation: {rec['choice'] or 'none meets the SLOs'}" + (f"\n  {rec['launch']}" if rec.get("launch") else ""))
     for line in headline(data.get("tier_ages", {}), rec["choice"]):
         print(line)
@@ -322,7 +325,7 @@ def _float_list(text: str, option: str) -> list[float]:
 
 
 def _note(message: str) -> None:
-    print(f"hicache-sim: note: {message}", file=sys.stderr)
+    print(f"hicache-sim: note: {printable(message)}", file=sys.stderr)
 
 
 TREE_HELP = """Answer a stream of prefix-cache calls the way SGLang's own trees record them, and check the answers.
@@ -751,10 +754,18 @@ def _add_sweep(sub) -> None:
     p.set_defaults(func=_cmd_sweep, outputs=(("out", "folder"),))
 
 
+LARGE_SWEEP_POINTS = 1_000  # a sweep this large is said before it starts (hours at a few seconds a point)
+
+
 def _cmd_sweep(args) -> int:
-    from sim.app.sweep import format_rows, plan_sweep, run_sweep
+    from sim.app.sweep import format_rows, parse_grid, plan_sweep, run_sweep
 
     grid = list(args.grid) + ([_seed_axis(args)] if args.seeds is not None else [])
+    axes = parse_grid(grid)
+    if (n := math.prod(len(a.values) for a in axes)) >= LARGE_SWEEP_POINTS:  # said before each point is checked
+        _note(f"{n:,} points ({' x '.join(str(len(a.values)) for a in axes)}), each checked now and then a whole "
+              f"run, on {args.workers or os.cpu_count() or 1} worker(s): the progress bar gives the time left; "
+              "interrupt it and rerun the same command to resume")  # fmt: skip
     plan = plan_sweep(args.scenario, grid, args.overrides)  # validates every point; writes nothing
     # over seeds (--seeds, --grid seed=..., or a resumed seeded sweep's sweep.yaml): the intervals too
     seeded = any(a.key == "seed" and len(a.values) > 1 for a in plan.axes)
@@ -925,13 +936,14 @@ def _cmd_from_sglang(args) -> int:
 
     if args.out is not None:
         check_output_file(args.out, "--out")
+        _check_replaceable(args.out)
     conv = from_sglang(args.launch, args.bench, gpu=args.gpu, name=args.name, model_config=args.model_config,
                        host_mem_gb=args.host_mem_gb, sglang_version=args.sglang_version,
                        accept_length=args.accept_length, server_log=args.server_log,
                        pinnable_gb=args.pinnable_gb)  # fmt: skip
     check_startable(conv.check())  # the result must load, and start: the workload it names read and checked
     for line in conv.notes:
-        print(f"note: {line}", file=sys.stderr)
+        print(printable(f"note: {line}"), file=sys.stderr)
     if args.out is not None:  # the paths typed here, written relative to the scenario's own folder
         from pathlib import Path
 
@@ -943,12 +955,29 @@ def _cmd_from_sglang(args) -> int:
         print(text, end="")
         return 0
     write_text_atomic(args.out, text)
-    print(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored")
+    print(printable(f"wrote {args.out}: {len(conv.mapped)} flags mapped, {len(conv.ignored)} ignored"))
     for line in conv.ignored:
-        print(f"  ignored {line}")
+        print(printable(f"  ignored {line}"))
     for line in conv.checks:
-        print(f"  log vs derived: {line}")
+        print(printable(f"  log vs derived: {line}"))
     return 0
+
+
+def _check_replaceable(out: str) -> None:
+    """An existing file at ``--out`` is replaced only if from-sglang wrote it (its first line is the header):
+    a typo never overwrites the user's notes."""
+    from sim.interop.fromsglang import HEADER
+
+    try:
+        with open(out, "rb") as fh:
+            first = fh.read(len(HEADER)).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # check_output_file named what keeps it from being written
+    if first != HEADER:
+        raise InputError("--out: the file exists and is not a scenario from-sglang wrote; remove it or give "
+                         "another name", source=out)  # fmt: skip
 
 
 def _positive_int(text: str) -> int:
@@ -1004,7 +1033,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except _UsageError as exc:
-        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+        print(f"hicache-sim: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     edited = stale()
     if edited:
@@ -1025,13 +1054,20 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
         return 128 + signal.SIGPIPE
-    except InputError as exc:
-        print(f"hicache-sim: error: {exc}", file=sys.stderr)
+    except WriteError as exc:  # the output could not be written: what the command kept is its to say
+        print(f"hicache-sim: error: {printable(str(exc))}; {_kept(args)}", file=sys.stderr)
+        return 2
+    except InputError as exc:  # one line, whatever of the user's text it quotes (sim.base.text.printable)
+        print(f"hicache-sim: error: {printable(str(exc))}", file=sys.stderr)
+        return 2
+    except BrokenExecutor:  # a worker process killed (the OOM killer, a signal): no traceback of the pool's
+        print(f"hicache-sim: error: a worker process died before its point finished (out of memory, or killed); "
+              f"{_kept(args)}", file=sys.stderr)  # fmt: skip
         return 2
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
             raise  # a bug: keep the traceback
-        where = f"{exc.filename}: " if exc.filename else ""
+        where = f"{printable(str(exc.filename))}: " if exc.filename else ""
         print(f"hicache-sim: error: {where}{os_error_text(exc)}; {_kept(args)}", file=sys.stderr)
         return 2
     except _Terminated as exc:

@@ -18,6 +18,7 @@ from sim.app.tierages import plot_ages, read_ages
 from sim.base.errors import InputError
 from sim.base.fileio import atomic_path, check_output_file
 from sim.base.inputs import check_input
+from sim.base.text import plural
 
 __all__ = ["KINDS", "compare_figure", "plot", "plot_compare", "plot_misses", "plot_occupancy", "plot_rounds", "plot_threshold"]
 
@@ -276,7 +277,7 @@ def plot_misses(df: pd.DataFrame):
     line_ax.set(
         xlabel="decode step", ylabel="misses per step (C4 tokens)", title=f"Mean misses per step{over}"
     )
-    line_ax.set_ylim(bottom=0)
+    _misses_scale(line_ax, df)
     for k, (a, b) in enumerate(sorted(gaps)):
         line_ax.axvspan(a, b, color="grey", alpha=0.12, linewidth=0, label="steps not simulated" if k == 0 else None)
     _legend_below(line_ax)
@@ -289,8 +290,29 @@ def plot_misses(df: pd.DataFrame):
                title="Distribution\n(outliers hidden)")  # fmt: skip
     box_ax.set_ylim(bottom=0)
     box_ax.grid(alpha=0.3, axis="y")
+    if not df["misses"].any():  # two empty panels would say nothing: say why they are empty
+        for ax in (line_ax, box_ax):
+            ax.text(0.5, 0.5, "no misses: every top-k row\nwas in the hot buffer", ha="center", va="center",
+                    transform=ax.transAxes)  # fmt: skip
     fig.set_layout_engine("constrained")  # lays the legend below its panel out with the labels
     return fig
+
+
+def _misses_scale(ax, df: pd.DataFrame) -> None:
+    """The y axis for the steps after each window's first: a window starts on a cold hot buffer, whose first
+    step misses every top-k row, and that one step would set the scale and flatten everything else. The cut
+    peak is said on the panel."""
+    mean = df.groupby(["policy", "device_buffer_size", "step"])["misses"].mean()
+    steps = mean.index.get_level_values("step").to_numpy()
+    first = np.r_[True, np.diff(steps) != 1]  # the first step of each run of consecutive steps
+    rest, peak = mean.to_numpy()[~first], mean.max()
+    top = rest.max() if len(rest) else 0.0
+    if top > 0 and peak > 2 * top:
+        ax.set_ylim(0, top * 1.3)
+        ax.text(0.99, 0.97, f"first steps (cold buffer) up to {peak:,.0f}: off the scale", ha="right", va="top",
+                fontsize=8, color="0.3", transform=ax.transAxes)  # fmt: skip
+    else:
+        ax.set_ylim(bottom=0)
 
 
 # ------------------------------------------------------------------------------------------ occupancy
@@ -305,6 +327,10 @@ def read_timeseries(path: Path) -> pd.DataFrame:
     capacity = summary.get("capacity_pages")
     if capacity:
         df.attrs["capacity"] = capacity
+    df.attrs["dp_ranks"] = summary.get("dp_attention_ranks") or 1  # the series' "instance" is a rank then
+    client = summary.get("client") if isinstance(summary.get("client"), dict) else {}
+    if client.get("measured_from_s"):  # a lane replay's warm-up ends where its measured phase starts
+        df.attrs["warmup_end_s"] = client["measured_from_s"]
     return df
 
 
@@ -327,8 +353,12 @@ def plot_occupancy(df: pd.DataFrame):
     l3 = "l3_pages" in df.columns
     instances = sorted(df["instance"].unique())
     banded = len(instances) > MAX_INSTANCE_LINES
+    dp = df.attrs.get("dp_ranks") or 1
+    unit = "DP-attention rank" if dp > 1 else "instance"  # with DP attention, each series is one rank's pools
+    whole = f" of {plural(max(1, len(instances) // dp), 'instance')}" if dp > 1 else ""
     fig, axes = _figure(4 if l3 else 3, "Cache occupancy and queues" + (
-        f" ({len(instances)} instances: mean, band from least to most)" if banded else ""), width=5.0)
+        f" ({len(instances)} {unit}s{whole}: mean, band from least to most)" if banded else
+        f" ({len(instances)} {unit}s{whole})" if dp > 1 else ""), width=5.0)
     capacity = df.attrs.get("capacity") or {}
     colours = [f"C{i % 10}" for i in range(len(instances))]
     one = len(instances) == 1  # one instance: a colour per series (kv, swa, ...), else one per instance
@@ -355,14 +385,17 @@ def plot_occupancy(df: pd.DataFrame):
             for inst, colour in zip(instances[:1] if shared else instances, colours):
                 part = df[df["instance"] == inst].sort_values("time_s")
                 for k, (col, name, style) in enumerate(series):
-                    label = f"{name}, instance {inst}" if len(instances) > 1 and not shared else name
+                    label = f"{name}, {unit} {inst}" if len(instances) > 1 and not shared else name
                     ax.plot(part["time_s"], part[col], linestyle=style, color=f"C{k}" if one or shared else colour,
-                            label=label, linewidth=1.2)  # fmt: skip
+                            label=label, linewidth=1.2, zorder=3)  # fmt: skip
         for key, name, style in limits or []:
-            if capacity.get(key):
-                ax.axhline(capacity[key], color="grey", linestyle=style, label=f"{name} ({capacity[key]:,})")
+            if capacity.get(key):  # under the series: a pool full to its capacity stays visible on its line
+                ax.axhline(capacity[key], color="grey", linestyle=style, label=f"{name} ({capacity[key]:,})",
+                           zorder=1, linewidth=2.5, alpha=0.5)  # fmt: skip
             elif key in capacity and capacity[key] is None:
                 ax.plot([], [], " ", label=f"{name}: unbounded")
+        if "warmup_end_s" in df.attrs:
+            ax.axvline(df.attrs["warmup_end_s"], color="k", linestyle=":", linewidth=1, label="warm-up ends")
         ax.set(xlabel="simulated time (s)", ylabel="requests" if limits is None else "pages", title=title)
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))

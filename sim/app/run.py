@@ -355,7 +355,7 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     sc = _with_interval(sc, sample_interval(sc, seen, seen.last_arrival_s, notify))
     run = run_decode(sc, reqs, costs, rng, rec=rec, expert_dtype=expert_dtype(sc), limits=limits)
     sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
-    run.summary["cost_table"] = costs.describe()
+    run.summary["cost_table"] = cost_table_line(costs, sc)
     run.summary["cost_table_kind"] = costs.source.kind
     return RunResult(sc, run.summary, time.perf_counter() - start, rec.requests_frame(),
                      pd.DataFrame.from_records(list(rec.samples)),
@@ -431,7 +431,7 @@ def _setup_summary(sc: Scenario, sim: Simulation, server: ServerConfig) -> dict:
         **({"dp_attention_ranks": cfg.dp_size} if cfg.dp_size > 1 else {}),  # each with its own pools (capacity_pages)
         **({"speculative": {"algorithm": sc.speculative.algorithm, "accept_length": sc.speculative.accept_length,
                             "num_draft_tokens": sc.speculative.draft_tokens}} if cfg.spec else {}),  # fmt: skip
-        "cost_table": sim.costs.describe(),
+        "cost_table": cost_table_line(sim.costs, sc),
         "cost_table_kind": sim.costs.source.kind,
         "compute": _compute_summary(sc, sim),
         "capacity_pages": {"l1": cfg.l1_pages, "l2": cfg.l2_pages, "page_tokens": cfg.page_tokens,
@@ -603,6 +603,16 @@ def compute_line(c: dict) -> str:
                                              for k in keys) + (f"\nwarning: {c['warning']}" if "warning" in c else "")  # fmt: skip
 
 
+def cost_table_line(costs: CostTable, sc: Scenario) -> str:
+    """The cost table's line, flagged where its copy costs are another GPU's than the scenario's (the shipped
+    table is an H200's: a B200 or B300 run prices its copies at H200 figures)."""
+    gpu = sc.hardware.gpu_name
+    line = costs.describe()
+    if gpu and gpu.upper() not in costs.source.device.upper():
+        line += f"; copies priced at {costs.source.device}'s figures, not {gpu}'s (calibrate a table on {gpu})"
+    return line
+
+
 def format_summary(result: RunResult) -> str:
     """The table ``hicache-sim run`` prints at the end."""
     s = result.summary
@@ -630,7 +640,7 @@ def format_summary(result: RunResult) -> str:
         f"{'input throughput':<28}{t['input_tokens_per_s']:>14,.0f} tok/s",
         f"{'output throughput':<28}{t['output_tokens_per_s']:>14,.0f} tok/s",
         f"{'TTFT mean / p50 / p90 / p99':<28}{ttft['mean']:>14.3f} / {ttft['p50']:.3f} / {ttft['p90']:.3f} / "
-        f"{ttft['p99']:.3f} s   (percentiles interpolated)",
+        f"{ttft['p99']:.3f} s   (every request of the run, warm-up included; percentiles interpolated)",
         _hit_line(hr, tiers=["device", *(["host"] if cap["l2"] else []), *(["storage"] if "l3" in cap else [])]),
         *_retraction_lines(s),
         *([f"{'dropped tokens':<28}{sum(dropped.values()):>14,}" + "".join(f"  {k}={v:,}" for k, v in sorted(dropped.items())),

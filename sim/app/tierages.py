@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.base.errors import InputError
+from sim.base.text import seconds_text
 from sim.cache.ages import EDGES, PER_DECADE, TIER_NAMES, TIERS, TierAges, median, verdicts
 
 __all__ = ["format_lines", "plot_ages", "read_ages", "summary_section"]
@@ -41,7 +42,7 @@ def format_lines(section: dict[str, Any]) -> list[str]:
 def _age(seconds: float | None) -> str:
     if seconds is None:
         return "-"
-    return "> 1e5 s" if math.isinf(seconds) else f"{seconds:.2g} s"
+    return "> 1e5 s" if math.isinf(seconds) else seconds_text(seconds)
 
 
 # ----------------------------------------------------------------------------------------------- plot
@@ -55,7 +56,9 @@ def read_ages(path: Path) -> TierAges:
     if not isinstance(metrics, dict) or "kv_age_tokens_total" not in metrics:
         raise InputError("no page ages in this summary (a run from before they were recorded, or a decode "
                          "instance): run the scenario again", source=str(path))  # fmt: skip
-    return TierAges.from_metrics(metrics)
+    ages = TierAges.from_metrics(metrics)
+    ages.window_pools = bool((summary.get("capacity_pages") or {}).get("l1_swa"))
+    return ages
 
 
 def plot_ages(ages: TierAges):
@@ -81,15 +84,21 @@ def plot_ages(ages: TierAges):
             ax.step(centres[lo:hi], [n / total for n in hist[lo:hi]], where="mid", color=colour,
                     label=f"{name} ({total:,} tokens)")  # fmt: skip
             med = median(hist)
-            ax.axvline(med, color=colour, linestyle=":", linewidth=1, label=f"median {name}: {med:.2g} s")
+            ax.axvline(med, color=colour, linestyle=":", linewidth=1, label=f"median {name}: {seconds_text(med)}")
             drawn = True
         if not drawn:
             ax.text(0.5, 0.5, "nothing to plot:\nno hits or evictions", ha="center", va="center",
                     transform=ax.transAxes)  # fmt: skip
         elif missing:  # said in the legend, below the axes, not over the data
-            ax.plot([], [], " ", label=f"{missing[0]} in this tier")
+            what = missing[0]
+            if what == "no evictions" and ages.window_pools:  # a window pool's evictions keep the page's Full KV
+                what = "no Full-page evictions (window-pool\nevictions are not counted)"
+            ax.plot([], [], " ", label=f"{what} in this tier")
         ax.set_xscale("log")
         ax.set_xlim(centres[lo] / 2, centres[hi - 1] * 2)
+        if lo == 0:  # the first bucket holds every age up to 1 ms, 0 included: not an age of 1 ms
+            ax.annotate(f"<= {seconds_text(EDGES[0])}\n(all below)", (centres[0], 0), xytext=(0, 12),
+                        textcoords="offset points", ha="center", fontsize=7, color="0.3")  # fmt: skip
         ax.set_ylim(bottom=0)
         ax.set_xlabel("age since last use (s, log scale)")
         ax.set_ylabel("share of the tier's tokens")

@@ -23,7 +23,7 @@ from pathlib import Path
 from sim.base.errors import InputError, os_error_text
 from sim.base.inputs import pipe_or_device
 
-__all__ = ["atomic_path", "check_image_file", "claim_folder", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
+__all__ = ["WriteError", "atomic_path", "check_image_file", "claim_folder", "check_output_file", "check_output_folder", "new_run_dir", "run_folder", "staged_dir",
            "write_text_atomic"]
 
 
@@ -49,14 +49,18 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
                 tmp_path.unlink()
 
 
+class WriteError(InputError):
+    """An output that could not be written (a full disk, a file-size limit): the command that ends on it says
+    what it kept (a sweep its finished points, any other command nothing), since only it knows."""
+
+
 @contextlib.contextmanager
 def _writing(final: Path) -> Iterator[None]:
     """Any ``OSError`` of the block, one line naming ``final`` (the callers remove what they staged)."""
     try:
         yield
     except OSError as exc:
-        raise InputError(f"cannot write: {os_error_text(exc)}; nothing half-written was kept",
-                         source=str(final)) from None  # fmt: skip
+        raise WriteError(f"cannot write: {os_error_text(exc)}", source=str(final)) from None
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

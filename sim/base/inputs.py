@@ -35,6 +35,7 @@ __all__ = [
     "check_input",
     "check_trace_record",
     "check_unchanged",
+    "dump_yaml",
     "file_stamp",
     "input_problem",
     "iter_lines",
@@ -47,6 +48,7 @@ __all__ = [
     "parse_json",
     "pipe_or_device",
     "parse_yaml",
+    "read_number",
     "read_text",
 ]
 
@@ -110,6 +112,29 @@ def numbers_problem(value: Any, path: str = "", *, floor: bool = True, skip: fro
         return None
     problem = number_problem(value, floor=floor)
     return (path, problem) if problem else None
+
+
+_GROUPED = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 3,276,800: thousands groups, as a person writes them
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def read_number(text: str, *, whole: bool = False) -> int | float:
+    """A number a text input (a log line, a header) writes, read by the grammar a trace's JSON numbers are
+    (``3.2768e6`` is 3,276,800), thousands groups allowed (``3,276,800``), and held to :func:`number_problem`;
+    ``whole``: a count, so ``3276800.5`` is refused rather than truncated. ValueError says what is wrong."""
+    plain = text.replace(",", "") if _GROUPED.fullmatch(text) else text
+    if not _JSON_NUMBER.fullmatch(plain):
+        raise ValueError(f"{text[:40]!r} is not a number")
+    if len(plain) > 40:  # a 400-digit count: out of the number rule's range, refused before Python converts it
+        raise ValueError(f"{text[:20]}... is out of range (any number here is at most {MAX_MAGNITUDE:g} in size)")
+    value: int | float = int(plain) if plain.lstrip("-").isdigit() else float(plain)
+    if (problem := number_problem(value)) is not None:
+        raise ValueError(f"{text}: {problem}")
+    if whole:
+        if value != int(value):
+            raise ValueError(f"{text} is not a whole number (a count)")
+        value = int(value)
+    return value
 
 
 # Trace fields that name things or read a clock, not quantities, so the number rule does not hold them: ids
@@ -232,18 +257,21 @@ def _decoded(raw: bytes, what: str, source: str, line: int | None = None) -> str
     return text
 
 
-def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0) -> Iterator[tuple[int, int, str]]:
+def iter_lines(path: str | Path, what: str, *, offset: int = 0, lineno: int = 0,
+               kind: str = "JSON-lines") -> Iterator[tuple[int, int, str]]:  # fmt: skip
     """(line number, byte offset, text) of each non-blank line, each decoded as UTF-8 and at most
-    ``MAX_LINE_BYTES``; from ``offset``, the start of line ``lineno + 1``, so a reader can come back to a line."""
+    ``MAX_LINE_BYTES``; from ``offset``, the start of line ``lineno + 1``, so a reader can come back to a line.
+    The file is streamed, so its size is not bounded (a long-running server's log); ``kind``: the format the
+    messages name."""
     with open_input(path, what) as fh:
         if offset:
             fh.seek(offset)
         while raw := fh.readline(MAX_LINE_BYTES + 1):
             lineno += 1
             if len(raw) > MAX_LINE_BYTES:
-                raise InputError(f"line longer than {MAX_LINE_BYTES >> 20} MiB; not a JSON-lines {what}?", source=str(path),
+                raise InputError(f"line longer than {MAX_LINE_BYTES >> 20} MiB; not a {kind} {what}?", source=str(path),
                                  line=lineno)  # fmt: skip
-            line = _decoded(raw, f"JSON-lines {what}", str(path), lineno)
+            line = _decoded(raw, f"{kind} {what}", str(path), lineno)
             if line.strip():
                 yield lineno, offset, line
             offset += len(raw)
@@ -321,6 +349,19 @@ def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
+_NOT_FINITE = re.compile(r'(?:"((?:[^"\\]|\\.)*)"\s*:\s*)?(-?Infinity|NaN|-?\d+(?:\.\d+)?[eE][-+]?\d{3,}|-?\d{4300,})')
+
+
+def _where_not_finite(text: str) -> tuple[str, int | None]:
+    """("key: ", line) of the first value strict JSON refuses as a number (NaN, Infinity, 1e999, a 4,300-digit
+    integer), so its message names the field; ("", None) where none is found."""
+    for m in _NOT_FINITE.finditer(text):
+        token = m.group(2)
+        if token.lstrip("-").isdigit() or not token[-1].isdigit() or not math.isfinite(float(token)):
+            return (f"{m.group(1)}: " if m.group(1) else ""), text.count("\n", 0, m.start(2)) + 1
+    return "", None
+
+
 def parse_json(text: str, source: str, *, line: int | None = None, what: str = "JSON") -> Any:
     """Strict JSON: no NaN or Infinity, no number that overflows a float, bounded nesting."""
     try:
@@ -333,8 +374,10 @@ def parse_json(text: str, source: str, *, line: int | None = None, what: str = "
     except RecursionError:
         raise InputError(f"{what} nested too deeply", source=source, line=line) from None
     except ValueError as exc:  # a constant, an overflowing float, an integer of over 4,300 digits
-        text = str(exc) if "digits" not in str(exc) else "an integer of over 4,300 digits"
-        raise InputError(text.splitlines()[0], source=source, line=line) from None
+        problem = str(exc) if "digits" not in str(exc) else "an integer of over 4,300 digits"
+        key, at = _where_not_finite(text)
+        raise InputError(f"{key}{problem.splitlines()[0]}", source=source,
+                         line=line if line is not None else at) from None  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ YAML
@@ -345,12 +388,21 @@ class _Loader(yaml.SafeLoader):
     merge keys (``<<: *base``) are kept, and a key they bring may be overridden."""
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+_YAML_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789"))
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that quotes what :class:`_Loader` would read as another type (the string ``1e9``)."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789"))
+
+
+def dump_yaml(doc: Any) -> str:
+    """``doc`` as block YAML, in its own order, that :func:`parse_yaml` reads back as ``doc``."""
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:

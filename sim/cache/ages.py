@@ -23,6 +23,8 @@ import bisect
 import math
 from typing import Any, Protocol
 
+from sim.base.text import seconds_text
+
 __all__ = ["DEVICE", "EDGES", "HOST", "STORAGE", "TIERS", "TierAges", "landed", "median", "quantile", "verdicts"]
 
 DEVICE, HOST, STORAGE = "device", "host", "storage"
@@ -64,6 +66,7 @@ class TierAges:
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else _Never()
+        self.window_pools = False  # a model with window pools: their evictions are not counted (pages are Full's)
         nb = len(EDGES) + 1
         self.hit: dict[str, list[int]] = {t: [0] * nb for t in TIERS}
         self.evict: dict[str, list[int]] = {t: [0] * nb for t in TIERS}
@@ -206,4 +209,4 @@ def verdicts(ages: TierAges, *, min_share: float = 0.01) -> list[str]:
 
 
 def _s(seconds: float) -> str:
-    return "over 1e5 s" if math.isinf(seconds) else f"{seconds:.2g} s"
+    return "over 1e5 s" if math.isinf(seconds) else seconds_text(seconds)

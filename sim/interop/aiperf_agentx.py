@@ -41,9 +41,12 @@ def corpus_workload(name: str, wl: dict[str, Any]) -> tuple[dict[str, Any], str]
         known = ", ".join(CORPUS_SESSIONS)
         raise ValueError(f"--public-dataset {name}: no local copy (--input-file) and no published statistics to "
                          f"generate its like from (known: {known}); download it and pass --input-file PATH")  # fmt: skip
+    entries = wl.get("num_dataset_entries")
+    if entries is not None and entries < 1:  # as workload.num_dataset_entries (ge=1) is for a local copy
+        raise ValueError(f"--num-dataset-entries {entries}: must be >= 1 (the trajectories to use)")
     out = {k: v for k, v in wl.items() if k not in ("format", "num_dataset_entries", "path")}
     out["kind"] = "agentic"
-    out["sessions"] = min(CORPUS_SESSIONS[name], wl.get("num_dataset_entries") or CORPUS_SESSIONS[name])
+    out["sessions"] = min(CORPUS_SESSIONS[name], entries or CORPUS_SESSIONS[name])
     if name.endswith("_256k"):
         out["max_context"] = _256K
     line = (f"--public-dataset {name} -> workload.kind: agentic: no --input-file (a local copy), so {out['sessions']} "

@@ -5,6 +5,7 @@ Its own module so that each reader of a command or a log (:mod:`sim.interop.from
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ class Conversion:
     origins: dict[str, str] = field(default_factory=dict)  # field path -> the flag that set it, as written
     checks: list[str] = field(default_factory=list)  # the server's log against the derivation (sim.interop.fromlog)
     notes: list[str] = field(default_factory=list)  # what the user must know of the conversion, one line each
+    router: str | None = None  # the sglang_router command, once one is read (a second is refused)
 
     def put(self, path: str, value: Any, origin: str | None = None) -> None:
         """Set the scenario field at dotted ``path``; ``origin``: what set it, for errors that blame it."""
@@ -44,8 +46,11 @@ class Conversion:
             if not self.origins or not str(exc).startswith("from-sglang: "):
                 raise
 
-            def without(key: str) -> None:
-                scenario_from_dict(_without(doc, key), source="from-sglang")
+            def without(key: str) -> None:  # the field and its origin gone: its default then applies
+                rest = _without(doc, key)
+                if isinstance(rest.get("origins"), dict):
+                    rest = {**rest, "origins": {k: v for k, v in rest["origins"].items() if k != key}}
+                scenario_from_dict(rest, source="from-sglang")
 
             raise reblame(exc, "from-sglang", self.origins, without) from None
 
@@ -66,3 +71,33 @@ def set_path(d: dict, path: str, value: Any) -> None:
     for p in parents:
         d = d.setdefault(p, {})
     d[last] = value
+
+
+def joined(command: str) -> str:
+    """``command`` with its line continuations (a backslash ending a line) removed, as a POSIX shell removes them
+    outside single quotes: a command pasted over several lines is the one command it was typed as."""
+    out, quote, i = [], "", 0
+    while i < len(command):
+        c = command[i]
+        if c == "\\" and quote != "'":
+            rest = command[i + 1:i + 3]
+            if rest[:1] == "\n" or rest == "\r\n":
+                i += 1 + (2 if rest == "\r\n" else 1)
+                continue
+            out.append(command[i:i + 2])
+            i += 2
+            continue
+        if c in "'\"" and quote in ("", c):
+            quote = "" if quote else c
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def shell_words(command: str) -> list[str]:
+    """The words a shell makes of ``command`` (``shlex``, POSIX rules): continuations joined, other newlines
+    between words taken as spaces; an unclosed quote is one line naming the command."""
+    try:
+        return shlex.split(joined(command))
+    except ValueError as e:
+        raise InputError(f"cannot split the command {command[:40]!r}...: {e}") from None

@@ -10,6 +10,7 @@ as checks, since either says the catalog or the memory rule does not describe th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from sim.base.errors import InputError
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from sim.interop.conversion import Conversion
     from sim.model.pools import ModelSpec
 
-__all__ = ["apply_server_log", "check_capacities", "host_pool_checks", "kv_layout_env"]
+__all__ = ["apply_server_log", "check_capacities", "check_launch", "host_pool_checks", "kv_layout_env"]
 
 # Scheduler summary key -> scenario field (managers/scheduler.py:1268-1276).
 _SCHEDULER_FIELDS = {
@@ -44,6 +45,7 @@ def _short(name: str) -> str:
 def apply_server_log(conv: Conversion, path: str) -> ServerLog:
     """Put what the log at ``path`` states into ``conv``'s scenario, each field's origin its log line."""
     log = read_server_log(path)
+    check_launch(conv, log)
     sc = conv.scenario
     hw = sc.get("hardware", {})
     dp = int(hw.get("dp_size", 1)) if hw.get("enable_dp_attention") else 1
@@ -70,6 +72,62 @@ def apply_server_log(conv: Conversion, path: str) -> ServerLog:
         conv.mapped.append(f"{where}: unified={log.unified_kv}, unified_fp8={log.unified_kv_fp8} -> "
                            f"model.kv_layout: {layout}")  # fmt: skip
     return log
+
+
+def _launch_facts(conv: Conversion) -> dict[str, tuple[object, str]]:
+    """What the launch says of the server a log must be from: name -> (value, the flag that says it)."""
+    from sim.model.modelcfg import load_config
+
+    sc = conv.scenario
+    hw, hc = sc.get("hardware", {}), sc.get("hicache", {})
+    config = load_config(sc["model"]["config"])[0]
+    return {
+        "architecture": ((config.get("architectures") or [None])[0], "--model-path"),
+        "v4": ("compress_ratios" in config, "--model-path"),
+        "tp_size": (int(hw.get("tp_size", 1)), "--tp-size"),
+        "dp_size": (int(hw.get("dp_size", 1)), "--dp-size"),
+        "page_size": (int(hc.get("page_size", 1)), "--page-size"),
+        "hicache": (bool(hc.get("enabled")), "--enable-hierarchical-cache"),
+    }
+
+
+def _launch_problems(log: ServerLog, facts: dict[str, tuple[object, str]]) -> Iterator[tuple[int, str, str]]:
+    """(log line, what the log says, the flag's value it contradicts) for each disagreement."""
+    arch, v4, tp, dp = (facts[k][0] for k in ("architecture", "v4", "tp_size", "dp_size"))
+    page, hicache = facts["page_size"][0], facts["hicache"][0]
+    if log.architecture and arch and log.architecture != arch:
+        yield log.lines["architecture"], f"the model is {log.architecture}", f"--model-path is a {arch}"
+    if log.v4_line and not v4:
+        yield log.v4_line, "DeepSeek V4's pools (a DSV4 line)", f"--model-path is a {arch or 'model'} (not V4)"
+    if log.plain_line and v4:
+        yield log.plain_line, "a single-pool (not DeepSeek V4) server", "--model-path is a DeepSeek V4 model"
+    args = log.server_args
+    for key, flag, value in (("tp_size", "--tp-size", tp), ("dp_size", "--dp-size", dp), ("page_size", "--page-size", page)):
+        if args.get(key, str(value)) != str(value):
+            yield log.lines["server_args"], f"server_args {key}={args[key]}", f"{flag} {value}"
+    if args.get("enable_hierarchical_cache", str(hicache)) != str(hicache):
+        yield log.lines["server_args"], f"server_args enable_hierarchical_cache={args['enable_hierarchical_cache']}", \
+            "HiCache " + ("on" if hicache else "off") + " (--enable-hierarchical-cache)"
+    for kind, flag, size in (("TP", "--tp-size", tp), ("DP", "--dp-size", dp)):
+        shown, line = log.ranks.get(kind, (None, 0))
+        if shown is not None and shown >= size:
+            yield line, f"rank {kind}{shown}", f"{flag} {size}"
+    if log.prefixed and tp > 1 and "TP" not in log.ranks:
+        yield log.prefixed, "no TP rank in its prefixes (shown when tp_size > 1, scheduler.py:6289-6290)", f"--tp-size {tp}"
+    if log.host_line and not hicache:
+        yield log.host_line, "host pools allocated (HiCache on)", "no --enable-hierarchical-cache"
+    tokens = log.host_kv_tokens
+    if tokens is not None and tokens % page:
+        yield log.lines["host_kv_tokens"], f"a host pool of {tokens:,} tokens (not whole pages)", f"--page-size {page}"
+
+
+def check_launch(conv: Conversion, log: ServerLog) -> None:
+    """Refuse a log from another server than the launch's: the model's class and kind, TP and DP sizes, the page
+    size and whether HiCache is on must agree, or one line names the log line and the flag."""
+    if (found := next(_launch_problems(log, _launch_facts(conv)), None)) is not None:
+        line, logged, launched = found
+        raise InputError(f"the log says {logged}, but {launched}: is this log from this launch's server?",
+                         source=log.source, line=line)  # fmt: skip
 
 
 def kv_layout_env(conv: Conversion, name: str, value: str, truthy: bool) -> None:

@@ -56,7 +56,10 @@ def map_router(conv: Conversion, argv: list[str]) -> None:
     dp_aware = any(f == "--dp-aware" for f, _, _ in flags)
     hw = conv.scenario.get("hardware", {})
     dp_attention = hw.get("enable_dp_attention") and hw.get("dp_size", 1) > 1
-    policy = next(((v, t) for f, v, t in flags if f == "--policy"), None)
+    policies = [(v, t) for f, v, t in flags if f == "--policy"]
+    policy = policies[-1] if policies else None  # argparse keeps the last of a repeated option
+    for _, text in policies[:-1]:
+        conv.ignored.append(f"{text}: overridden by the later {policy[1]} (the router takes the last, as argparse does)")
     for flag, _value, text in flags:
         if flag in ("--policy", "--dp-aware"):
             continue

@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.base.errors import InputError
 from sim.base.inputs import MAX_REQUEST_TOKENS, num_text, number_problem
-from sim.interop.conversion import Conversion, set_path
+from sim.interop.conversion import Conversion, joined, set_path, shell_words
 from sim.interop.fromrouter import map_router
 from sim.interop.hisparselaunch import NSA_SPELLINGS, dsa_launch, hisparse_launch
 from sim.model.aic import model_config_path
@@ -216,7 +213,7 @@ def _parse(argv: list[str], known: dict[str, Any], what: str) -> list[tuple[str,
         if flag not in known:
             matches = [k for k in known if k.startswith(flag)]
             if len(matches) != 1:
-                hint = f" (ambiguous: {', '.join(matches[:4])})" if matches else ""
+                hint = f" (ambiguous: {', '.join(matches[:4])})" if matches else _owner(flag, what)
                 raise InputError(f"{what}: unknown flag {flag}{hint}")
             flag = matches[0]
         takes = known[flag]
@@ -233,6 +230,16 @@ def _parse(argv: list[str], known: dict[str, Any], what: str) -> list[tuple[str,
     return out
 
 
+def _owner(flag: str, what: str) -> str:
+    """Where a flag ``what`` does not know belongs: another client's (or the server's) flag, pasted into the
+    wrong command, is named as such."""
+    known = _sglang_flags()
+    tables = {"launch_server": known["launch_server"], "bench_serving": known["bench_serving"],
+              "bench_multiturn": BENCH_MULTITURN_FLAGS, "aiperf": AIPERF_FLAGS}  # fmt: skip
+    owners = [name for name, table in tables.items() if name != what and flag in table]
+    return f" ({flag} is {' and '.join(owners)}'s, not {what}'s)" if owners else ""
+
+
 def _strip_program(argv: list[str], programs: tuple[str, ...]) -> tuple[str, list[str]]:
     """Drop env assignments, the interpreter and ``-m module`` / script; return (program, flags)."""
     i = 0
@@ -243,9 +250,17 @@ def _strip_program(argv: list[str], programs: tuple[str, ...]) -> tuple[str, lis
     if i < len(argv) and argv[i] == "-m":
         i += 1
     prog = argv[i] if i < len(argv) else ""
-    if not any(p in prog for p in programs):
+    if not any(_runs(prog, p) for p in programs):
         raise InputError(f"expected a command running {' or '.join(programs)}, got {prog or 'nothing'!r}")
     return prog, argv[i + 1 :]
+
+
+def _runs(prog: str, program: str) -> bool:
+    """Whether ``prog`` (a module run with ``-m``, a script or an executable) is ``program``: the whole module
+    or a dotted tail of it, or the file's name with or without its suffix; a misspelt module is none."""
+    path = Path(prog)
+    return (prog == program or prog.endswith(f".{program}") or path.name == program
+            or (path.suffix == ".py" and path.stem == program))  # fmt: skip
 
 
 def _truthy(value: str) -> bool:
@@ -275,10 +290,7 @@ def _env(conv: Conversion, name: str, value: str) -> None:
 def _command(conv: Conversion, command: str, programs: tuple[str, ...]) -> tuple[str, list[str]]:
     """(program, flags) of ``command`` as typed: its environment assignments and wrappers are accounted for
     in ``conv``; ``sglang serve [MODEL]`` is ``launch_server [--model-path MODEL]``."""
-    try:
-        argv = shlex.split(command)
-    except ValueError as e:
-        raise InputError(f"cannot split the command {command[:40]!r}...: {e}") from None
+    argv = shell_words(command)
     i = 0
     while i < len(argv):
         tok = argv[i]
@@ -917,6 +929,8 @@ def _aiperf_corpus_and_grace(conv: Conversion, wl: dict[str, Any], late: dict[st
     conv.mapped.append(line)
     conv.notes.append(line)
     conv.origins["workload.kind"] = f"--bench {corpus_text}"
+    if (entries := conv.origins.pop("workload.num_dataset_entries", None)) is not None:
+        conv.origins["workload.sessions"] = entries  # the entries became the sessions generated
     return out
 
 
@@ -962,7 +976,7 @@ def from_sglang(launch: str, benches: list[str] = (), *, gpu: str, name: str | N
     conv.scenario = {k: conv.scenario[k] for k in order if k in conv.scenario}
     if sglang_version != "0.5.23":
         conv.origins["hardware.sglang_defaults"] = f"--sglang-version {sglang_version}"
-    if origins := {k: v for k, v in conv.origins.items() if k.split(".")[0] in order}:
+    if origins := {k: v for k, v in conv.origins.items() if _is_set(conv.scenario, k)}:
         conv.scenario["origins"] = origins  # where each value came from, for the resolved server's sources
     if log is not None:
         from sim.interop.fromlog import check_capacities
@@ -981,6 +995,18 @@ def _names_dsa(conv: Conversion) -> bool:
         return ref is not None and is_dsa(load_config(ref)[0])
     except InputError:  # the model's own error is the scenario check's to report
         return False
+
+
+def _is_set(doc: Any, path: str) -> bool:
+    """Whether the scenario dict sets the field at dotted ``path``: only such a field has an origin."""
+    for part in path.split("."):
+        if isinstance(doc, dict) and part in doc:
+            doc = doc[part]
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return False
+    return True
 
 
 def _hardware(conv: Conversion, gpu: str, sglang_version: str, host_mem_gb: float | None,
@@ -1033,10 +1059,14 @@ def _bench(conv: Conversion, bench: str, index: int, sglang_version: str) -> Non
     sglang_router command in front of the server."""
     try:
         prog, argv = _command(conv, bench, ("bench_serving", "benchmark.serving", "bench_multiturn", "aiperf",
-                                            "sglang_router"))  # fmt: skip
+                                            "sglang_router.launch_router", "sglang_router"))  # fmt: skip
     except InputError as exc:
         raise InputError(f"--bench: {exc}") from None
     if "sglang_router" in prog:  # the router in front of the server (sim.interop.fromrouter)
+        if conv.router is not None:
+            raise InputError(f"--bench: a second sglang_router command; one router stands in front of the server "
+                             f"(the first: {conv.router[:60]!r})")  # fmt: skip
+        conv.router = bench
         map_router(conv, argv)
     elif Path(prog).name == "aiperf":
         _aiperf(conv, argv)
@@ -1046,12 +1076,21 @@ def _bench(conv: Conversion, bench: str, index: int, sglang_version: str) -> Non
         _bench_serving(conv, argv, index)
 
 
+HEADER = "# Generated by `hicache-sim scenario from-sglang` from:"
+
+
 def to_yaml(conv: Conversion) -> str:
-    """The scenario YAML, headed by the commands and the account of every flag."""
-    head = ["# Generated by `hicache-sim scenario from-sglang` from:"]
-    head += [f"#   {c}" for c in conv.commands]
+    """The scenario YAML, headed by the commands and the account of every flag. Each header line goes through
+    :func:`sim.base.text.printable`, so no newline or control character in a command or a file name can end a
+    comment; and the text is read back before it is returned: what cannot be read back is never written."""
+    from sim.base.inputs import dump_yaml, parse_yaml
+    from sim.base.text import printable
+
+    head = [HEADER] + [f"#   {c}" for c in map(joined, conv.commands)]
     head += ["# Mapped:"] + [f"#   {m}" for m in conv.mapped]
     head += ["# Ignored (not modelled):"] + ([f"#   {m}" for m in conv.ignored] or ["#   (none)"])
     head += ["# The server's log against the derivation:"] + [f"#   {m}" for m in conv.checks] if conv.checks else []
-    body = yaml.safe_dump(conv.scenario, sort_keys=False, default_flow_style=False)
-    return "\n".join(head) + "\n" + body
+    text = "\n".join(map(printable, head)) + "\n" + dump_yaml(conv.scenario)
+    if parse_yaml(text, "the scenario written") != conv.scenario:
+        raise InputError("the scenario would not read back as written; nothing was written (please report it)")
+    return text

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from sim.model.hostpools import host_pools
 from sim.model.pools import ModelSpec
 
-__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate", "largest_fitting_ratio", "swa_host_pages",
+__all__ = ["AUTO_FRACTION", "RESERVE_BYTES", "V4_AUTO_REFUSED", "V4_SIZE_REFUSED", "RATIO_SEARCH_CAP", "HostCandidate", "auto_ratio", "host_bytes", "host_candidate", "largest_fitting_ratio", "swa_host_pages",
            "swa_pages"]
 
 RESERVE_BYTES = 10 * 1024**3  # HICACHE_HOST_MEMORY_RESERVE_BYTES, pool_host/base.py:28
@@ -190,9 +190,12 @@ def auto_ratio(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_tokens
     return min(DEFAULT_RATIO, budget * (1 - AUTO_SLACK) / device) if device else DEFAULT_RATIO
 
 
+RATIO_SEARCH_CAP = 1000.0  # the largest ratio largest_fitting_ratio tries: reaching it is no bound of the node's
+
+
 def largest_fitting_ratio(model: ModelSpec, *, l1_pages: int, swa_ratio: float, page_tokens: int, tp_size: int,
                           node_dram_gb: float, gpus_per_node: int, pinnable_gb: float | None = None,
-                          step: float = 0.01, cap: float = 1000.0) -> float:  # fmt: skip
+                          step: float = 0.01, cap: float = RATIO_SEARCH_CAP) -> float:  # fmt: skip
     """The largest ``--hicache-ratio`` (a multiple of ``step``, 0.0 if none) whose host pools, priced pool by pool
     per rank as :func:`host_candidate` prices them, pass SGLang's start-up check and, all ranks of the node
     together, fit under ``pinnable_gb`` (the platform's pinnable ceiling; None: DRAM alone bounds them).

@@ -251,6 +251,7 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
     layers = int(_need(cfg, "num_hidden_layers", name))
     hidden = int(_need(cfg, "hidden_size", name))
     heads = int(_need(cfg, "num_attention_heads", name))
+    _check_heads(cfg, heads, attn_tp, name)
     vocab = int(_need(cfg, "vocab_size", name))
     b = _dtype_bytes(cfg, kv_dtype, expert_dtype)
     embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
@@ -296,6 +297,21 @@ def _check_parallel(tp_size: int, kv_dtype: str, attn_dp_size: int) -> None:
         raise InputError(f"kv_dtype: unknown {kv_dtype!r} (known: {', '.join(KV_DTYPE_BYTES)})")
     if attn_dp_size < 1 or tp_size % attn_dp_size:
         raise InputError(f"attn_dp_size {attn_dp_size} does not divide tp_size {tp_size}")
+
+
+def _check_heads(cfg: dict[str, Any], heads: int, attn_tp: int, name: str) -> None:
+    """SGLang's split of the attention heads over the attention TP group: whole for MHA/GQA and MLA
+    (``assert num_heads % attn_tp_size == 0``, ``models/qwen3.py:166``, ``llama.py:183``, ``deepseek_v2.py:2057``),
+    and at least one a rank for DeepSeek V4 (``n_heads // attn_tp_size``, ``models/deepseek_v4.py:1035``)."""
+    who = "the model" if name == "model" else name
+    if "compress_ratios" in cfg:
+        if attn_tp > heads:
+            raise InputError(f"tp_size: an attention TP group of {attn_tp} ranks leaves no head of {who}'s {heads} on a "
+                             "rank (SGLang: n_heads // attn_tp_size, models/deepseek_v4.py:1035)")  # fmt: skip
+    elif heads % attn_tp:
+        raise InputError(f"tp_size: {who}'s {heads} attention heads do not split over an attention TP group of "
+                         f"{attn_tp} ranks (SGLang asserts num_heads % attn_tp_size == 0, models/qwen3.py:166, "
+                         "llama.py:183, deepseek_v2.py:2057)")  # fmt: skip
 
 
 def _dtype_bytes(cfg: dict[str, Any], kv_dtype: str, expert_dtype: str) -> _Bytes:

@@ -36,6 +36,8 @@ def resolve_model(ref: str, *, page_size: int | None = None, platform: str = "cu
         cfg, name = load_config(ref)
         shape = derive(cfg, tp_size=tp_size, name=name, fp4_indexer=fp4_indexer)
         if shape.catalog is None:
+            if fp4_indexer:  # as a scenario's model.fp4_indexer is refused (sim.scenario.schema.checks)
+                raise InputError(f"--fp4-indexer: applies to DeepSeek V4's C4 indexer; {ref} has none")
             if platform == "rocm":
                 raise InputError(f"--platform rocm: {ref} is not a DeepSeek V4 model; its pool is the same on ROCm")
             spec = model_spec(shape, page_size or 1)

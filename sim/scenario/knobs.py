@@ -3,7 +3,8 @@ identical rows in silence.
 
 Each rule names the fields it covers (a dotted prefix or a field) and what in the scenario stops them acting.
 The rules follow what the engine reads: the host tier's knobs need HiCache, the storage tier's need L3, the
-decode hot buffer's need HiSparse, and DeepSeek-V4's load-back runs whatever its threshold (SGLang skips a load
+decode hot buffer's need HiSparse, the pinnable ceiling needs host pools to pin (HiCache), two-batch overlap's split
+threshold needs the overlap on and the prefill delayer's knobs the delayer, and DeepSeek-V4's load-back runs whatever its threshold (SGLang skips a load
 below ``load_back_threshold`` only when no component's state must come from host, and a V4 host hit always brings
 its window state: ``mem_cache/unified_radix_cache.py:1878-1884``).
 """
@@ -51,8 +52,20 @@ def _no_hisparse(sc: Scenario) -> str | None:
     return None if sc.hisparse.enabled else "HiSparse is off (hisparse.enabled: false)"
 
 
+def _no_tbo(sc: Scenario) -> str | None:
+    return None if sc.scheduler.enable_two_batch_overlap else \
+        "two-batch overlap is off (scheduler.enable_two_batch_overlap: false)"
+
+
+def _no_delayer(sc: Scenario) -> str | None:
+    return None if sc.scheduler.enable_prefill_delayer else \
+        "the prefill delayer is off (scheduler.enable_prefill_delayer: false)"
+
+
 _RULES = (
-    _Rule(_under("hicache.", but=_L1_FIELDS), _no_l2),
+    _Rule(_under("hicache.", "hardware.pinnable_gb", but=_L1_FIELDS), _no_l2),  # pinned memory: the host pools'
+    _Rule(_under("scheduler.tbo_"), _no_tbo),
+    _Rule(_under("scheduler.prefill_delayer_"), _no_delayer),
     _Rule(_under("l3.", *_PREFETCH, but=("l3.enabled",)), _no_l3),
     _Rule(_under("hicache.load_back_threshold"), _v4_loads_always),
     _Rule(_under("hisparse.", but=("hisparse.enabled",)), _no_hisparse),

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import difflib
 import os
-import types
-import typing
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -21,6 +19,7 @@ from sim.base.inputs import numbers_problem, parse_yaml, read_text
 from sim.scenario import schema
 from sim.scenario.schema import Scenario
 from sim.scenario.schema.checks import CROSS_CHECKS
+from sim.scenario.schema.section import model_paths
 from sim.scenario.schema.workload import _WORKLOAD_CLASSES, _WORKLOAD_KINDS
 from sim.scenario.server_checks import SERVER_CHECKS
 
@@ -146,32 +145,8 @@ def _siblings(path: str) -> list[str]:
 
 
 def field_paths(model: type[BaseModel] = Scenario) -> set[str]:
-    """Every valid dotted path in ``model``: sections and leaves, including every workload kind's fields.
-
-    List items are addressed without an index (``model.pools.name``).
-    """
-    paths: set[str] = set()
-
-    def walk(cls: type[BaseModel], prefix: str) -> None:
-        for name, info in cls.model_fields.items():
-            path = f"{prefix}{name}"
-            paths.add(path)
-            for sub in _models_in(info.annotation):
-                walk(sub, path + ".")
-
-    walk(model, "")
-    return paths
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    origin = typing.get_origin(annotation)
-    if origin is Annotated:
-        return _models_in(typing.get_args(annotation)[0])
-    if origin in (Union, types.UnionType, list, tuple):
-        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
-    return []
+    """Every valid dotted path in ``model`` (:func:`sim.scenario.schema.section.model_paths`)."""
+    return set(model_paths(model))
 
 
 def _override_path_ok(path: str) -> bool:

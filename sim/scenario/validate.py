@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sim.base.text import printable
 from sim.scenario.load import load_scenario
 from sim.scenario.pinned import pinned_lines
 from sim.scenario.resolve import ServerConfig, validated_server
@@ -34,8 +35,10 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
         + (f", experts {experts}" + (" (auto: the checkpoint's)" if s.model.expert_dtype == "auto" else "")
            if experts else ""),
     ]  # fmt: skip
+    kv = (f"{hw.max_total_num_tokens:,} tokens as logged (hardware.max_total_num_tokens; the derived "
+          f"{hw.kv_mem_gb:g} GB KV does not size it)" if hw.max_total_num_tokens is not None else f"{hw.kv_mem_gb:g} GB KV")
     lines.append(
-        f"  L1        {hw.kv_mem_gb:g} GB KV on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
+        f"  L1        {kv} on {hw.gpu_name} ({hw.gpu_mem_gb:g} GB), TP {hw.tp_size}"
         + (f", DP attention {hw.attn_dp_size} (a pool per rank, {s.scheduler.load_balance_method})"
            if hw.attn_dp_size > 1 else "")
     )
@@ -61,7 +64,8 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
         f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
     )
-    return "\n".join([*lines, *_dsa_hisparse_lines(s)])
+    # names, paths and origins come from the user's files
+    return "\n".join(map(printable, [*lines, *_dsa_hisparse_lines(s)]))
 
 
 def _dsa_hisparse_lines(s: Any) -> list[str]:

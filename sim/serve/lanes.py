@@ -290,7 +290,8 @@ def format_agentx_report(r: dict) -> str:
         f"{r['sessions_started']:,} sessions",
         f"  tok/s/GPU {r['tok_per_s_per_gpu']:,.0f} (in {r['input_tok_per_s_per_gpu']:,.0f}, "
         f"out {r['output_tok_per_s_per_gpu']:,.0f}) on {r['gpus']} GPU(s)",
-        f"  TTFT mean {r['ttft_s']['mean']:.3f} s, p50 {r['ttft_s']['p50']:.3f} s; ITL p90 {r['itl_s']['p90'] * 1e3:.1f} ms",
+        f"  TTFT of the measured phase: mean {r['ttft_s']['mean']:.3f} s, p50 {r['ttft_s']['p50']:.3f} s; "
+        f"ITL p90 {r['itl_s']['p90'] * 1e3:.1f} ms",
         f"  prefix hit {r['prefix_hit']:.1%} (GPU {r['gpu_hit']:.1%}, CPU {r['cpu_hit']:.1%}"
         + (f", storage {r['storage_hit']:.1%})" if r["storage_hit"] else ")"),
         f"  #queue-req p50 {q['p50']:.0f} / p90 {q['p90']:.0f}; #running-req p50 {run['p50']:.0f} / p90 {run['p90']:.0f}; "

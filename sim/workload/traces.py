@@ -62,6 +62,9 @@ def iter_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | N
     page = page_size or block_size
     if block_size <= 0 or page <= 0:
         raise InputError("block and page sizes must be > 0", source=str(path))
+    if page % block_size and block_size % page:
+        raise InputError(f"workload.block_size {block_size} and hicache.page_size {page}: one must divide the other",
+                         source=str(path))  # fmt: skip
     count, last = 0, 0.0
     for lineno, rec in json_objects(path):
         if max_requests is not None and count >= max_requests:

@@ -227,6 +227,9 @@ def weka_trajectory(rec: dict, page: int, source: str, line: int | None, budget:
     block = where.get(rec, "block_size", int)
     if block <= 0:
         where.fail("block_size", f"must be > 0, got {block}")
+    if page % block and block % page:
+        where.fail("block_size", f"{block} and the scenario's page size {page} (hicache.page_size): one must divide "
+                   "the other")  # fmt: skip
     scope = rec.get("hash_id_scope", "local")
     if scope != "local":
         where.fail("hash_id_scope", f"only 'local' is defined (ids namespaced per trajectory), got {scope!r}")

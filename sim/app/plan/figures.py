@@ -89,6 +89,11 @@ def _name_hidden(ax: Axes) -> None:
         _say(ax, "\n".join(lines), y=0.1)
 
 
+def gb_text(gb: float) -> str:
+    """GB as a label shows it: whole above 10, else to 3 significant figures (0.3 GB is not "0 GB")."""
+    return f"{gb:,.0f} GB" if abs(gb) >= 10 else f"{gb:.3g} GB"
+
+
 def _host(data: dict) -> Figure:
     h = data["host_memory"]
     cands = h["candidates"]
@@ -102,12 +107,12 @@ def _host(data: dict) -> Figure:
         bottom = [b + v for b, v in zip(bottom, vals)]
     budget = cands[0]["budget_per_rank"] * cands[0]["ranks_per_node"] / GB if cands else 0
     ax.axhline(budget, color="r", ls="--", lw=1,  # the node's DRAM sits 10 GiB above: one line, both named
-               label=f"SGLang's limit, {budget:,.0f} GB:\nnode DRAM {h['node_dram_gb']:g} GB\nless the 10 GiB reserve")
+               label=f"SGLang's limit, {gb_text(budget)}:\nnode DRAM {h['node_dram_gb']:g} GB\nless the 10 GiB reserve")
     if h.get("pinnable_gb") is not None:  # the platform's ceiling (sim/model/pinning.py), below DRAM's
         ax.axhline(h["pinnable_gb"], color="m", ls=":", lw=1.2,
-                   label=f"pinnable, {h['pinnable_gb']:,.0f} GB:\n" + fill(h.get("pinnable_source", ""), 34))  # fmt: skip
+                   label=f"pinnable, {gb_text(h['pinnable_gb'])}:\n" + fill(h.get("pinnable_source", ""), 34))  # fmt: skip
     for i, c in enumerate(cands):
-        if c["status"] == "refused":  # drawn on the axis: a refused row may pin nothing (log scale)
+        if c["status"] == "refused":  # drawn on the axis: a refused row may pin nothing
             by = "past the\npinnable" if c["reason"].startswith("pins ") else "refused\nby SGLang"
             ax.text(i, 0.03, by, ha="center", va="bottom", color="r", fontsize=8,
                     transform=ax.get_xaxis_transform())  # fmt: skip
@@ -115,10 +120,17 @@ def _host(data: dict) -> Figure:
     ranks = cands[0]["ranks_per_node"] if cands else 1
     ax.set_title(f"Host pools per node ({ranks} rank{'s' if ranks > 1 else ''}), pool by pool")
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_yscale("log")
-    shown = [v for c in cands for v in c["pool_bytes_per_rank"].values() if v]
-    if shown:  # down to the smallest pool drawn, so no stacked segment falls below the axis
-        ax.set_ylim(bottom=min(shown) * cands[0]["ranks_per_node"] / GB / 2)
+    # Linear: a stacked segment's height is its pool's bytes (a log axis shrinks the upper ones). Pools far below
+    # the node's limits are drawn at their own scale, the limits said above it rather than flattening the bars.
+    tallest = max(bottom, default=0.0)
+    ceilings = [budget, *([h["pinnable_gb"]] if h.get("pinnable_gb") is not None else [])]
+    if tallest > 0 and min(ceilings) > 4 * tallest:
+        ax.set_ylim(0, tallest * 1.3)
+        what = "the limit" if len(ceilings) == 1 else "the limits"
+        ax.text(0.5, 0.97, f"{what} ({', '.join(gb_text(c) for c in ceilings)}) far above this scale",
+                ha="center", va="top", fontsize=8, color="r", transform=ax.transAxes)  # fmt: skip
+    else:
+        ax.set_ylim(bottom=0)
     _legend_beside(ax)
     return fig
 
@@ -143,7 +155,7 @@ def _value(data: dict) -> Figure:
     m, e = _err(pts, "hit_total")
     a.errorbar(x, m, yerr=e, fmt="o", color="C1", capsize=3, label="timed runs (95% interval)")
     if v["knee_gb_per_node"] is not None:
-        a.axvline(v["knee_gb_per_node"], color="C3", lw=0.8, ls="--", label=f"knee {v['knee_gb_per_node']:.2f} GB")
+        a.axvline(v["knee_gb_per_node"], color="C3", lw=0.8, ls="--", label=f"knee {gb_text(v['knee_gb_per_node'])}")
     cands = data["host_memory"]["candidates"]
     limit = cands[0]["budget_per_rank"] * cands[0]["ranks_per_node"] / GB if cands else math.inf
     right = max(cx + x) if cx or x else 1.0

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from sim.app.plan import figures, tierages
-from sim.app.plan.figures import GB
+from sim.app.plan.figures import GB, gb_text
+from sim.model.hostmem import RATIO_SEARCH_CAP
 
 __all__ = ["write_report"]
 
@@ -159,9 +160,7 @@ def _md_host_memory(h: dict) -> list[str]:
               f"{h['auto_ratio']:.3g} (`mem_cache/hicache_auto_size.py:86-118`)." if h["auto_ratio"] is not None else
               "SGLang cannot auto-size this model's host pools: without `--hicache-ratio` HiCache does not start "
               "(`mem_cache/hicache_auto_size.py:63-72`).")
-           + (f" The largest `--hicache-ratio` whose pools pass that check is {h['largest_fitting_ratio']:.3g} "
-              "(per pool, per rank)" + (f", under {h['pinnable_gb']:g} GB pinnable per node" if h.get("pinnable_gb")
-                                        else "") + "." if h.get("largest_fitting_ratio") is not None else ""), "",
+           + _largest_ratio_text(h), "",
            *_md_pinnable(h)]  # fmt: skip
     pools = [p["name"] for p in h["pools"]]
     rows = [[c["label"], f"{c['l2_pages']:,}", *[_fmt_gb(c["pool_bytes_per_rank"].get(p, 0)) for p in pools],
@@ -175,7 +174,7 @@ def _md_pinnable(h: dict) -> list[str]:
     """Which pinnable ceiling applied, and where it came from (``sim/model/pinning.py``)."""
     if "pinnable_source" not in h:
         return []
-    limit = "" if h["pinnable_gb"] is None else f"{h['pinnable_gb']:,.1f} GB per node <- "
+    limit = "" if h["pinnable_gb"] is None else f"{gb_text(h['pinnable_gb'])} per node <- "
     return [f"Pinnable ceiling: {limit}{h['pinnable_source']} (`sim/model/pinning.py`).", ""]
 
 
@@ -190,7 +189,7 @@ def _md_value(v: dict) -> list[str]:
            "The clairvoyant ceiling is Belady's rule over L1 + L2 pages (no eviction policy does better; for "
            "DeepSeek-V4 it ignores the window, so it is a ceiling on Full-page hits). Dots: timed runs with their "
            "95% intervals. "
-           + (f"The hit curve bends most at **{v['knee_gb_per_node']:.2f} GB per node** (the knee)."
+           + (f"The hit curve bends most at **{gb_text(v['knee_gb_per_node'])} per node** (the knee)."
               if v["knee_gb_per_node"] is not None else "The curve has no knee (flat or too few points)."), ""]  # fmt: skip
     rows = [[p["label"], _fmt_gb(p["host_bytes_per_node"]), _iv(p, "hit_device", "{:.1%}"), _iv(p, "hit_host", "{:.1%}"),
              _iv(p, "input_tokens_per_s", "{:,.0f}"), _iv(p, "ttft_mean_s"), _iv(p, "ttft_p90_s"),
@@ -205,9 +204,15 @@ def _md_value(v: dict) -> list[str]:
     return out
 
 
+_NO_CANDIDATE = ("No candidate host size starts (each is past the node's memory or the pinnable ceiling, see Host "
+                 "memory), so none was run.")  # fmt: skip
+
+
 def _md_write_policy(wp: dict) -> list[str]:
     if not wp["rows"]:
         return []
+    if wp["candidate"] is None:
+        return ["## Write policy", "", _NO_CANDIDATE, ""]
     out = ["## Write policy", "", "![write policy](write_policy.png)", "",
            f"At {wp['candidate']}. Dropped tokens by SGLang's reasons (`hicache_dropped_tokens_total`).", ""]
     rows = [[r["policy"], _iv(r, "hit_total", "{:.1%}"), _iv(r, "ttft_p90_s"), _iv(r, "input_tokens_per_s", "{:,.0f}"),
@@ -219,6 +224,8 @@ def _md_write_policy(wp: dict) -> list[str]:
 def _md_l3(l3: dict) -> list[str]:
     if not l3["rows"]:
         return []
+    if l3["candidate"] is None:
+        return ["## L3 storage", "", _NO_CANDIDATE, ""]
     out = ["## L3 storage", "", "![L3](l3.png)", "",
            f"L3 on, at the smallest host pool ({l3['candidate']}), where L2 evicts most. Prefetches: storage "
            "lookups that found a span past the L1 + L2 match at or above the threshold; cut: requested tokens "
@@ -234,6 +241,19 @@ def _md_l3(l3: dict) -> list[str]:
 def _signed(x: dict) -> str:
     """A difference with its interval, not clipped at 0 (it may be a loss)."""
     return f"{x['mean']:+.1%}" + (f" [{x['lo']:+.1%}, {x['hi']:+.1%}]" if x["n"] > 1 else "")
+
+
+def _largest_ratio_text(h: dict) -> str:
+    """The largest ratio that fits; at the search's cap, that nothing up to the cap is refused (the cap is no
+    result of the node's memory)."""
+    ratio = h.get("largest_fitting_ratio")
+    if ratio is None:
+        return ""
+    under = f", under {gb_text(h['pinnable_gb'])} pinnable per node" if h.get("pinnable_gb") else ""
+    if ratio >= RATIO_SEARCH_CAP:
+        return (f" Every `--hicache-ratio` up to {RATIO_SEARCH_CAP:,.0f}, where the search stops, passes that check "
+                f"(per pool, per rank{under}): the node's memory does not bound the ratio here.")  # fmt: skip
+    return f" The largest `--hicache-ratio` whose pools pass that check is {ratio:.3g} (per pool, per rank){under}."
 
 
 def _md_l3_marginal(l3: dict) -> list[str]:

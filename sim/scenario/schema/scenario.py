@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import (
+    BaseModel,
     Field,
     PrivateAttr,
     SerializerFunctionWrapHandler,
@@ -22,7 +23,7 @@ from sim.scenario.schema.hicache import HiCacheConfig, L3Config
 from sim.scenario.schema.hisparse import HiSparseConfig
 from sim.scenario.schema.model import ModelConfig
 from sim.scenario.schema.scheduler import SchedulerConfig
-from sim.scenario.schema.section import _field_error, _Section
+from sim.scenario.schema.section import _field_error, _Section, model_paths
 from sim.scenario.schema.workload import MultiTurnWorkload, Workload
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -101,12 +102,31 @@ class Scenario(_Section):
     @field_validator("origins")
     @classmethod
     def _origin_paths(cls, value: dict[str, str]) -> dict[str, str]:
+        """Each key a field path of the schema at every segment (list items by index, as ``--set`` writes them)."""
+        known = model_paths(cls)
         for key in value:
             parts = key.split(".")
-            if parts[0] not in cls.model_fields or parts[0] == "origins" or not all(
-                    p.isidentifier() or p.isdigit() for p in parts):  # fmt: skip
+            named = ".".join(p for p in parts if not p.isdigit())
+            if parts[0] == "origins" or named not in known or not all(p.isidentifier() or p.isdigit() for p in parts):
                 raise _field_error(key, "not a scenario field path (origins maps field paths to where they came from)")
         return value
+
+    def _check_origins_set(self) -> None:
+        """An origin names where a value came from: a field left at its default, or derived, came from none."""
+        for key in self.origins:
+            node: Any = self
+            for part in key.split("."):
+                if isinstance(node, BaseModel):
+                    if part not in node.model_fields_set or key in self._derived:
+                        raise _field_error(f"origins.{key}", f"{key} is not set in this scenario (it holds its "
+                                           "default or a derived value), so nothing set it")  # fmt: skip
+                    node = getattr(node, part)
+                elif isinstance(node, list | tuple) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                elif isinstance(node, dict) and part in node:
+                    node = node[part]
+                else:
+                    raise _field_error(f"origins.{key}", f"{key} is not set in this scenario")
 
     @property
     def derived(self) -> tuple[str, ...]:
@@ -117,6 +137,7 @@ class Scenario(_Section):
     def _cross_check(self, info: ValidationInfo) -> Scenario:
         context = info.context if isinstance(info.context, dict) else {}
         self._derived = tuple(context.get("derived", ()))
+        self._check_origins_set()
         for check in context.get("checks", ()):  # the rules across sections, handed down by the loader
             check(self)
         return self

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import functools
 import operator
+import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, ValidationInfo, model_validator
 from pydantic.fields import FieldInfo
@@ -141,3 +142,33 @@ def _resolve_file(value: str | None, info: ValidationInfo) -> str | None:
     raise PydanticCustomError(
         "file_not_found", "file not found: {value} (looked in {where})", {"value": value, "where": where}
     )
+
+
+@functools.cache
+def model_paths(model: type[BaseModel]) -> frozenset[str]:
+    """Every valid dotted path in ``model``: sections and leaves, including every workload kind's fields.
+
+    List items are addressed without an index (``model.pools.name``).
+    """
+    paths: set[str] = set()
+
+    def walk(cls: type[BaseModel], prefix: str) -> None:
+        for name, info in cls.model_fields.items():
+            path = f"{prefix}{name}"
+            paths.add(path)
+            for sub in _models_in(info.annotation):
+                walk(sub, path + ".")
+
+    walk(model, "")
+    return frozenset(paths)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _models_in(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType, list, tuple):
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return []

@@ -735,15 +735,19 @@ def _tree_answers_or_one_line(fresh, capsys, text: str, command: str = "tree") -
 
 SGLANG_FLAGS = json.loads(resources.files("sim").joinpath("data", "sglang_flags.json").read_text())
 FLAG = st.sampled_from(sorted(SGLANG_FLAGS["launch_server"])) | st.sampled_from(sorted(_LAUNCH))  # mapped ones often
-BENCH_FLAG = st.sampled_from(sorted(SGLANG_FLAGS["bench_serving"]) + ["--num-clients", "--num-rounds", "--request-length"])
+BENCH_FLAG = st.sampled_from(sorted(SGLANG_FLAGS["bench_serving"]) + ["--num-clients", "--num-rounds", "--request-length",
+                                                                     "--policy", "--dp-aware"])  # fmt: skip
 FLAG_VALUE = st.sampled_from(["", "1", "0", "-1", "1e308", "nan", "x", "'", '"a', "8192", "100", "0.5", "{bad", "lpm",
-                              "true", "1" * 5000])  # fmt: skip
+                              "true", "1" * 5000, "1e5", "\\\n", "\\\r\n", "'a\nb'", "\n", "\r", "'\x1b[2J'",
+                              "'\u2028'"])  # fmt: skip
 
 
 @fuzz_settings(80)
 @given(flags=st.lists(st.tuples(FLAG, FLAG_VALUE), max_size=4),
        bench=st.lists(st.tuples(BENCH_FLAG, FLAG_VALUE), max_size=3),
-       client=st.sampled_from(["python -m sglang.bench_serving", "python bench_multiturn.py --disable-auto-run"]))
+       client=st.sampled_from(["python -m sglang.bench_serving", "python bench_multiturn.py --disable-auto-run",
+                               "python -m sglang_router.launch_router --policy consistent_hashing --policy",
+                               "python -m sglang_router.launch_routr", "python -m sglang.bench_servin"]))
 def test_any_sglang_command_gives_a_whole_scenario_or_one_line(fresh, capsys, rss, flags, bench, client):
     d = fresh()
     launch = "python -m sglang.launch_server --model-path Qwen/Qwen3-14B " + " ".join(f"{f} {v}" for f, v in flags)
@@ -754,3 +758,88 @@ def test_any_sglang_command_gives_a_whole_scenario_or_one_line(fresh, capsys, rs
             outputs=[out])  # fmt: skip
     if out.exists():
         command(["validate", str(out)], capsys, origins=[str(out)])
+
+
+# ------------------------------------------------------------------------------------ server logs
+
+
+LOGS = Path(__file__).parents[2] / "data" / "server_logs"
+LOG_LAUNCHES = {  # each fixture with the launch it is from, and each with the other's
+    "qwen3-14b_a10_tp2_hicache.log": "python -m sglang.launch_server --model-path Qwen/Qwen3-14B --tp-size 2 "
+                                     "--enable-hierarchical-cache --hicache-ratio 2",
+    "deepseek-v4-pro_h200_tp8_hicache.log": "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro "
+                                            "--tp-size 8 --enable-hierarchical-cache --hicache-ratio 2",
+}  # fmt: skip
+LOG_NUMBERS = st.sampled_from(["0", "-1", "3.2768e6", "3,276,800", "3276800.5", "28.7.5", "1" * 400, "1e999", "nan",
+                               "x", "2", "99999999"])  # fmt: skip
+LOG_WRAPS = st.sampled_from(["{}", "2026-03-02T10:14:05+0000 node python3[1]: {}", "2026-03-02T10:14:05.1Z {}",
+                             "[pod/sglang-0/server] {}", "\x1b[32m{}\x1b[0m", "{}\r"])  # fmt: skip
+
+
+@st.composite
+def server_logs(draw) -> tuple[str, str]:
+    """(launch, log text): a fixture's lines, some numbers replaced, some lines repeated, dropped or given
+    another rank, each line wrapped as an operator's tool holds it; with its own launch or the other's."""
+    import re
+
+    name = draw(st.sampled_from(sorted(LOG_LAUNCHES)))
+    lines = (LOGS / name).read_text().splitlines()
+    out = []
+    for line in lines:
+        if draw(st.integers(0, 9)) == 0:
+            continue
+        if draw(st.integers(0, 3)) == 0:
+            spans = [m.span() for m in re.finditer(r"\d[\d.]*", line)]
+            a, b = draw(st.sampled_from(spans))
+            line = line[:a] + draw(LOG_NUMBERS) + line[b:]
+        if draw(st.integers(0, 9)) == 0:
+            line = line.replace("TP0", draw(st.sampled_from(["TP1", "TP9", "DP3 TP0"])))
+        out += [draw(LOG_WRAPS).format(line)] * draw(st.sampled_from([1, 1, 1, 2]))
+    launch = LOG_LAUNCHES[draw(st.sampled_from([name, name, *sorted(LOG_LAUNCHES)]))]
+    return launch, "\n".join(out) + "\n"
+
+
+@fuzz_settings(60)
+@given(case=server_logs())
+def test_any_server_log_gives_a_scenario_that_validates_or_one_line(fresh, capsys, rss, case):
+    d = fresh()
+    launch, text = case
+    log, out = d / "server.log", d / "m.yaml"
+    log.write_text(text)
+    gpu = "H200" if "V4" in launch else "A10"
+    argv = ["scenario", "from-sglang", "--gpu", gpu, "--host-mem-gb", "4000", "--launch", launch,
+            "--server-log", str(log), "--out", str(out)]  # fmt: skip
+    command(argv, capsys, origins=[str(log), "--launch", "--server-log", "--hicache-ratio"], outputs=[out])
+    if out.exists():
+        command(["validate", str(out)], capsys, origins=[str(out)])
+
+
+# ------------------------------------------------------------------------------------ origins
+
+
+def _field_path_list() -> list[str]:
+    from sim.scenario.load import field_paths
+
+    return sorted(field_paths())
+
+
+ORIGIN_KEYS = st.sampled_from(_field_path_list()) | st.builds(
+    lambda p, tail: f"{p}.{tail}", st.sampled_from(_field_path_list()), st.sampled_from(["0", "x", "0.name", ""]))
+ORIGIN_TEXT = st.text(st.sampled_from("ab:-\n\r\x1b[2J\u2028\x85 "), max_size=20)
+
+
+@fuzz_settings(60)
+@given(origins=st.dictionaries(ORIGIN_KEYS, ORIGIN_TEXT, max_size=3))
+def test_any_origins_give_a_validated_summary_on_its_own_lines_or_one_line(fresh, capsys, rss, origins):
+    d = fresh()
+    doc = yaml.safe_load(TINY)
+    doc["origins"] = origins
+    path = d / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    bare = d / "bare.yaml"
+    bare.write_text(TINY)
+    if command(["validate", str(path)], capsys, origins=[str(path)]) == 0:
+        main(["validate", str(path)])
+        out = capsys.readouterr().out
+        main(["validate", str(bare)])
+        assert "\x1b" not in out and len(out.splitlines()) == len(capsys.readouterr().out.splitlines())

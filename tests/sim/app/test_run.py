@@ -146,7 +146,7 @@ def test_check_startable_reads_what_a_run_reads_at_start(tmp_path):
                    '{"timestamp": NaN, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]}\n')  # fmt: skip
     from sim.base.errors import InputError
 
-    with pytest.raises(InputError, match="t.jsonl:2: NaN"):
+    with pytest.raises(InputError, match="t.jsonl:2: timestamp: NaN"):
         check_startable(scenario(workload={"kind": "trace", "path": str(bad)}))
 
 

@@ -234,13 +234,13 @@ class TestFailedPoints:
         err = capsys.readouterr().err
         errors = [line for line in err.strip().splitlines() if not line.startswith("hicache-sim: note:")]
         assert code == 2 and len(errors) == 1 and "2 of 2 points failed" in errors[0]  # (and a note: seeds of a trace)
-        assert "a.jsonl:2: NaN" in err
+        assert "a.jsonl:2: timestamp: NaN" in err
         assert pd.read_parquet(tmp_path / "o" / "sweep.parquet")["status"].tolist() == ["failed", "failed"]
 
     def test_an_error_every_point_would_hit_is_caught_before_anything_runs(self, tmp_path, capsys):
         _trace(tmp_path / "a.jsonl", bad_second_line=True)
         code = main(["sweep", str(_trace_scenario(tmp_path)), "--grid", "seed=1,2", "--out", str(tmp_path / "o")])
-        assert code == 2 and "a.jsonl:2: NaN" in capsys.readouterr().err
+        assert code == 2 and "a.jsonl:2: timestamp: NaN" in capsys.readouterr().err
         assert not (tmp_path / "o").exists()
 
 

@@ -257,3 +257,34 @@ def test_v41_on_the_unified_layout_is_refused_naming_the_field():
     doc = {"name": "v41", "model": {"name": "deepseek-v4.1-flash", "kv_layout": "unified"}, "hardware": {"gpu": "MI355X"}}
     with pytest.raises(InputError, match="model.kv_layout: .*DeepSeek-V4.1 does not support the unified KV layout"):
         scenario_from_dict(doc)
+
+
+@pytest.mark.parametrize("launch, log, gpu, message", [
+    (QWEN, V4_LOG, "H200", r"deepseek-v4-pro_h200_tp8_hicache.log:1: the log says DeepSeek V4's pools .* but "
+                           r"--model-path is a Qwen3ForCausalLM"),
+    (V4, QWEN_LOG, "H200", r"qwen3-14b_a10_tp2_hicache.log:1: the log says the model is Qwen3ForCausalLM, but "
+                           r"--model-path is a DeepseekV4ForCausalLM"),
+    (QWEN.replace("--tp-size 2", "--tp-size 1"), QWEN_LOG, "A10", r"\.log:6: the log says rank TP1, but --tp-size 1"),
+    (QWEN.replace(" --enable-hierarchical-cache --hicache-ratio 2", ""), QWEN_LOG, "A10",
+     r"\.log:4: the log says host pools allocated \(HiCache on\), but no --enable-hierarchical-cache"),
+    (QWEN + " --page-size 64", QWEN_LOG, "A10", r"\.log:4: .*82,567 tokens \(not whole pages\), but --page-size 64"),
+])  # fmt: skip
+def test_a_log_from_another_server_than_the_launch_is_refused_naming_the_line_and_the_flag(launch, log, gpu, message):
+    with pytest.raises(InputError, match=message):
+        from_sglang(launch, gpu=gpu, server_log=log)
+
+
+def test_the_logged_launch_must_be_the_launch(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2026-03-02 10:14:00] server_args={'model_path': 'Qwen/Qwen3-14B', 'tp_size': 4, 'dp_size': 1, "
+                   "'page_size': 1, 'enable_hierarchical_cache': True}\n" + Path(QWEN_LOG).read_text())
+    with pytest.raises(InputError, match=r"server.log:1: the log says server_args tp_size=4, but --tp-size 2"):
+        from_sglang(QWEN, gpu="A10", server_log=str(log))
+
+
+def test_a_rocm_pool_refused_without_its_log_says_it_is_derived_how_far_off_and_what_settles_it():
+    env = "SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton "
+    with pytest.raises(InputError) as exc:
+        from_sglang(env + ROCM, gpu="MI355X", host_mem_gb=2960).check()
+    text = str(exc.value)
+    assert "derived from hardware.kv_mem_gb" in text and "about 2x over" in text and "--server-log" in text

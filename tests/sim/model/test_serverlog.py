@@ -80,3 +80,85 @@ def test_a_file_without_the_startup_summary_is_refused_naming_it(tmp_path):
     path.write_text("[2026-01-01 00:00:00] Prefill batch. #new-seq: 1, #new-token: 128\n")
     with pytest.raises(InputError, match=r"client\.log: no SGLang startup summary"):
         read_server_log(path)
+
+
+SUMMARY = ("max_total_num_tokens={n}, chunked_prefill_size=4096, max_prefill_tokens=16384, "
+           "max_running_requests=2048, context_len=40960, available_gpu_mem=3.71 GB")  # fmt: skip
+
+
+@pytest.mark.parametrize("written, value", [("3276800", 3276800), ("3,276,800", 3276800), ("3.2768e6", 3276800)])
+def test_a_count_is_read_whole_by_the_number_rule(written, value):
+    log = parse_server_log(f"[2026-01-01 00:00:00 TP0] {SUMMARY.format(n=written)}\n")
+    assert log.get("max_total_num_tokens") == value
+
+
+@pytest.mark.parametrize("written, problem", [
+    ("3276800.5", "not a whole number"), ("1" * 400, "out of range"), ("28.7.5", "not a number"),
+    ("-5", "never empty"), ("0", "never empty"),
+])  # fmt: skip
+def test_a_count_the_rule_refuses_is_one_line_naming_the_log_line(written, problem):
+    with pytest.raises(InputError, match=rf"^log:2: max_total_num_tokens[:=].*{problem}"):
+        parse_server_log(f"\n[2026-01-01 00:00:00 TP0] {SUMMARY.format(n=written)}\n", "log")
+
+
+def test_a_malformed_gb_is_one_line_naming_its_pool():
+    line = V4.read_text().splitlines()[4].replace("23.39 GB", "28.7.5 GB")
+    with pytest.raises(InputError, match=r"^log:1: host pool 'swa' GB: '28.7.5' is not a number"):
+        parse_server_log(line + "\n", "log")
+
+
+QWEN_TEXT = QWEN.read_text()
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda line: f"2026-03-02T10:14:05+0000 gpu-node-3 python3[21873]: {line}",  # journalctl -o short-iso
+    lambda line: f"2026-03-02T10:14:05.123456789Z {line}",  # docker logs -t
+    lambda line: f"[pod/sglang-0/server] {line}",  # kubectl logs --prefix
+    lambda line: f"\x1b[32m{line[:26]}\x1b[0m{line[26:]}\x1b[0m",  # ANSI colours
+])  # fmt: skip
+def test_a_log_as_operators_hold_it_reads_as_the_bare_one(tmp_path, wrap):
+    path = tmp_path / "server.log"
+    path.write_text("".join(wrap(line) + "\n" for line in QWEN_TEXT.splitlines()))
+    held, bare = read_server_log(path), read_server_log(QWEN)
+    assert (held.values, held.host_kv_tokens, held.architecture, held.ranks) == (
+        bare.values, bare.host_kv_tokens, bare.architecture, bare.ranks)
+
+
+def test_a_log_past_the_whole_file_bound_is_streamed(tmp_path):
+    from sim.base.inputs import MAX_FILE_BYTES
+
+    path = tmp_path / "long.log"
+    noise = "[2026-03-02 10:20:00 TP0] Decode batch. #running-req: 12, #token: 40000, token usage: 0.97\n"
+    with open(path, "w") as fh:
+        fh.write(QWEN_TEXT)
+        fh.write(noise * (MAX_FILE_BYTES // len(noise) + 10))
+    assert read_server_log(path).get("max_total_num_tokens") == 41283
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t + t.splitlines()[4] + "\n", r":7: a second startup in one file: the scheduler's summary again from TP0 "
+                                             r"\(first at line 5\)"),
+    (lambda t: t.replace("TP1] max_total_num_tokens=41283", "TP1] max_total_num_tokens=41000"),
+     r":6: max_total_num_tokens=41000 from TP1 disagrees with 41283 at line 5"),
+    (lambda t: t.replace("82567 tokens", "0 tokens"), r":4: a host KV pool of 0 tokens"),
+])  # fmt: skip
+def test_a_log_that_contradicts_itself_is_refused_naming_the_line(tmp_path, edit, message):
+    path = tmp_path / "server.log"
+    path.write_text(edit(QWEN_TEXT))
+    with pytest.raises(InputError, match=message):
+        read_server_log(path)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("full=3276800,", "full=3000000,", r":11: max_total_num_tokens=3276800 is more than DSV4 pool sizes' full=3000000"),
+    ("swa=327680,", "swa=0,", r":3: dsv4_swa_tokens=0: a pool the server allocates is never empty"),
+    ("28.75 GB", "2.75 GB", r":6: host pool 'deepseek_v4_c4': 2.75 GB logged, but layers x pages x bytes = 28.75"),
+    ("pages=25600, item_bytes=37440", "pages=0, item_bytes=37440", r":6: host pool 'deepseek_v4_c4' of 0 pages"),
+])  # fmt: skip
+def test_a_v4_log_that_contradicts_itself_is_refused_naming_the_line(tmp_path, old, new, message):
+    path = tmp_path / "server.log"
+    text = V4.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(InputError, match=message):
+        read_server_log(path)

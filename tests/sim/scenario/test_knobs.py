@@ -24,6 +24,10 @@ def sc(path, *sets):
     ("hicache.write_policy", QUICK, ["hicache.enabled=false"], "no L2"),
     ("hicache.load_back_threshold", QUICK, [], "window pools always load"),
     ("hisparse.top_k", QUICK, [], "HiSparse is off"),
+    ("scheduler.tbo_token_distribution_threshold", QUICK, [], "two-batch overlap is off"),
+    ("scheduler.prefill_delayer_max_delay_passes", QUICK, [], "the prefill delayer is off"),
+    ("scheduler.prefill_delayer_token_usage_low_watermark", QUICK, [], "the prefill delayer is off"),
+    ("hardware.pinnable_gb", QUICK, ["hicache.enabled=false"], "no L2"),
 ])
 def test_a_knob_that_cannot_act_says_why(key, path, sets, says):
     assert says in why_inert(key, sc(path, *sets))
@@ -36,9 +40,18 @@ def test_a_knob_that_cannot_act_says_why(key, path, sets, says):
     ("hicache.swa_full_tokens_ratio", QUICK),  # V4's device SWA pool, L2 or not
     ("hisparse.enabled", QUICK),
     ("workload.num_clients", QUICK),
+    ("hardware.pinnable_gb", QUICK),
 ])
 def test_a_knob_that_acts_gets_no_note(key, path):
     assert why_inert(key, sc(path)) is None
+
+
+@pytest.mark.parametrize("key, switch", [
+    ("scheduler.prefill_delayer_max_delay_passes", "scheduler.enable_prefill_delayer=true"),
+    ("scheduler.tbo_token_distribution_threshold", "scheduler.enable_two_batch_overlap=true"),
+])  # fmt: skip
+def test_a_knob_whose_switch_is_on_gets_no_note(key, switch):
+    assert why_inert(key, sc("scenarios/dsv4_flash_dp_mtp.yaml", switch)) is None  # DP attention: TBO may run
 
 
 def test_a_grid_says_at_how_many_points_the_knob_is_idle():
