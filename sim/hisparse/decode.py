@@ -38,8 +38,9 @@ from sim.hisparse.buffer import (
     simulate_hisparse,
 )
 from sim.hisparse.topk import ParametricAccess, ParametricAccessParams, TraceAccess, load_topk_trace
-from sim.model.compute import Roofline, step_model
+from sim.model.compute import Roofline
 from sim.model.costs import CostTable
+from sim.model.pricing import step_model
 from sim.serve.metrics import Recorder, percentiles
 from sim.workload.request import Request
 
@@ -260,7 +261,7 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
                progress=None, rec: Recorder | None = None, expert_dtype: str | None = None) -> DecodeRun:  # fmt: skip
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
     ``rec`` is the recorder to fill (one with a sink streams per-request records); ``expert_dtype``: the routed
-    experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`)."""
+    experts' dtype the step-time backend prices (:func:`sim.model.pricing.step_model`)."""
     roofline = Roofline.from_scenario(sc, costs.compute_params)
     steps = step_model(sc, costs.compute_params, expert_dtype)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)

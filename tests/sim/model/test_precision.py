@@ -41,7 +41,7 @@ def test_validate_says_what_auto_chose(tmp_path):
 def test_the_kernel_backend_prices_the_experts_at_the_resolved_dtype_not_the_model_name_s():
     # The bundled V4-Flash config is the FP8 checkpoint's: memory sizes fp8 experts, and so do the kernels,
     # where the name alone would take the MXFP4 checkpoint's (which H200's tables have no MoE rows for).
-    from sim.model.compute import step_model
+    from sim.model.pricing import step_model
     from sim.scenario.resolve import resolve
 
     sc = scenario_from_dict({"name": "f", "model": {"name": "DeepSeek-V4-Flash", "config": "deepseek-v4-flash"},
