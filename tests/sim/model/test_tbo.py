@@ -67,7 +67,7 @@ class TestSaving:
         from sim.model.pricing import step_model
         from sim.scenario.load import load_scenario
 
-        sc = load_scenario("scenarios/dsv4_flash_dp_mtp.yaml")
+        sc = load_scenario("scenarios/dsv4_flash_dp_mtp.yaml", ["compute.backend=roofline"])  # auto: the kernels
         assert tbo_saving(step_model(sc), 8192, attention_pairs(8192, 0), 1, 0.48) == 0.0
 
     def test_an_unsplittable_pass_saves_nothing(self):
