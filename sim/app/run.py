@@ -485,7 +485,8 @@ def _pricer_summary(sc: Scenario, sim: Simulation) -> dict:
     values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
     origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
               for k in values}  # fmt: skip
-    guessed = sc.hardware.gpu is not None and "spec-derived estimate" in origin.values()
+    # auto found no measured path (kernels, a transfer or a fit) for a named GPU: its roofline is a guess
+    guessed = sc.hardware.gpu is not None and r.why.startswith("auto:") and "spec-derived estimate" in origin.values()
     return {"backend": "roofline", **values, "origin": origin, "chosen": r.why,
             "fit_source": sim.costs.compute.get("source") if fitted else None,
             **({"warning": UNMEASURED_ROOFLINE_WARNING.format(gpu=sc.hardware.gpu)} if guessed else {})}
