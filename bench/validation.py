@@ -10,8 +10,10 @@ covers (``docs/notes/validation_covered_gpus.md``), is printed as measured / sim
 ON/OFF ratios a user decides on. Each number is simulated three times: with the spec-derived roofline, with
 the one global compute calibration of its GPU (``CALIBRATIONS``: a cost table whose compute section
 ``hicache-sim calibrate compute`` fitted to the points named there; a GPU without one keeps the spec), and
-with ``compute.backend: aiconfigurator`` where the database covers the GPU and model (the aic extra; a run
-it does not cover is shown as such, never priced by a fallback). ``MECHANISMS`` says why each number the
+with ``compute.backend: aiconfigurator``: the database's kernels where it covers the GPU and model, else the
+nearest measured GPU's carried over by the datasheets (``sim/model/transfer.py``: H20 on H100's); a run no
+measured GPU prices is shown as such, never priced by a fallback. The two roofline columns pin
+``compute.backend=roofline`` (the default, ``auto``, would take the kernels). ``MECHANISMS`` says why each number the
 measured kernels miss by more than 15% misses, or that it is not pinned down.
 Below the table, the what-ifs of ``SENSITIVITY`` (a setting the commands imply but from-sglang cannot know, such
 as an older SGLang's defaults) are shown beside the generated run, never in its error columns.
@@ -276,6 +278,9 @@ SENSITIVITY = [
 ]
 
 
+ROOFLINE = ["compute.backend=roofline"]  # the roofline columns' backend, named: auto would take the kernels
+
+
 def conversion(name: str):
     """The scenario ``name`` as its published commands (and the settings they cannot carry) generate it."""
     launch, benches, gpu, extra = SCENARIOS[name]
@@ -371,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds_only:
         return _emit(_rounds(), args.markdown)
     tables = {gpu: load_cost_table(path) for gpu, path in CALIBRATIONS.items()}
-    spec, walls = _run_all({})
-    calibrated, _ = _run_all(tables)
+    spec, walls = _run_all({}, overrides=ROOFLINE)
+    calibrated, _ = _run_all(tables, overrides=ROOFLINE)
     uncovered: dict[str, str] = {}
     measured_kernels, _ = _run_all({}, overrides=["compute.backend=aiconfigurator"], uncovered=uncovered)
     head = ("| {} | measured | roofline (spec) | error | roofline (calibrated) | error | aiconfigurator | error |",
@@ -405,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                      and SCENARIOS[_scenario_of(label)][3].get("accept_length") == 1.0 else "") + " |"
                   for label, err in misses]  # fmt: skip
     for title, overrides, names in SENSITIVITY:
-        alt, _ = _run_all(tables, names, overrides)
+        alt, _ = _run_all(tables, names, [*ROOFLINE, *overrides])
         lines += ["", f"| {title} | measured | simulated (as generated) | error | simulated ({', '.join(overrides)}) | error |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         alt_values = {}
