@@ -209,6 +209,12 @@ MECHANISMS = {
     "(and the draft's extend) is 138 ms over the measured first token; its GLM-5.2 (DSA) attention module and "
     "MoE rows are what price it (no scheduler overhead is added on this backend)",
 }
+# M1 on the aiconfigurator column is a transfer (the H20 has no tables): one mechanism for all its rows.
+MECHANISMS["M1-"] = (
+    "a transfer, not H20 kernels: H100's measured per-op times carried to the H20 by the datasheets "
+    "(sim/model/transfer.py); its prefill ops keep H100's fraction of peak over a 6.7x smaller FLOP peak, about half "
+    "the measured prefill rate (M1-B OFF input tok/s), which the TTFT, duration and throughput rows inherit; decode "
+    "rides HBM bandwidth (the TPOT rows). The calibrated column is the H20's own fit")
 RATIOS = [  # (label, numerator, denominator): ON/OFF as a user compares them
     *[(f"M1-A c{c} ON/OFF total tok/s", f"M1-A c{c} ON total tok/s", f"M1-A c{c} OFF total tok/s")
       for c, _ in M1A_STEPS],
