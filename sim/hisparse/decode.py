@@ -262,8 +262,8 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
     ``rec`` is the recorder to fill (one with a sink streams per-request records); ``expert_dtype``: the routed
     experts' dtype the step-time backend prices (:func:`sim.model.pricing.step_model`)."""
-    roofline = Roofline.from_scenario(sc, costs.compute_params)
     steps = step_model(sc, costs.compute_params, expert_dtype)
+    roofline = Roofline.from_scenario(sc, costs.compute_params, why=steps.why)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
     hs_cfg = HiSparseConfig(device_buffer_size=h.device_buffer_size, top_k=sc.hisparse_top_k, policy=h.policy,
@@ -322,7 +322,8 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
         "model": sc.model.name,
         "role": "decode",
         "compute": dec.steps.describe() if dec.steps is not None else {
-            "backend": "roofline", "mbu": dec.roofline.mbu, "step_overhead_ms": dec.roofline.overhead_s * 1e3},
+            "backend": "roofline", "mbu": dec.roofline.mbu, "step_overhead_ms": dec.roofline.overhead_s * 1e3,
+            "chosen": dec.roofline.why},
         "simulated_s": horizon,
         "requests": {"arrived": arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": arrived - rec.n_finished - sum(dropped.values())},  # fmt: skip
