@@ -121,3 +121,13 @@ def test_validate_says_what_v4_pro_on_mi355x_was_transferred_from(tmp_path):
                     "hicache: {enabled: false}\n")  # fmt: skip
     assert ("aiconfigurator (measured SGLang kernels), MI355X: B300 kernel efficiencies, scaled by datasheet FLOPs"
             in validate_file(path))  # fmt: skip
+
+
+def test_gb300_prices_on_its_own_tables(tmp_path):
+    # aiconfigurator-core 0.12.0 names the Grace-Blackwell trays gb200 and gb300 (systems/gb200.yaml, gb300.yaml)
+    from sim.model.pricing import step_model
+
+    sc = scenario_from_dict({"name": "g", "model": "deepseek-ai/DeepSeek-V4-Pro", "hicache": {"enabled": False},
+                             "hardware": {"gpu": "GB300", "tp_size": 8}})  # fmt: skip
+    steps = step_model(sc)
+    assert steps.setup.system == "gb300" and steps.transfer is None
