@@ -123,7 +123,7 @@ def test_validate_says_what_v4_pro_on_mi355x_was_transferred_from(tmp_path):
             in validate_file(path))  # fmt: skip
 
 
-def test_gb300_prices_on_its_own_tables(tmp_path):
+def test_gb300_prices_on_its_own_tables():
     # aiconfigurator-core 0.12.0 names the Grace-Blackwell trays gb200 and gb300 (systems/gb200.yaml, gb300.yaml)
     from sim.model.pricing import step_model
 
