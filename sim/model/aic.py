@@ -255,11 +255,12 @@ def _gemm_dtype(sc) -> str | None:
 
 def _refused(sc, setup: _Setup, exc: Exception) -> InputError:
     what = "model.expert_dtype" if getattr(sc.model, "expert_dtype", "auto") != "auto" else "model.name"
+    fp8 = shipped_id(f"sgl-project/{setup.model.split('/')[-1]}-FP8") or "sgl-project/DeepSeek-V4-Flash-FP8"
     return InputError(f"{what}: aiconfigurator-core {_version()} cannot price {setup.model} on "
                       f"{setup.system} (SGLang {SGLANG_VERSION}, tp {setup.tp}, moe quant "
                       f"{setup.moe_quant or 'as the checkpoint'}): {_first_line(exc)}"
                       + ("; its tables price MXFP4 experts on Blackwell only (B200, B300): on Hopper price "
-                         "the FP8 checkpoint (model: sgl-project/DeepSeek-V4-Flash-FP8, or model.expert_dtype: fp8 "
+                         f"the FP8 checkpoint (model: {fp8}, or model.expert_dtype: fp8 "
                          "with a model.config)" if "fp4" in str(exc) and setup.system.startswith("h")
                          else ""))  # fmt: skip
 
