@@ -113,14 +113,15 @@ class TestAutoChooses:
         assert name == "roofline" and "cannot price deepseek-ai/DeepSeek-V4-Flash on h200_sxm" in why
 
 
-def test_validate_says_what_v4_pro_on_mi355x_was_transferred_from(tmp_path):
+@pytest.mark.parametrize(("model", "gpu", "reference"), [("deepseek-ai/DeepSeek-V4-Pro", "MI355X", "B300"),
+                                                       ("sgl-project/DeepSeek-V4-Flash-FP8", "H20", "H100")])  # fmt: skip
+def test_validate_says_what_a_gpu_without_tables_was_transferred_from(tmp_path, model, gpu, reference):
     from sim.scenario.validate import validate_file
 
     path = tmp_path / "p.yaml"
-    path.write_text("name: p\nmodel: deepseek-ai/DeepSeek-V4-Pro\nhardware: {gpu: MI355X, tp_size: 8}\n"
-                    "hicache: {enabled: false}\n")  # fmt: skip
-    assert ("aiconfigurator (measured SGLang kernels), MI355X: B300 kernel efficiencies, scaled by datasheet FLOPs"
-            in validate_file(path))  # fmt: skip
+    path.write_text(f"name: p\nmodel: {model}\nhardware: {{gpu: {gpu}, tp_size: 8}}\nhicache: {{enabled: false}}\n")
+    assert (f"aiconfigurator (measured SGLang kernels), {gpu}: {reference} kernel efficiencies, scaled by datasheet "
+            "FLOPs" in validate_file(path))  # fmt: skip
 
 
 def test_gb300_prices_on_its_own_tables():
