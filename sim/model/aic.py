@@ -79,7 +79,7 @@ def _package_dir() -> Path | None:
 
 @cache
 def shipped_models() -> dict[str, Path]:
-    """Hugging Face ids aiconfigurator-core ships a config.json for (none without the extra), found on disk
+    """Hugging Face ids aiconfigurator-core ships a config.json for (none where it is not installed), found on disk
     without loading the extension."""
     root = _package_dir()
     if root is None:

@@ -103,7 +103,7 @@ class ModelConfig(_Section):
     """
 
     name: str = Field(description=f"Catalog name ({', '.join(CATALOG_MODELS)}), a Hugging Face id whose config "
-                      "aiconfigurator-core ships (deepseek-ai/DeepSeek-V4-Pro; the aic extra), or, with pools or "
+                      "aiconfigurator-core ships (deepseek-ai/DeepSeek-V4-Pro), or, with pools or "
                       "config, any label.")
     config: str | None = Field(
         None,
