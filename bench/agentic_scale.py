@@ -3,7 +3,7 @@ scheduler rule changes.
 
     python bench/agentic_scale.py [--lanes 128 192 256] [--seeds 1 2 3] [--hicache off on] [--duration 3600]
         [--router consistent_hashing|round_robin] [--delayer] [--recipe] [--warmup-grace S] [--csv OUT.csv]
-        [--build-dir DIR | --no-compiled] [--timeout 600]
+        [--backend auto|aiconfigurator|roofline] [--build-dir DIR | --no-compiled] [--timeout 600]
 
 The shape of InferenceX's AgentX runs of DeepSeek-V4-Pro, set up by ``scenario from-sglang`` from the command
 lines alone, no hand edit: the launch (``LAUNCH``: one B300 TP8 node with DP attention, 8 ranks, HiCache at host
@@ -15,8 +15,8 @@ closed-loop lanes replaying ``--public-dataset semianalysis_cc_traces_weka_06212
 server (``ROUTER``: ``--policy consistent_hashing --dp-aware``, or ``round_robin``), for ``--duration`` seconds of
 measured phase. Each case runs in a process of its own, so its peak RSS (``VmHWM``) is its own, in a copy of this
 tree compiled with mypyc (``sim.base.compiled``; ``--build-dir DIR`` keeps the build for the next invocation,
-rebuilt when ``sim/`` changed; ``--no-compiled`` runs pure Python). The figures are the simulator's (spec-derived
-B300 roofline), printed with the wall time, the calls sent and measured, AgentX's tok/s/GPU, TTFT p50 / p99 and
+rebuilt when ``sim/`` changed; ``--no-compiled`` runs pure Python). The figures are the simulator's, on
+``--backend`` (``compute.backend``; the default, auto: B300's measured kernels), printed with the wall time, the calls sent and measured, AgentX's tok/s/GPU, TTFT p50 / p99 and
 the hit rates; ``--csv`` appends one row a case.
 """
 
@@ -82,9 +82,10 @@ def one(case: dict) -> dict:
     from sim.interop.fromsglang import from_sglang
     from sim.scenario.load import scenario_from_dict
 
-    launch, benches = commands(**case)
+    launch, benches = commands(**{k: v for k, v in case.items() if k != "backend"})
     start = time.perf_counter()
     conv = from_sglang(launch, benches, gpu="b300")
+    conv.scenario["compute"] = {**conv.scenario.get("compute", {}), "backend": case.get("backend", "auto")}
     result = run_scenario(scenario_from_dict(conv.scenario, source="bench"))
     client, df = result.summary["client"], result.requests
     ttft = df.loc[df["arrival_s"] >= client["measured_from_s"], "ttft_s"].to_numpy(float)
@@ -165,6 +166,8 @@ def main() -> None:
     ap.add_argument("--delayer", action="store_true", help="launch with --enable-prefill-delayer")
     ap.add_argument("--recipe", action="store_true", help="InferenceX's published launch (RECIPE) instead of LAUNCH")
     ap.add_argument("--warmup-grace", type=float, help="aiperf's --agentic-warmup-grace-period, s (unset: wait)")
+    ap.add_argument("--backend", choices=("auto", "aiconfigurator", "roofline"), default="auto",
+                    help="compute.backend: what prices the passes (auto: B300's measured kernels)")
     ap.add_argument("--csv", type=Path, help="append one row a case to this CSV")
     ap.add_argument("--build-dir", type=Path, help="keep the compiled build here and reuse it while sim/ is unchanged")
     ap.add_argument("--no-compiled", dest="compiled", action="store_false", help="run this tree, pure Python")
@@ -182,7 +185,7 @@ def main() -> None:
             for mode in a.hicache:
                 case = {"lanes": lanes, "sessions": a.sessions, "duration": a.duration, "seed": seed,
                         "hicache": mode == "on", "router": a.router, "delayer": a.delayer or a.recipe, "recipe": a.recipe,
-                        "warmup_grace": a.warmup_grace}  # fmt: skip
+                        "warmup_grace": a.warmup_grace, "backend": a.backend}  # fmt: skip
                 r = run_case(tree, case, a.timeout)
                 print(show(case, r), flush=True)
                 if a.csv:

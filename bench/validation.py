@@ -10,8 +10,10 @@ covers (``docs/notes/validation_covered_gpus.md``), is printed as measured / sim
 ON/OFF ratios a user decides on. Each number is simulated three times: with the spec-derived roofline, with
 the one global compute calibration of its GPU (``CALIBRATIONS``: a cost table whose compute section
 ``hicache-sim calibrate compute`` fitted to the points named there; a GPU without one keeps the spec), and
-with ``compute.backend: aiconfigurator`` where the database covers the GPU and model (the aic extra; a run
-it does not cover is shown as such, never priced by a fallback). ``MECHANISMS`` says why each number the
+with ``compute.backend: aiconfigurator``: the database's kernels where it covers the GPU and model, else the
+nearest measured GPU's carried over by the datasheets (``sim/model/transfer.py``: H20 on H100's); a run no
+measured GPU prices is shown as such, never priced by a fallback. The two roofline columns pin
+``compute.backend=roofline`` (the default, ``auto``, would take the kernels). ``MECHANISMS`` says why each number the
 measured kernels miss by more than 15% misses, or that it is not pinned down.
 Below the table, the what-ifs of ``SENSITIVITY`` (a setting the commands imply but from-sglang cannot know, such
 as an older SGLang's defaults) are shown beside the generated run, never in its error columns.
@@ -204,6 +206,12 @@ MECHANISMS = {
     "modelled) are 32 ms under the measured P50 first token, and SGLang's path spends nothing else above a "
     "millisecond outside the passes (docs/notes/request_path.md); left: the estimator's V4 prefill itself",
 }
+# M1 on the aiconfigurator column is a transfer (the H20 has no tables): one mechanism for all its rows.
+MECHANISMS["M1-"] = (
+    "a transfer, not H20 kernels: H100's measured per-op times carried to the H20 by the datasheets "
+    "(sim/model/transfer.py); its prefill ops keep H100's fraction of peak over a 6.7x smaller FLOP peak, about half "
+    "the measured prefill rate (M1-B OFF input tok/s), which the TTFT, duration and throughput rows inherit; decode "
+    "rides HBM bandwidth (the TPOT rows). The calibrated column is the H20's own fit")
 RATIOS = [  # (label, numerator, denominator): ON/OFF as a user compares them
     *[(f"M1-A c{c} ON/OFF total tok/s", f"M1-A c{c} ON total tok/s", f"M1-A c{c} OFF total tok/s")
       for c, _ in M1A_STEPS],
@@ -271,6 +279,9 @@ SENSITIVITY = [
     # Without the overlap scheduler's late first tokens (--disable-overlap-schedule): what the ON rows owe to it.
     ("M1-A without the overlap scheduler", ["scheduler.overlap_schedule=false"], ["m1a_on", "m1a_off"]),
 ]
+
+
+ROOFLINE = ["compute.backend=roofline"]  # the roofline columns' backend, named: auto would take the kernels
 
 
 def conversion(name: str):
@@ -368,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds_only:
         return _emit(_rounds(), args.markdown)
     tables = {gpu: load_cost_table(path) for gpu, path in CALIBRATIONS.items()}
-    spec, walls = _run_all({})
-    calibrated, _ = _run_all(tables)
+    spec, walls = _run_all({}, overrides=ROOFLINE)
+    calibrated, _ = _run_all(tables, overrides=ROOFLINE)
     uncovered: dict[str, str] = {}
     measured_kernels, _ = _run_all({}, overrides=["compute.backend=aiconfigurator"], uncovered=uncovered)
     head = ("| {} | measured | roofline (spec) | error | roofline (calibrated) | error | aiconfigurator | error |",
@@ -402,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                      and SCENARIOS[_scenario_of(label)][3].get("accept_length") == 1.0 else "") + " |"
                   for label, err in misses]  # fmt: skip
     for title, overrides, names in SENSITIVITY:
-        alt, _ = _run_all(tables, names, overrides)
+        alt, _ = _run_all(tables, names, [*ROOFLINE, *overrides])
         lines += ["", f"| {title} | measured | simulated (as generated) | error | simulated ({', '.join(overrides)}) | error |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         alt_values = {}

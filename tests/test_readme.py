@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SETUP = 'pip install -e . && hicache-sim run scenarios/quickstart.yaml'
-TESTS = 'pip install "torch==2.13.0" -e ".[dev,gpu,aic]" && python -m pytest'
+TESTS = 'pip install "torch==2.13.0" -e ".[dev,gpu]" && python -m pytest'
 # Commands the README shows that are too long for CI, with where they are held instead.
 TOO_LONG = {"plan": "100+ runs, 30-60 s: tests/sim/app/plan runs plan on smaller candidates"}
 MAX_LINES = 300
@@ -60,7 +60,7 @@ def test_readme_keeps_the_two_setup_commands_ci_runs() -> None:
     lines = _fenced_lines(README.read_text())
     assert SETUP in lines and TESTS in lines
     ci = (ROOT / ".ci" / "run").read_text()
-    assert '"torch==2.13.0" -e ".[dev,gpu,aic]"' in ci and "python -m pytest" in ci
+    assert '"torch==2.13.0" -e ".[dev,gpu]"' in ci and "python -m pytest" in ci
 
 
 def test_readme_shows_the_main_commands() -> None:

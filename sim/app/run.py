@@ -31,8 +31,9 @@ from sim.base.inputs import MAX_SIMULATED_S
 from sim.base.progress import progress_bar
 from sim.base.text import plural
 from sim.cache.v4.hicache import check_v4_setup
-from sim.model.compute import Roofline, attention_pairs, step_model
+from sim.model.compute import Roofline, attention_pairs
 from sim.model.costs import CostTable, resolve_cost_table
+from sim.model.pricing import step_model
 from sim.scenario.load import Scenario, build_model_spec, dump_resolved
 from sim.scenario.pinned import pinned_summary
 from sim.scenario.precision import expert_dtype
@@ -61,9 +62,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RunResult", "build", "check_startable", "run_scenario", "sample_interval", "write_files", "write_outputs"]
 
-AMD_ROOFLINE_WARNING = ("an AMD GPU has no measured kernel data here (aiconfigurator-core has none): its step times "
-                        "are its datasheet over efficiencies estimated for NVIDIA GPUs. Fit them to one run of your "
-                        "own: hicache-sim calibrate compute RESULTS --scenario S.yaml --out T.json")  # fmt: skip
+UNMEASURED_ROOFLINE_WARNING = ("{gpu} is priced on the roofline: its datasheet over efficiencies estimated, not "
+                               "measured. Fit them to one run of your own: hicache-sim calibrate compute --from "
+                               "RESULTS --scenario S.yaml --out T.json")  # fmt: skip
 LONG_RUN_REQUESTS = 100_000  # ~20 s and more at ~5,000 simulated requests per wall second (bench/engine.py)
 MAX_SAMPLE_ROWS_BUILT = 2_000_000  # sampler rows likely built (then mostly thinned): ~10 s of sampling
 Notify = Callable[[str], None]
@@ -132,7 +133,7 @@ def build(sc: Scenario, costs: CostTable | None = None, notify: Notify | None = 
 def _simulation(sc: Scenario, cfg: EngineConfig, costs: CostTable, pricer, rng: np.random.Generator,
                 seen: Survey, arrival_span: float, notify: Notify | None) -> Simulation:  # fmt: skip
     """The simulation of the surveyed workload with passes priced by ``pricer``
-    (:func:`sim.model.compute.step_model`), sampling at the interval :func:`sample_interval` chooses."""
+    (:func:`sim.model.pricing.step_model`), sampling at the interval :func:`sample_interval` chooses."""
     interval = sample_interval(sc, seen, arrival_span, notify)
     sim = Simulation(replace(cfg, sample_interval_s=interval), costs, pricer, rng)
     check_admissible(sim, seen.smallest)
@@ -279,8 +280,8 @@ def check_startable(sc: Scenario, progress: bool = False) -> int | None:
                        eviction_policy=sc.hicache.radix_eviction_policy)  # fmt: skip
     resolve_cost_table(sc.hardware.cost_table)
     if sc.compute.backend != "roofline":
-        # compiles the estimator and asks it once: no kernel data is refused here
-        step_model(sc, expert_dtype=expert_dtype(sc))
+        # compiles the estimator and asks it once: no kernel data is refused here (auto falls back instead)
+        step_model(sc, resolve_cost_table(sc.hardware.cost_table).compute_params, expert_dtype(sc))
     if not timeline:
         return build(sc, server=server, progress=progress)[2]  # the workload as the run makes it (a trace read and checked, none held)
     from sim.hisparse.decode import decode_shape, decode_swa_ratio
@@ -514,12 +515,11 @@ def _pricer_summary(sc: Scenario, sim: Simulation) -> dict:
     values = {"mfu": r.mfu, "mbu": r.mbu, "step_overhead_ms": r.overhead_s * 1e3, "attn_flops_scale": r.attn_scale}
     origin = {k: "scenario" if getattr(sc.compute, k) is not None else "fitted" if k in fitted else "spec-derived estimate"
               for k in values}  # fmt: skip
-    from sim.scenario.schema.hardware import HIP_GPUS
-
-    amd = (sc.hardware.gpu or "").upper() in HIP_GPUS and not fitted
-    return {"backend": "roofline", **values, "origin": origin,
+    # auto found no measured path (kernels, a transfer or a fit) for a named GPU: its roofline is a guess
+    guessed = sc.hardware.gpu is not None and r.why.startswith("auto:") and "spec-derived estimate" in origin.values()
+    return {"backend": "roofline", **values, "origin": origin, "chosen": r.why,
             "fit_source": sim.costs.compute.get("source") if fitted else None,
-            **({"warning": AMD_ROOFLINE_WARNING} if amd else {})}
+            **({"warning": UNMEASURED_ROOFLINE_WARNING.format(gpu=sc.hardware.gpu)} if guessed else {})}
 
 
 def _merge(into: dict, new: dict) -> None:
@@ -596,11 +596,14 @@ def compute_line(c: dict) -> str:
                 f"kernels ({c['model']} on {c['system']}, {par}, ep {c['moe_ep_size']}, moe quant {c['moe_quant']}, "
                 f"step overhead {c['step_overhead_ms']:g} ms; {c['shapes_priced']:,} shapes priced; ops "
                 + ", ".join(f"{n} {src}" for src, n in c["op_sources"].items()) + ")"
-                + (f"; {c['priced_as']}" if "priced_as" in c else ""))  # fmt: skip
+                + (f"; {c['priced_as']}" if "priced_as" in c else "")
+                + (f" <- {c['chosen']}" if c.get("chosen") else ""))  # fmt: skip
     origin = c.get("origin") or {}
-    keys = origin or [k for k in c if k not in ("backend", "warning")]
-    return "compute: roofline, " + ", ".join(f"{k} {c[k]:.3g}" + (f" ({origin[k]})" if k in origin else "")
-                                             for k in keys) + (f"\nwarning: {c['warning']}" if "warning" in c else "")  # fmt: skip
+    keys = origin or [k for k in c if k not in ("backend", "warning", "chosen")]
+    return ("compute: roofline, " + ", ".join(f"{k} {c[k]:.3g}" + (f" ({origin[k]})" if k in origin else "")
+                                              for k in keys)
+            + (f" <- {c['chosen']}" if c.get("chosen") else "")
+            + (f"\nwarning: {c['warning']}" if "warning" in c else ""))  # fmt: skip
 
 
 def cost_table_line(costs: CostTable, sc: Scenario) -> str:

@@ -43,8 +43,9 @@ from sim.hisparse.buffer import (
 from sim.hisparse.dsa import swap_in_step_seconds
 from sim.hisparse.dsadecode import DsaDecode, dsa_decode, dsa_layout_of
 from sim.hisparse.topk import ParametricAccess, ParametricAccessParams, TraceAccess, load_topk_trace
-from sim.model.compute import Roofline, step_model
+from sim.model.compute import Roofline
 from sim.model.costs import CostTable
+from sim.model.pricing import step_model
 from sim.serve.metrics import Recorder, percentiles
 from sim.workload.request import Request
 
@@ -345,11 +346,11 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
                limits: list[tuple[int, float | None]] | None = None) -> DecodeRun:  # fmt: skip
     """Play a decode instance over ``requests``; with HiSparse, simulate misses on sample requests first.
     ``rec`` is the recorder to fill (one with a sink streams per-request records); ``expert_dtype``: the routed
-    experts' dtype the step-time backend prices (:func:`sim.model.compute.step_model`); ``limits``: a closed-loop
+    experts' dtype the step-time backend prices (:func:`sim.model.pricing.step_model`); ``limits``: a closed-loop
     client's (concurrency cap, request rate) for each request (bench_serving's ``--max-concurrency`` and
     ``--request-rate``), None for open loop."""
-    roofline = Roofline.from_scenario(sc, costs.compute_params)
     steps = step_model(sc, costs.compute_params, expert_dtype)
+    roofline = Roofline.from_scenario(sc, costs.compute_params, why=steps.why)
     input_len = int(np.median([r.input_len for r in requests]))
     output_len = int(np.median([r.output_len for r in requests]))
     lay = dsa_layout_of(sc)
@@ -462,7 +463,8 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
         "role": sc.cluster.role,
         "dp_ranks": dec.dp,  # one simulated; throughput is the instance's, the ranks alike
         "compute": dec.steps.describe() if dec.steps is not None else {
-            "backend": "roofline", "mbu": dec.roofline.mbu, "step_overhead_ms": dec.roofline.overhead_s * 1e3},
+            "backend": "roofline", "mbu": dec.roofline.mbu, "step_overhead_ms": dec.roofline.overhead_s * 1e3,
+            "chosen": dec.roofline.why},
         "simulated_s": horizon,
         "requests": {"arrived": arrived, "finished": rec.n_finished, "dropped": dropped,
                      "unfinished": arrived - rec.n_finished - sum(dropped.values())},  # fmt: skip

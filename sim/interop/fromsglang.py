@@ -372,7 +372,7 @@ def _model_ref(path: str, override: str | None) -> tuple[str, str]:
     if bundled is None and model_config_path(path.rstrip("/")) is not None:
         from sim.model.aic import shipped_id
 
-        bundled = shipped_id(path)  # a config aiconfigurator-core ships (the aic extra), suffixes dropped
+        bundled = shipped_id(path)  # a config aiconfigurator-core ships, suffixes dropped
     if bundled is None:
         raise InputError(f"--model-path {path}: no local config.json and not a bundled model "
                          f"({', '.join(sorted(set(HF_IDS.values())))}) or one aiconfigurator-core ships; "

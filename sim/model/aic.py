@@ -1,6 +1,6 @@
-"""GPU step time from NVIDIA aiconfigurator-core's measured SGLang kernels (``compute.backend: aiconfigurator``).
+"""GPU step time from NVIDIA aiconfigurator-core's measured SGLang kernels (``compute.backend: auto`` or ``aiconfigurator``).
 
-aiconfigurator-core (the optional ``aic`` extra, ``pip install 'hicache-sim[aic]'``) ships per-GPU tables of
+aiconfigurator-core (a dependency of hicache-sim on Python 3.11-3.13, the wheel's range) ships per-GPU tables of
 SGLang kernels timed on silicon (GEMM, attention, MLA, MoE, all-reduce, DeepSeek-V4's attention modules) and
 a compiled estimator that sums them over a model's op list for one forward pass at a given parallelism and
 quantization. :class:`AicSteps` answers the calls :class:`sim.model.compute.Roofline` answers, so the engine does
@@ -23,8 +23,10 @@ estimator's own answer. Off it the interpolation is within 3.2% of the estimator
 neither figure, the estimator being near-linear in the prefix; a test checks the bound). The estimator's times
 are kernel sums: the scheduler's own time is not in them (SGLang's overlap scheduler hides most of it), so
 ``compute.step_overhead_ms`` adds a per-pass overhead only when the scenario sets it. A GPU, model or
-quantization the database lacks is refused (an :class:`InputError` naming the field), never priced by a
-fallback. Nothing here imports aiconfigurator-core until a scenario asks for it.
+quantization the database lacks is refused (an :class:`InputError` naming the field); ``compute.backend: auto``
+then falls back to the roofline and says why (:mod:`sim.model.pricing`). A GPU the tables lack is priced on the
+nearest measured GPU's kernels with every op scaled by the two datasheets (:mod:`sim.model.transfer`), labelled
+as such. Nothing here imports aiconfigurator-core until a scenario asks for it.
 """
 
 from __future__ import annotations
@@ -39,18 +41,17 @@ from functools import cache
 from pathlib import Path
 
 from sim.base.errors import InputError
+from sim.model.hardware import gpu_names
+from sim.model.transfer import COMM_OP, MEASURED, Transfer, references
 
-__all__ = ["SGLANG_VERSION", "SYSTEMS", "AicSteps", "aic_model_id", "coverage_error", "model_config_path",
-           "shipped_id", "shipped_models"]  # fmt: skip
+__all__ = ["SGLANG_VERSION", "SYSTEMS", "AicSteps", "aic_model_id", "catalog_gpu", "coverage_error", "installed",
+           "model_config_path", "shipped_id", "shipped_models"]  # fmt: skip
 
-# The project's catalog GPUs that aiconfigurator-core 0.12.0 has SGLang tables for, and their system names.
-SYSTEMS = {"H100": "h100_sxm", "H200": "h200_sxm", "B200": "b200_sxm", "B300": "b300_sxm", "H800": "h100_sxm"}
-# GPUs priced on another GPU's kernels with their collectives rescaled: H800 is H100 compute and memory with NVLink
-# cut to 400 GB/s both ways (200 one way) against H100's 450 one way (aiconfigurator-core systems/h100_sxm.yaml:19,
-# intra_node_bw). The estimator prices communication as ops of their own (all-reduce, MoE dispatch), so those
-# are scaled by the bandwidth ratio: a bandwidth-bound bound, which overstates the smallest, latency-bound ones.
-COMM_SCALE = {"H800": 450 / 200}
-_COMM_OP = re.compile(r"(_ar(_\d+)?$|dispatch|all_?reduce|all_?to_?all|all_?gather|reduce_?scatter)")
+# The catalog GPUs aiconfigurator-core 0.12.0 has SGLang tables for, and their system names; every other catalog
+# GPU is priced on one of them through :class:`sim.model.transfer.Transfer` (H800: H100's, collectives rescaled).
+# The estimator prices communication as ops of its own (all-reduce, MoE dispatch), which the transfer scales by
+# the link bandwidth ratio: a bandwidth-bound bound, which overstates the smallest, latency-bound ones.
+SYSTEMS = MEASURED
 # aiconfigurator-core 0.12.0's "current" SGLang collection (systems/query_versions.yaml): every kernel family
 # collected at this version; the newer 0.5.16 slot is partial and back-filled from it.
 SGLANG_VERSION = "0.5.14"
@@ -63,7 +64,12 @@ _EXPERT_QUANT = {"auto": None, "bf16": "bfloat16", "fp8": "fp8_block"}
 _MXFP4 = {"b": "w4a8_mxfp4_mxfp8_trtllm", "h": "w4a16_mxfp4_cutlass"}  # Blackwell / Hopper system names
 _KV_QUANT = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "bfloat16", "float16": "bfloat16",
              "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}  # fmt: skip
-_INSTALL = "pip install 'hicache-sim[aic]'"
+_INSTALL = "its wheel is built for Python 3.11-3.13 (cp311-abi3); run on one of those"
+
+
+def installed() -> bool:
+    """Whether aiconfigurator-core can be imported (a base dependency on Python 3.11-3.13, absent elsewhere)."""
+    return _package_dir() is not None
 
 
 def _package_dir() -> Path | None:
@@ -73,7 +79,7 @@ def _package_dir() -> Path | None:
 
 @cache
 def shipped_models() -> dict[str, Path]:
-    """Hugging Face ids aiconfigurator-core ships a config.json for (none without the extra), found on disk
+    """Hugging Face ids aiconfigurator-core ships a config.json for (none where it is not installed), found on disk
     without loading the extension."""
     root = _package_dir()
     if root is None:
@@ -127,8 +133,10 @@ def aic_model_id(model) -> str | None:
     return None
 
 
-def _gpu(sc) -> str:
-    return sc.hardware.gpu or sc.hardware.gpu_name
+def catalog_gpu(sc) -> str:
+    """The catalog name of the scenario's GPU (``hardware.gpu``, else the ``gpu_name`` label), as spelled there."""
+    name = sc.hardware.gpu or sc.hardware.gpu_name
+    return next((g for g in gpu_names() if g.lower() == name.lower()), name)
 
 
 def coverage_error(sc) -> tuple[str, str] | None:
@@ -136,10 +144,13 @@ def coverage_error(sc) -> tuple[str, str] | None:
     no tables), so scenario validation calls it. Missing kernel data for the exact shape is found when the
     backend is built (:meth:`AicSteps.from_scenario`)."""
     if _package_dir() is None:
-        return "compute.backend", f"aiconfigurator needs the aic extra, which is not installed ({_INSTALL})"
-    if _gpu(sc).upper() not in SYSTEMS:
-        return "hardware.gpu", (f"{_gpu(sc)} is not in aiconfigurator-core's SGLang database (it has "
-                                f"{', '.join(SYSTEMS)}); use compute.backend: roofline for it")  # fmt: skip
+        return "compute.backend", f"aiconfigurator-core is not installed ({_INSTALL})"
+    if catalog_gpu(sc) not in gpu_names():
+        return "hardware.gpu", (f"{catalog_gpu(sc)} is not a catalog GPU, whose datasheet a transfer of measured "
+                                f"kernels scales by ({', '.join(gpu_names())}); use compute.backend: roofline for it")  # fmt: skip
+    if not references(catalog_gpu(sc)):
+        return "hardware.gpu", (f"no GPU in aiconfigurator-core's SGLang database ({', '.join(SYSTEMS)}) has "
+                                f"{catalog_gpu(sc)}'s FP4 support and node form to carry kernels from")  # fmt: skip
     if aic_model_id(sc.model) is None:
         return "model.name", (f"aiconfigurator-core ships no config for {sc.model.name!r}; name one it ships "
                               "(e.g. Qwen/Qwen3-235B-A22B, deepseek-ai/DeepSeek-V4-Flash) or use "
@@ -162,8 +173,9 @@ class _Setup:
     nextn: int  # speculative draft tokens verified per decode pass, beyond the one every pass emits
 
 
-def _setup(sc, expert_dtype: str | None = None) -> _Setup:
-    """``expert_dtype``: the experts' resolved dtype (:meth:`AicSteps.from_scenario`), else ``model.expert_dtype``."""
+def _setup(sc, system: str, expert_dtype: str | None = None) -> _Setup:
+    """The estimator for ``sc`` on aiconfigurator-core's ``system``. ``expert_dtype``: the experts' resolved dtype
+    (:meth:`AicSteps.from_scenario`), else ``model.expert_dtype``."""
     hw, m = sc.hardware, sc.model
     dp = getattr(hw, "dp_size", 1) if getattr(hw, "enable_dp_attention", False) else 1
     ep = getattr(hw, "ep_size", 1)
@@ -172,7 +184,7 @@ def _setup(sc, expert_dtype: str | None = None) -> _Setup:
             raise InputError(f"{name}: {value} does not divide hardware.tp_size {hw.tp_size}")
     spec = getattr(sc, "speculative", None)
     nextn = int(getattr(spec, "num_steps", 0) or 0) if getattr(spec, "algorithm", None) else 0
-    model, system = aic_model_id(m), SYSTEMS[_gpu(sc).upper()]
+    model = aic_model_id(m)
     return _Setup(model, system, hw.tp_size // dp, dp, hw.tp_size // ep, ep,
                   _moe_quant(expert_dtype or getattr(m, "expert_dtype", "auto"), model, system),
                   _KV_QUANT.get(m.kv_dtype), nextn)  # fmt: skip
@@ -183,7 +195,7 @@ def _moe_quant(expert_dtype: str, model: str, system: str) -> str | None:
     file under their own modes; for DeepSeek V4's FP4-expert checkpoints the estimator's own rule picks them
     (``models/helpers.py: resolve_dsv4_moe_arch_mode``), which ``compile_engine`` does not apply by itself."""
     if expert_dtype == "fp4":
-        return _MXFP4.get(system[0])
+        return _MXFP4["h" if system.startswith("h") else "b"]
     if expert_dtype == "auto":
         from aiconfigurator_core.sdk.models.helpers import resolve_dsv4_moe_arch_mode
 
@@ -226,6 +238,33 @@ def _compiled(setup: _Setup):
     return handle, tuple(sorted(Counter(op[3] for op in (*ctx, *gen)).items()))
 
 
+@cache
+def _try_compile(setup: _Setup):
+    """:func:`_compiled`'s answer, or the estimator's refusal (kept too: a refused setup is asked once)."""
+    try:
+        return _compiled(setup)
+    except Exception as exc:  # the estimator's own refusal: no kernel data for this model/GPU/quantization
+        return exc
+
+
+def _gemm_dtype(sc) -> str | None:
+    """The dense weights' dtype (the non-expert GEMMs'), where the model's config says it."""
+    shape = sc.model.shape(sc.hardware.tp_size, sc.hardware.attn_dp_size)
+    return getattr(shape, "compute_dtype", None)
+
+
+def _refused(sc, setup: _Setup, exc: Exception) -> InputError:
+    what = "model.expert_dtype" if getattr(sc.model, "expert_dtype", "auto") != "auto" else "model.name"
+    fp8 = shipped_id(f"sgl-project/{setup.model.split('/')[-1]}-FP8") or "sgl-project/DeepSeek-V4-Flash-FP8"
+    return InputError(f"{what}: aiconfigurator-core {_version()} cannot price {setup.model} on "
+                      f"{setup.system} (SGLang {SGLANG_VERSION}, tp {setup.tp}, moe quant "
+                      f"{setup.moe_quant or 'as the checkpoint'}): {_first_line(exc)}"
+                      + ("; its tables price MXFP4 experts on Blackwell only (B200, B300): on Hopper price "
+                         f"the FP8 checkpoint (model: {fp8}, or model.expert_dtype: fp8 "
+                         "with a model.config)" if "fp4" in str(exc) and setup.system.startswith("h")
+                         else ""))  # fmt: skip
+
+
 def _attention_ops(handle) -> tuple[list[int], list[int]]:
     """Positions of the attention ops in the compiled context and generation op lists."""
     ctx, gen = handle.run_static_per_op(batch_size=1, isl=2, osl=2, prefix=0)
@@ -248,15 +287,15 @@ class AicSteps:
     overhead_s: float = 0.0
     op_sources: tuple[tuple[str, int], ...] = ()
     name: str = "aiconfigurator"
-    comm_scale: float = 1.0  # collectives' time multiplier (COMM_SCALE): 1 on a GPU the tables measured
+    transfer: Transfer | None = None  # another GPU's kernels carried to this one; None on a GPU the tables measured
     gpu: str = ""
+    why: str = ""  # what chose this backend (sim.model.pricing)
     _prefill: dict = field(default_factory=dict, repr=False)
     _decode: dict = field(default_factory=dict, repr=False)
     _mixed: dict = field(default_factory=dict, repr=False)
     _attn: tuple | None = field(default=None, repr=False)
-    _comm: tuple | None = field(default=None, repr=False)
+    _ratios: tuple | None = field(default=None, repr=False)
     _tbo: dict = field(default_factory=dict, repr=False)
-    _n_ctx: int = field(default=0, repr=False)
 
     @classmethod
     def from_scenario(cls, sc, expert_dtype: str | None = None) -> AicSteps:
@@ -266,22 +305,18 @@ class AicSteps:
         err = coverage_error(sc)
         if err is not None:
             raise InputError(f"{err[0]}: {err[1]}")
-        setup = _setup(sc, expert_dtype)
-        try:
-            handle, sources = _compiled(setup)
-        except Exception as exc:  # the estimator's own refusal: no kernel data for this model/GPU/quantization
-            what = "model.expert_dtype" if getattr(sc.model, "expert_dtype", "auto") != "auto" else "model.name"
-            raise InputError(f"{what}: aiconfigurator-core {_version()} cannot price {setup.model} on "
-                             f"{setup.system} (SGLang {SGLANG_VERSION}, tp {setup.tp}, moe quant "
-                             f"{setup.moe_quant or 'as the checkpoint'}): {_first_line(exc)}"
-                             + ("; its tables price MXFP4 experts on Blackwell only (B200, B300): on Hopper price "
-                                "the FP8 checkpoint "
-                                "(model: sgl-project/DeepSeek-V4-Flash-FP8, or model.expert_dtype: fp8 with a "
-                                "model.config)" if "fp4" in str(exc) and setup.system.startswith("h")
-                                else "")) from None  # fmt: skip
-        overhead = sc.compute.step_overhead_ms
-        gpu = _gpu(sc).upper()
-        return cls(handle, setup, (overhead or 0.0) / 1e3, sources, comm_scale=COMM_SCALE.get(gpu, 1.0), gpu=gpu)
+        gpu, refusal = catalog_gpu(sc), None
+        overhead = (sc.compute.step_overhead_ms or 0.0) / 1e3
+        for ref in references(gpu):  # its own tables, else the nearest measured GPU's that price the setup
+            setup = _setup(sc, SYSTEMS[ref], expert_dtype)
+            built = _try_compile(setup)
+            if isinstance(built, Exception):
+                refusal = refusal or _refused(sc, setup, built)
+                continue
+            transfer = None if ref == gpu else Transfer.between(gpu, ref, _gemm_dtype(sc),
+                                                                setup.moe_quant or expert_dtype)  # fmt: skip
+            return cls(built[0], setup, overhead, built[1], transfer=transfer, gpu=gpu)
+        raise refusal
 
     # ----- the Roofline interface
     def prefill_seconds(self, tokens: int, pairs: float, n_prefill: int = 1) -> float:
@@ -302,29 +337,40 @@ class AicSteps:
         ms = self._prefill.get(key)
         if ms is None:
             ms = self.handle.predict_prefill_latency(n, chunk + prefix, prefix)
-            ms = self._prefill[key] = ms + self._extra_comm_ms(n, chunk, prefix, 0, 0)
+            ms = self._prefill[key] = self._on_target(ms, n, chunk, prefix, 0, 0)
         return ms
 
-    def _extra_comm_ms(self, n: int, chunk: int, prefix: int, n_decode: int, context: int) -> float:
-        """What the collectives of a pass add beyond the measured GPU's: (comm_scale - 1) x their time."""
-        if self.comm_scale == 1.0:
-            return 0.0
-        if self._comm is None:
-            ctx, gen = self.handle.run_static_per_op(batch_size=1, isl=2, osl=2, prefix=0)
-            self._comm = ([i for i, op in enumerate(ctx) if _COMM_OP.search(op[0])],
-                          [i for i, op in enumerate(gen) if _COMM_OP.search(op[0])])  # fmt: skip
-        ctx_idx, gen_idx = self._comm
-        ms = sum(op[1] for op in self.handle.evaluate_context_ops(ctx_idx, batch_size=n, s=chunk, prefix=prefix)) if n else 0.0
+    def _on_target(self, ms: float, n: int, chunk: int, prefix: int, n_decode: int, context: int) -> float:
+        """A pass's measured time carried to the target GPU (:class:`sim.model.transfer.Transfer`): times its ops'
+        ratios averaged over their measured times (the draft layers, which the estimator adds beyond its op list,
+        at the same mix)."""
+        if self.transfer is None:
+            return ms
+        ctx_r, gen_r = self._op_ratios()
+        ops = []
+        if n:
+            ops += zip(ctx_r, self.handle.evaluate_context_ops(list(range(len(ctx_r))), batch_size=n, s=chunk,
+                                                               prefix=prefix))  # fmt: skip
         if n_decode:
-            ms += sum(op[1] for op in self.handle.evaluate_generation_ops(gen_idx, batch_size=n_decode, s=context))
-        return (self.comm_scale - 1.0) * ms
+            ops += zip(gen_r, self.handle.evaluate_generation_ops(list(range(len(gen_r))), batch_size=n_decode,
+                                                                  s=context))  # fmt: skip
+        total = sum(op[1] for _, op in ops)
+        return ms * sum(r * op[1] for r, op in ops) / total if total > 0 else ms
+
+    def _op_ratios(self) -> tuple[list[float], list[float]]:
+        """Each context and generation op's multiplier, in the compiled op lists' order (1 without a transfer)."""
+        if self._ratios is None:
+            ctx, gen = self.handle.run_static_per_op(batch_size=1, isl=2, osl=2, prefix=0)
+            ratio = self.transfer.ratio if self.transfer is not None else (lambda _: 1.0)
+            self._ratios = ([ratio(op[0]) for op in ctx], [ratio(op[0]) for op in gen])
+        return self._ratios
 
     def _decode_ms(self, n: int, context: int) -> float:
         key = (n, context)
         ms = self._decode.get(key)
         if ms is None:
-            ms = self._decode[key] = self.handle.decode_step_latency(n, context - 1, 0) + self._extra_comm_ms(
-                0, 0, 0, n, context)  # fmt: skip
+            ms = self._decode[key] = self._on_target(self.handle.decode_step_latency(n, context - 1, 0), 0, 0, 0,
+                                                     n, context)  # fmt: skip
         return ms
 
     def step_seconds(self, prefill_tokens: int, pairs: float, n_decode: int, decode_context: float,
@@ -352,7 +398,7 @@ class AicSteps:
             shared = h.mixed_step_breakdown(n * chunk, n_decode, n * chunk, 0, 0)[1]
             ctx = sum(op[1] for op in h.evaluate_context_ops(ctx_idx, batch_size=n, s=chunk, prefix=prefix))
             gen = sum(op[1] for op in h.evaluate_generation_ops(gen_idx, batch_size=n_decode, s=s))
-            ms = self._mixed[key] = shared + ctx + gen + self._extra_comm_ms(n, chunk, prefix, n_decode, s)
+            ms = self._mixed[key] = self._on_target(shared + ctx + gen, n, chunk, prefix, n_decode, s)
         return ms / 1e3
 
     def tbo_parts(self, tokens: int, pairs: float, n_prefill: int = 1) -> tuple[float, float, float, float]:
@@ -364,21 +410,17 @@ class AicSteps:
         parts = self._tbo.get(shape)
         if parts is None:
             n, chunk, prefix = shape
-            ops = self.handle.evaluate_context_ops(list(range(self._n_context_ops())), batch_size=n, s=chunk,
+            ratios = self._op_ratios()[0]
+            ops = self.handle.evaluate_context_ops(list(range(len(ratios))), batch_size=n, s=chunk,
                                                    prefix=prefix)  # fmt: skip
             names = [op[0] for op in ops]
             moe = names.index("context_moe") if "context_moe" in names else len(names)
             sums = [0.0, 0.0, 0.0, 0.0]
             for i, op in enumerate(ops):
-                comm = _COMM_OP.search(op[0]) is not None
-                sums[(2 if i >= moe else 0) + comm] += op[1] * (self.comm_scale if comm else 1.0)
+                comm = COMM_OP.search(op[0]) is not None
+                sums[(2 if i >= moe else 0) + comm] += op[1] * ratios[i]
             parts = self._tbo[shape] = (sums[0] / 1e3, sums[1] / 1e3, sums[2] / 1e3, sums[3] / 1e3)
         return parts
-
-    def _n_context_ops(self) -> int:
-        if not self._n_ctx:
-            self._n_ctx = len(self.handle.run_static_per_op(batch_size=1, isl=2, osl=2, prefix=0)[0])
-        return self._n_ctx
 
     def describe(self) -> dict:
         """What priced the passes, for the run summary."""
@@ -388,8 +430,7 @@ class AicSteps:
                 "moe_tp_size": s.moe_tp, "moe_ep_size": s.moe_ep, "moe_quant": s.moe_quant or "checkpoint",
                 "kv_quant": s.kv_quant or "checkpoint", "nextn": s.nextn, "step_overhead_ms": self.overhead_s * 1e3,
                 "op_sources": dict(self.op_sources),
-                **({"priced_as": f"{self.gpu} on {s.system} kernels, collectives x{self.comm_scale:.3g} (NVLink "
-                                 "bandwidth ratio, systems/h100_sxm.yaml:19)"} if self.comm_scale != 1.0 else {}),
+                "gpu": self.gpu, "chosen": self.why, **({"priced_as": self.transfer.label()} if self.transfer is not None else {}),
                 "shapes_priced": len(self._prefill) + len(self._decode) + len(self._mixed)}  # fmt: skip
 
 

@@ -10,8 +10,8 @@ picks, :mod:`sim.serve.engine`); a mixed-chunk pass is one forward over the chun
 (``ForwardMode.MIXED``, ``managers/schedule_batch.py:3267``), which reads the weights once and both does the
 chunk's FLOPs and reads the rows' KV, so it takes the longer of the two. The defaults
 (``sim.scenario.load.ComputeConfig``) are estimates, not measurements; ``hicache-sim calibrate compute`` fits
-``mfu``, ``mbu``, ``overhead_s`` and ``attn_scale`` to measured runs. ``compute.backend: aiconfigurator``
-replaces it with measured kernels (:mod:`sim.model.aic`, same calls); :func:`step_model` picks.
+``mfu``, ``mbu``, ``overhead_s`` and ``attn_scale`` to measured runs. ``compute.backend`` picks it or
+measured kernels (:mod:`sim.model.aic`, same calls; :func:`sim.model.pricing.step_model`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["FITTED", "SPEC_DEFAULTS", "Roofline", "attention_pairs", "step_model"]
+__all__ = ["FITTED", "SPEC_DEFAULTS", "Roofline", "attention_pairs"]
 
 # The ComputeConfig fields that ``calibrate compute`` fits and a cost table's ``compute`` section carries.
 FITTED = ("mfu", "mbu", "step_overhead_ms", "attn_flops_scale")
@@ -30,18 +30,6 @@ SPEC_DEFAULTS = {"mfu": 0.4, "mbu": 0.7, "step_overhead_ms": 2.0, "attn_flops_sc
 def attention_pairs(tokens: int, start: int) -> float:
     """Query-key pairs of a causal chunk of ``tokens`` tokens whose first token sits at ``start``."""
     return tokens * start + tokens * (tokens + 1) / 2
-
-
-def step_model(scenario, fitted: Mapping[str, float] | None = None, expert_dtype: str | None = None):
-    """The scenario's step-time backend (``compute.backend``): this roofline, or aiconfigurator-core's
-    measured SGLang kernels (imported only then); both answer ``step_seconds`` and ``decode_seconds``.
-    ``expert_dtype``: the routed experts' dtype as the server resolved it (``sim.scenario.resolve``), which the
-    kernels are priced at, as memory is sized at it; None: ``model.expert_dtype`` as given."""
-    if scenario.compute.backend == "aiconfigurator":
-        from sim.model.aic import AicSteps
-
-        return AicSteps.from_scenario(scenario, expert_dtype)
-    return Roofline.from_scenario(scenario, fitted)
 
 
 @dataclass(frozen=True)
@@ -61,9 +49,10 @@ class Roofline:
     expert_bytes: float = 0.0  # one routed expert over all MoE layers; weight_bytes holds the rest
     n_experts: int = 0
     experts_per_token: int = 0
+    why: str = ""  # what chose this backend (sim.model.pricing)
 
     @classmethod
-    def from_scenario(cls, scenario, fitted: Mapping[str, float] | None = None) -> Roofline:
+    def from_scenario(cls, scenario, fitted: Mapping[str, float] | None = None, why: str = "") -> Roofline:
         """The scenario's roofline; ``fitted`` efficiencies (a cost table's ``compute`` section) fill the
         fields the scenario leaves null, :data:`SPEC_DEFAULTS` what neither sets."""
         c, hw = scenario.compute, scenario.hardware
@@ -72,7 +61,7 @@ class Roofline:
         return cls(c.prefill_flops_per_token, c.attn_flops_per_token_per_ctx, c.decode_bytes_per_step,
                    c.kv_bytes_per_token_read, hw.peak_tflops * 1e12, hw.hbm_bandwidth_tbps * 1e12,
                    eff["mfu"], eff["mbu"], eff["step_overhead_ms"] / 1e3, eff["attn_flops_scale"],
-                   c.kv_bytes_per_request, c.expert_bytes, c.n_experts, c.experts_per_token)  # fmt: skip
+                   c.kv_bytes_per_request, c.expert_bytes, c.n_experts, c.experts_per_token, why)  # fmt: skip
 
     def experts_touched(self, n_tokens: int) -> float:
         """Distinct routed experts a decode batch of ``n_tokens`` reads, on average."""

@@ -1,6 +1,11 @@
 """The GPU catalog, and the KV memory SGLang leaves for the pools on one of them.
 
-Figures are datasheet numbers with their sources in ``sim/data/hardware.json``. The KV budget follows
+Figures are datasheet numbers with their sources in ``sim/data/hardware.json`` (each GPU's ``source``): the dense
+peak FLOPs and HBM bandwidth the roofline and the kernel transfer (:mod:`sim.model.transfer`) read come from
+NVIDIA's H100/H200/H800 SXM, H20, DGX/HGX B200, HGX B300, GB200 NVL72 and Blackwell Ultra (GB300 NVL72)
+datasheets, AMD's Instinct MI300X, MI325X and MI355X datasheets (their Infinity Fabric link counts and rates
+give ``link_gbps``), and for the RTX PRO 6000 Server Edition from aiconfigurator-core 0.12.0's
+``systems/rtx_pro_6000_server.yaml``, the host its kernels were timed on. The KV budget follows
 SGLang 0.5.23: the static fraction of GPU memory (``--mem-fraction-static``, or the default rule of
 ``arg_groups/memory_hook.py:281-345``) holds weights and KV pools, so the pools get that fraction of the
 memory minus the weights each rank holds (``mem_cache/kv_cache_configurator.py:2990-3007``: free memory
@@ -40,6 +45,7 @@ class GPU:
     tflops: dict[str, float]
     host_link: str
     host_link_gbps: float
+    link_gbps: float  # GPU-to-GPU (scale-up) link, GB/s one way: what collectives ride
     source: str
 
     def peak_tflops(self, dtype: str) -> float:
@@ -62,7 +68,7 @@ def get_gpu(name: str) -> GPU:
         raise InputError(f"unknown GPU {name!r} (known: {', '.join(_catalog())})")
     d = _catalog()[key]
     return GPU(key, d["hbm_gb"], d["memory_mib"], d["hbm_tbps"], dict(d["tflops"]), d["host_link"],
-               d["host_link_gbps"], d["source"])  # fmt: skip
+               d["host_link_gbps"], d["link_gbps"], d["source"])  # fmt: skip
 
 
 def _decode_graph_max_bs(memory_mib: float, tp_size: int, max_running_requests: int | None) -> int:

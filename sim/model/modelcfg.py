@@ -117,7 +117,7 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
     else:
         bundled = resources.files("sim").joinpath("data", "models", f"{_bundled_name(ref)}.json")
         if not bundled.is_file():
-            extra = " (a Hugging Face id needs the aic extra: pip install 'hicache-sim[aic]')" if "/" in ref else ""
+            extra = " (a Hugging Face id needs aiconfigurator-core, installed with hicache-sim on Python 3.11-3.13)" if "/" in ref else ""
             raise InputError(f"model config {ref!r}: no such file, and not a bundled config "
                              f"(bundled: {', '.join(bundled_configs())}){extra}")  # fmt: skip
         data, name, source = json.loads(bundled.read_text()), _bundled_name(ref), ref

@@ -69,16 +69,20 @@ def _config_dtype(config: str | None) -> str:
 
 
 def step_backend(sc: Scenario) -> tuple[str, str]:
-    """(the step-time backend and the GPU it prices, where that came from): the roofline on the scenario's
-    GPU figures, or aiconfigurator-core's kernels, naming the GPU whose tables price another (H800 on H100's,
-    its collectives rescaled, :data:`sim.model.aic.COMM_SCALE`)."""
-    hw = sc.hardware
-    gpu = (hw.gpu or hw.gpu_name).upper()
-    if sc.compute.backend != "aiconfigurator":
-        return (f"roofline, {gpu} at {hw.peak_tflops:g} TFLOP/s and {hw.hbm_bandwidth_tbps:g} TB/s",
-                "compute.backend, hardware.gpu" if hw.gpu else "compute.backend, hardware.peak_tflops")  # fmt: skip
-    from sim.model.aic import COMM_SCALE, SYSTEMS
+    """(the step-time backend and the GPU whose figures or kernels price the passes, what chose it): the backend
+    the run builds (:func:`sim.model.pricing.step_model`, an estimator compiled once per process), so a transfer
+    (:mod:`sim.model.transfer`) or auto's fallback to the roofline reads here as the run will print it."""
+    from sim.model.costs import resolve_cost_table
+    from sim.model.pricing import step_model
 
-    system = SYSTEMS.get(gpu, "?")
-    priced = f"{gpu} on {system} kernels" + (f", collectives x{COMM_SCALE[gpu]:g}" if gpu in COMM_SCALE else "")
-    return f"aiconfigurator (measured SGLang kernels), {priced}", "compute.backend, hardware.gpu"
+    hw = sc.hardware
+    fitted = resolve_cost_table(hw.cost_table).compute_params
+    pricer = step_model(sc, fitted, expert_dtype(sc))
+    why = pricer.why if pricer.why != "compute.backend" else "compute.backend, hardware.gpu"
+    gpu = (hw.gpu or hw.gpu_name).upper()
+    if pricer.name == "roofline":
+        effs = "fitted efficiencies" if fitted else "spec-estimated efficiencies"
+        return f"roofline, {gpu} at {hw.peak_tflops:g} TFLOP/s and {hw.hbm_bandwidth_tbps:g} TB/s, {effs}", why
+    d = pricer.describe()
+    priced = d.get("priced_as") or f"{d['gpu']} on {d['system']} kernels"
+    return f"aiconfigurator (measured SGLang kernels), {priced}", why

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-# The covered-GPU runs name their models by Hugging Face id, read from the configs the aic extra ships.
+# The covered-GPU runs name their models by Hugging Face id, read from the configs aiconfigurator-core ships.
 pytest.importorskip("aiconfigurator_core")
 
 ROOT = Path(__file__).resolve().parents[2]

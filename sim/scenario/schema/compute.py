@@ -11,19 +11,23 @@ from sim.scenario.schema.section import _field_error, _Section
 
 
 class ComputeConfig(_Section):
-    """GPU step time: a simple roofline (defaults are V4-Flash estimates, not measurements), or with
-    ``backend: aiconfigurator`` aiconfigurator-core's measured SGLang kernels (:mod:`sim.model.aic`).
+    """GPU step time: aiconfigurator-core's measured SGLang kernels (:mod:`sim.model.aic`) where they cover the GPU
+    and model, carried over by the datasheets to a GPU they lack (:mod:`sim.model.transfer`), or a simple roofline
+    (defaults are V4-Flash estimates, not measurements). ``backend: auto`` picks (:mod:`sim.model.pricing`).
 
     prefill time = tokens x (flops_per_token + attn x context) / (peak x mfu); decode time = (weights + KV read)
     / (HBM x mbu); plus ``step_overhead_ms`` per step. The efficiencies left null come from the cost table's
     ``compute`` section (``hicache-sim calibrate compute``), else from spec-derived estimates.
     """
 
-    backend: Literal["roofline", "aiconfigurator"] = Field(
-        "roofline",
-        description="What prices each pass: the roofline fields below, or aiconfigurator-core's measured SGLang "
-        "kernels for hardware.gpu (H100, H200, B200, B300), the model, hardware.tp_size and model.expert_dtype "
-        "(the aic extra: pip install 'hicache-sim[aic]'); what its database lacks is refused.",
+    backend: Literal["auto", "aiconfigurator", "roofline"] = Field(
+        "auto",
+        description="What prices each pass. aiconfigurator: aiconfigurator-core's measured SGLang kernels for "
+        "hardware.gpu (H100, H200, B200, B300, GB200, GB300, RTX PRO 6000), the model, hardware.tp_size and "
+        "model.expert_dtype; another catalog GPU on the nearest measured one's kernels scaled by the datasheets "
+        "(labelled); what no measured GPU's tables hold is refused. roofline: the fields below. auto: "
+        "aiconfigurator where it prices the scenario (and no measured fit of a GPU without kernel data is in the "
+        "cost table), else the roofline, saying why.",
     )
     prefill_flops_per_token: float = Field(
         2.6e10,
@@ -59,7 +63,7 @@ class ComputeConfig(_Section):
     )
     step_overhead_ms: float | None = Field(
         None, ge=0, description="Scheduler and launch overhead per step, ms; null = fitted, else 2.0 (estimate); "
-        "with backend aiconfigurator null = 0 (its kernel sums, the overlap scheduler hiding the CPU).",
+        "on measured kernels null = 0 (its kernel sums, the overlap scheduler hiding the CPU).",
     )
     attn_flops_scale: float | None = Field(
         None, gt=0, description="Multiplier on attention FLOPs per context token; null = fitted, else 1."

@@ -11,8 +11,9 @@ from sim.model.hardware import NODE_DRAM_GB, SGLANG_DEFAULTS
 from sim.model.pinning import PinCeiling, platform_ceiling
 from sim.scenario.schema.section import MAX_INSTANCES, _field_error, _resolve_file, _Section
 
-# Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on: SM100 (B200, B300) and gfx950 (MI355X).
-FP4_INDEXER_GPUS = ("B200", "B300", "MI355X")
+# Catalog GPUs SGLang runs --enable-deepseek-v4-fp4-indexer on (arg_groups/serving_hook.py:464-470): SM100 (B200,
+# B300, GB200, GB300), SM120 (RTX PRO 6000) and gfx950 (MI355X).
+FP4_INDEXER_GPUS = ("B200", "B300", "GB200", "GB300", "RTX PRO 6000", "MI355X")
 HIP_GPUS = ("MI300X", "MI325X", "MI355X")  # ROCm: SGLang sizes the fp4 indexer pool at its fp4 bytes (pool_configurator.py:1109-1114)
 
 
@@ -25,7 +26,8 @@ class HardwareConfig(_Section):
     rank. Fields given explicitly win.
     """
 
-    gpu: str | None = Field(None, description="Catalog GPU: H20, H100, H800, H200, B200, B300, A10, MI300X, MI325X, MI355X.")
+    gpu: str | None = Field(None, description="Catalog GPU: H20, H100, H800, H200, B200, B300, GB200, GB300, A10, "
+                            "RTX PRO 6000, MI300X, MI325X, MI355X.")
     mem_fraction_static: float | None = Field(
         None, gt=0, lt=1, description="SGLang --mem-fraction-static; null = SGLang's default rule for the GPU."
     )

@@ -103,7 +103,7 @@ class ModelConfig(_Section):
     """
 
     name: str = Field(description=f"Catalog name ({', '.join(CATALOG_MODELS)}), a Hugging Face id whose config "
-                      "aiconfigurator-core ships (deepseek-ai/DeepSeek-V4-Pro; the aic extra), or, with pools or "
+                      "aiconfigurator-core ships (deepseek-ai/DeepSeek-V4-Pro), or, with pools or "
                       "config, any label.")
     config: str | None = Field(
         None,
@@ -182,8 +182,8 @@ class ModelConfig(_Section):
                 hint = (
                     f" (did you mean {close[0]}?)"
                     if close
-                    else "; a Hugging Face id names a config aiconfigurator-core ships (pip install "
-                    "'hicache-sim[aic]'), else give model.config: path/to/config.json"
+                    else "; a Hugging Face id names a config aiconfigurator-core ships (installed with "
+                    "hicache-sim on Python 3.11-3.13), else give model.config: path/to/config.json"
                     if "/" in self.name
                     else f"; expected one of {', '.join(CATALOG_MODELS)}"
                 )

@@ -208,13 +208,17 @@ class TestSWAPoolSizing:
             self.v4(swa_full_tokens_ratio=value)
 
 
-def test_an_amd_gpu_on_the_roofline_is_warned_about_until_calibrated():
+def test_a_gpu_without_kernel_data_is_transferred_else_warned_about_until_calibrated():
     from sim.app.run import compute_line
 
-    amd = run_scenario(scenario(hardware={"gpu": "MI355X", "kv_mem_gb": 0.5}))
-    assert "hicache-sim calibrate compute" in amd.summary["compute"]["warning"]
-    assert "\nwarning: an AMD GPU has no measured kernel data" in compute_line(amd.summary["compute"])
-    assert "warning" not in run_scenario(scenario(hardware={"gpu": "H200", "kv_mem_gb": 0.5})).summary["compute"]
+    moved = run_scenario(scenario(hardware={"gpu": "MI355X", "kv_mem_gb": 0.5})).summary["compute"]
+    assert "MI355X: B300 kernel efficiencies" in compute_line(moved) and "warning" not in moved
+    qwen = {"name": "qwen3-14b", "config": "qwen3-14b"}  # a model aiconfigurator-core ships no config for
+    guess = run_scenario(scenario(model=qwen, hardware={"gpu": "MI355X", "kv_mem_gb": 0.5})).summary["compute"]
+    assert "hicache-sim calibrate compute --from" in guess["warning"]
+    assert "\nwarning: MI355X is priced on the roofline" in compute_line(guess)
+    chosen = run_scenario(scenario(hardware={"gpu": "H200", "kv_mem_gb": 0.5}, compute={"backend": "roofline"}))
+    assert "warning" not in chosen.summary["compute"]  # a roofline the scenario asked for
 
 
 def test_the_summary_names_each_capacitys_source():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sim.app.run import compute_line
-from sim.model.compute import step_model
+from sim.model.pricing import step_model
 from sim.scenario.load import scenario_from_dict
 
 pytest.importorskip("aiconfigurator_core")
@@ -56,4 +56,4 @@ def test_the_summary_says_how_h800_was_priced(pair):
     h100, h800 = pair
     assert "priced_as" not in h100.describe()
     line = compute_line(h800.describe())
-    assert "on h100_sxm" in line and "H800 on h100_sxm kernels, collectives x2.25" in line
+    assert "on h100_sxm" in line and "H800: H100 kernel efficiencies" in line and "collectives x2.25" in line

@@ -9,7 +9,7 @@ from sim.interop.fromsglang import from_sglang
 from sim.model.aic import shipped_id, shipped_models
 from sim.scenario.load import scenario_from_dict
 
-pytestmark = pytest.mark.skipif(not shipped_models(), reason="needs the aic extra's shipped configs")
+pytestmark = pytest.mark.skipif(not shipped_models(), reason="needs aiconfigurator-core's shipped configs")
 
 
 @pytest.mark.parametrize("typed, shipped", [

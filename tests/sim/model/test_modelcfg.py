@@ -150,7 +150,7 @@ def test_a_hugging_face_id_without_a_shipped_config_says_what_to_do(monkeypatch)
     monkeypatch.setattr(sim.model.aic, "_package_dir", lambda: None)
     sim.model.aic.shipped_models.cache_clear()
     try:
-        with pytest.raises(InputError, match=r"aic extra: pip install 'hicache-sim\[aic\]'"):
+        with pytest.raises(InputError, match=r"needs aiconfigurator-core, installed with hicache-sim on Python 3.11-3.13"):
             load_config("deepseek-ai/DeepSeek-V4-Pro")
     finally:
         sim.model.aic.shipped_models.cache_clear()

@@ -29,19 +29,22 @@ def test_the_kernel_backend_prices_the_same_experts():
     sc = scenario_from_dict({"name": "p", "model": V4_PRO, "hardware": {"gpu": "B300", "tp_size": 8},
                              "hicache": {"enabled": False}})  # fmt: skip
     assert sc.model.shape(8).expert_dtype == "fp4"
-    assert "mxfp4" in _setup(sc).moe_quant  # MXFP4 kernels, as memory counts MXFP4 bytes
+    assert "mxfp4" in _setup(sc, "b300_sxm").moe_quant  # MXFP4 kernels, as memory counts MXFP4 bytes
 
 
 def test_validate_says_what_auto_chose(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(f"name: p\nmodel: {V4_PRO}\nhardware:\n  gpu: B300\n  tp_size: 8\nhicache:\n  enabled: false\n")
-    assert "experts fp4 (auto: the checkpoint's)" in validate_file(path)
+    text = validate_file(path)
+    assert "experts fp4 (auto: the checkpoint's)" in text
+    # the default backend, auto: V4-Pro on B300 is in the kernel database, and validate says whose kernels
+    assert "step time aiconfigurator (measured SGLang kernels), B300 on b300_sxm kernels <- auto: " in text
 
 
 def test_the_kernel_backend_prices_the_experts_at_the_resolved_dtype_not_the_model_name_s():
     # The bundled V4-Flash config is the FP8 checkpoint's: memory sizes fp8 experts, and so do the kernels,
     # where the name alone would take the MXFP4 checkpoint's (which H200's tables have no MoE rows for).
-    from sim.model.compute import step_model
+    from sim.model.pricing import step_model
     from sim.scenario.resolve import resolve
 
     sc = scenario_from_dict({"name": "f", "model": {"name": "DeepSeek-V4-Flash", "config": "deepseek-v4-flash"},

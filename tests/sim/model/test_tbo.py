@@ -64,10 +64,10 @@ class TestSaving:
         assert tbo_saving(backend, 8192, attention_pairs(8192, 0), 1, 0.48) == pytest.approx(0.0, abs=1e-15)
 
     def test_the_roofline_prices_no_collectives_so_its_pass_is_unchanged(self):
-        from sim.model.compute import step_model
+        from sim.model.pricing import step_model
         from sim.scenario.load import load_scenario
 
-        sc = load_scenario("scenarios/dsv4_flash_dp_mtp.yaml")
+        sc = load_scenario("scenarios/dsv4_flash_dp_mtp.yaml", ["compute.backend=roofline"])  # auto: the kernels
         assert tbo_saving(step_model(sc), 8192, attention_pairs(8192, 0), 1, 0.48) == 0.0
 
     def test_an_unsplittable_pass_saves_nothing(self):

@@ -93,11 +93,12 @@ def test_a_config_model_s_kv_follows_kv_dtype_else_its_torch_dtype():
 
 def test_the_step_backend_names_the_gpu_it_prices():
     roof = resolve(v4())
-    assert roof.step_backend == "roofline, H200 at 989 TFLOP/s and 4.8 TB/s"
-    assert roof.sources["step_backend"] == "compute.backend, hardware.peak_tflops"
-    aic = resolve(v4(hardware={"gpu": "H800"}).model_copy(update={"compute": v4().compute.model_copy(
-        update={"backend": "aiconfigurator"})}))  # fmt: skip
-    assert aic.step_backend == "aiconfigurator (measured SGLang kernels), H800 on h100_sxm kernels, collectives x2.25"
+    assert roof.step_backend == "roofline, H200 at 989 TFLOP/s and 4.8 TB/s, spec-estimated efficiencies"
+    assert roof.sources["step_backend"] == "auto: no hardware.gpu, so the scenario's own GPU figures"
+    aic = resolve(scenario_from_dict({"name": "r", "model": "Qwen/Qwen3-30B-A3B", "hardware": {"gpu": "H800", "tp_size": 2},
+                                      "compute": {"backend": "aiconfigurator"}}))  # fmt: skip
+    assert aic.step_backend.startswith("aiconfigurator (measured SGLang kernels), H800: H100 kernel efficiencies")
+    assert "collectives x2.25" in aic.step_backend and aic.sources["step_backend"] == "compute.backend, hardware.gpu"
 
 
 def test_settings_and_validate_lines_carry_every_resolved_value_with_its_source():
