@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+
+from mypy_extensions import trait
 
 from sim.cache.v4.node import UNode
 
-if TYPE_CHECKING:
-    from sim.cache.v4.unified import UnifiedTree
-
-__all__ = ["SWALRU", "SWAComponent", "SWA_EVICTION_INTERVAL", "out_of_window_boundary", "swa_cap_tokens",
+__all__ = ["SWALRU", "SWAComponent", "SWATree", "SWA_EVICTION_INTERVAL", "out_of_window_boundary", "swa_cap_tokens",
            "swa_tokens_per_request"]  # fmt: skip
 
 SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL default (environ.py:730)
@@ -196,10 +194,29 @@ class HostLRU:
             x = nxt if nxt is not None and nxt.host_prev is not None else head.host_next
 
 
+@trait
+class SWATree:
+    """What the SWA component reads and calls of the tree that holds it (:class:`sim.cache.v4.unified.UnifiedTree`,
+    through :class:`sim.cache.v4.treestate.TreeState`): declared here, below both, so the component names no
+    module above it; a trait, as the tree is compiled."""
+
+    root: UNode
+    page: int
+
+    def sentinel(self) -> UNode:
+        raise NotImplementedError
+
+    def update_leaf(self, node: UNode) -> None:
+        raise NotImplementedError
+
+    def _split(self, child: UNode, pages: int) -> UNode:
+        raise NotImplementedError
+
+
 class SWAComponent:
     """SWA bookkeeping of one tree: the LRU, lock segments, and the evictable/protected ledgers (tokens)."""
 
-    def __init__(self, tree: UnifiedTree, window: int) -> None:
+    def __init__(self, tree: SWATree, window: int) -> None:
         self.tree = tree
         self.window = window
         self.lru = SWALRU(tree.sentinel)
