@@ -11,20 +11,21 @@ from mypy_extensions import trait
 
 from sim.cache.v4.leaforder import LeafOrder
 from sim.cache.v4.node import PageKey, UNode
-from sim.cache.v4.swa import SWAComponent, SWATree
 
 if TYPE_CHECKING:
     from sim.cache.ages import TierAges
+    from sim.cache.v4.swa import SWAComponent
 
 __all__ = ["TreeState"]
 
 
 @trait
-class TreeState(SWATree):
+class TreeState:
     """The base of the tree's parts (device eviction, the host tier, the Full component): a trait, since a
-    compiled class takes one concrete base. What the SWA component calls of the tree (the root, the page,
-    ``update_leaf``, ``_split``) is declared by its own base, :class:`sim.cache.v4.swa.SWATree`."""
+    compiled class takes one concrete base."""
 
+    root: UNode
+    page: int
     window: int
     hicache: bool
     swa: SWAComponent
@@ -43,6 +44,9 @@ class TreeState(SWATree):
     back_up_window: Callable[[UNode], None] | None
 
     # Each is defined by one part (the Full component, host tier, eviction or the tree itself).
+    def update_leaf(self, node: UNode) -> None:
+        raise NotImplementedError
+
     def pop_leaf(self) -> UNode | None:
         raise NotImplementedError
 
@@ -59,6 +63,9 @@ class TreeState(SWATree):
         raise NotImplementedError
 
     def _node(self, key: list[PageKey], parent: UNode | None) -> UNode:
+        raise NotImplementedError
+
+    def _split(self, child: UNode, pages: int) -> UNode:
         raise NotImplementedError
 
     def ref(self, node: UNode) -> list[int]:
