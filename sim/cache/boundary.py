@@ -29,23 +29,42 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from sim.cache.radix import Node
+from sim.cache.node import Node
+from sim.cache.stats import HOST_PRESSURE
 
 if TYPE_CHECKING:
-    from sim.cache.hicache import HiCache
+    from sim.cache.radix import RadixTree
+    from sim.cache.stats import CacheStats
+    from sim.cache.tiers import BackupOp, Tier
 
-__all__ = ["BoundaryWriter"]
+__all__ = ["BoundaryCache", "BoundaryWriter"]
 
-HOST_PRESSURE = "host_pressure"
+
+class BoundaryCache(Protocol):
+    """What the policy reads and calls of its cache, :class:`sim.cache.hicache.HiCache` (which holds the writer,
+    so the writer names only this)."""
+
+    tree: RadixTree
+    stats: CacheStats
+    l1: Tier
+    l2: Tier
+    page_tokens: int
+    write_back_copies: list[list[BackupOp]]
+
+    def _start_backup(self, n: Node, pages: int, *, lock: bool) -> BackupOp: ...
+
+    def _evict_host(self, node: Node) -> None: ...
+
+    def _drop_subtree(self, node: Node, reason: str, top: bool = True) -> None: ...
 
 
 class BoundaryWriter:
     """The boundary policy's decisions for one :class:`~sim.cache.hicache.HiCache` (which calls :meth:`touch` on
     insert and :meth:`evict_device` for each device victim)."""
 
-    def __init__(self, cache: HiCache) -> None:
+    def __init__(self, cache: BoundaryCache) -> None:
         self.cache = cache
         self.tree = cache.tree
         self._dups: list[tuple[int, int, Node]] = []  # duplicate leaves by last access, lazily invalidated

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from sim.base.errors import InputError
 
 if TYPE_CHECKING:
-    from sim.cache.radix import Node
+    from sim.cache.node import Node
 
 __all__ = ["EVICTION_POLICIES", "PriorityOrder", "eviction_order"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sim.cache.controller import Tier, WritePolicy
 from sim.cache.radix import Node, RadixTree
 from sim.cache.stats import HOST_PRESSURE, UNBACKED
+from sim.cache.tiers import Tier, WritePolicy
 
 if TYPE_CHECKING:
     from sim.cache.boundary import BoundaryWriter

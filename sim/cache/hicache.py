@@ -39,12 +39,14 @@ from dataclasses import dataclass, field
 from sim.base.errors import InputError
 from sim.cache.ages import TierAges
 from sim.cache.boundary import BoundaryWriter
-from sim.cache.controller import BackupOp, CacheController, Tier, WritePolicy, no_window_pool
+from sim.cache.controller import CacheController
 from sim.cache.eviction import eviction_order
 from sim.cache.evictor import TierEvictor
+from sim.cache.lookup import Lookup
 from sim.cache.radix import InsertResult, Node, RadixTree
 from sim.cache.requests import Admission, RequestPhases
 from sim.cache.stats import DEVICE_FULL, CacheStats, hicache_metrics
+from sim.cache.tiers import BackupOp, Tier, WritePolicy, no_window_pool
 from sim.model.pools import HitPolicy, ModelSpec
 
 __all__ = [
@@ -56,19 +58,6 @@ __all__ = [
     "Tier",
     "WritePolicy",
 ]
-
-
-@dataclass
-class Lookup:
-    """A matched request. Its matched path stays locked until :meth:`HiCache.release`."""
-
-    keys: Sequence
-    input_tokens: int
-    device_pages: int
-    host_pages: int  # host hit beyond the device prefix, in pages
-    load: bool  # the host hit is loaded back (>= load_back_threshold), else recomputed
-    device_node: Node
-    best_node: Node
 
 
 @dataclass

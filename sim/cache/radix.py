@@ -4,7 +4,8 @@ The tree owns structure and bookkeeping only: which nodes exist, which tier hold
 and in what order they would be evicted. It never allocates or frees memory; :mod:`sim.cache.hicache` decides
 that and calls the residency transitions (``demote``, ``delete_leaf``, ``set_host``...). This mirrors
 SGLang's split of ``RadixCache``/``UnifiedTreeCore`` (tree decides, cache executes). The structure (match,
-insert, split) is here; locks, residency and the LRU orders are its base, :class:`sim.cache.residency.TreeResidency`.
+insert, split) is here; locks, residency and the LRU orders are its base, :class:`sim.cache.residency.TreeResidency`;
+the node itself is :class:`sim.cache.node.Node`.
 
 Keys are *page keys*: a page of ``page_size`` token ids (a tuple, or the id itself when ``page_size`` is 1),
 or a pre-hashed block id from a trace. LRU time is a logical clock read exactly where SGLang 0.5.23's
@@ -15,51 +16,14 @@ or a pre-hashed block id from a trace. LRU time is a logical clock read exactly 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from sim.cache.ages import TierAges
+from sim.cache.node import Node, PageKey
 from sim.cache.residency import TreeResidency
 
 __all__ = ["InsertResult", "MatchResult", "Node", "RadixTree", "node_ref"]
-
-PageKey = Hashable
-
-class Node:
-    """One run of pages."""
-
-    __slots__ = (
-        "key", "parent", "children", "id", "last_access", "hit_count", "used",
-        "device", "host", "lock_ref", "host_lock_ref", "dev_children",
-        "dev_mask", "host_mask", "pending", "loading",
-    )  # fmt: skip
-
-    def __init__(self, key: list[PageKey], parent: Node | None, node_id: int, now: int) -> None:
-        self.key = key
-        self.parent = parent
-        # NOTE: a plain dict: a defaultdict would create children on lookup.
-        self.children: dict[PageKey, Node] = {}
-        self.id = node_id
-        self.last_access = now
-        self.hit_count = 0
-        self.used = 0.0  # simulated seconds of its creation or last hit (sim.cache.ages; 0 with no clock)
-        self.device = True
-        self.host = False
-        self.lock_ref = 0
-        self.host_lock_ref = 0
-        self.dev_children = 0
-        self.dev_mask = 0  # which pools hold this node on device / host (set by sim.cache.hicache)
-        self.host_mask = 0
-        self.pending = None  # the in-flight write-through backup covering this node, if any
-        self.loading: Node | None = None  # the anchor of a load-back into this node not yet acknowledged
-
-    @property
-    def pages(self) -> int:
-        return len(self.key)
-
-    def __repr__(self) -> str:
-        tiers = ("D" if self.device else "") + ("H" if self.host else "")
-        return f"Node(id={self.id}, pages={len(self.key)}, {tiers or 'dead'}, lock={self.lock_ref})"
 
 
 @dataclass(frozen=True)

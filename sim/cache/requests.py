@@ -22,7 +22,7 @@ from sim.cache.budget import admission_demand, chunk_end, chunk_reservation, out
 from sim.cache.radix import Node, RadixTree
 
 if TYPE_CHECKING:
-    from sim.cache.controller import BackupOp, Tier
+    from sim.cache.tiers import BackupOp, Tier
 
 __all__ = ["Admission", "KVRecord", "RequestPhases", "RequestRows"]
 

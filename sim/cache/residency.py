@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sim.cache.eviction import PriorityOrder
-    from sim.cache.radix import Node
+    from sim.cache.node import Node
 
 __all__ = ["TreeResidency"]
 

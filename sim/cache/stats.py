@@ -10,14 +10,14 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from sim.cache.controller import WritePolicy
+from sim.cache.tiers import WritePolicy
 
 if TYPE_CHECKING:
-    from sim.cache.hicache import HiCache
+    from sim.cache.tiers import Tier
 
-__all__ = ["DEVICE_FULL", "HOST_PRESSURE", "UNBACKED", "CacheStats", "hicache_metrics"]
+__all__ = ["DEVICE_FULL", "HOST_PRESSURE", "UNBACKED", "CacheStats", "MetricSource", "hicache_metrics"]
 
 UNBACKED = "write_through_unbacked_eviction"
 HOST_PRESSURE = "host_pressure"
@@ -54,7 +54,19 @@ class CacheStats:
         return sum(counts[s] for s in sources) / total if total else 0.0
 
 
-def hicache_metrics(cache: HiCache) -> dict:
+class MetricSource(Protocol):
+    """What :func:`hicache_metrics` reads of its cache, :class:`sim.cache.hicache.HiCache`."""
+
+    stats: CacheStats
+    page_tokens: int
+    policy: WritePolicy
+    l2_enabled: bool
+    l2: Tier
+
+    def pool_bytes(self, kv_pages: int, swa_pages: int = 0) -> dict[str, int]: ...
+
+
+def hicache_metrics(cache: MetricSource) -> dict:
     """Counters under SGLang's metric names (``sglang:`` prefix dropped) and label sets
     (``observability/metrics_collector.py``): a labelled counter is a dict keyed by its label values,
     nested in label order. Token counters carry the ``pool`` label of the pool that owns the slot

@@ -8,53 +8,19 @@ calls back into it through the hooks ``SWACache`` sets (``backup``, ``evict_unba
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mypy_extensions import trait
 
-from sim.cache.v4.node import UNode
+from sim.cache.v4.node import Backup, UNode
 from sim.cache.v4.pools import PagedPools
 
 if TYPE_CHECKING:
-    from sim.cache.v4.swacache import Running
+    from sim.cache.v4.running import Running
 
-__all__ = ["WRITE_THRESHOLD", "Backup", "HostController"]
+__all__ = ["WRITE_THRESHOLD", "HostController"]
 
 WRITE_THRESHOLD = {"write_through": 1, "write_through_selective": 2}  # unified_radix_cache.py:558-560
-
-
-@dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
-class Backup:
-    """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
-    the other ``nodes`` (``swa`` tokens in all). Under write-through the node is locked until the ack
-    (``unified_radix_cache.py:1681-1818``)."""
-
-    node: UNode
-    nodes: list[UNode]
-    full: int
-    swa: int
-    page: int
-    lock_uuid: int | None
-    locked: bool
-
-    def __init__(self, node: UNode, nodes: list[UNode], full: int, swa: int, page: int) -> None:
-        self.node, self.nodes, self.full, self.swa, self.page = node, nodes, full, swa, page
-        self.lock_uuid, self.locked = None, False
-
-    @property
-    def kv_pages(self) -> int:
-        return self.full // self.page
-
-    @property
-    def swa_pages(self) -> int:
-        return self.swa // self.page
-
-    @property
-    def storage_nodes(self) -> list[UNode]:
-        """What goes on to L3 after the ack: the node whose Full KV this copied."""
-        return [self.node] if self.full else []
-
 
 
 @trait

@@ -1,16 +1,13 @@
-"""The unified tree's records: a node (a run of pages with its Full and SWA state on both tiers), and what a
-match and an insert answer (``unified_tree_core.py``'s ``UnifiedTreeNode``, ``MatchResult``, ``InsertResult``)."""
+"""The unified tree's records: a node (a run of pages with its Full and SWA state on both tiers), what a match
+and an insert answer (``unified_tree_core.py``'s ``UnifiedTreeNode``, ``MatchResult``, ``InsertResult``), and the
+host controller's copy in flight over nodes (:class:`Backup`, which a node points to while it waits)."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from sim.cache.v4.controller import Backup
-
-__all__ = ["InsertOutcome", "Match", "PageKey", "UNode", "common_pages"]
+__all__ = ["Backup", "InsertOutcome", "Match", "PageKey", "UNode", "common_pages"]
 
 PageKey = Hashable
 
@@ -91,6 +88,38 @@ class InsertOutcome:
 
     def __init__(self, prefix: int, node: UNode, branch_inserted: bool) -> None:
         self.prefix, self.node, self.branch_inserted = prefix, node, branch_inserted
+
+
+@dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
+class Backup:
+    """A device-to-host copy from commit to ack: ``node``'s Full KV (``full`` tokens) and the window state of
+    the other ``nodes`` (``swa`` tokens in all). Under write-through the node is locked until the ack
+    (``unified_radix_cache.py:1681-1818``)."""
+
+    node: UNode
+    nodes: list[UNode]
+    full: int
+    swa: int
+    page: int
+    lock_uuid: int | None
+    locked: bool
+
+    def __init__(self, node: UNode, nodes: list[UNode], full: int, swa: int, page: int) -> None:
+        self.node, self.nodes, self.full, self.swa, self.page = node, nodes, full, swa, page
+        self.lock_uuid, self.locked = None, False
+
+    @property
+    def kv_pages(self) -> int:
+        return self.full // self.page
+
+    @property
+    def swa_pages(self) -> int:
+        return self.swa // self.page
+
+    @property
+    def storage_nodes(self) -> list[UNode]:
+        """What goes on to L3 after the ack: the node whose Full KV this copied."""
+        return [self.node] if self.full else []
 
 
 def common_pages(key: list[PageKey], keys: Sequence[PageKey], pos: int) -> int:

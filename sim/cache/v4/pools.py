@@ -17,7 +17,7 @@ from mypy_extensions import mypyc_attr, trait
 from sim.cache.v4.unified import UnifiedTree
 
 if TYPE_CHECKING:
-    from sim.cache.v4.swacache import Running
+    from sim.cache.v4.running import Running
 
 __all__ = ["OutOfMemory", "PagedPools"]
 

@@ -25,12 +25,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from sim.cache.v4.node import UNode
-
-if TYPE_CHECKING:
-    from sim.cache.v4.unified import UnifiedTree
 
 __all__ = ["SWALRU", "SWAComponent", "SWA_EVICTION_INTERVAL", "out_of_window_boundary", "swa_cap_tokens",
            "swa_tokens_per_request"]  # fmt: skip
@@ -197,13 +193,21 @@ class HostLRU:
 
 
 class SWAComponent:
-    """SWA bookkeeping of one tree: the LRU, lock segments, and the evictable/protected ledgers (tokens)."""
+    """SWA bookkeeping of one tree: the LRU, lock segments, and the evictable/protected ledgers (tokens).
 
-    def __init__(self, tree: UnifiedTree, window: int) -> None:
-        self.tree = tree
+    The tree (:class:`sim.cache.v4.unified.UnifiedTree`) holds it and hands it what it uses of the tree: the
+    ``root``, the ``page``, a ``sentinel`` factory for its lists, and two calls back, ``split`` (split a node
+    ``pages`` in) and ``update_leaf`` (refile a node whose last SWA lock went)."""
+
+    def __init__(self, root: UNode, page: int, window: int, sentinel: Callable[[], UNode],
+                 split: Callable[[UNode, int], UNode], update_leaf: Callable[[UNode], None]) -> None:  # fmt: skip
+        self.root = root
+        self.page = page
         self.window = window
-        self.lru = SWALRU(tree.sentinel)
-        self.host_lru = HostLRU(tree.sentinel)
+        self.split = split
+        self.update_leaf = update_leaf
+        self.lru = SWALRU(sentinel)
+        self.host_lru = HostLRU(sentinel)
         self.evictable = 0
         self.protected = 0
         self._uuids = itertools.count(1)
@@ -212,7 +216,7 @@ class SWAComponent:
     def unbacked_window(self, node: UNode | None) -> list[UNode]:
         """Nodes within the window behind ``node`` whose SWA is on device only, deepest first; the walk stops
         at a copy in flight or a gap (``swa.py:121-140``)."""
-        root = self.tree.root
+        root = self.root
         covered = 0
         out = []
         while node is not root and covered < self.window:
@@ -269,7 +273,7 @@ class SWAComponent:
         if live >= end:
             return None
         if live > start:
-            self.tree._split(node, (live - start) // self.tree.page)
+            self.split(node, (live - start) // self.page)
         return node
 
     def restore(self, node: UNode, start: int, end: int, window_start: int) -> None:
@@ -286,16 +290,16 @@ class SWAComponent:
         part = self.clip(leaf, start, start + leaf.tokens, window_start)
         if part is None:
             return
-        page = self.tree.page
+        page = self.page
         tail = -(-self.window // page) * page
         if part.swa_lock == 0 and part.tokens > tail:
-            self.publish(self.tree._split(part, (part.tokens - tail) // page))
+            self.publish(self.split(part, (part.tokens - tail) // page))
         self.publish(part)
 
     # ----- locks ------------------------------------------------------------------------------
     def lock(self, node: UNode | None) -> int | None:
         """Lock the run of nodes covering the window behind ``node``; returns the boundary id."""
-        root = self.tree.root
+        root = self.root
         covered = 0
         uuid = None
         while node is not root and covered < self.window:
@@ -313,7 +317,7 @@ class SWAComponent:
         return uuid
 
     def unlock(self, node: UNode | None, uuid: int | None) -> None:
-        root = self.tree.root
+        root = self.root
         while node is not root:
             assert node is not None
             if node.swa_lock <= 0:
@@ -323,7 +327,7 @@ class SWAComponent:
                 self.protected -= node.tokens
             node.swa_lock -= 1
             if node.swa_lock == 0 and not node.full_kids:
-                self.tree.update_leaf(node)
+                self.update_leaf(node)
             if uuid is not None and node.swa_uuid == uuid:
                 break
             node = node.parent

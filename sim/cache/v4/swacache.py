@@ -1,9 +1,9 @@
 """DeepSeek V4's prefix cache over paged Full and SWA pools, and the cache calls a running request makes.
 
 :class:`SWACache` owns the two page pools (:mod:`sim.cache.v4.pools`), the host controller
-(:mod:`sim.cache.v4.controller`) and the :class:`~sim.cache.v4.unified.UnifiedTree`; :class:`Running` is a
-request's KV record (SGLang's ``Req.kv``: the tree-owned prefix, the SWA-evicted boundary, the rows it
-allocated). The calls follow SGLang 0.5.23 (paths relative to ``sglang/srt/``):
+(:mod:`sim.cache.v4.controller`) and the :class:`~sim.cache.v4.unified.UnifiedTree`; a running request's KV
+record is :class:`sim.cache.v4.running.Running` (SGLang's ``Req.kv``: the tree-owned prefix, the SWA-evicted
+boundary, the rows it allocated). The calls follow SGLang 0.5.23 (paths relative to ``sglang/srt/``):
 
 - **admit** (``managers/schedule_batch.py:1692-1775``): match the prompt with the key capped at
   ``len - 1`` (V4.1's bounded SWA replay caps it ``replay_tail`` tokens lower, ``mem_cache/common.py:193-211``),
@@ -32,61 +32,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sim.cache.ages import TierAges
-from sim.cache.v4.controller import WRITE_THRESHOLD, Backup, HostController
+from sim.cache.v4.controller import WRITE_THRESHOLD, HostController
+from sim.cache.v4.node import Backup
 from sim.cache.v4.pools import OutOfMemory
+from sim.cache.v4.running import Running
 from sim.cache.v4.swa import SWA_EVICTION_INTERVAL, out_of_window_boundary
-from sim.cache.v4.unified import Match, UnifiedTree, UNode
+from sim.cache.v4.unified import Match, UnifiedTree
 from sim.model.hostmem import swa_pages
 from sim.model.pools import ModelSpec
 
 __all__ = ["Backup", "OutOfMemory", "Running", "SWACache", "v4_cache"]
-
-@dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
-class Running:
-    """One request's KV record. ``keys``: page keys of its whole pages of prompt + output, so a checkpoint
-    of the first ``n`` tokens inserts ``keys[: n // page]`` (token ids themselves are never needed)."""
-
-    keys: Sequence
-    prompt_len: int
-    output_len: int
-    match: Match
-    lock_node: UNode
-    lock_uuid: int | None
-    protected: int  # tokens owned by the tree (cache_protected_len)
-    branching: int | None
-    evicted: int  # SWA-evicted boundary
-    inserted: int  # cache_inserted_len
-    allocated: int  # rows with KV slots
-    prefilled: int  # extend_end
-    emitted: int  # output tokens produced
-    decode_steps: int
-    chunks: list[tuple[int, int]]
-    finished: bool
-    host_hit: int  # tokens loaded back from host at admission
-    load_full: int  # tokens of Full KV and of window state that admission loaded back
-    load_swa: int
-    evicted_full: int  # tree tokens evicted by this request's allocations (the caller resets them)
-    evicted_swa: int
-    held_full: int  # pages it holds outside the tree, as last accounted
-    held_swa: int
-
-    def __init__(self, keys: Sequence, prompt_len: int, output_len: int, match: Match, lock_node: UNode,
-                 lock_uuid: int | None, protected: int, branching: int | None) -> None:  # fmt: skip
-        self.keys, self.prompt_len, self.output_len, self.match = keys, prompt_len, output_len, match
-        self.lock_node, self.lock_uuid, self.protected, self.branching = lock_node, lock_uuid, protected, branching
-        self.chunks, self.finished = [], False
-        self.evicted = self.inserted = self.allocated = self.prefilled = self.emitted = self.decode_steps = 0
-        self.host_hit = self.load_full = self.load_swa = self.evicted_full = self.evicted_swa = 0
-        self.held_full = self.held_swa = 0
-
-    @property
-    def kv_len(self) -> int:
-        """Tokens whose KV is computed: the prompt part prefilled plus every output token but the newest."""
-        return self.prefilled + max(0, self.emitted - 1)
-
 
 class SWACache(HostController):
     """Paged Full and SWA pools (``full_pages``/``swa_pages`` of ``page`` tokens; None: unbounded) under a

@@ -46,7 +46,7 @@ class UnifiedTree(DeviceEviction, HostTier, FullComponent):
         self.root.host = True  # the root counts as backed up (an L3 read may start from it)
         self.root.lock = 1
         self.root.swa_lock = 1
-        self.swa = SWAComponent(self, window)
+        self.swa = SWAComponent(self.root, page, window, self.sentinel, self._split, self.update_leaf)
         self.full_evictable = 0
         self.full_protected = 0
         self.order = LeafOrder()  # device leaves
