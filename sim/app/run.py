@@ -28,7 +28,7 @@ from sim.app import tierages
 from sim.base.errors import InputError
 from sim.base.fileio import staged_dir
 from sim.base.inputs import MAX_SIMULATED_S
-from sim.base.progress import progress_bar
+from sim.base.progress import advance_to, progress_bar
 from sim.base.text import plural
 from sim.cache.v4.hicache import check_v4_setup
 from sim.model.compute import Roofline, attention_pairs
@@ -314,16 +314,18 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
                    sink=writer)  # fmt: skip
     try:
         if decode_timeline(sc):
-            result = _run_decode(sc, costs, start, rec, notify)
+            result = _run_decode(sc, costs, start, rec, notify, progress)
             rec.flush()
         else:
             server = resolve(sc)
             sim, arrivals, n_requests = build(sc, costs, notify, server, progress)
             rec.samples = SampleBuffer(rows_per_tick=sim.cfg.instances)
             sim.rec = rec
-            bar = progress_bar(n_requests, desc=sc.name, unit="requests", enabled=progress)  # finished or dropped
+            bar = _run_bar(sc, sim, n_requests, progress)
             try:
-                sim.run(arrivals, bar)
+                sim.run(arrivals, bar if n_requests is not None else None)
+                if n_requests is None:
+                    advance_to(bar, sim.env.now, sim.env.now)  # the end is known now
             finally:
                 bar.close()
             rec.flush()
@@ -343,8 +345,21 @@ def run_scenario(sc: Scenario, *, progress: bool = False, costs: CostTable | Non
     return result
 
 
+def _run_bar(sc: Scenario, sim: Simulation, n_requests: int | None, enabled: bool):
+    """A bar counting the requests that leave (finished or dropped); where the run decides how many (lanes: a
+    duration ends it), the simulated seconds against the run's end as known so far
+    (:meth:`~sim.serve.lanes.LanePlayer.planned_end_s`), moved at the sampler's ticks, not per request."""
+    client = sim.client
+    if n_requests is not None or client is None:
+        return progress_bar(n_requests, desc=sc.name, unit="requests", enabled=enabled)
+    bar = progress_bar(client.planned_end_s(), desc=sc.name, unit="simulated s", enabled=enabled)
+    if enabled:
+        sim.on_tick = lambda now: advance_to(bar, now, client.planned_end_s())
+    return bar
+
+
 def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Recorder,
-                notify: Notify | None) -> RunResult:  # fmt: skip
+                notify: Notify | None, progress: bool = False) -> RunResult:  # fmt: skip
     import pandas as pd
 
     from sim.hisparse.decode import run_decode
@@ -354,7 +369,12 @@ def _run_decode(sc: Scenario, costs: CostTable | None, start: float, rec: Record
     reqs, limits = _decode_requests(sc, rng)
     seen = survey(reqs, serial_seconds(Roofline.from_scenario(sc, costs.compute_params)))
     sc = _with_interval(sc, sample_interval(sc, seen, seen.last_arrival_s, notify))
-    run = run_decode(sc, reqs, costs, rng, rec=rec, expert_dtype=expert_dtype(sc), limits=limits)
+    bar = progress_bar(len(reqs), desc=sc.name, unit="requests", enabled=progress)  # run_decode sets its total
+    try:
+        run = run_decode(sc, reqs, costs, rng, bar if progress else None, rec=rec, expert_dtype=expert_dtype(sc),
+                         limits=limits)  # fmt: skip
+    finally:
+        bar.close()
     sc = _with_interval(sc, _kept_interval(sc.output.timeseries_interval_s, rec.samples, notify))
     run.summary["cost_table"] = cost_table_line(costs, sc)
     run.summary["cost_table_kind"] = costs.source.kind

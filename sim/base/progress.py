@@ -9,7 +9,7 @@ import threading
 import time
 from typing import TextIO
 
-__all__ = ["PLAIN_EVERY_S", "PlainProgress", "progress_bar", "track"]
+__all__ = ["PLAIN_EVERY_S", "PlainProgress", "advance_to", "progress_bar", "track"]
 
 PLAIN_EVERY_S = 30.0
 
@@ -27,6 +27,17 @@ def progress_bar(total: int | None, *, desc: str, unit: str, enabled: bool = Tru
         return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream, mininterval=0.5)
     return PlainProgress(total, desc=desc, unit=unit, initial=initial, stream=stream,
                          every_s=PLAIN_EVERY_S if every_s is None else every_s)  # fmt: skip
+
+
+def advance_to(bar, n: float, total: float | None = None) -> None:
+    """Move ``bar`` (either kind) forward to ``n``, out of ``total`` where given: a total the run learns as it
+    goes (a lane replay's end moves when its warm-up ends). Runs on the simulated clock call it at the sampler's
+    ticks, never per request."""
+    if total is not None:
+        bar.total = total
+        n = min(n, total)
+    if n > bar.n:
+        bar.update(n - bar.n)
 
 
 def track(items, *, desc: str, unit: str, enabled: bool = True, total: int | None = None):
@@ -85,7 +96,7 @@ class PlainProgress:
 
     def _line(self, now: float, done: bool = False) -> None:
         elapsed = now - self._start
-        text = f"{self.desc}: {self.n:,}" + (f"/{self.total:,}" if self.total else "") + f" {self.unit}"
+        text = f"{self.desc}: {_count(self.n)}" + (f"/{_count(self.total)}" if self.total else "") + f" {self.unit}"
         if self.total:
             text += f" ({self.n / self.total:.0%})"
         text += f", {_duration(elapsed)} elapsed"
@@ -94,6 +105,10 @@ class PlainProgress:
             text += f", about {_duration(elapsed / made * (self.total - self.n))} left"
         print(text, file=self.stream, flush=True)
         self._printed = True
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if isinstance(x, float) else f"{x:,}"
 
 
 def _duration(seconds: float) -> str:

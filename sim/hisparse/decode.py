@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ import numpy as np
 import simpy
 
 from sim.base.errors import InputError
+from sim.base.progress import advance_to
 from sim.hisparse.buffer import (
     FP4_INDEXER_ROW_BYTES,
     DecodeModelShape,
@@ -99,6 +101,7 @@ class _Decoder:
         self.chunk = max(1, sc.scheduler.chunked_prefill_size // self.dp)  # a rank's chunk (parallel_hook.py:326-335)
         self.prefill: list[Request] = []  # admitted, waiting for their prefill pass
         self.done = 0  # finished or dropped
+        self.on_tick: Callable[[], None] | None = None  # at each sampler tick (a progress bar)
         self.freed = env.event()  # fires at each finish or drop: a closed-loop client sends its next request
         self.closed = False  # a closed-loop client: its next request arrives at a finish
         self.used_full = self.used_swa = self.used_c4 = 0
@@ -308,6 +311,8 @@ class _Decoder:
     def sampler(self, interval: float):
         while True:
             yield self.env.timeout(interval)
+            if self.on_tick is not None:
+                self.on_tick()
             self.rec.samples.append({"time_s": self.env.now, "instance": 0, "waiting": len(self.waiting),
                                      "running": len(self.running),
                                      "kv_used_bytes": self.used_full * self.pools.bytes_per_full_token})  # fmt: skip
@@ -348,7 +353,8 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
     ``rec`` is the recorder to fill (one with a sink streams per-request records); ``expert_dtype``: the routed
     experts' dtype the step-time backend prices (:func:`sim.model.pricing.step_model`); ``limits``: a closed-loop
     client's (concurrency cap, request rate) for each request (bench_serving's ``--max-concurrency`` and
-    ``--request-rate``), None for open loop."""
+    ``--request-rate``), None for open loop; ``progress``: a bar (:func:`sim.base.progress.progress_bar`) given the
+    requests this rank serves as its total, advanced at the sampler's ticks."""
     steps = step_model(sc, costs.compute_params, expert_dtype)
     roofline = Roofline.from_scenario(sc, costs.compute_params, why=steps.why)
     input_len = int(np.median([r.input_len for r in requests]))
@@ -408,10 +414,13 @@ def _play(sc, requests: list[Request], shape, hs, costs: CostTable, roofline: Ro
     dec.horizon = sc.duration_s
     env.process(arrivals())
     env.process(dec.run())
+    if progress is not None:  # the requests this rank serves, counted at the sampler's ticks, not per request
+        advance_to(progress, 0, len(requests))
+        dec.on_tick = lambda: advance_to(progress, dec.done)
     env.process(dec.sampler(sc.output.timeseries_interval_s))
     env.run(until=sc.duration_s if sc.duration_s is not None else dec.all_done)
     if progress is not None:
-        progress.update(env.now)
+        advance_to(progress, dec.done)
     return DecodeRun(_summary(sc, dec, hs, env.now, len(requests)), rec, _misses_frame(sc, hs))
 
 

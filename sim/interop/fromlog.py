@@ -18,9 +18,11 @@ from sim.model.serverlog import ServerLog, read_server_log
 
 if TYPE_CHECKING:
     from sim.interop.conversion import Conversion
+    from sim.model.dsa import DsaLayout
     from sim.model.pools import ModelSpec
 
-__all__ = ["apply_server_log", "check_capacities", "check_launch", "host_pool_checks", "kv_layout_env"]
+__all__ = ["apply_server_log", "check_capacities", "check_host_kv_bytes", "check_launch", "host_pool_checks",
+           "kv_layout_env"]
 
 # Scheduler summary key -> scenario field (managers/scheduler.py:1268-1276).
 _SCHEDULER_FIELDS = {
@@ -205,8 +207,34 @@ def host_pool_checks(log: ServerLog, model: ModelSpec, page_tokens: int) -> list
     return out
 
 
+def check_host_kv_bytes(log: ServerLog, model: ModelSpec, dsa: DsaLayout | None = None) -> None:
+    """Refuse a single host KV pool whose logged GB is not its tokens x the model's bytes a token, as SGLang
+    allocates it (``pool_host/base.py:249, 273-278``, printed %.2f): an MHA/GQA rank's (K + V widths) x its heads x
+    layers x dtype (``pool_host/mha.py:290-296``), an MLA row x layers (``pool_host/mla.py:195-197``; a DSA model's
+    latent alone, ``dsa``: its indexer has a host pool of its own, ``pool_host/dsa.py:203``), packed MTP draft
+    layers each a target layer's (``pool_host/base.py:259-271``). A log of another model or KV dtype, or an edited
+    line, disagrees."""
+    gb, tokens = log.values.get("host_kv_gb"), log.host_kv_tokens
+    if gb is None or tokens is None or len(model.pools) != 1:
+        return
+    if dsa is not None and log.server_args.get("hicache_mem_layout") == "page_first_kv_split":
+        return  # the index keys join the latent's rows there (pool_host/mla.py:198-205): not modelled
+    per_token = dsa.layers * dsa.kv_row_bytes if dsa is not None else model.pools[0].bytes_per_page / model.page_size
+    total, target = log.get("host_kv_layers"), log.get("host_kv_target_layers")
+    if total and target:
+        per_token = per_token * total / target
+    want = tokens * per_token / 1e9
+    if abs(want - gb) > 0.0051:
+        raise InputError(f"host KV pool: {gb:g} GB logged for {tokens:,} tokens, but {model.name} at this launch's "
+                         f"TP size and KV dtype takes {per_token:,.0f} B a token (pool_host/base.py:249), {want:.2f} GB: "
+                         "a log of another model or KV dtype, or an edited line?",
+                         source=log.source, line=log.lines["host_kv_gb"])  # fmt: skip
+
+
 def check_capacities(conv: Conversion, log: ServerLog) -> list[str]:
-    """The conversion's logged pools against what the scenario would derive without them."""
+    """The conversion's logged pools against what the scenario would derive without them; a single host KV
+    pool's GB against the model's bytes (:func:`check_host_kv_bytes`) is refused, not listed."""
+    from sim.hisparse.dsadecode import dsa_layout_of
     from sim.scenario.capacity import logged_mismatches
     from sim.scenario.load import build_model_spec
     from sim.scenario.resolve import derived_device_pools
@@ -216,5 +244,6 @@ def check_capacities(conv: Conversion, log: ServerLog) -> list[str]:
     except InputError:
         return []  # the caller's own check reports it
     model = build_model_spec(sc)
+    check_host_kv_bytes(log, model, dsa_layout_of(sc))
     out = logged_mismatches(sc, *derived_device_pools(sc, model))
     return out + host_pool_checks(log, model, sc.hicache.page_size)

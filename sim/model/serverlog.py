@@ -32,7 +32,9 @@ The log is checked against itself before anything is taken from it: each rank pr
 so a line a rank prints twice is a second startup in one file; ranks of one server size alike, so a value two
 ranks print differently is refused; the summary's pool is at most DeepSeek V4's ``full`` (the post-capture resize
 only shrinks it, ``kv_pool_runtime.py:58-150``); a host pool's GB is its layers x pages x bytes
-(``memory_pool_host.py:289, 814``); no pool the server allocates is empty. Numbers are read by one rule
+(``memory_pool_host.py:289, 814``), and a single host KV pool's against its tokens, by the model's bytes a token
+(:func:`sim.interop.fromlog.check_host_kv_bytes`, where the model is known); no pool the server allocates is
+empty. Numbers are read by one rule
 (:func:`sim.base.inputs.read_number`): a count is whole, and in range.
 """
 
@@ -98,7 +100,9 @@ _NUM = r"([^\s,()]+(?:,\d{3})*)"  # a number as written, thousands groups includ
 _PAIRS = re.compile(r"([A-Za-z_][\w+]*)=" + _NUM)
 _V4_HOST = re.compile(rf"Allocating {_NUM} GB host memory for V4 (paged|state) pool '([\w.-]+)' \(layers={_NUM}, "
                       rf"pages={_NUM}, (?:item_bytes|state_page_bytes)={_NUM}, layout=\w+\)")  # fmt: skip
-_KV_HOST = re.compile(rf"Allocating (.+?) hierarchical KV host pool: {_NUM} tokens, {_NUM} GB host memory")
+_KV_HOST = re.compile(rf"Allocating (.+?) hierarchical KV host pool: {_NUM} tokens, {_NUM} GB host memory"
+                      rf"(?:, packed MTP KV layers: target_layers={_NUM}, draft_layers={_NUM}, total_layers="
+                      r"([^\s,()]+?)\.?(?:\s|$))?")  # the sentence's full stop is not the number's
 _KV_DEVICE = re.compile(rf"KV Cache (?:is allocated|VA upper bound)\. dtype: [\w.]+, #tokens: {_NUM}")
 _AUTO = re.compile(rf"HiCache auto-sizing: ratio {_NUM} -> {_NUM};")
 _BOOL = re.compile(r"\b(unified|unified_fp8)=(True|False)\b")
@@ -201,13 +205,22 @@ def _v4_host(log: ServerLog, m: re.Match, n: int, rank: str) -> None:
 def _kv_host(log: ServerLog, m: re.Match, n: int, rank: str) -> None:
     _once(log, "the host KV pool", rank, n)
     tokens = _number(log, n, "host KV pool tokens", m.group(2))
-    _number(log, n, "host KV pool GB", m.group(3), whole=False)
+    gb = _number(log, n, "host KV pool GB", m.group(3), whole=False)
+    if m.group(4) is not None:  # packed MTP draft layers, each a target layer's bytes (pool_host/base.py:259-272)
+        target, draft, total = (_number(log, n, f"host KV pool {k}", t) for k, t in
+                                zip(("target_layers", "draft_layers", "total_layers"), m.groups()[3:], strict=True))
+        if target <= 0 or draft <= 0 or target + draft != total:
+            raise InputError(f"host KV pool: target_layers={target} + draft_layers={draft} is not total_layers="
+                             f"{total}", source=log.source, line=n)  # fmt: skip
+        _put(log, "host_kv_layers", total, n, rank)
+        _put(log, "host_kv_target_layers", target, n, rank)
     if tokens <= 0:
         raise InputError("a host KV pool of 0 tokens: a pool the server allocates is never empty (it holds at least "
                          "its padding page, pool_host/base.py:226-229)", source=log.source, line=n)  # fmt: skip
     log.plain_line = log.plain_line or n
     log.host_line = log.host_line or n
     _put(log, "host_kv_tokens", tokens, n, rank)
+    _put(log, "host_kv_gb", gb, n, rank)
     log.host_kv_tokens = int(log.values["host_kv_tokens"])
 
 

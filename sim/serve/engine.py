@@ -122,6 +122,8 @@ class Simulation(RunState):
         env, interval = self.env, self.cfg.sample_interval_s
         while True:
             yield env.timeout(interval)
+            if self.on_tick is not None:
+                self.on_tick(env.now)
             if not self.rec.samples.wants_tick():  # a thinned tick: no row built
                 continue
             for inst in self.instances:

@@ -191,6 +191,12 @@ class LanePlayer:
         self.sessions_started += 1
         return self._session
 
+    def planned_end_s(self) -> float:
+        """When the run ends at the latest, as known now: the measured phase's end plus its grace period; during
+        the warm-up, as if the warm-up ended now (a progress bar's total, which grows until the warm-up ends)."""
+        stop = self.stop_s if self._measured.triggered else self.env.now + self.w.benchmark_duration_s
+        return stop + (self.w.benchmark_grace_period_s or 0.0)
+
     def _begin(self) -> None:
         self.boundary_s = self.env.now
         self.stop_s = self.env.now + self.w.benchmark_duration_s

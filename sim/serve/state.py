@@ -41,6 +41,7 @@ class RunState:
             self.storage.record_ages(self.ages, cfg.page_tokens)
         self.on_finish: Callable[[Request], None] | None = None
         self.progress: Any = None  # a progress bar, counting the requests that leave
+        self.on_tick: Callable[[float], None] | None = None  # at each sampler tick (a bar on the simulated clock)
         self.end_s = 0.0
         # Pools that hold bytes, with their anchor: a copy moves kv-anchored pages and window pages.
         self._pool_items = [(p.name, p.anchor) for p in cfg.model.pools if p.bytes_per_page]

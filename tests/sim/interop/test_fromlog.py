@@ -288,3 +288,57 @@ def test_a_rocm_pool_refused_without_its_log_says_it_is_derived_how_far_off_and_
         from_sglang(env + ROCM, gpu="MI355X", host_mem_gb=2960).check()
     text = str(exc.value)
     assert "derived from hardware.kv_mem_gb" in text and "about 2x over" in text and "--server-log" in text
+
+
+def _host_line(log: Path, old: str, new: str, tmp_path: Path) -> Path:
+    path = tmp_path / "server.log"
+    text = log.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize("launch, old, new, message", [
+    # 82,567 tokens x (128 + 128) x 4 heads a rank x 40 layers x 2 B = 6.76 GB (pool_host/mha.py:290-296)
+    (QWEN, "6.76 GB", "7.76 GB", r"host KV pool: 7.76 GB logged for 82,567 tokens, but Qwen3-14B .* takes 81,920 B "
+                                 r"a token .*, 6.76 GB"),
+    (QWEN + " --kv-cache-dtype fp8_e4m3", "6.76 GB", "6.76 GB", r"takes 40,960 B a token .*, 3.38 GB"),
+    (QWEN, "6.76 GB host memory.", "6.76 GB host memory, packed MTP KV layers: target_layers=40, draft_layers=1, "
+     "total_layers=41.", r"6.76 GB logged for 82,567 tokens, .* takes 83,968 B a token .*, 6.93 GB"),
+])  # fmt: skip
+def test_a_single_host_pools_gb_against_its_tokens_is_checked_by_the_models_bytes(tmp_path, capsys, launch, old,
+                                                                                   new, message):  # fmt: skip
+    """One line naming the log's line, exit 2, nothing written."""
+    log = _host_line(Path(QWEN_LOG), old, new, tmp_path)
+    out = tmp_path / "qwen.yaml"
+    assert main(["scenario", "from-sglang", "--gpu", "A10", "--launch", launch, "--server-log", str(log),
+                 "--out", str(out)]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"hicache-sim: error: {log}:4: ")
+    assert __import__("re").search(message, err), err
+    assert not out.exists()
+
+
+def test_a_single_host_pool_of_the_models_bytes_is_taken_with_or_without_mtp_layers(tmp_path):
+    mtp = ("6.76 GB host memory.", "6.93 GB host memory, packed MTP KV layers: target_layers=40, draft_layers=1, "
+           "total_layers=41.")  # 82,567 x 81,920 x 41 / 40 B  # fmt: skip
+    for log in (QWEN_LOG, _host_line(Path(QWEN_LOG), *mtp, tmp_path)):
+        assert from_sglang(QWEN, gpu="A10", server_log=str(log)).scenario["hicache"]["host_pages"] == 2 * 41283
+
+
+DSA_LOG = """[2026-03-02 10:14:12 TP0] Allocating kv hierarchical KV host pool: 640,064 tokens, {gb} GB host memory.
+[2026-03-02 10:14:15 TP0] max_total_num_tokens=320000, chunked_prefill_size=8192, max_prefill_tokens=16384, \
+max_running_requests=256, context_len=163840, available_gpu_mem=10.00 GB
+"""
+
+
+def test_a_dsa_models_host_kv_pool_holds_the_latent_alone(tmp_path):
+    """DeepSeek V3.2's host KV pool is the MLA latent, (512 + 64) x 2 B x 61 layers a token (pool_host/mla.py:195-197):
+    its indexer's keys have a host pool of their own, though the simulator's device pool holds both."""
+    launch = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3.2 --tp-size 8 --enable-hierarchical-cache"
+    log = tmp_path / "server.log"
+    log.write_text(DSA_LOG.format(gb=f"{640_064 * 576 * 2 * 61 / 1e9:.2f}"))
+    assert from_sglang(launch, gpu="H200", server_log=str(log)).scenario["hicache"]["host_pages"] == 10_000
+    log.write_text(DSA_LOG.format(gb=f"{640_064 * (576 * 2 + 132) * 61 / 1e9:.2f}"))  # the indexer's keys too
+    with pytest.raises(InputError, match=r":1: host KV pool: 50.13 GB logged .* 70,272 B a token"):
+        from_sglang(launch, gpu="H200", server_log=str(log))

@@ -162,3 +162,15 @@ def test_a_v4_log_that_contradicts_itself_is_refused_naming_the_line(tmp_path, o
     path.write_text(text.replace(old, new, 1))
     with pytest.raises(InputError, match=message):
         read_server_log(path)
+
+
+def test_a_host_kv_pools_gb_and_its_packed_mtp_layers_are_read(tmp_path):
+    mtp = ("82567 tokens, 6.76 GB host memory.", "82567 tokens, 6.93 GB host memory, packed MTP KV layers: "
+           "target_layers=40, draft_layers=1, total_layers=41.")  # fmt: skip
+    log = parse_server_log(QWEN_TEXT.replace(*mtp), "server.log")
+    assert (log.values["host_kv_gb"], log.get("host_kv_layers"), log.get("host_kv_target_layers")) == (6.93, 41, 40)
+    assert parse_server_log(QWEN_TEXT, "server.log").get("host_kv_layers") is None
+    bad = (mtp[0], mtp[1].replace("total_layers=41", "total_layers=42"))
+    with pytest.raises(InputError, match=r"^server.log:4: host KV pool: target_layers=40 \+ draft_layers=1 is not "
+                                         r"total_layers=42"):  # fmt: skip
+        parse_server_log(QWEN_TEXT.replace(*bad), "server.log")
