@@ -42,9 +42,15 @@ class TestDP:
         assert sc.scheduler.load_balance_method == "auto"
         assert resolve(sc).engine.load_balance_method == "round_robin"
 
-    def test_the_moe_all_to_all_backend_is_listed_as_ignored_with_why(self):
-        conv = from_sglang(V4 + "--dp 8 --enable-dp-attention --moe-a2a-backend deepep", gpu="B200")
-        assert any(line.startswith("--moe-a2a-backend deepep: MoE all-to-all") for line in conv.ignored)
+    def test_the_moe_all_to_all_backend_maps_and_its_resident_weights_leave_less_kv(self):
+        dep = "--dp 8 --enable-dp-attention --quantization mxfp4"  # FP4 experts, what MegaMoE rebuilds
+        plain, deepep, mega = (convert(dep + a2a).hardware for a2a in ("", " --moe-a2a-backend deepep",
+                                                                        " --moe-a2a-backend megamoe"))
+        assert (deepep.moe_a2a_backend, mega.moe_a2a_backend) == ("deepep", "megamoe")
+        assert plain.kv_mem_gb > deepep.kv_mem_gb > mega.kv_mem_gb
+
+    def test_the_deprecated_deepep_flag_is_the_deepep_backend(self):
+        assert convert("--dp 8 --enable-dp-attention --enable-deepep-moe").hardware.moe_a2a_backend == "deepep"
 
 
 class TestSpeculative:
