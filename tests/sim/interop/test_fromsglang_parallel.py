@@ -82,3 +82,18 @@ class TestFp4:
 
     def test_fp4_experts_leave_more_kv_memory(self):
         assert convert("--quantization mxfp4").hardware.kv_mem_gb > convert("").hardware.kv_mem_gb
+
+
+class TestMegaMoeHost:
+    """InferenceX #2718's launch (DEP8, MegaMoE, ratio 8): its host pools follow the KV that SGLang sizes after
+    MegaMoE's weights are built, and that is what lets ratio 8 start on a 2 TB node."""
+
+    PRO = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --dp 8 --enable-dp-attention "
+           "--ep-size 8 --enable-deepseek-v4-fp4-indexer --mem-fraction-static 0.9 --swa-full-tokens-ratio 0.02 "
+           "--enable-hierarchical-cache --hicache-ratio 8")  # fmt: skip
+
+    def test_the_published_ratio_starts_with_megamoe_and_not_without(self):
+        sc = scenario_from_dict(from_sglang(self.PRO + " --moe-a2a-backend megamoe", gpu="B200").scenario)
+        assert sc.hardware.kv_mem_gb < 30
+        with pytest.raises(InputError, match="hicache.hicache_ratio: host pools"):
+            scenario_from_dict(from_sglang(self.PRO, gpu="B200").scenario)
