@@ -9,9 +9,9 @@ HiCache ratio 8 write_through, mem fraction 0.90, or 0.88 with interval 20 at c1
 ``--load-balance-method total_requests``), behind ``sglang_router --policy cache_aware --dp-aware``; the client is
 aiperf's AgentX scenario with the start ratios 0.25-0.75 and 10 warm-up calls a lane in a 1,800 s grace (the
 published warm-up, issue 42). No local copy of the corpus: 393 sessions generated with its published statistics.
-One input is not the published ones: ``compute.backend: aiconfigurator`` (B200 kernel tables, named explicitly).
-The host is from-sglang's default 2 TB node: ratio 8 fits it once the KV sizing charges what MegaMoE keeps resident
-(:mod:`sim.model.moeweights`). Nothing here is fitted to the published figures.
+One input is not the published commands': ``compute.backend: aiconfigurator`` (B200 kernel tables, named
+explicitly). The host is from-sglang's default 2 TB node: ratio 8 fits it once the KV sizing charges what MegaMoE
+keeps resident (:mod:`sim.model.moeweights`). Nothing here is fitted to the published figures.
 """
 
 from __future__ import annotations
