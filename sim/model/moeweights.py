@@ -13,8 +13,8 @@ the first forward is not:
   copy of both expert scale tensors, packed UE8M0 at one byte per 32 weights (``layers/moe/mega_moe.py:681-700``);
 - **MegaMoE's shared-expert L1**: DeepSeek V4 on SM100 with FP4 experts (the fp8xfp4 kernel) and FP8 shared experts
   whose block divides by 32 fuses the shared expert into the MegaMoE kernel after loading
-  (``models/deepseek_v4.py:5089-5110``, ``layers/moe/mega_moe.py:196-207``,
-  ``model_executor/model_runner_components/load_model_utils.py:59-70``), copying its gate/up weights interleaved:
+  (``models/deepseek_v4.py:5089-5110``, ``layers/moe/mega_moe.py:196-207``, run from ``load_model``,
+  ``model_runner.py:1332``, before the pools, ``managers/scheduler.py:1128-1137``), copying its gate/up weights interleaved:
   ``2 x moe_intermediate x hidden`` FP8 bytes a layer beside the original (``mega_moe.py:706-717``; their block scales
   are under 0.1% of that and left out).
 
