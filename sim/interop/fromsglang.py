@@ -386,6 +386,7 @@ _LAUNCH = {
     "--attn-dp-size": ("hardware.dp_size", int),
     "--ep-size": ("hardware.ep_size", int),
     "--expert-parallel-size": ("hardware.ep_size", int),
+    "--moe-a2a-backend": ("hardware.moe_a2a_backend", str),
     "--speculative-num-steps": ("speculative.num_steps", int),
     "--speculative-eagle-topk": ("speculative.eagle_topk", int),
     "--speculative-num-draft-tokens": ("speculative.num_draft_tokens", int),
@@ -453,8 +454,6 @@ _WHY = {
     "--reasoning-parser": "parses the output text into reasoning and answer: no effect on passes or cache",
     "--tool-call-parser": "parses tool calls out of the output text: no effect on passes or cache",
     "--kv-canary-real-data": "a KV-cache debugging check: not modelled",
-    "--moe-a2a-backend": "MoE all-to-all kernel (e.g. deepep): its time is the step-time backend's; its buffer "
-    "reserve (memory_hook.py reserve_for_deepep_a2a_mb) is not in the KV sizing",
     "--moe-runner-backend": "MoE kernel choice: its speed is the step-time backend's",
     "--deepep-mode": "DeepEP dispatch mode (normal / low_latency): kernel choice, the step-time backend's",
     "--enable-dp-lm-head": "the LM head vocab-parallel inside each attention TP group: a small share of the weights, "

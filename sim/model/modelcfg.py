@@ -24,6 +24,7 @@ from typing import Any
 from sim.base.errors import InputError
 from sim.base.inputs import parse_json, read_text
 from sim.model.dsa import dsa_layout, is_dsa
+from sim.model.moeweights import MoeLayout
 
 __all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "expert_dtype_of",
            "is_named", "load_config", "model_spec"]
@@ -64,6 +65,7 @@ class ModelShape:
     mlp_flops_per_token: float = 0.0  # per GPU: the MLP/MoE share of flops_per_token (DP attention gathers it)
     expert_dtype: str = ""  # the routed experts' dtype as resolved (expert_dtype_of); "" without experts
     index_topk: int = 0  # DSA: the indexer's top-k, what HiSparse swaps in (model_runner.py:1038-1041)
+    moe_layout: MoeLayout | None = None  # what an MoE all-to-all backend's resident bytes follow (sim.model.moeweights)
 
 
 def bundled_configs() -> list[str]:
@@ -287,6 +289,21 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
         catalog=att.catalog, fp4_indexer=fp4_indexer and att.catalog is not None, mlp_flops_per_token=2 * mlp_active / tp_size,
         expert_dtype=expert_dtype_of(cfg, expert_dtype) if n_exp else "",
         index_topk=int(cfg.get("index_topk") or 0) if att.family == "dsa" else 0,
+        moe_layout=_moe_layout(cfg, hidden, layers, n_exp, b.weight) if n_exp else None,
+    )  # fmt: skip
+
+
+def _moe_layout(cfg: dict[str, Any], hidden: int, layers: int, n_exp: int, dense_bytes: float) -> MoeLayout:
+    quant = cfg.get("quantization_config") or {}
+    block = quant.get("weight_block_size") or ()
+    archs = " ".join(cfg.get("architectures") or ()) + " " + str(cfg.get("model_type") or "")
+    return MoeLayout(
+        moe_layers=layers - int(cfg.get("first_k_dense_replace") or 0), hidden=hidden,
+        moe_intermediate=int(cfg["moe_intermediate_size"]), n_routed=n_exp,
+        n_shared=int(cfg.get("n_shared_experts") or 0), deepseek_moe="deepseek" in archs.lower(),
+        deepseek_v4="compress_ratios" in cfg,
+        shared_fp8_block32=dense_bytes == 1 and len(block) == 2 and int(block[1]) % 32 == 0,
+        dense_weight_bytes=dense_bytes,
     )  # fmt: skip
 
 

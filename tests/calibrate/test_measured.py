@@ -40,7 +40,7 @@ def test_a_fit_from_one_run_writes_its_provenance_and_pins_what_one_batch_cannot
 
 
 def test_a_run_of_another_model_is_refused(tmp_path, capsys):
-    code = main(["calibrate", "compute", "--from", str(DATA / "inferencex_2718_c128.json"), "--scenario", M1A,
+    code = main(["calibrate", "compute", "--from", str(M1DATA / "inferencex_2718_c128.json"), "--scenario", M1A,
                  "--out", str(tmp_path / "fit.json")])
     assert code == 2 and "model: 'deepseek-ai/DeepSeek-V4-Pro'" in capsys.readouterr().err
     assert not (tmp_path / "fit.json").exists()

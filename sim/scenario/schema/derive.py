@@ -148,9 +148,11 @@ def _fill_compute(comp: dict, shape: Any, filled: _Filled) -> dict:
 
 def _fill_kv_mem(hw: dict, sched: dict, gpu: Any, shape: Any, tp: int, dp: int, filled: _Filled,
                  config: str | None) -> None:  # fmt: skip
-    """``hardware.kv_mem_gb`` as SGLang sizes it: the static memory fraction less the weights per rank. Weights
-    that leave none are the config's (at the TP size given), not a ``kv_mem_gb`` nobody typed."""
+    """``hardware.kv_mem_gb`` as SGLang sizes it: the static memory fraction less the weights per rank, with what
+    ``hardware.moe_a2a_backend`` keeps resident beside them (:mod:`sim.model.moeweights`). Weights that leave none
+    are the config's (at the TP size given), not a ``kv_mem_gb`` nobody typed."""
     from sim.model import hardware
+    from sim.model.moeweights import a2a_resident_bytes
 
     chunk = sched.get("chunked_prefill_size")
     if isinstance(chunk, int) and chunk >= MAX_REQUEST_TOKENS:  # chunking off (a chunk no request reaches):
@@ -160,9 +162,12 @@ def _fill_kv_mem(hw: dict, sched: dict, gpu: Any, shape: Any, tp: int, dp: int, 
         gpu, tp_size=tp, chunked_prefill_size=chunk,
         max_running_requests=sched.get("max_running_requests"), mla=shape.family in ("mla", "dsa"),
         version=hw.get("sglang_defaults", "0.5.23"), attn_dp_size=dp)  # fmt: skip
-    kv = hardware.kv_budget_bytes(gpu, mfs, shape.weight_bytes_per_rank)
+    weights = shape.weight_bytes_per_rank + a2a_resident_bytes(
+        shape.moe_layout, backend=hw.get("moe_a2a_backend", "none"), gpu=gpu.name, tp_size=tp,
+        expert_dtype=shape.expert_dtype)  # fmt: skip
+    kv = hardware.kv_budget_bytes(gpu, mfs, weights)
     if kv <= 0:
-        raise _field_error("model.config", f"{config}: the weights ({shape.weight_bytes_per_rank / 1e9:,.1f} GB per "
+        raise _field_error("model.config", f"{config}: the weights ({weights / 1e9:,.1f} GB per "
                            f"rank at tp_size {tp}) leave no KV memory at mem_fraction_static {mfs:g} on {gpu.name}; "
                            "a larger tp_size?")  # fmt: skip
     filled.fill(hw, "hardware", "kv_mem_gb", round(kv / 1e9, 3))

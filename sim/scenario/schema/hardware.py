@@ -88,6 +88,12 @@ class HardwareConfig(_Section):
         description="SGLang --ep-size (MoE expert parallelism); must divide tp_size. Experts are split tp_size ways "
         "either way, so per-GPU weight bytes do not change.",
     )
+    moe_a2a_backend: str = Field(
+        "none",
+        description="SGLang --moe-a2a-backend (none, deepep, megamoe, ...): what it keeps resident before the KV pool "
+        "is sized (DeepSeek's shared experts whole on every rank; MegaMoE's expert scale copies and fused shared "
+        "expert, sim.model.moeweights) leaves kv_mem_gb smaller; its kernels' speed is the step-time backend's.",
+    )
     cost_table: str | None = Field(
         None,
         description="Cost-table JSON from `calibrate`, relative to the scenario file; null = bundled spec-derived default.",

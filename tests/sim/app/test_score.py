@@ -23,7 +23,7 @@ M1A = ROOT / "scenarios" / "validation" / "m1a_off.yaml"
 
 
 def test_a_run_of_another_model_is_refused_naming_the_field():
-    runs = read_measured([str(DATA / "inferencex_2718_c128.json")])
+    runs = read_measured([str(M1DATA / "inferencex_2718_c128.json")])
     with pytest.raises(InputError, match=r"inferencex_2718_c128.json: model: 'deepseek-ai/DeepSeek-V4-Pro', but the "
                                          r"scenario runs DeepSeek-V4-Flash"):
         check_against(runs, load_scenario(M1A))
@@ -44,7 +44,7 @@ def test_a_step_at_another_concurrency_is_refused_naming_its_line(tmp_path):
 
 def test_the_refusal_is_exit_2_before_any_output(tmp_path, capsys):
     out = tmp_path / "out"
-    code = main(["score", str(DATA / "inferencex_2718_c160.json"), "--scenario", str(M1A), "--out", str(out),
+    code = main(["score", str(M1DATA / "inferencex_2718_c160.json"), "--scenario", str(M1A), "--out", str(out),
                  "--no-progress"])
     assert code == 2 and not out.exists()
     assert capsys.readouterr().err.count("\n") == 1
@@ -110,7 +110,7 @@ def test_rounds_the_scenario_does_not_run_are_refused():
 
 def test_an_agentx_result_is_scored_on_a_lane_replay_with_its_drivers(tmp_path, capsys):
     lanes = ROOT / "scenarios" / "dsv4_flash_agentic_lanes.yaml"  # 8 lanes of V4-Flash
-    doc = json.loads((DATA / "inferencex_2718_c128.json").read_text())
+    doc = json.loads((M1DATA / "inferencex_2718_c128.json").read_text())
     doc.update(conc=9, model="deepseek-ai/DeepSeek-V4-Flash")
     (tmp_path / "ix.json").write_text(json.dumps(doc))
     argv = ["score", str(tmp_path / "ix.json"), "--scenario", str(lanes), "--seeds", "1", "--out", str(tmp_path / "s"),

@@ -42,9 +42,15 @@ class TestDP:
         assert sc.scheduler.load_balance_method == "auto"
         assert resolve(sc).engine.load_balance_method == "round_robin"
 
-    def test_the_moe_all_to_all_backend_is_listed_as_ignored_with_why(self):
-        conv = from_sglang(V4 + "--dp 8 --enable-dp-attention --moe-a2a-backend deepep", gpu="B200")
-        assert any(line.startswith("--moe-a2a-backend deepep: MoE all-to-all") for line in conv.ignored)
+    def test_the_moe_all_to_all_backend_maps_and_its_resident_weights_leave_less_kv(self):
+        dep = "--dp 8 --enable-dp-attention --quantization mxfp4"  # FP4 experts, what MegaMoE rebuilds
+        plain, deepep, mega = (convert(dep + a2a).hardware for a2a in ("", " --moe-a2a-backend deepep",
+                                                                        " --moe-a2a-backend megamoe"))
+        assert (deepep.moe_a2a_backend, mega.moe_a2a_backend) == ("deepep", "megamoe")
+        assert plain.kv_mem_gb > deepep.kv_mem_gb > mega.kv_mem_gb
+
+    def test_the_deprecated_deepep_flag_is_the_deepep_backend(self):
+        assert convert("--dp 8 --enable-dp-attention --enable-deepep-moe").hardware.moe_a2a_backend == "deepep"
 
 
 class TestSpeculative:
@@ -76,3 +82,18 @@ class TestFp4:
 
     def test_fp4_experts_leave_more_kv_memory(self):
         assert convert("--quantization mxfp4").hardware.kv_mem_gb > convert("").hardware.kv_mem_gb
+
+
+class TestMegaMoeHost:
+    """InferenceX #2718's launch (DEP8, MegaMoE, ratio 8): its host pools follow the KV that SGLang sizes after
+    MegaMoE's weights are built, and that is what lets ratio 8 start on a 2 TB node."""
+
+    PRO = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --dp 8 --enable-dp-attention "
+           "--ep-size 8 --enable-deepseek-v4-fp4-indexer --mem-fraction-static 0.9 --swa-full-tokens-ratio 0.02 "
+           "--enable-hierarchical-cache --hicache-ratio 8")  # fmt: skip
+
+    def test_the_published_ratio_starts_with_megamoe_and_not_without(self):
+        sc = scenario_from_dict(from_sglang(self.PRO + " --moe-a2a-backend megamoe", gpu="B200").scenario)
+        assert sc.hardware.kv_mem_gb < 30
+        with pytest.raises(InputError, match="hicache.hicache_ratio: host pools"):
+            scenario_from_dict(from_sglang(self.PRO, gpu="B200").scenario)

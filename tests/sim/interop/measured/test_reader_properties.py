@@ -17,7 +17,7 @@ LEAF = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**20), st.floats(al
 JSON = st.recursive(LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
                     max_leaves=12)  # fmt: skip
 M1 = Path(__file__).resolve().parents[4] / "scenarios" / "validation" / "measured"
-TEMPLATES = [DATA / "profile_export_aiperf.json", DATA / "inferencex_2718_c128.json",
+TEMPLATES = [DATA / "profile_export_aiperf.json", M1 / "inferencex_2718_c128.json",
              DATA / "m3_h800_l1l2_bench_multiturn.jsonl", DATA / "aiperf_profile_export.jsonl",
              M1 / "m1a_off_c1_bench_serving.jsonl"]  # (of a JSON-lines file: its second line, a measured one)
 

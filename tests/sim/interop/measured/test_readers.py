@@ -59,7 +59,7 @@ def test_bench_multiturn_rounds_and_inferencex_aggregates():
 
 
 def test_an_inferencex_request_rate_is_each_lanes_calls_per_hour(tmp_path):
-    doc = json.loads((DATA / "inferencex_2718_c128.json").read_text())
+    doc = json.loads((M1DATA / "inferencex_2718_c128.json").read_text())
     doc["request_metrics"]["qps"] = {"mean": 3.2}
     (tmp_path / "ix.json").write_text(json.dumps(doc))
     (run,) = read_measured([str(tmp_path / "ix.json")])
