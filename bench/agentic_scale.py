@@ -2,7 +2,8 @@
 scheduler rule changes.
 
     python bench/agentic_scale.py [--lanes 128 192 256] [--seeds 1 2 3] [--hicache off on] [--duration 3600]
-        [--router consistent_hashing|round_robin] [--delayer] [--recipe] [--warmup-grace S] [--csv OUT.csv]
+        [--router consistent_hashing|round_robin] [--delayer] [--recipe] [--warmup N] [--warmup-grace S]
+        [--csv OUT.csv]
         [--backend auto|aiconfigurator|roofline] [--build-dir DIR | --no-compiled] [--timeout 600]
 
 The shape of InferenceX's AgentX runs of DeepSeek-V4-Pro, set up by ``scenario from-sglang`` from the command
@@ -11,13 +12,15 @@ ratio 2 or off; ``--delayer`` adds ``--enable-prefill-delayer``; ``--recipe``: I
 ``RECIPE``), aiperf's AgentX command (``AIPERF``: ``--lanes``
 closed-loop lanes replaying ``--public-dataset semianalysis_cc_traces_weka_062126`` without a local copy, so
 ``--sessions`` sessions generated with its statistics, contexts to ~990K tokens; ``--random-seed`` the seed;
-``--warmup-grace S`` adds ``--agentic-warmup-grace-period S``) and the sglang-router command in front of the
+the warm-up InferenceX's ``benchmarks/benchmark_lib.sh`` passes, ``--warmup-requests-per-lane 10
+--warmup-grace-period 1800``, or ``--warmup N`` and ``--warmup-grace S``, 0 to wait) and the sglang-router command in front of the
 server (``ROUTER``: ``--policy consistent_hashing --dp-aware``, or ``round_robin``), for ``--duration`` seconds of
 measured phase. Each case runs in a process of its own, so its peak RSS (``VmHWM``) is its own, in a copy of this
 tree compiled with mypyc (``sim.base.compiled``; ``--build-dir DIR`` keeps the build for the next invocation,
 rebuilt when ``sim/`` changed; ``--no-compiled`` runs pure Python). The figures are the simulator's, on
-``--backend`` (``compute.backend``; the default, auto: B300's measured kernels), printed with the wall time, the calls sent and measured, AgentX's tok/s/GPU, TTFT p50 / p99 and
-the hit rates; ``--csv`` appends one row a case.
+``--backend`` (``compute.backend``; the default, auto: B300's measured kernels), printed with the wall time, the
+calls sent and measured, AgentX's tok/s/GPU, TTFT p50 / p99, the hit rates, the warm-up's end and the lanes'
+traffic (calls a lane-hour, ISL / OSL mean, idle gap mean); ``--csv`` appends one row a case.
 """
 
 from __future__ import annotations
@@ -48,27 +51,28 @@ RECIPE = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-P
 RECIPE_HICACHE = (" --enable-hierarchical-cache --hicache-ratio 2 --hicache-write-policy write_back "
                   "--hicache-io-backend direct --hicache-mem-layout page_first_direct")  # fmt: skip
 AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --streaming --concurrency {lanes} --benchmark-duration "
-          "{duration} --trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 --warmup-requests-per-lane 1 "
+          "{duration} --trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 --warmup-requests-per-lane {warmup} "
           "--trace-idle-gap-cap-seconds 300 --num-dataset-entries {sessions} --random-seed {seed} "
           "--public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
 ROUTER = ("python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 --policy {policy} --dp-aware "
           "--request-id-headers x-correlation-id --host 0.0.0.0 --port 8888")  # fmt: skip
 FIELDS = ("lanes", "hicache", "recipe", "router", "delayer", "warmup_grace_s", "seed", "build", "wall_s", "peak_rss_mb", "sent",
           "measured", "tok_per_s_per_gpu", "ttft_p50_s", "ttft_p99_s", "gpu_hit", "cpu_hit", "warmup_s",
-          "warmup_failed")  # fmt: skip
+          "warmup_failed", "calls_per_lane_hour", "isl_mean", "osl_mean", "idle_gap_mean_s")  # fmt: skip
 
 
 def commands(lanes: int, sessions: int, duration: float, seed: int, hicache: bool, router: str, delayer: bool,
-             warmup_grace: float | None, recipe: bool = False) -> tuple[str, list[str]]:  # fmt: skip
+             warmup_grace: float | None, recipe: bool = False, warmup: int = 10) -> tuple[str, list[str]]:  # fmt: skip
     """The launch and the client commands (aiperf, then the router) of one case, as a user would type them;
-    ``recipe``: InferenceX's published launch (``RECIPE``, its prefill delayer on) instead of the minimal one."""
+    ``recipe``: InferenceX's published launch (``RECIPE``, its prefill delayer on) instead of the minimal one;
+    ``warmup`` calls a lane, ``warmup_grace`` s for them (None: wait)."""
     if recipe:
         launch = RECIPE.format(max_running=2 * lanes) + (RECIPE_HICACHE if hicache else "")
     else:
         launch = LAUNCH if hicache else LAUNCH.replace(" --enable-hierarchical-cache --hicache-ratio 2", "")
         launch += " --enable-prefill-delayer" if delayer else ""
-    aiperf = AIPERF.format(lanes=lanes, duration=duration, sessions=sessions, seed=seed)
-    aiperf += f" --agentic-warmup-grace-period {warmup_grace:g}" if warmup_grace is not None else ""
+    aiperf = AIPERF.format(lanes=lanes, duration=duration, sessions=sessions, seed=seed, warmup=warmup)
+    aiperf += f" --warmup-grace-period {warmup_grace:g}" if warmup_grace is not None else ""
     return launch, [aiperf, ROUTER.format(policy=router)]
 
 
@@ -97,7 +101,10 @@ def one(case: dict) -> dict:
             "ttft_p50_s": client.get("ttft_s", {}).get("p50"),
             "ttft_p99_s": float(np.percentile(ttft, 99)) if len(ttft) else None,
             "gpu_hit": client.get("gpu_hit"), "cpu_hit": client.get("cpu_hit"),
-            "warmup_s": client.get("measured_from_s"), "warmup_failed": client.get("warmup_failed", 0)}  # fmt: skip
+            "warmup_s": client.get("measured_from_s"), "warmup_failed": client.get("warmup_failed", 0),
+            "calls_per_lane_hour": client.get("calls_per_lane_hour"), "isl_mean": client.get("isl", {}).get("mean"),
+            "osl_mean": client.get("osl", {}).get("mean"),
+            "idle_gap_mean_s": client.get("idle_gap_s", {}).get("mean")}  # fmt: skip
 
 
 def fingerprint(tree: Path) -> str:
@@ -151,7 +158,9 @@ def show(case: dict, r: dict) -> str:
     pct = "-" if r["cpu_hit"] is None else f"{r['cpu_hit']:.1%}"
     return (f"  {head}: {r['build']} {r['wall_s']:.0f} s wall, peak RSS {r['peak_rss_mb']:.0f} MB; {r['sent']:,} sent, "
             f"{r['measured']:,} measured; {r['tok_per_s_per_gpu']:,.0f} tok/s/GPU, TTFT p50 {r['ttft_p50_s']:.2f} s "
-            f"p99 {r['ttft_p99_s']:.2f} s, hit GPU {r['gpu_hit']:.1%} CPU {pct}; warm-up {r['warmup_s']:.0f} s")  # fmt: skip
+            f"p99 {r['ttft_p99_s']:.2f} s, hit GPU {r['gpu_hit']:.1%} CPU {pct}; warm-up {r['warmup_s']:.0f} s; "
+            f"{r['calls_per_lane_hour']:.0f} calls a lane-hour, ISL {r['isl_mean']:,.0f}, OSL {r['osl_mean']:,.0f}, "
+            f"idle gap {r['idle_gap_mean_s']:.1f} s")  # fmt: skip
 
 
 def main() -> None:
@@ -165,7 +174,9 @@ def main() -> None:
                     help="sglang-router's policy: DP-aware consistent hashing (AgentX's) or round robin")
     ap.add_argument("--delayer", action="store_true", help="launch with --enable-prefill-delayer")
     ap.add_argument("--recipe", action="store_true", help="InferenceX's published launch (RECIPE) instead of LAUNCH")
-    ap.add_argument("--warmup-grace", type=float, help="aiperf's --agentic-warmup-grace-period, s (unset: wait)")
+    ap.add_argument("--warmup", type=int, default=10, help="aiperf's --warmup-requests-per-lane (published: 10)")
+    ap.add_argument("--warmup-grace", type=float, default=1800.0,
+                    help="aiperf's --warmup-grace-period, s (published: 1800; 0: wait for the warm-up)")
     ap.add_argument("--backend", choices=("auto", "aiconfigurator", "roofline"), default="auto",
                     help="compute.backend: what prices the passes (auto: B300's measured kernels)")
     ap.add_argument("--csv", type=Path, help="append one row a case to this CSV")
@@ -185,7 +196,7 @@ def main() -> None:
             for mode in a.hicache:
                 case = {"lanes": lanes, "sessions": a.sessions, "duration": a.duration, "seed": seed,
                         "hicache": mode == "on", "router": a.router, "delayer": a.delayer or a.recipe, "recipe": a.recipe,
-                        "warmup_grace": a.warmup_grace, "backend": a.backend}  # fmt: skip
+                        "warmup_grace": a.warmup_grace or None, "warmup": a.warmup, "backend": a.backend}  # fmt: skip
                 r = run_case(tree, case, a.timeout)
                 print(show(case, r), flush=True)
                 if a.csv:
@@ -194,7 +205,7 @@ def main() -> None:
                         w = csv.DictWriter(f, FIELDS, extrasaction="ignore")
                         if new:
                             w.writeheader()
-                        w.writerow({**case, "hicache": mode, "warmup_grace_s": a.warmup_grace, **r})
+                        w.writerow({**case, "hicache": mode, "warmup_grace_s": a.warmup_grace or None, **r})
 
 
 if __name__ == "__main__":

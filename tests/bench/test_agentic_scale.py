@@ -26,7 +26,7 @@ def bench():
 
 def converted(bench, **change):
     case = {"lanes": 192, "sessions": 393, "duration": 3600.0, "seed": 2, "hicache": True,
-            "router": "consistent_hashing", "delayer": False, "warmup_grace": None, **change}  # fmt: skip
+            "router": "consistent_hashing", "delayer": False, "warmup_grace": 1800.0, **change}  # fmt: skip
     launch, benches = bench.commands(**case)
     conv = from_sglang(launch, benches, gpu="b300")
     return scenario_from_dict(conv.scenario, source="bench"), conv
@@ -37,7 +37,8 @@ def test_the_published_commands_convert_to_the_agentx_run_with_no_hand_edit(benc
     assert (sc.workload.kind, sc.workload.lanes, sc.workload.sessions) == ("agentic", 192, 393)
     assert (sc.seed, sc.cluster.router, sc.hicache.enabled) == (2, "consistent_hashing", True)
     assert sc.hardware.dp_size == 8 and sc.hardware.enable_dp_attention
-    assert not sc.scheduler.enable_prefill_delayer and sc.workload.warmup_grace_period_s is None
+    assert not sc.scheduler.enable_prefill_delayer and sc.workload.warmup_grace_period_s == 1800.0
+    assert sc.workload.warmup_requests_per_lane == 10  # InferenceX's published warm-up (benchmark_lib.sh)
     assert any("cluster.router: consistent_hashing" in m for m in conv.mapped)
 
 
@@ -46,6 +47,8 @@ def test_the_published_commands_convert_to_the_agentx_run_with_no_hand_edit(benc
     ({"delayer": True}, lambda sc: sc.scheduler.enable_prefill_delayer is True),
     ({"router": "round_robin"}, lambda sc: sc.cluster.router == "round_robin"),
     ({"warmup_grace": 3600.0}, lambda sc: sc.workload.warmup_grace_period_s == 3600.0),
+    ({"warmup_grace": None}, lambda sc: sc.workload.warmup_grace_period_s is None),
+    ({"warmup": 1}, lambda sc: sc.workload.warmup_requests_per_lane == 1),
 ])  # fmt: skip
 def test_each_toggle_changes_its_own_field_only(bench, change, read):
     base, _ = converted(bench)
@@ -56,7 +59,7 @@ def test_each_toggle_changes_its_own_field_only(bench, change, read):
 
 def test_one_small_case_reports_its_time_memory_and_figures(bench):
     r = bench.one({"lanes": 8, "sessions": 8, "duration": 60.0, "seed": 1, "hicache": True,
-                   "router": "consistent_hashing", "delayer": False, "warmup_grace": None})  # fmt: skip
+                   "router": "consistent_hashing", "delayer": False, "warmup_grace": None, "warmup": 1})  # fmt: skip
     assert r["measured"] > 0 and r["sent"] >= r["measured"] and r["peak_rss_mb"] > 0
     assert 0 < r["ttft_p50_s"] <= r["ttft_p99_s"] and 0 <= r["gpu_hit"] <= 1 and r["warmup_failed"] == 0
 
