@@ -28,7 +28,9 @@ def test_the_runs_ttft_says_it_is_every_request_and_the_lanes_report_says_measur
               "input_tok_per_s_per_gpu": 1.0, "output_tok_per_s_per_gpu": 0.0, "gpus": 1,
               "ttft_s": {"mean": 0.5, "p50": 0.4}, "itl_s": {"p90": 0.01}, "prefix_hit": 0.5, "gpu_hit": 0.5,
               "cpu_hit": 0.0, "storage_hit": 0.0, "queue_req": {"p50": 0, "p90": 1},
-              "running_req": {"p50": 1, "p90": 2}, "full_token_usage": {"mean": 0.1, "p90": 0.2}}  # fmt: skip
+              "running_req": {"p50": 1, "p90": 2}, "full_token_usage": {"mean": 0.1, "p90": 0.2},
+              "calls_per_lane_hour": 300.0, "isl": {"mean": 900.0, "p50": 800.0}, "osl": {"mean": 90.0, "p50": 80.0},
+              "idle_gap_s": {"mean": 2.0, "p50": 1.0, "gaps": 8, "cap_s": None}, "warmup_end_s": 12.0}  # fmt: skip
     assert "TTFT of the measured phase: mean 0.500 s" in format_agentx_report(report)
 
 
