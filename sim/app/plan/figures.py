@@ -114,8 +114,8 @@ def _host(data: dict) -> Figure:
     for i, c in enumerate(cands):
         if c["status"] == "refused":  # drawn on the axis: a refused row may pin nothing
             by = "past the\npinnable" if c["reason"].startswith("pins ") else "refused\nby SGLang"
-            ax.text(i, 0.03, by, ha="center", va="bottom", color="r", fontsize=8,
-                    transform=ax.get_xaxis_transform())  # fmt: skip
+            ax.text(i, 0.03, by, ha="center", va="bottom", color="r", fontsize=8, transform=ax.get_xaxis_transform(),
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5})  # readable on a bar
     ax.set_ylabel("pinned host memory per node (GB)")
     ranks = cands[0]["ranks_per_node"] if cands else 1
     ax.set_title(f"Host pools per node ({ranks} rank{'s' if ranks > 1 else ''}), pool by pool")
