@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sim.cache.ages import landed
-from sim.cache.radix import InsertResult, Node, RadixTree, node_ref
+from sim.cache.node import Node
+from sim.cache.radix import InsertResult, RadixTree, node_ref
 from sim.cache.tiers import BackupOp, Tier, no_window_pool
 
 if TYPE_CHECKING:

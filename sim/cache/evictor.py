@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sim.cache.radix import Node, RadixTree
+from sim.cache.node import Node
+from sim.cache.radix import RadixTree
 from sim.cache.stats import HOST_PRESSURE, UNBACKED
 from sim.cache.tiers import Tier, WritePolicy
 

@@ -43,7 +43,8 @@ from sim.cache.controller import CacheController
 from sim.cache.eviction import eviction_order
 from sim.cache.evictor import TierEvictor
 from sim.cache.lookup import Lookup
-from sim.cache.radix import InsertResult, Node, RadixTree
+from sim.cache.node import Node
+from sim.cache.radix import InsertResult, RadixTree
 from sim.cache.requests import Admission, RequestPhases
 from sim.cache.stats import DEVICE_FULL, CacheStats, hicache_metrics
 from sim.cache.tiers import BackupOp, Tier, WritePolicy, no_window_pool
@@ -51,11 +52,8 @@ from sim.model.pools import HitPolicy, ModelSpec
 
 __all__ = [
     "Admission",
-    "BackupOp",
     "CacheStats",
     "HiCache",
-    "Lookup",
-    "Tier",
     "WritePolicy",
 ]
 

@@ -23,7 +23,7 @@ from sim.cache.ages import TierAges
 from sim.cache.node import Node, PageKey
 from sim.cache.residency import TreeResidency
 
-__all__ = ["InsertResult", "MatchResult", "Node", "RadixTree", "node_ref"]
+__all__ = ["InsertResult", "MatchResult", "RadixTree", "node_ref"]
 
 
 @dataclass(frozen=True)

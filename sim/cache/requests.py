@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sim.cache.budget import admission_demand, chunk_end, chunk_reservation, output_left, steps_to_page
-from sim.cache.radix import Node, RadixTree
+from sim.cache.node import Node
+from sim.cache.radix import RadixTree
 
 if TYPE_CHECKING:
     from sim.cache.tiers import BackupOp, Tier

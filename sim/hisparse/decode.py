@@ -40,6 +40,7 @@ from sim.hisparse.buffer import (
     HbmBudget,
     HiSparseConfig,
     HiSparseResult,
+    _ceil_to,
     simulate_hisparse,
 )
 from sim.hisparse.dsa import swap_in_step_seconds
@@ -269,7 +270,7 @@ class _Decoder:
     def _device_need(self, req: Request) -> int:
         if not self.colocated:
             return self.c4_need
-        return max(self.c4_need, -(-req.input_len // self.shape.page_size) * self.shape.page_size)
+        return max(self.c4_need, _ceil_to(req.input_len, self.shape.page_size))
 
     def _join(self, req: Request, admitted: float | None = None) -> None:
         admitted = self.now if admitted is None else admitted

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.hisparse.buffer import _ceil_to
 from sim.model.dsa import PAGE_SIZE, DsaLayout
 
 if TYPE_CHECKING:
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["DsaPools", "DsaSizing", "dsa_pools", "dsa_sizing", "spec_scratch_slots", "swap_in_step_seconds"]
 
 MIN_SCRATCH = 1024  # HiSparseSpecSwapManager.MIN_SCRATCH_CAPACITY (managers/hisparse_coordinator.py:146)
-
-
-def _pages(n: int, page: int = PAGE_SIZE) -> int:
-    return -(-n // page) * page
 
 
 @dataclass(frozen=True)
@@ -91,7 +88,7 @@ def dsa_sizing(lay: DsaLayout, kv_bytes: float, final_len: int, ratio: int, buff
     device buffer padded by one page (hisparse_coordinator.py:644-646) and its speculative scratch in the physical
     pool; admission is the lesser of the two allocators (allocator/hisparse.py:113-117)."""
     base, hs = dsa_pools(lay, kv_bytes, None, page), dsa_pools(lay, kv_bytes, ratio, page)
-    need = _pages(max(final_len, 1), page)
+    need = _ceil_to(max(final_len, 1), page)
     per_dev = buffer + page + spec_scratch_slots(draft_tokens, lay.index_topk, buffer)
     b_bounds = {"kv_pool": base.logical_tokens // need, "max_running": max_running}
     h_bounds = {"logical": hs.logical_tokens // need, "device_buffer": hs.device_slots // per_dev,

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sim.base.errors import InputError
+from sim.model.dsa import skips_topk as model_skips_topk
 
 __all__ = ["INDEX_SHARE_FIELDS", "StepCounts", "SwapInPlan", "shared_index_layers", "skips_topk"]
 
@@ -32,27 +33,20 @@ def _positive(share: Mapping, name: str, default: int | None) -> int | None:
 
 
 def skips_topk(share: Mapping, layer: int) -> bool:
-    """``dsa_layer_skips_topk`` (configs/model_config.py:488-522): whether ``layer`` reuses the previous layer's
-    top-k. ``indexer_types`` first, then ``cli_factor``, ``index_topk_pattern``, and ``index_topk_freq`` with
-    ``index_skip_topk_offset``."""
+    """``dsa_layer_skips_topk`` (configs/model_config.py:488-522) on fields a stream gives: each field the rule
+    reads is checked as SGLang asserts it, in the rule's order, then :func:`sim.model.dsa.skips_topk` answers."""
     types = share.get("indexer_types")
     if types is not None:
         if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
             raise InputError(f"index_share.indexer_types: expected a list of names, got {types!r}"[:200])
-        return 0 <= layer < len(types) and types[layer] == "shared"
-    cli = _positive(share, "cli_factor", 1)
-    if cli > 1:
-        return layer % cli != 0
-    pattern = share.get("index_topk_pattern")
-    if pattern is not None:
-        if not isinstance(pattern, str):
+    elif (_positive(share, "cli_factor", 1) or 1) <= 1:
+        pattern = share.get("index_topk_pattern")
+        if pattern is None:
+            _positive(share, "index_topk_freq", 1)
+            _positive(share, "index_skip_topk_offset", None)
+        elif not isinstance(pattern, str):
             raise InputError(f"index_share.index_topk_pattern: expected a string of letters, got {pattern!r}"[:200])
-        return layer < len(pattern) and pattern[layer] == "S"
-    freq = _positive(share, "index_topk_freq", 1)
-    offset = _positive(share, "index_skip_topk_offset", None)
-    if offset is not None:
-        return max(layer - offset + 1, 0) % freq != 0
-    return max(layer - 1, 0) % freq != 0
+    return model_skips_topk(share, layer)
 
 
 def shared_index_layers(share: Mapping, n_layers: int) -> list[bool] | None:

@@ -44,14 +44,13 @@ from sim.base.errors import InputError
 from sim.model.hardware import gpu_names
 from sim.model.transfer import COMM_OP, MEASURED, Transfer, references
 
-__all__ = ["SGLANG_VERSION", "SYSTEMS", "AicSteps", "aic_model_id", "catalog_gpu", "coverage_error", "installed",
+__all__ = ["SGLANG_VERSION", "AicSteps", "aic_model_id", "catalog_gpu", "coverage_error", "installed",
            "model_config_path", "shipped_id", "shipped_models"]  # fmt: skip
 
 # The catalog GPUs aiconfigurator-core 0.12.0 has SGLang tables for, and their system names; every other catalog
 # GPU is priced on one of them through :class:`sim.model.transfer.Transfer` (H800: H100's, collectives rescaled).
 # The estimator prices communication as ops of its own (all-reduce, MoE dispatch), which the transfer scales by
 # the link bandwidth ratio: a bandwidth-bound bound, which overstates the smallest, latency-bound ones.
-SYSTEMS = MEASURED
 # aiconfigurator-core 0.12.0's "current" SGLang collection (systems/query_versions.yaml): every kernel family
 # collected at this version; the newer 0.5.16 slot is partial and back-filled from it.
 SGLANG_VERSION = "0.5.14"
@@ -149,7 +148,7 @@ def coverage_error(sc) -> tuple[str, str] | None:
         return "hardware.gpu", (f"{catalog_gpu(sc)} is not a catalog GPU, whose datasheet a transfer of measured "
                                 f"kernels scales by ({', '.join(gpu_names())}); use compute.backend: roofline for it")  # fmt: skip
     if not references(catalog_gpu(sc)):
-        return "hardware.gpu", (f"no GPU in aiconfigurator-core's SGLang database ({', '.join(SYSTEMS)}) has "
+        return "hardware.gpu", (f"no GPU in aiconfigurator-core's SGLang database ({', '.join(MEASURED)}) has "
                                 f"{catalog_gpu(sc)}'s FP4 support and node form to carry kernels from")  # fmt: skip
     if aic_model_id(sc.model) is None:
         return "model.name", (f"aiconfigurator-core ships no config for {sc.model.name!r}; name one it ships "
@@ -308,7 +307,7 @@ class AicSteps:
         gpu, refusal = catalog_gpu(sc), None
         overhead = (sc.compute.step_overhead_ms or 0.0) / 1e3
         for ref in references(gpu):  # its own tables, else the nearest measured GPU's that price the setup
-            setup = _setup(sc, SYSTEMS[ref], expert_dtype)
+            setup = _setup(sc, MEASURED[ref], expert_dtype)
             built = _try_compile(setup)
             if isinstance(built, Exception):
                 refusal = refusal or _refused(sc, setup, built)

@@ -8,6 +8,7 @@ SGLang 0.5.23, relative to ``sglang/srt/``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ def is_dsa(cfg: dict[str, Any]) -> bool:
     return first in DSA_ARCHITECTURES and cfg.get("index_topk") is not None
 
 
-def skips_topk(cfg: dict[str, Any], layer: int) -> bool:
+def skips_topk(cfg: Mapping[str, Any], layer: int) -> bool:
     """Whether ``layer`` replays the previous layer's top-k (``dsa_layer_skips_topk``, model_config.py:488-522)."""
     types = cfg.get("indexer_types")
     if types is not None:

@@ -1,7 +1,7 @@
 """Which step-time backend prices a scenario's passes (``compute.backend``), and why.
 
 ``auto`` (the default) takes aiconfigurator-core's measured SGLang kernels wherever they can price the scenario's
-GPU and model: the GPU's own tables (:data:`sim.model.aic.SYSTEMS`), else the nearest measured GPU's carried over
+GPU and model: the GPU's own tables (:data:`sim.model.transfer.MEASURED`), else the nearest measured GPU's carried over
 by the datasheets (:mod:`sim.model.transfer`), unless the cost table holds a measured fit of this GPU
 (``hicache-sim calibrate compute``), which a transfer does not beat. It falls back to the roofline
 (:class:`sim.model.compute.Roofline`), saying why, where there is no kernel path: no ``hardware.gpu`` (the scenario
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from sim.base.errors import InputError
 from sim.model import aic
 from sim.model.compute import Roofline
+from sim.model.transfer import MEASURED
 
 __all__ = ["Choice", "choose", "step_model"]
 
@@ -40,7 +41,7 @@ def choose(sc, fitted: bool = False) -> Choice:
         return Choice("roofline", "auto: aiconfigurator-core is not installed (its wheel is for Python 3.11-3.13)")
     if aic.aic_model_id(sc.model) is None:
         return Choice("roofline", f"auto: aiconfigurator-core ships no config for {sc.model.name!r}")
-    if fitted and aic.catalog_gpu(sc) not in aic.SYSTEMS:
+    if fitted and aic.catalog_gpu(sc) not in MEASURED:
         return Choice("roofline", f"auto: the cost table's measured fit of {hw.gpu} (hardware.cost_table)")
     if (err := aic.coverage_error(sc)) is not None:
         return Choice("roofline", f"auto: {err[1]}")

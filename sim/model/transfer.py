@@ -1,6 +1,6 @@
 """Step times on a GPU the kernel database lacks: a measured GPU's kernels, each op scaled by the two datasheets.
 
-aiconfigurator-core times SGLang's kernels on a handful of NVIDIA GPUs (:data:`sim.model.aic.SYSTEMS`). On another
+aiconfigurator-core times SGLang's kernels on a handful of NVIDIA GPUs (:data:`MEASURED`). On another
 GPU each op keeps the efficiency it reached on the nearest measured one (its ideal time over its measured time),
 and the target's ideal time differs from the reference's by the datasheet ratio of what bounds that op, so its
 time is the measured one times that ratio (:meth:`Transfer.ratio`):

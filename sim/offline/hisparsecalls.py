@@ -33,7 +33,7 @@ from sim.offline.calls import Fields, check_fields
 from sim.offline.driver import CallDriver, handles
 from sim.offline.treecalls import compare, read_calls
 
-__all__ = ["ANSWER_FIELDS", "CALL_FIELDS", "DSA_ANSWER_FIELDS", "HiSparseDriver", "agreement", "lru_hash",
+__all__ = ["ANSWER_FIELDS", "CALL_FIELDS", "HiSparseDriver", "agreement", "lru_hash",
            "read_answers", "run_calls"]
 
 _RID = ("rid", 0, True)
@@ -49,8 +49,6 @@ CALL_FIELDS: dict[str, Fields] = {
 ROW_FIELDS: Fields = {"rid": _RID, "seq_len": ("int", 2, True)}  # and topk: ids, or one list of ids per layer
 ANSWER_FIELDS = ("step", "rid", "layer", "seq_len", "c4_len", "fast", "selected", "newest_hit", "hits", "misses",
                  "loads", "evicted", "backup", "resident", "racy", "lru_hash")  # fmt: skip
-DSA_ANSWER_FIELDS = ("step", "rid", "layer", "seq_len", "kernel_len", "fast", "selected", "newest_hit", "hits",
-                     "misses", "loads", "evicted", "backup", "resident", "buffer_cap", "racy", "lru_hash")  # fmt: skip
 MAX_SWAP_IN_BLOCK = 1024  # swap_in_block_size's bound (factory.py:92-95)
 MAX_BUFFER_SIZE = (1 << 15) - 1  # slots an int16 LRU order can name (hisparse_coordinator.py:690-697)
 MAX_LAYERS = 1024

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from sim.cache.budget import admission_demand, chunk_reservation
 from sim.cache.hicache import HiCache
-from sim.cache.radix import Node, node_ref
+from sim.cache.node import Node
+from sim.cache.radix import node_ref
 from sim.cache.requests import KVRecord
 from sim.model.pools import HitPolicy, ModelSpec, Pool
 from sim.offline.calls import expand_tokens

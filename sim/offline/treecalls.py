@@ -19,7 +19,8 @@ from pathlib import Path
 from sim.base.errors import InputError
 from sim.base.inputs import parse_json, read_text
 from sim.cache.radix import RadixTree
-from sim.cache.v4.swacache import OutOfMemory, Running, SWACache
+from sim.cache.v4.running import Running
+from sim.cache.v4.swacache import OutOfMemory, SWACache
 from sim.offline.calls import MAX_COUNT, Fields, check_fields, expand_tokens, token_runs
 from sim.offline.driver import (
     CallDriver,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from sim.cache.budget import admission_demand, clip_output
 from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
-from sim.cache.v4.swacache import Running, SWACache
+from sim.cache.v4.running import Running
+from sim.cache.v4.swacache import SWACache
 from sim.cache.v4.unified import UNode
 from sim.offline.calls import expand_tokens
 from sim.offline.copies import Load

@@ -34,16 +34,28 @@ def pools_fit(sc: Scenario) -> None:
         _, swa_ratio, l2, l2_swa = server_pools(sc, model)  # the pools the run gets (sim.scenario.resolve)
     except NoFullPool:
         return  # SGLang would not start: the run's start check (and validate) names it
-    field = "hicache.host_pages" if hc.host_pages is not None else "hicache.hicache_ratio"
+    field = _l2_field(sc)
     if l2 < 1:
         raise _field_error(field, "host pool smaller than one page")
     if l2_swa is None and model.has_swa:  # a page count given: the SWA pools at their device share
         l2_swa = max(1, int(l2 * swa_ratio))
     host_gb = host_pool_bytes(model, l2, l2_swa or 0, hc.page_size) * hw.tp_size / 1e9
+    _host_fits(sc, host_gb, field, "host pools", "a smaller pool", derived_note(sc))
+
+
+def _l2_field(sc: Scenario) -> str:
+    """The field that sized the host pool: the one a refusal of it names."""
+    return "hicache.host_pages" if sc.hicache.host_pages is not None else "hicache.hicache_ratio"
+
+
+def _host_fits(sc: Scenario, host_gb: float, field: str, what: str, fix: str, note: str = "") -> None:
+    """``host_gb`` over all ranks inside ``host_mem_gb`` less SGLang's 10 GiB reserve, or a field error naming
+    ``field`` (``mem_cache/pool_host/base.py:28, 84-108``)."""
+    hw = sc.hardware
     if host_gb > hw.host_mem_gb - RESERVE_BYTES / 1e9:
-        raise _field_error(field, f"host pools ({host_gb:,.1f} GB over {hw.tp_size} ranks) exceed "
-                           f"hardware.host_mem_gb ({hw.host_mem_gb:g}) less SGLang's 10 GiB reserve: a smaller pool "
-                           "or more host memory (scenario from-sglang: --host-mem-gb)" + derived_note(sc))  # fmt: skip
+        raise _field_error(field, f"{what} ({host_gb:,.1f} GB over {hw.tp_size} ranks) exceed hardware.host_mem_gb "
+                           f"({hw.host_mem_gb:g}) less SGLang's 10 GiB reserve: {fix} or more host memory "
+                           "(scenario from-sglang: --host-mem-gb)" + note)  # fmt: skip
 
 
 def derived_note(sc: Scenario) -> str:
@@ -63,8 +75,7 @@ def pinned_pools_fit(sc: Scenario) -> None:
     """The host pools, all ranks, inside the platform's pinnable ceiling (``hardware.pinnable_gb`` or the
     platform's rule, :mod:`sim.model.pinning`): past it the driver refuses to pin them at start."""
     if (why := pinned_over(sc)) is not None:
-        field = "hicache.host_pages" if sc.hicache.host_pages is not None else "hicache.hicache_ratio"
-        raise _field_error(field, why + derived_note(sc))
+        raise _field_error(_l2_field(sc), why + derived_note(sc))
 
 
 def hisparse_host_fits(sc: Scenario) -> None:
@@ -79,10 +90,7 @@ def hisparse_host_fits(sc: Scenario) -> None:
     if lay is None:
         return
     host_gb = dsa_pools(lay, hw.kv_mem_gb * 1e9, sc.hisparse.host_to_device_ratio).host_bytes * hw.tp_size / 1e9
-    if host_gb > hw.host_mem_gb - RESERVE_BYTES / 1e9:
-        raise _field_error("hisparse.host_to_device_ratio", f"HiSparse's host pools ({host_gb:,.1f} GB over "
-                           f"{hw.tp_size} ranks) exceed hardware.host_mem_gb ({hw.host_mem_gb:g}) less SGLang's 10 GiB "
-                           "reserve: a smaller ratio or more host memory (scenario from-sglang: --host-mem-gb)")  # fmt: skip
+    _host_fits(sc, host_gb, "hisparse.host_to_device_ratio", "HiSparse's host pools", "a smaller ratio")
 
 
 SERVER_CHECKS: tuple[Callable[[Scenario], None], ...] = (pools_fit, pinned_pools_fit, hisparse_host_fits)

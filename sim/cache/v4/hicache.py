@@ -38,7 +38,9 @@ from sim.cache.budget import (
     steps_to_page,
 )
 from sim.cache.v4.budget import swa_chunk_limit, swa_estimate
-from sim.cache.v4.swacache import Backup, Running, SWACache, v4_cache
+from sim.cache.v4.node import Backup
+from sim.cache.v4.running import Running
+from sim.cache.v4.swacache import SWACache, v4_cache
 from sim.cache.v4.unified import UNode
 from sim.model.pools import ModelSpec
 from sim.workload.request import Request

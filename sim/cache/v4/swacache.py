@@ -43,7 +43,7 @@ from sim.cache.v4.unified import Match, UnifiedTree
 from sim.model.hostmem import swa_pages
 from sim.model.pools import ModelSpec
 
-__all__ = ["Backup", "OutOfMemory", "Running", "SWACache", "v4_cache"]
+__all__ = ["OutOfMemory", "SWACache", "v4_cache"]
 
 class SWACache(HostController):
     """Paged Full and SWA pools (``full_pages``/``swa_pages`` of ``page`` tokens; None: unbounded) under a

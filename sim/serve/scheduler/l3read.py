@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.cache.radix import Node
+from sim.cache.node import Node
 
 __all__ = ["Prefetch"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from sim.cache.radix import Node
+from sim.cache.node import Node
 from sim.serve.scheduler.l3read import Prefetch
 
 if TYPE_CHECKING:

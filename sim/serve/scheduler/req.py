@@ -31,7 +31,7 @@ class Running:
     synced_step: int  # the step a decoding request's cache state is current at
     decode_start: int  # the step its decoding began at
     resumed: int  # output tokens it had made before a retraction: they are prefilled again with the prompt
-    # What the record reports (see Simulation.record): the first admission's cache hits (device, host, storage);
+    # What the record reports (see RunState.record, sim.serve.state): the first admission's cache hits (device, host, storage);
     # after a retraction, the re-prefills' computed and cached tokens, kept apart as SGLang's "reprocessed" counts.
     hits: tuple[int, int, int] | None
     retractions: int
