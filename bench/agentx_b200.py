@@ -7,11 +7,12 @@ The launch is ``benchmarks/single_node/agentic/dsv4_fp4_b200_sglang_mtp.sh``'s w
 EP_SIZE=8`` and HiCache (DEP8, MegaMoE, FP4 indexer, EAGLE MTP with the script's synthetic accept length 2.49,
 HiCache ratio 8 write_through, mem fraction 0.90, or 0.88 with interval 20 at c160, 6,144-token chunks a rank,
 ``--load-balance-method total_requests``), behind ``sglang_router --policy cache_aware --dp-aware``; the client is
-aiperf's AgentX scenario with the start ratios 0.25-0.75 and 10 warm-up calls a lane in a 1,800 s grace (the
-published warm-up, issue 42). No local copy of the corpus: 393 sessions generated with its published statistics.
-One input is not the published commands': ``compute.backend: aiconfigurator`` (B200 kernel tables, named
-explicitly). The host is from-sglang's default 2 TB node: ratio 8 fits it once the KV sizing charges what MegaMoE
-keeps resident (:mod:`sim.model.moeweights`). Nothing here is fitted to the published figures.
+aiperf's AgentX command as InferenceX's ``benchmark_lib.sh`` builds it: the start ratios 0.25-0.75, a primer and 10
+one-token warm-up calls a lane in a 1,800 s grace, the 300 s idle cap. No local copy of the corpus: 393 sessions
+generated with its published statistics. The commands go through ``scenario from-sglang`` unedited: the step
+times are B200's measured kernel tables (``compute.backend: auto``), the accept length the launch's
+``SGLANG_SIMULATE_ACC_LEN``. The host is from-sglang's default 2 TB node: ratio 8 fits it once the KV sizing
+charges what MegaMoE keeps resident (:mod:`sim.model.moeweights`). Nothing here is fitted to the published figures.
 """
 
 from __future__ import annotations
@@ -33,9 +34,15 @@ LAUNCH = ("SGLANG_SIMULATE_ACC_LEN=2.49 python3 -m sglang.launch_server --model-
           "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --enable-metrics --enable-cache-report "
           "--enable-hierarchical-cache --hicache-ratio 8 --hicache-write-policy write_through --hicache-io-backend direct "
           "--hicache-mem-layout page_first_direct")  # fmt: skip
-AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --streaming --concurrency {conc} --benchmark-duration {duration:g} "
-          "--random-seed {seed} --trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 "
-          "--warmup-requests-per-lane 10 --warmup-grace-period 1800 --num-dataset-entries 393 "
+# InferenceX's aiperf command for it (``benchmarks/benchmark_lib.sh`` ``build_replay_cmd``, with the launcher's
+# values), the published seed 42 replaced by each of ``--seeds``.
+AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --url http://localhost:8888 --endpoint /v1/chat/completions "
+          "--endpoint-type chat --streaming --model deepseek-ai/DeepSeek-V4-Pro --tokenizer deepseek-ai/DeepSeek-V4-Pro "
+          "--concurrency {conc} --benchmark-duration {duration:g} --stats-interval 30 --random-seed {seed} "
+          "--failed-request-threshold 0.10 --trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 "
+          "--warmup-requests-per-lane 10 --trace-idle-gap-cap-seconds 300 --warmup-grace-period 1800 "
+          "--use-server-token-count --no-gpu-telemetry --tokenizer-trust-remote-code --num-dataset-entries 393 "
+          "--slice-duration 1.0 --output-artifact-dir results/aiperf_artifacts "
           "--public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
 ROUTER = ("python -m sglang_router.launch_router --worker-urls http://localhost:8889 --policy cache_aware "
           "--request-id-headers x-correlation-id --dp-aware")  # fmt: skip
@@ -48,11 +55,8 @@ def one(conc: int, seed: int, duration: float) -> dict:
 
     interval, mem = (20, 0.88) if conc == 160 else (24, 0.90)
     launch = LAUNCH.format(interval=interval, mem=mem, max_running=2 * conc)
-    conv = from_sglang(launch, [AIPERF.format(conc=conc, duration=duration, seed=seed), ROUTER], gpu="b200",
-                       accept_length=2.49)  # fmt: skip
-    sc = conv.scenario
-    sc["compute"] = {**sc.get("compute", {}), "backend": "aiconfigurator"}
-    r = run_scenario(scenario_from_dict(sc, source="agentx_b200")).summary["client"]
+    conv = from_sglang(launch, [AIPERF.format(conc=conc, duration=duration, seed=seed), ROUTER], gpu="B200")
+    r = run_scenario(scenario_from_dict(conv.scenario, source="agentx_b200")).summary["client"]
     if r.get("warmup_failed"):
         return {"conc": conc, "seed": seed, "warmup_failed": r["warmup_failed"]}
     return {"conc": conc, "seed": seed, "tok_per_s_per_gpu": r["tok_per_s_per_gpu"],

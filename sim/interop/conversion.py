@@ -26,6 +26,7 @@ class Conversion:
     checks: list[str] = field(default_factory=list)  # the server's log against the derivation (sim.interop.fromlog)
     notes: list[str] = field(default_factory=list)  # what the user must know of the conversion, one line each
     router: str | None = None  # the sglang_router command, once one is read (a second is refused)
+    forced_accept: tuple[float, str] | None = None  # SGLANG_SIMULATE_ACC_LEN: (its value, as written)
 
     def put(self, path: str, value: Any, origin: str | None = None) -> None:
         """Set the scenario field at dotted ``path``; ``origin``: what set it, for errors that blame it."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.base.errors import InputError
-from sim.base.inputs import MAX_REQUEST_TOKENS, num_text, number_problem
+from sim.base.inputs import MAX_REQUEST_TOKENS, num_text, number_problem, read_number
 from sim.interop.conversion import Conversion, joined, set_path, shell_words
 from sim.interop.fromrouter import map_router
 from sim.interop.hisparselaunch import NSA_SPELLINGS, dsa_launch, hisparse_launch
@@ -273,6 +273,8 @@ def _env(conv: Conversion, name: str, value: str) -> None:
         path, why = ENV_MAPPED[name]
         set_path(conv.scenario, path, _truthy(value))
         conv.mapped.append(f"{text} -> {path}: {_truthy(value)} ({why})")
+    elif name == "SGLANG_SIMULATE_ACC_LEN":
+        _forced_accept(conv, name, value)
     elif name in ("SGLANG_HACK_FLASHMLA_BACKEND", "SGLANG_DSV4_UNIFIED_KV_FP8"):
         from sim.interop.fromlog import kv_layout_env
 
@@ -285,6 +287,21 @@ def _env(conv: Conversion, name: str, value: str) -> None:
         conv.ignored.append(f"{text}: not a variable SGLang 0.5.23 reads (environ.py)")
     else:
         conv.ignored.append(f"{text}: process environment (devices, libraries, logging): not modelled")
+
+
+def _forced_accept(conv: Conversion, name: str, value: str) -> None:
+    """``SGLANG_SIMULATE_ACC_LEN`` (benchmark launchers set it): above 0, every verify pass accepts that many tokens
+    in expectation instead of what the draft earns (``speculative/spec_utils.py:276, 489-519``,
+    ``eagle_utils.py:830-840``, at most the ``num_steps + 1`` tokens of the draft chain, ``eagle_info.py:52-57``); at
+    or below 0 it is off (the default, ``environ.py:527``)."""
+    try:
+        length = read_number(value)
+    except ValueError as exc:
+        raise InputError(f"{name}: {exc}") from None
+    if length > 0:
+        conv.forced_accept = (length, f"{name}={value}")
+    else:
+        conv.ignored.append(f"{name}={value}: off (at or below 0), SGLang's default")
 
 
 def _command(conv: Conversion, command: str, programs: tuple[str, ...]) -> tuple[str, list[str]]:
@@ -730,20 +747,32 @@ def _resolve_dp(conv: Conversion, dp_size: tuple[int, str] | None) -> None:
 
 
 def _resolve_spec(conv: Conversion, accept_length: float | None) -> None:
-    """Speculative decoding needs the run's mean accept length, which no flag states; and SGLang caps the
-    running requests at 48 when none is given (``arg_groups/speculative_hook.py:1086-1094``)."""
+    """Speculative decoding needs the run's mean accept length, which no flag states, unless the launch forces it
+    (``SGLANG_SIMULATE_ACC_LEN``: :func:`_forced_accept`); and SGLang
+    caps the running requests at 48 when none is given (``arg_groups/speculative_hook.py:1086-1094``)."""
     sc = conv.scenario
     spec = sc.get("speculative")
+    forced = conv.forced_accept
     if spec is None:
         if accept_length is not None:
             raise InputError("--accept-length: the launch command runs no speculative decoding")
+        if forced is not None:
+            conv.ignored.append(f"{forced[1]}: the launch runs no speculative decoding")
         return
-    if accept_length is None:
+    if forced is not None:
+        length = min(forced[0], spec.get("num_steps", 3) + 1)
+        if accept_length is not None and accept_length != length:
+            raise InputError(f"--accept-length {accept_length:g}: the launch forces {length:g} tokens a verify pass "
+                             f"({forced[1]})")  # fmt: skip
+        accept_length, origin = length, forced[1]
+    elif accept_length is None:
         raise InputError("--speculative-algorithm: give the run's mean accept length per verify pass with "
                          "--accept-length (SGLang logs it as accept len; published V4 runs: ~2.4-3.5)")  # fmt: skip
+    else:
+        origin = f"--accept-length {accept_length:g}"
     spec["accept_length"] = accept_length
-    conv.origins["speculative.accept_length"] = f"--accept-length {accept_length:g}"
-    conv.mapped.append(f"--accept-length {accept_length:g} -> speculative.accept_length")
+    conv.origins["speculative.accept_length"] = origin
+    conv.mapped.append(f"{origin} -> speculative.accept_length: {accept_length:g}")
     sched = sc.setdefault("scheduler", {})
     if "max_running_requests" not in sched:
         sched["max_running_requests"] = 48

@@ -15,16 +15,20 @@ aiperf's agentic replay (``docs/benchmark-modes/semianalysis-agentx-faq.md`` §2
   own, concurrently with the parent and with other groups; the parent's first later call recorded after the
   group ended waits for it (the join), then for the recorded gap after the group's end.
 - Each lane's first trajectory starts at a point t* drawn uniformly between ``trajectory_start_min_ratio``
-  and ``..._max_ratio`` of its recorded span, so lanes are out of phase: the
-  ``warmup_requests_per_lane`` parent calls just before t* are sent first, back to back, to warm the cache
-  (they are not measured); when every lane has warmed, the measured phase starts and each lane goes on from
-  t*. Later trajectories start from their first call.
+  and ``..._max_ratio`` of its recorded span, so lanes are out of phase. The warm-up is aiperf's: the parent call
+  just before t* primes the cache (the snapshot primer), then ``warmup_requests_per_lane`` more parent calls
+  carry the trajectory on past t* back to back, with no idle wait (InferenceX's aiperf,
+  ``benchmarks/benchmark_lib.sh`` ``build_replay_cmd``), at most all but one of its remaining parent calls, and
+  every warm-up call asks for one output token (aiperf ``timing/strategies/agentic_replay.py:84, 1703-1707``:
+  ``max_tokens`` 1 in the warm-up phase). None is measured; subagent groups spawned before the measured phase
+  are not replayed (a simplification). When every lane has warmed, the measured phase starts and each lane
+  goes on from where its warm-up left it: after the primer alone, at its recorded offset from t*; after more,
+  at the recorded gap after the last warm-up call. Later trajectories start from their first call.
 - With ``warmup_grace_period_s`` set (aiperf's ``--agentic-warmup-grace-period``, or ``--warmup-grace-period``
   under ``--scenario``: ``config/flags/_converter_profiling.py:78-87``), warm-up calls still in flight that long
   after the warm-up began are cancelled, and a cancelled warm-up call aborts the run
   (``timing/phase/runner.py:1157-1175``, ``credit/callback_handler.py:334-351``): the replay ends there with
-  ``warmup_failed`` in the report and no measured phase. aiperf counts the grace from the warm-up burst; here
-  from time 0, which is the same with one warm-up call a lane (aiperf sends one).
+  ``warmup_failed`` in the report and no measured phase. The grace counts from time 0, when the warm-up begins.
 - After ``benchmark_duration_s`` of the measured phase no new call is sent; calls in flight have
   ``benchmark_grace_period_s`` more to finish (aiperf's ``--benchmark-grace-period``, 30 s by default; null
   waits for all), and the run ends when the last of them finishes or the grace period does: a call still
@@ -79,8 +83,8 @@ class LanePlayer:
         if ev is not None:
             ev.succeed(self.env.now)
 
-    def _send(self, call: Call, session: int, turn: int):
-        req = Request(self._rid, self.env.now, call.input_len, call.output_len,
+    def _send(self, call: Call, session: int, turn: int, output_len: int | None = None):
+        req = Request(self._rid, self.env.now, call.input_len, output_len or call.output_len,
                       [(session, p) for p in call.pages], session=session, round=turn)  # fmt: skip
         self._rid += 1
         ev = self.env.event()
@@ -151,20 +155,25 @@ class LanePlayer:
 
     # ----- lanes -------------------------------------------------------------------------------------
     def _start_point(self, traj: Trajectory, rng: np.random.Generator) -> tuple[float, int, list[Call]]:
-        """(t*, the first step at or after it, the warm-up calls before it) for a lane's first trajectory: t* is
-        uniform over the ratios' share of the span of every call's start, its subagents' included
-        (``timing/trajectory_source.py:602-651``)."""
-        w = self.w
-        main = traj.main
+        """(the recorded time the first measured step's gap counts from, that step, the warm-up calls) for a lane's
+        first trajectory: t* is uniform over the ratios' share of the span of every call's start, its subagents'
+        included (``timing/trajectory_source.py:602-651``); the warm-up is the primer before it and up to
+        ``warmup_requests_per_lane`` parent calls after it, leaving one to measure."""
         times = [c.t for c in traj.calls()]
         t0, t1 = min(times), max(times)
-        ratio = rng.uniform(w.trajectory_start_min_ratio, w.trajectory_start_max_ratio)
+        ratio = rng.uniform(self.w.trajectory_start_min_ratio, self.w.trajectory_start_max_ratio)
         t_star = t0 + ratio * (t1 - t0)
         start = next((i for i, s in enumerate(traj.steps) if s.t >= t_star), len(traj.steps))
         if start == 0:
             return t_star, 0, []
+        main = traj.main
         before = [c for i, c in main if i < start]
-        return t_star, start, before[len(before) - w.warmup_requests_per_lane:] if w.warmup_requests_per_lane else []
+        after = [(i, c) for i, c in main if i >= start][: self.w.warmup_requests_per_lane]
+        after = after[: max(0, len(main) - len(before) - 1)]
+        if not after:
+            return t_star, start, before[-1:]
+        i, last = after[-1]
+        return last.t + (last.api_time or 0.0), i + 1, before[-1:] + [c for _, c in after]
 
     def _first(self, lane: int, rng: np.random.Generator) -> tuple[Trajectory, tuple[float, int, list[Call]]]:
         traj = self._draw(lane)  # lane l starts with trajectory l
@@ -172,15 +181,15 @@ class LanePlayer:
 
     def _lane(self, traj: Trajectory, plan: tuple[float, int, list[Call]]):
         env = self.env
-        t_star, start, warm = plan
+        t_ref, start, warm = plan
         session = self._new_session()
         for call in warm:
-            yield self._send(call, session, -1)
+            yield self._send(call, session, -1, output_len=1)
         self._warmed += 1
         if self._warmed == self.w.lanes:
             self._begin()
         yield self._measured
-        played = yield from self._tree(traj, session, start, t_star)
+        played = yield from self._tree(traj, session, start, t_ref)
         while played and env.now < self.stop_s:
             traj = self._draw(self._cursor)
             self._cursor += 1

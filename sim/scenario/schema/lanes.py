@@ -22,7 +22,9 @@ class _LaneReplay(_Section):
         0.75, ge=0, le=1, description="... and at most this far (--trajectory-start-max-ratio)."
     )
     warmup_requests_per_lane: int = Field(
-        1, ge=0, le=1000, description="Parent calls before the start point sent first to warm the cache, not measured (--warmup-requests-per-lane)."
+        0, ge=0, le=1000, description="Parent calls a lane sends after its primer (the call before its start point), "
+        "back to back with one output token each, carrying its trajectory on before the measured phase "
+        "(--warmup-requests-per-lane, InferenceX's aiperf; 0: the primer alone, as aiperf 0.13.0 warms up)."
     )
     idle_gap_cap_s: float | None = Field(
         300.0, gt=0, description="Idle cap, s, as aiperf applies it: a gap between a trajectory's request starts longer than "

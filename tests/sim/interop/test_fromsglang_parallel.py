@@ -68,6 +68,28 @@ class TestSpeculative:
         with pytest.raises(InputError, match="--accept-length"):
             from_sglang(V4 + "--speculative-algorithm EAGLE", gpu="B200")
 
+    def test_a_launch_that_forces_the_accept_length_needs_no_accept_length_flag(self):
+        conv = from_sglang("SGLANG_SIMULATE_ACC_LEN=2.49 " + V4 + "--speculative-algorithm EAGLE", gpu="B200")
+        assert scenario_from_dict(conv.scenario).speculative.accept_length == 2.49
+        assert conv.origins["speculative.accept_length"] == "SGLANG_SIMULATE_ACC_LEN=2.49"
+
+    def test_a_forced_accept_length_is_at_most_the_draft_chain_and_the_flag_must_agree(self):
+        launch = "SGLANG_SIMULATE_ACC_LEN=6 " + V4 + "--speculative-algorithm EAGLE --speculative-num-steps 2"
+        assert scenario_from_dict(from_sglang(launch, gpu="B200").scenario).speculative.accept_length == 3
+        assert scenario_from_dict(from_sglang(launch, gpu="B200", accept_length=3).scenario).speculative.accept_length == 3
+        with pytest.raises(InputError, match=r"--accept-length 2\.5: the launch forces 3 .*SGLANG_SIMULATE_ACC_LEN=6"):
+            from_sglang(launch, gpu="B200", accept_length=2.5)
+
+    def test_a_forced_accept_length_that_is_off_or_without_drafts_is_listed_and_a_bad_one_refused(self):
+        off = from_sglang("SGLANG_SIMULATE_ACC_LEN=-1 " + V4 + "--speculative-algorithm EAGLE", gpu="B200",
+                          accept_length=2.0)  # fmt: skip
+        assert scenario_from_dict(off.scenario).speculative.accept_length == 2.0
+        assert any(line.startswith("SGLANG_SIMULATE_ACC_LEN=-1: off") for line in off.ignored)
+        plain = from_sglang("SGLANG_SIMULATE_ACC_LEN=2.49 " + V4, gpu="B200")
+        assert any("runs no speculative decoding" in line for line in plain.ignored)
+        with pytest.raises(InputError, match="^--launch: SGLANG_SIMULATE_ACC_LEN: 'fast' is not a number"):
+            from_sglang("SGLANG_SIMULATE_ACC_LEN=fast " + V4 + "--speculative-algorithm EAGLE", gpu="B200")
+
     def test_an_algorithm_not_modelled_is_refused(self):
         with pytest.raises(InputError, match="--speculative-algorithm NGRAM: not modelled"):
             from_sglang(V4 + "--speculative-algorithm NGRAM", gpu="B200", accept_length=2)

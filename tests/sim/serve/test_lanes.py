@@ -75,15 +75,35 @@ class TestPacing:
     def test_the_start_point_skips_the_calls_before_it_and_warms_with_the_last_of_them(self, tmp_path):
         calls = [call(10.0 * k, 256 * (k + 1), list(range(4 * (k + 1)))) for k in range(10)]
         result, df = run_lanes(tmp_path, [calls], trajectory_start_min_ratio=0.5, trajectory_start_max_ratio=0.5,
-                               warmup_requests_per_lane=1, benchmark_duration_s=60.0)  # fmt: skip
+                               benchmark_duration_s=60.0)  # fmt: skip
         df = df[df["session"] == df["session"].iloc[0]].reset_index(drop=True)  # warm-up and t* share a session
-        # t* = 45 s: call 4 (40 s) warms, calls 5.. are measured; the first waits t5 - t* = 5 s.
+        # t* = 45 s: call 4 (40 s) primes with one output token, calls 5.. are measured; the first waits t5 - t* = 5 s.
         assert list(df["input_tokens"]) == [256 * k for k in range(5, 11)]
-        assert df["round"].iloc[0] == -1 and df["arrival_s"].iloc[0] == 0.0
+        assert df["round"].iloc[0] == -1 and df["arrival_s"].iloc[0] == 0.0 and df["output_tokens"].iloc[0] == 1
         assert df["arrival_s"].iloc[1] - df["finish_s"].iloc[0] == pytest.approx(5.0)
         report = result.summary["client"]
         assert report["requests"] == len(result.requests) - 1 and report["measured_from_s"] == df["finish_s"].iloc[0]
         assert df["device_hit_tokens"].iloc[1] == 1280  # the warm-up's five pages
+
+    def test_more_warm_up_calls_carry_the_trajectory_past_its_start_point_back_to_back(self, tmp_path):
+        calls = [call(10.0 * k, 256 * (k + 1), list(range(4 * (k + 1))), out=50) for k in range(10)]
+        _, df = run_lanes(tmp_path, [calls], trajectory_start_min_ratio=0.5, trajectory_start_max_ratio=0.5,
+                          warmup_requests_per_lane=2, benchmark_duration_s=60.0)  # fmt: skip
+        df = df[df["session"] == df["session"].iloc[0]].reset_index(drop=True)
+        # The primer (call 4), then calls 5 and 6, each the moment the one before ends, one output token each;
+        # measured from call 7, the recorded gap after call 6 later: 70 - 60 - 1 = 9 s.
+        warm, measured = df[df["round"] == -1], df[df["round"] >= 0]
+        assert list(warm["input_tokens"]) == [256 * k for k in (5, 6, 7)] and set(warm["output_tokens"]) == {1}
+        assert list(warm["arrival_s"].iloc[1:]) == pytest.approx(list(warm["finish_s"].iloc[:-1]))
+        assert measured["input_tokens"].iloc[0] == 256 * 8 and set(measured["output_tokens"]) == {50}
+        assert measured["arrival_s"].iloc[0] - warm["finish_s"].iloc[-1] == pytest.approx(9.0)
+
+    def test_the_warm_up_leaves_one_parent_call_to_measure(self, tmp_path):
+        calls = [call(10.0 * k, 256 * (k + 1), list(range(4 * (k + 1)))) for k in range(4)]
+        _, df = run_lanes(tmp_path, [calls], trajectory_start_min_ratio=0.5, trajectory_start_max_ratio=0.5,
+                          warmup_requests_per_lane=10, benchmark_duration_s=60.0)  # fmt: skip
+        # t* = 15 s: call 1 primes, call 2 warms, call 3 (the last) is measured.
+        assert list(df["round"].iloc[:3]) == [-1, -1, 3] and df["input_tokens"].iloc[2] == 1024
 
 
 class TestSubagents:
