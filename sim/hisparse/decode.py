@@ -13,8 +13,8 @@ attention module reads the top-k rows, wherever HiSparse keeps them), plus the s
 (``compute.step_overhead_ms``) overlaps the previous step's GPU work, as SGLang's overlap event loop for
 decode instances does (disaggregation/decode.py:3165-3260), so a step lasts the longer of the two.
 
-Misses come from :func:`sim.hisparse.buffer.simulate_hisparse` run on a few sample requests (the access model and
-policy of the scenario); a running request at decode step *j* contributes the sampled mean misses at *j*
+Misses come from :func:`sim.hisparse.buffer.sample_misses` run on a few sample requests (the access model and
+policy of the scenario, C4 rows for V4, raw positions for DSA); a running request at decode step *j* contributes the sampled mean misses at *j*
 (interpolated between simulated windows). KV read per request is affine in the sequence length for long
 sequences, so a batch's read is computed from the sum of its lengths. Steps between two decisions (a finish, the
 step an arrival joins at) are priced together and run as one event, each step's time as it would be alone.
