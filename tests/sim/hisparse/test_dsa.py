@@ -164,7 +164,7 @@ def test_dsa_decode_misses_start_the_step_the_raw_length_passes_the_buffer():
     """A DSA kernel sees ``seq_len`` itself (dsa_backend.py:2623-2628; compress_ratio 1, allocator/hisparse.py:36):
     a 4,088-token prompt preloaded into a 4,096-slot buffer leaves the fast path at its 9th step (seq_len 4,097, the
     newest in the reserved slot) and misses the previous newest from the 10th on. Read as C4 rows (a quarter of
-    the length) it would stay on the fast path for 4 x 8 steps."""
+    the length, the old path) it stayed on the fast path for 35 steps."""
     m = dsa_misses_run(4096 - 8, 64, 1, 32).tables["misses"].pivot_table("misses", "step", ["request", "layer"])
     assert list(m.index) == list(range(32))
     assert (m.loc[:8] == 0).all().all()
