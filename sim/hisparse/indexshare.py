@@ -96,10 +96,6 @@ class SwapInPlan:
         return cls.from_pattern(shared_index_layers(share or {}, n_layers), n_layers)
 
     @property
-    def n_layers(self) -> int:
-        return len(self.anchor_of)
-
-    @property
     def kernel_layers(self) -> tuple[int, ...]:
         return tuple(i for i, a in enumerate(self.anchor_of) if a == i)
 
