@@ -30,6 +30,17 @@ QUOTED = {
     "hicache-sim run scenarios/dsv4_flash_hisparse_200k.yaml --set hicache.swa_full_tokens_ratio=0.004 --set "
     "hisparse.host_to_device_ratio=10": [r"max decode batch\s+340 ", r"HiSparse pays from batch\s+176 "],
     "hicache-sim diff runs/tbo_off runs/tbo_on": [r"TTFT mean s .* 0\.941x "],
+    "hicache-sim run scenarios/glm51_hisparse_lmsys.yaml --seeds 3": [r"\s3\s+2,117 ± 3\s.*4\.65x ± 0\.00x\s+7 ± 0"],
+    "hicache-sim run scenarios/glm51_hisparse_lmsys.yaml --seeds 3 --set hisparse.enabled=false": [
+        r"\s3\s+3,703 ± 0\s+926 ± 0\s"],
+    "hicache-sim run scenarios/glm51_hisparse_lmsys.yaml --set hisparse.host_to_device_ratio=5": [
+        r"max decode batch\s+20 ", r"3\.54x at host_to_device_ratio 5"],
+    "hicache-sim run scenarios/glm51_hisparse_lmsys.yaml --set hisparse.host_to_device_ratio=10": [
+        r"max decode batch\s+29 ", r"5\.19x at host_to_device_ratio 10", r"peak batch reached\s+22\n"],
+    "hicache-sim run scenarios/glm51_hisparse_lmsys.yaml --set workload.steps.0.max_concurrency=8 --set "
+    "workload.steps.0.num_prompts=16": [r"output throughput\s+304 tok/s"],
+    "hicache-sim run scenarios/glm51_hisparse_lmsys.yaml --set workload.steps.0.max_concurrency=8 --set "
+    "workload.steps.0.num_prompts=16 --set hisparse.enabled=false": [r"output throughput\s+302 tok/s"],
 }
 
 

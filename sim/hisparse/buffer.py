@@ -333,6 +333,38 @@ class HiSparseResult:
         return self.total_misses / total if total else 0.0
 
 
+@dataclass(frozen=True)
+class SampledMisses:
+    """The coordinator's misses on sample streams at each counted step, and the eager backups their requests make
+    over the whole decode (kernel tokens a layer: :func:`sim.hisparse.coordinator.eager_backups`)."""
+
+    steps: np.ndarray  # decode step index of each counted step
+    misses: np.ndarray  # (n_requests, layers_simulated, n_counted_steps)
+    accesses: np.ndarray  # same shape: distinct non-newest ids selected
+    backups: int
+
+
+def sample_misses(config: HiSparseConfig, access: AccessModel, n_requests: int, input_len: int, output_len: int,
+                  top_k: int, rng: np.random.Generator) -> SampledMisses:  # fmt: skip
+    """Replay ``n_requests`` x ``config.layers_simulated`` streams of ``access`` through the coordinator of
+    ``config.family`` (its ids kernel tokens of that family: C4 rows for V4, raw positions for DSA), window by
+    window (:func:`_windows`), each window a fresh admission at the length it starts from."""
+    plan = _windows(config, output_len, isinstance(access, TraceAccess))
+    misses = np.zeros((n_requests, config.layers_simulated, sum(c for _, _, c in plan)), dtype=np.int64)
+    accesses = np.zeros_like(misses)
+    for r in range(n_requests):
+        for layer in range(config.layers_simulated):
+            at = 0
+            for start, warm, count in plan:
+                st = access.stream(r, layer, input_len + start - warm, warm + count, top_k, rng)
+                res = run_stream(st, config.device_buffer_size, config.policy, config.initial_fill, config.family)
+                misses[r, layer, at:at + count] = res.misses[warm:]
+                accesses[r, layer, at:at + count] = res.accesses[warm:]
+                at += count
+    steps = np.concatenate([np.arange(s, s + c) for s, _, c in plan]) if plan else np.zeros(0, dtype=np.int64)
+    return SampledMisses(steps, misses, accesses, n_requests * eager_backups(input_len, output_len, config.family.ratio))
+
+
 def simulate_hisparse(config: HiSparseConfig, shape: DecodeModelShape, access: AccessModel,
                       n_requests: int, input_len: int, output_len: int, cost_table: SwapInCost | None,
                       rng: np.random.Generator, budget: HbmBudget | None = None,
@@ -340,34 +372,15 @@ def simulate_hisparse(config: HiSparseConfig, shape: DecodeModelShape, access: A
     """Simulate ``n_requests`` identical-length decodes and size the instance around them."""
     budget = budget or HbmBudget(weight_bytes=shape.weight_bytes_per_gpu)
     k = config.top_k or shape.index_topk
-    plan = _windows(config, output_len, isinstance(access, TraceAccess))
-    per_req: list[list[np.ndarray]] = []
-    per_acc: list[list[np.ndarray]] = []
-    backups = 0
-    for r in range(n_requests):
-        rows, accs = [], []
-        for layer in range(config.layers_simulated):
-            m_parts, a_parts = [], []
-            for start, warm, count in plan:
-                st = access.stream(r, layer, input_len + start - warm, warm + count, k, rng)
-                res = run_stream(st, config.device_buffer_size, config.policy, config.initial_fill, config.family)
-                m_parts.append(res.misses[warm:])
-                a_parts.append(res.accesses[warm:])
-            rows.append(np.concatenate(m_parts))
-            accs.append(np.concatenate(a_parts))
-        per_req.append(rows)
-        per_acc.append(accs)
-        backups += eager_backups(input_len, output_len, config.family.ratio)
-    misses = np.array(per_req, dtype=np.int64)
-    accesses = np.array(per_acc, dtype=np.int64)
-    steps = np.concatenate([np.arange(s, s + c) for s, _, c in plan]) if plan else np.zeros(0, dtype=np.int64)
+    sampled = sample_misses(config, access, n_requests, input_len, output_len, k, rng)
+    misses, steps = sampled.misses, sampled.steps
     swap = np.zeros(steps.size)
     if cost_table is not None:
         for j in range(steps.size):
             per_layer = [cost_table.swap_in_seconds(n_requests, k, int(misses[:, li, j].sum()), shape.kv_row_bytes)
                          for li in range(config.layers_simulated)]
             swap[j] = float(np.mean(per_layer)) * shape.n_c4_layers
-    d2h_rows = backups * shape.n_c4_layers
+    d2h_rows = sampled.backups * shape.n_c4_layers
     d2h_bytes = d2h_rows * shape.kv_row_bytes
     d2h_s = (cost_table.transfer_seconds("d2h", config.io_backend, d2h_rows, shape.kv_row_bytes)
              if cost_table is not None and d2h_rows else 0.0)
@@ -375,7 +388,7 @@ def simulate_hisparse(config: HiSparseConfig, shape: DecodeModelShape, access: A
     cap = decode_capacity(shape, budget, input_len + output_len, config.device_buffer_size,
                           mean_layer_step, cost_table, k, swa_full_tokens_ratio, config.host_to_device_ratio,
                           max_running_requests)
-    return HiSparseResult(steps, misses, accesses, swap, d2h_bytes, d2h_s, cap)
+    return HiSparseResult(steps, misses, sampled.accesses, swap, d2h_bytes, d2h_s, cap)
 
 
 def _windows(config: HiSparseConfig, output_len: int, recorded: bool) -> list[tuple[int, int, int]]:
@@ -418,6 +431,6 @@ def miss_curve(buffer_sizes: list[int], policies: list[Policy], access: AccessMo
 
 __all__ = [
     "FP4_INDEXER_ROW_BYTES", "INITIAL_FILLS", "POLICIES", "DecodeCapacity", "DecodeModelShape", "DecodePools",
-    "HbmBudget", "HiSparseConfig", "HiSparseResult", "InitialFill", "Policy", "SwapInCost", "decode_capacity",
-    "miss_curve", "simulate_hisparse", "size_pools",
+    "HbmBudget", "HiSparseConfig", "HiSparseResult", "InitialFill", "Policy", "SampledMisses", "SwapInCost",
+    "decode_capacity", "miss_curve", "sample_misses", "simulate_hisparse", "size_pools",
 ]

@@ -13,8 +13,8 @@ attention module reads the top-k rows, wherever HiSparse keeps them), plus the s
 (``compute.step_overhead_ms``) overlaps the previous step's GPU work, as SGLang's overlap event loop for
 decode instances does (disaggregation/decode.py:3165-3260), so a step lasts the longer of the two.
 
-Misses come from :func:`sim.hisparse.buffer.simulate_hisparse` run on a few sample requests (the access model and
-policy of the scenario); a running request at decode step *j* contributes the sampled mean misses at *j*
+Misses come from :func:`sim.hisparse.buffer.sample_misses` run on a few sample requests (the access model and
+policy of the scenario, C4 rows for V4, raw positions for DSA); a running request at decode step *j* contributes the sampled mean misses at *j*
 (interpolated between simulated windows). KV read per request is affine in the sequence length for long
 sequences, so a batch's read is computed from the sum of its lengths. Steps between two decisions (a finish, the
 step an arrival joins at) are priced together and run as one event, each step's time as it would be alone.
@@ -43,6 +43,7 @@ from sim.hisparse.buffer import (
     _ceil_to,
     simulate_hisparse,
 )
+from sim.hisparse.coordinator import DSA, V4, Family
 from sim.hisparse.dsa import swap_in_step_seconds
 from sim.hisparse.dsadecode import DsaDecode, dsa_decode, dsa_layout_of
 from sim.hisparse.topk import ParametricAccess, ParametricAccessParams, TraceAccess, load_topk_trace
@@ -340,11 +341,13 @@ def decode_swa_ratio(sc) -> float:
     return ratio
 
 
-def _access_model(sc):
+def _access_model(sc, family: Family = V4):
+    """The scenario's access model, its ids kernel tokens of ``family`` (V4: C4 rows; DSA: raw positions)."""
     a = sc.hisparse.access
-    if a.kind == "trace":
+    if a.kind == "trace":  # C4 rows: refused for a DSA model (sim.scenario.schema.checks)
         return TraceAccess(load_topk_trace(a.trace_path))
-    return ParametricAccess(ParametricAccessParams(a.sink_tokens, a.recent_fraction, a.overlap, a.zipf_alpha))
+    params = ParametricAccessParams(a.sink_tokens, a.recent_fraction, a.overlap, a.zipf_alpha)
+    return ParametricAccess(params, ratio=family.ratio)
 
 
 def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Generator,
@@ -366,8 +369,8 @@ def run_decode(sc, requests: list[Request], costs: CostTable, rng: np.random.Gen
         requests = requests[::dp]
         limits = [(max(1, n // dp), r and r / dp) for n, r in limits[::dp]] if limits is not None else None
     if lay is not None:
-        hs = dsa_decode(sc, lay, sc.compute.decode_bytes_per_step, _access_model(sc), costs, roofline, input_len,
-                        output_len, rng)  # fmt: skip
+        hs = dsa_decode(sc, lay, sc.compute.decode_bytes_per_step, _access_model(sc, DSA), costs, roofline,
+                        input_len, output_len, rng)  # fmt: skip
         return _play(sc, requests, hs.shape, hs, costs, roofline, rec, steps, progress, limits, rng)
     shape = decode_shape(sc.model.name, sc.compute.decode_bytes_per_step, sc.model.fp4_indexer, sc.fp4_indexer_sized)
     h = sc.hisparse
@@ -508,7 +511,7 @@ def _summary(sc, dec: _Decoder, hs: HiSparseResult, horizon: float, arrived: int
             **({"misses_per_step": float(hs.misses.mean()) if hs.misses.size else 0.0,
                 "miss_rate": hs.miss_rate,
                 "swap_in_share": dec.swap_s / dec.busy_s if dec.busy_s else 0.0,
-                **({"d2h_backup_bytes_sampled": hs.d2h_backup_bytes} if hasattr(hs, "d2h_backup_bytes") else {}),
+                "d2h_backup_bytes_sampled": hs.d2h_backup_bytes,
                 } if on else {}),  # off: no hot buffer
         },
     }

@@ -7,10 +7,13 @@ ratio (:mod:`sim.hisparse.dsa`); a request holds ``device_buffer_size + page`` s
 (disaggregation/decode.py:1414-1431); anchors swap in synchronously and IndexShare's skip layers replay the
 anchor's plan on the prefetch stream (managers/hisparse_coordinator.py:1571-1637).
 
-Misses: the scenario's access model over raw token positions (one id a token), sampled on a few requests and
-anchor layers over the first ``step_windows x window_steps`` decode steps (held at the last value past them); the
-parametric model draws over ``4 x`` the length so that its ids are tokens, not C4 rows (its
-recent window then advances one id every four steps: an approximation of the access model, not of SGLang).
+Misses: the scenario's parametric indexer over raw token positions (``ParametricAccess(ratio=1)``: a DSA indexer
+scores every token, no C4 compression, ``layers/attention/dsa/dsa_topk_backend.py:272-309``), replayed through the
+coordinator's DSA family as SGLang's DSA branch drives it (:data:`sim.hisparse.coordinator.DSA`): the kernel sees
+``seq_len`` itself (``layers/attention/dsa_backend.py:2623-2628``), the previous token is backed up every step
+(hisparse_coordinator.py:1168-1263 with ``compress_ratio`` 1) and the buffer grows page by page (:987-1058).
+Sampled on a few requests and anchor layers in ``step_windows`` windows spread over the output, as for V4
+(:func:`sim.hisparse.buffer.sample_misses`).
 """
 
 from __future__ import annotations
@@ -20,10 +23,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.hisparse.buffer import DecodePools, _break_even
-from sim.hisparse.coordinator import run_stream
+from sim.hisparse.buffer import DecodePools, HiSparseConfig, _break_even, sample_misses
+from sim.hisparse.coordinator import DSA
 from sim.hisparse.dsa import DsaSizing, dsa_sizing, swap_in_step_seconds
-from sim.hisparse.topk import C4_RATIO
 from sim.model.dsa import PAGE_SIZE, DsaLayout, dsa_layout, is_dsa
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ class DsaDecode:
     accesses: np.ndarray
     crossover_batch: int | None
     final_len: int  # the requests' prompt + max new tokens the sizing is for
+    d2h_backup_bytes: int  # the sampled requests' eager backups over the whole decode, every layer's latent row
 
     @property
     def misses_per_step(self) -> np.ndarray:
@@ -98,23 +101,10 @@ class DsaDecode:
         return DecodePools(p.logical_tokens, 0, p.device_slots, float(p.bytes_per_token), 0)  # no SWA
 
 
-def _sample_misses(access: AccessModel, n_req: int, layers: int, prompt: int, steps: int, top_k: int,
-                   buffer: int, policy: str, fill: str, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """(steps, misses, accesses) of ``n_req`` x ``layers`` streams, the parametric model drawn over ``4 x`` the
-    length so that its ids are token positions (it draws over C4 rows)."""
-    misses = np.zeros((n_req, layers, steps), dtype=np.int64)
-    acc = np.zeros_like(misses)
-    for r in range(n_req):
-        for layer in range(layers):
-            res = run_stream(access.stream(r, layer, prompt * C4_RATIO, steps, top_k, rng), buffer, policy, fill)
-            misses[r, layer], acc[r, layer] = res.misses[:steps], res.accesses[:steps]
-    return np.arange(steps), misses, acc
-
-
 def dsa_decode(sc, lay: DsaLayout, weight_bytes: float, access: AccessModel, costs: SwapInCost, roofline,
                input_len: int, output_len: int, rng) -> DsaDecode:  # fmt: skip
-    """Size the instance for requests of ``input_len + output_len`` and sample the misses of its access model
-    over ``hisparse.step_windows x window_steps`` steps (all of them without windows)."""
+    """Size the instance for requests of ``input_len + output_len`` and sample the misses of ``access``, an
+    indexer over raw positions, in ``hisparse.step_windows`` windows of ``window_steps`` (every step without)."""
     h = sc.hisparse
     draft = sc.speculative.draft_tokens if sc.speculative.enabled else 0  # its scratch (verify steps: not modelled)
     shape = DsaDecodeShape(lay, weight_bytes)
@@ -122,12 +112,14 @@ def dsa_decode(sc, lay: DsaLayout, weight_bytes: float, access: AccessModel, cos
     dp = sc.hardware.attn_dp_size  # DP attention: one rank's pools and share of the batch cap
     sizing = dsa_sizing(lay, kv_bytes, input_len + output_len, h.host_to_device_ratio, h.device_buffer_size,
                         max(1, sc.scheduler.max_running_requests // dp), draft)  # fmt: skip
-    n_steps = output_len if h.step_windows is None else min(output_len, h.step_windows * h.window_steps)
     # colocated, a prompt is staged from this GPU: its buffer starts with its oldest tokens resident
     # (collect_ready_reqs -> alloc_device_buffer, hisparse_coordinator.py:976-980, 1063-1090)
     fill = h.initial_fill if sc.cluster.role == "decode" else "staging"
-    steps, misses, acc = _sample_misses(access, h.sample_requests, h.access.layers_simulated, input_len, n_steps,
-                                        lay.index_topk, h.device_buffer_size, h.policy, fill, rng)  # fmt: skip
+    cfg = HiSparseConfig(h.device_buffer_size, lay.index_topk, h.policy, fill, h.host_to_device_ratio,
+                         layers_simulated=h.access.layers_simulated, step_windows=h.step_windows,
+                         window_steps=h.window_steps, family=DSA)  # fmt: skip
+    sampled = sample_misses(cfg, access, h.sample_requests, input_len, output_len, lay.index_topk, rng)
+    misses = sampled.misses
     mean = float(misses.mean()) if misses.size else 0.0
     seq = input_len + output_len // 2
 
@@ -139,4 +131,6 @@ def dsa_decode(sc, lay: DsaLayout, weight_bytes: float, access: AccessModel, cos
 
     nb = sizing.max_batch_baseline
     cross = _break_even(sizing.max_batch_hisparse, nb / step(nb, False) if nb else 0.0, lambda b: step(b, True))
-    return DsaDecode(shape, sizing, steps, misses, acc, cross, input_len + output_len)
+    backup_bytes = sampled.backups * lay.layers * lay.kv_row_bytes  # every layer's row (backup_from_device_all_layer, :1248)
+    return DsaDecode(shape, sizing, sampled.steps, misses, sampled.accesses, cross, input_len + output_len,
+                     backup_bytes)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sim.base.errors import InputError
 from sim.model.dsa import skips_topk as model_skips_topk
 
-__all__ = ["INDEX_SHARE_FIELDS", "StepCounts", "SwapInPlan", "shared_index_layers", "skips_topk"]
+__all__ = ["INDEX_SHARE_FIELDS", "SwapInPlan", "shared_index_layers", "skips_topk"]
 
 INDEX_SHARE_FIELDS = ("index_topk_freq", "index_skip_topk_offset", "index_topk_pattern", "indexer_types", "cli_factor")
 """The HF-config fields SGLang reads the skip pattern from (``configs/model_config.py:488-522``)."""
@@ -63,20 +63,6 @@ def shared_index_layers(share: Mapping, n_layers: int) -> list[bool] | None:
 
 
 @dataclass(frozen=True)
-class StepCounts:
-    """What one decode step launches and moves for a batch (all layers).
-
-    ``swap_in_kernels`` run synchronously in their layers (the step waits for them); ``copy_kernels`` replay an
-    anchor's plan on the prefetch stream, overlapped with the compute between the anchor and the skip layer
-    (hisparse_coordinator.py:1599-1637), each on a fixed 4-block grid (:775)."""
-
-    swap_in_kernels: int  # one launch per kernel layer, covering the batch
-    copy_kernels: int  # one IO-only launch per skip layer, covering the batch
-    swap_in_items: int  # host->device items the kernels load: their layers' misses, summed over the batch
-    copied_items: int  # items the copy-only kernels move: each skip layer moves its anchor's misses again
-
-
-@dataclass(frozen=True)
 class SwapInPlan:
     """Per layer, the layer whose swap-in kernel serves it: itself (a kernel layer) or its anchor (a skip layer,
     ``_build_prefetch_groups``, hisparse_coordinator.py:117-139: the nearest kernel layer before it)."""
@@ -110,20 +96,9 @@ class SwapInPlan:
         return cls.from_pattern(shared_index_layers(share or {}, n_layers), n_layers)
 
     @property
-    def n_layers(self) -> int:
-        return len(self.anchor_of)
-
-    @property
     def kernel_layers(self) -> tuple[int, ...]:
         return tuple(i for i, a in enumerate(self.anchor_of) if a == i)
 
     @property
     def skip_layers(self) -> tuple[int, ...]:
         return tuple(i for i, a in enumerate(self.anchor_of) if a != i)
-
-    def counts(self, misses: Mapping[int, int]) -> StepCounts:
-        """One step's launches and items from each kernel layer's misses summed over the batch (a copy kernel is
-        launched for every skip layer every step, moving nothing when its anchor missed nothing)."""
-        kernels = self.kernel_layers
-        return StepCounts(len(kernels), self.n_layers - len(kernels), sum(misses.get(k, 0) for k in kernels),
-                          sum(misses.get(a, 0) for i, a in enumerate(self.anchor_of) if a != i))  # fmt: skip

@@ -150,3 +150,33 @@ def test_bench_serving_steps_run_one_after_the_other_each_at_its_concurrency():
     # concurrency 1: each request is sent when the previous one finished
     assert (first["arrival_s"].to_numpy()[1:] >= first["finish_s"].to_numpy()[:-1] - 1e-9).all()
     assert run.summary["hisparse"]["peak_batch"] == 4
+
+
+def dsa_misses_run(input_len: int, output_len: int, windows: int, window_steps: int):
+    doc = dsa_decode_scenario(True).model_dump(mode="json", exclude={"origins"})
+    doc["hisparse"].update(step_windows=windows, window_steps=window_steps)
+    doc["workload"] = {"kind": "bench_serving", "steps": [{"random_input_len": input_len, "random_output_len": output_len,
+                                                           "random_range_ratio": 1.0, "num_prompts": 2}]}  # fmt: skip
+    return run_scenario(scenario_from_dict(doc, source="test"))
+
+
+def test_dsa_decode_misses_start_the_step_the_raw_length_passes_the_buffer():
+    """A DSA kernel sees ``seq_len`` itself (dsa_backend.py:2623-2628; compress_ratio 1, allocator/hisparse.py:36):
+    a 4,088-token prompt preloaded into a 4,096-slot buffer leaves the fast path at its 9th step (seq_len 4,097, the
+    newest in the reserved slot) and misses the previous newest from the 10th on. Read as C4 rows (a quarter of
+    the length, the old path) it stayed on the fast path for 35 steps."""
+    m = dsa_misses_run(4096 - 8, 64, 1, 32).tables["misses"].pivot_table("misses", "step", ["request", "layer"])
+    assert list(m.index) == list(range(32))
+    assert (m.loc[:8] == 0).all().all()
+    assert (m.loc[9:] >= 1).all().all()
+
+
+def test_dsa_decode_backs_up_every_step_and_samples_windows_spread_over_the_output():
+    """SGLang's DSA branch backs up the previous token every decode step but the first after admission
+    (hisparse_coordinator.py:1191-1215 with compress_ratio 1), every layer's latent row (:1248); the sampled
+    windows cover the output as V4's do (the first window's steps, the last's)."""
+    run = dsa_misses_run(16384, 128, 2, 16)
+    lay = dsa_layout(load_config("glm-5.1-fp8")[0], "auto")
+    assert run.summary["hisparse"]["d2h_backup_bytes_sampled"] == 2 * (128 - 1) * lay.layers * lay.kv_row_bytes
+    steps = sorted(run.tables["misses"]["step"].unique())
+    assert steps == list(range(16)) + list(range(112, 128))

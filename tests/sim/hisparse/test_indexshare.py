@@ -1,5 +1,5 @@
 """Which DSA layers run HiSparse's swap-in kernel (IndexShare anchors) and which replay a plan; the DSA family of
-the coordinator as the pricing side drives it (raw positions, every-step backups, growth, per-step counts)."""
+the coordinator as the pricing side drives it (raw positions, every-step backups, growth)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from sim.base.errors import InputError
 from sim.hisparse.coordinator import DSA, V4, HiSparseRequest, buffer_slots, eager_backups, run_stream
 from sim.hisparse.hot import LruBuffer
-from sim.hisparse.indexshare import SwapInPlan, shared_index_layers, skips_topk
+from sim.hisparse.indexshare import INDEX_SHARE_FIELDS, SwapInPlan, shared_index_layers, skips_topk
 from sim.hisparse.topk import ParametricAccess
 
 
@@ -45,15 +45,26 @@ def test_no_skip_layer_means_no_plan_and_a_first_skip_layer_is_refused():
         SwapInPlan.from_index_share({"indexer_types": ["shared", "full"]}, 2)
 
 
-def test_step_counts_separate_synchronous_kernels_from_overlapped_copies():
-    """Per step: one swap-in launch per kernel layer (synchronous) loading its misses, one copy-only launch per
-    skip layer (on the prefetch stream) moving its anchor's misses again, launched even when they are 0."""
-    plan = SwapInPlan.from_index_share({"index_topk_freq": 4, "index_skip_topk_offset": 3}, 8)
-    counts = plan.counts({0: 5, 1: 0, 2: 7, 6: 3})
-    assert (counts.swap_in_kernels, counts.copy_kernels) == (4, 4)
-    assert counts.swap_in_items == 15 and counts.copied_items == 3 * 7 + 3
-    every = SwapInPlan.every_layer(3).counts({0: 1, 1: 2, 2: 3})
-    assert (every.swap_in_kernels, every.copy_kernels, every.swap_in_items, every.copied_items) == (3, 0, 6, 0)
+def test_pricing_runs_the_plans_kernel_layers_synchronously_and_copies_on_its_skip_layers():
+    """GLM-5.2's bundled config: the plan the coordinator builds from its IndexShare fields has as many kernel and
+    skip layers as the layout pricing reads (``swap_in_step_seconds``): one synchronous swap-in a kernel layer,
+    one copy of its anchor's misses a skip layer, hidden up to a layer's compute (:1571-1637)."""
+    from sim.hisparse.dsa import swap_in_step_seconds
+    from sim.model.costs import default_cost_table
+    from sim.model.dsa import dsa_layout
+    from sim.model.modelcfg import load_config
+
+    cfg = load_config("glm-5.2-fp8")[0]
+    plan = SwapInPlan.from_index_share({k: cfg[k] for k in INDEX_SHARE_FIELDS if cfg.get(k) is not None},
+                                       cfg["num_hidden_layers"])  # fmt: skip
+    lay = dsa_layout(cfg, "bfloat16")
+    assert (len(plan.kernel_layers), len(plan.skip_layers)) == (lay.anchors, lay.skip_layers) == (21, 57)
+    costs = default_cost_table()
+    swap = costs.swap_in_seconds(16, lay.index_topk, 900, lay.kv_row_bytes)
+    copy = costs.transfer_seconds("h2d", "kernel", 900, lay.kv_row_bytes)
+    assert swap_in_step_seconds(lay, costs, 16, 900, 0.0) == pytest.approx(len(plan.kernel_layers) * swap
+                                                                           + len(plan.skip_layers) * copy)
+    assert swap_in_step_seconds(lay, costs, 16, 900, copy) == pytest.approx(len(plan.kernel_layers) * swap)
 
 
 def test_dsa_backs_up_every_step_after_the_first_where_v4_backs_up_one_in_four():
