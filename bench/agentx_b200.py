@@ -1,7 +1,7 @@
 """InferenceX's B200 AgentX submission (SemiAnalysisAI/InferenceX PR #2718) from its published commands, against its
 published figures: tok/s/GPU and tok/s/user at c128 and c160.
 
-    python bench/agentx_b200.py [--conc 128 160] [--seeds 1 2 3] [--duration 1800]
+    python bench/agentx_b200.py [--conc 128 160] [--seeds 1 2 3] [--duration 3600]
 
 The launch is ``benchmarks/single_node/agentic/dsv4_fp4_b200_sglang_mtp.sh``'s with ``DP_ATTENTION=true TP=8
 EP_SIZE=8`` and HiCache (DEP8, MegaMoE, FP4 indexer, EAGLE MTP with the script's synthetic accept length 2.49,
@@ -44,8 +44,10 @@ AIPERF = ("aiperf profile --scenario inferencex-agentx-mvp --url http://localhos
           "--use-server-token-count --no-gpu-telemetry --tokenizer-trust-remote-code --num-dataset-entries 393 "
           "--slice-duration 1.0 --output-artifact-dir results/aiperf_artifacts "
           "--public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
+# The router at both points; c160 adds the cache-aware policy's absolute balance threshold 32 (the PR's description).
 ROUTER = ("python -m sglang_router.launch_router --worker-urls http://localhost:8889 --policy cache_aware "
           "--request-id-headers x-correlation-id --dp-aware")  # fmt: skip
+ROUTER_C160 = ROUTER + " --balance-abs-threshold 32"
 
 
 def one(conc: int, seed: int, duration: float) -> dict:
@@ -55,7 +57,8 @@ def one(conc: int, seed: int, duration: float) -> dict:
 
     interval, mem = (20, 0.88) if conc == 160 else (24, 0.90)
     launch = LAUNCH.format(interval=interval, mem=mem, max_running=2 * conc)
-    conv = from_sglang(launch, [AIPERF.format(conc=conc, duration=duration, seed=seed), ROUTER], gpu="B200")
+    router = ROUTER_C160 if conc == 160 else ROUTER
+    conv = from_sglang(launch, [AIPERF.format(conc=conc, duration=duration, seed=seed), router], gpu="B200")
     r = run_scenario(scenario_from_dict(conv.scenario, source="agentx_b200")).summary["client"]
     if r.get("warmup_failed"):
         return {"conc": conc, "seed": seed, "warmup_failed": r["warmup_failed"]}
@@ -69,7 +72,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--conc", type=int, nargs="+", default=[128, 160], choices=sorted(PUBLISHED))
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    ap.add_argument("--duration", type=float, default=1800.0, help="measured phase, simulated s")
+    ap.add_argument("--duration", type=float, default=3600.0,
+                    help="measured phase, simulated s (InferenceX's AgentX default and the PR's full hour: 3600)")
     args = ap.parse_args()
     for conc in args.conc:
         rows = [one(conc, s, args.duration) for s in args.seeds]
