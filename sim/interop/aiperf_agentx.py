@@ -70,7 +70,9 @@ def scenario_defaults(scenario: str | None, wl: dict[str, Any]) -> str | None:
     if given is None:
         return None
     return (f"--trace-idle-gap-cap-seconds {given:g}: aiperf 0.13.0's inferencex-agentx-mvp scenario rejects it (it keeps "
-            "each trajectory's timeline) unless --unsafe-override; replayed with the cap as given")  # fmt: skip
+            "each trajectory's timeline) unless --unsafe-override, while InferenceX's own aiperf build takes it as a "
+            "cap on a trajectory tree's idle time; replayed with the cap as given, on the trajectory's timeline "
+            "(sim.workload.idlegap)")  # fmt: skip
 
 
 def warmup_grace(agentic: float | None, generic: float | None, scenario: str | None) -> tuple[float | None, str]:

@@ -375,7 +375,9 @@ def test_an_aiperf_agentx_command_becomes_a_lane_replay():
     assert conv.scenario["seed"] == 42
     assert "--url" in " ".join(conv.ignored)
     assert conv.notes == ["--trace-idle-gap-cap-seconds 300: aiperf 0.13.0's inferencex-agentx-mvp scenario rejects it (it "
-                          "keeps each trajectory's timeline) unless --unsafe-override; replayed with the cap as given"]
+                          "keeps each trajectory's timeline) unless --unsafe-override, while InferenceX's own aiperf "
+                          "build takes it as a cap on a trajectory tree's idle time; replayed with the cap as given, on "
+                          "the trajectory's timeline (sim.workload.idlegap)"]
     assert "--warmup-grace-period 1800 -> workload.warmup_grace_period_s: 1800.0" in conv.mapped
     assert any(m.startswith("--use-server-token-count -> always") for m in conv.mapped)
     scenario_from_dict(conv.scenario, source="test")
