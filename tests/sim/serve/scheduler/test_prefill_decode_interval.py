@@ -73,30 +73,31 @@ class TestTheGroupArmsEveryRank:
 
 
 @pytest.mark.slow
-def test_a_published_shaped_agentx_warm_up_ends_inside_aiperfs_grace_period_on_measured_tables():
-    """aiperf's AgentX warm-up (10 calls a lane from the start ratios' points, ``--warmup-grace-period 1800``)
-    on one B300 node priced by aiconfigurator-core, with InferenceX's DP-attention settings (#2718's B200 launcher:
-    ``--prefill-decode-interval 24``, 6,144-token chunks a rank) and the prefill delayer. When only the rank that
-    prefilled owed the interval, its 24 passes were the other ranks' prefill chunks: the node prefilled about
-    1.2K tokens/s a rank and every call of the warm-up was cut at 1,800 s (113 still in flight)."""
+def test_the_published_agentx_warm_up_ends_inside_aiperfs_grace_period_on_measured_tables():
+    """InferenceX #2718's c128 run as published (its B200 launcher with DP attention: ``--prefill-decode-interval
+    24``, 6,144-token chunks a rank, HiCache at ratio 8; its aiperf command: the start ratios 0.25-0.75, a primer and
+    10 one-token calls a lane, ``--warmup-grace-period 1800``) on B200's measured kernels. When only the rank that
+    prefilled owed the interval, its 24 passes were the other ranks' prefill chunks: the node prefilled about 1.2K
+    tokens/s a rank and the warm-up was cut at 1,800 s."""
     pytest.importorskip("aiconfigurator_core")
     from sim.app.run import run_scenario
     from sim.interop.fromsglang import from_sglang
     from sim.scenario.load import scenario_from_dict
 
-    lanes = 128
-    launch = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --dp 8 "
-              "--enable-dp-attention --ep-size 8 --mem-fraction-static 0.90 --swa-full-tokens-ratio 0.02 "
-              f"--max-running-requests {2 * lanes} --chunked-prefill-size 49152 --prefill-decode-interval 24 "
-              "--enable-prefill-delayer")  # fmt: skip
-    aiperf = (f"aiperf profile --scenario inferencex-agentx-mvp --streaming --concurrency {lanes} "
-              "--benchmark-duration 1 --trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 "
-              f"--warmup-requests-per-lane 10 --num-dataset-entries {lanes} --random-seed 1 "
-              "--public-dataset semianalysis_cc_traces_weka_062126 --warmup-grace-period 1800")  # fmt: skip
-    router = ("python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 --policy consistent_hashing "
-              "--dp-aware --request-id-headers x-correlation-id")  # fmt: skip
-    sc = from_sglang(launch, [aiperf, router], gpu="b300").scenario
-    sc["compute"] = {**sc.get("compute", {}), "backend": "aiconfigurator"}
+    launch = ("SGLANG_SIMULATE_ACC_LEN=2.49 python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro "
+              "--tp 8 --dp 8 --enable-dp-attention --ep-size 8 --moe-a2a-backend megamoe --load-balance-method "
+              "total_requests --prefill-decode-interval 24 --enable-deepseek-v4-fp4-indexer --mem-fraction-static 0.90 "
+              "--swa-full-tokens-ratio 0.02 --max-running-requests 256 --chunked-prefill-size 49152 "
+              "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 "
+              "--speculative-num-draft-tokens 4 --enable-hierarchical-cache --hicache-ratio 8 "
+              "--hicache-write-policy write_through")  # fmt: skip
+    aiperf = ("aiperf profile --scenario inferencex-agentx-mvp --streaming --concurrency 128 --benchmark-duration 1 "
+              "--trajectory-start-min-ratio 0.25 --trajectory-start-max-ratio 0.75 --warmup-requests-per-lane 10 "
+              "--trace-idle-gap-cap-seconds 300 --warmup-grace-period 1800 --num-dataset-entries 393 --random-seed 1 "
+              "--unsafe-override --public-dataset semianalysis_cc_traces_weka_062126")  # fmt: skip
+    router = ("python -m sglang_router.launch_router --worker-urls http://localhost:8889 --policy cache_aware "
+              "--request-id-headers x-correlation-id --dp-aware")  # fmt: skip
+    sc = from_sglang(launch, [aiperf, router], gpu="B200").scenario
     client = run_scenario(scenario_from_dict(sc, source="test")).summary["client"]
     assert not client.get("warmup_failed")
     assert 0 < client["measured_from_s"] < 1800
