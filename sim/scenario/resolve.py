@@ -237,6 +237,7 @@ def _with_origin(sc: Scenario, source: str) -> str:
 
 
 def _router_options(sc: Scenario) -> CacheAwareOptions:
+    """``cluster.router_*``: sglang_router's cache_aware options (read by ``cluster.router: cache_aware`` only)."""
     c = sc.cluster
     return CacheAwareOptions(c.router_cache_threshold, c.router_balance_abs_threshold, c.router_balance_rel_threshold,
                              c.router_eviction_interval_s, c.router_max_tree_size)  # fmt: skip
@@ -251,8 +252,7 @@ def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2
     page_bytes = model.bytes_per_page * page / model.page_size
     return EngineConfig(
         model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, cache_aware=_router_options(sc),
-        l1_pages=l1, l2_pages=l2,
-        l2_swa_pages=l2_swa,
+        l1_pages=l1, l2_pages=l2, l2_swa_pages=l2_swa,
         write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
         eviction_config=hc.radix_eviction_policy_config,
         load_back_threshold=hc.load_back_threshold, page_tokens=page,
