@@ -7,7 +7,10 @@ from __future__ import annotations
 import pytest
 
 from sim.app.run import run_scenario
+from sim.base.errors import InputError
 from sim.scenario.load import scenario_from_dict
+from sim.scenario.resolve import resolve
+from sim.scenario.validate import validate_file
 from sim.serve.cacheaware import CacheAwareOptions, CacheAwareRouter, RouterTree
 
 
@@ -145,7 +148,15 @@ class TestInTheEngine:
 
 @pytest.mark.parametrize("field", ["router_cache_threshold", "router_max_tree_size"])
 def test_an_option_out_of_bounds_is_refused_by_its_field(field):
-    from sim.base.errors import InputError
-
     with pytest.raises(InputError, match=f"cluster.{field}"):
         dp_multiturn(**{field: -1})
+
+
+def test_validate_names_the_router_options_and_the_engine_gets_them(tmp_path):
+    sc = dp_multiturn(router_cache_threshold=0.5, router_eviction_interval_s=0)
+    assert resolve(sc).engine.cache_aware == CacheAwareOptions(0.5, 64, 1.5, 0, 2**26)
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nmodel: deepseek-v4-flash\ncluster: {instances: 2, router: cache_aware, router_cache_threshold: 0.5,"
+        " router_eviction_interval_s: 0}\n")
+    line = next(x for x in validate_file(tmp_path / "s.yaml").splitlines() if x.lstrip().startswith("cluster"))
+    assert "cache_aware (match > 0.5; imbalanced past 64 and x1.5; no trim)" in line
