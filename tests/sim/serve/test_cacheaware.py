@@ -4,6 +4,8 @@ threshold, the periodic trim of each worker's share of the tree."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sim.app.run import run_scenario
@@ -144,6 +146,27 @@ class TestInTheEngine:
     def test_the_same_scenario_places_every_request_the_same(self):
         a, b = (run_scenario(dp_multiturn()).requests.sort_values("rid") for _ in range(2))
         assert a["instance"].tolist() == b["instance"].tolist()
+
+
+def two_instances(tmp_path, rows: list[dict]):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return scenario_from_dict({
+        "name": "ca2", "model": "deepseek-v4-flash", "hardware": {"kv_mem_gb": 0.5},
+        "hicache": {"enabled": True, "hicache_ratio": 2.0}, "cluster": {"instances": 2, "router": "cache_aware"},
+        "workload": {"kind": "trace", "path": str(trace)},
+    }, source="test")  # fmt: skip
+
+
+def test_a_short_shared_prefix_goes_to_the_least_loaded_instance_not_the_one_caching_it(tmp_path):
+    """A holds 10 blocks on instance 0 and is still decoding; B shares 2 of its 10 blocks with A (20%, not over
+    0.3): the router sends it to the idle instance 1, where the longest cached prefix (the old pick) was 0's.
+    C shares 6 of 10 (60%): instance 0, though busier."""
+    rows = [{"timestamp": 0, "input_length": 5120, "output_length": 2000, "hash_ids": list(range(10))},
+            {"timestamp": 1000, "input_length": 5120, "output_length": 4, "hash_ids": [0, 1, *range(50, 58)]},
+            {"timestamp": 1000, "input_length": 5120, "output_length": 4, "hash_ids": [*range(6), *range(60, 64)]}]
+    requests = run_scenario(two_instances(tmp_path, rows)).requests.sort_values("rid")
+    assert requests["instance"].tolist() == [0, 1, 0]
 
 
 @pytest.mark.parametrize("field", ["router_cache_threshold", "router_max_tree_size"])
