@@ -116,7 +116,7 @@ class Simulation(RunState):
 
     def finished_one(self, req: Request) -> None:
         w = self.routed.pop(req.rid, None)
-        if w is not None:  # its response closed: the cache-aware router counts one less in flight there
+        if w is not None and self.cache_aware is not None:  # its response closed: one less in flight there
             self.cache_aware.done(w)
         super().finished_one(req)
 
