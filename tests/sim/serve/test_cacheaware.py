@@ -5,6 +5,7 @@ threshold, the periodic trim of each worker's share of the tree."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -68,6 +69,10 @@ class TestRules:
         assert r.loads.count(1) == 1
 
 
+def common(a: list, b: list) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 class TestTree:
     def test_the_match_picks_the_worker_that_created_the_node_not_the_last_to_send(self):
         t = RouterTree(2)
@@ -88,6 +93,23 @@ class TestTree:
         t = RouterTree(1)
         t.insert([1, 2, 3, 4], 0)
         assert t.match([1, 2, 9]) == (2, 0)
+
+
+    def test_random_inserts_match_the_longest_prefix_and_count_each_workers_distinct_prefixes(self):
+        rng = random.Random(7)
+        t, sent = RouterTree(3), {0: [], 1: [], 2: []}
+        for _ in range(300):
+            keys = [rng.randrange(3) for _ in range(rng.randrange(1, 9))]
+            w = rng.randrange(3)
+            t.insert(keys, w)
+            sent[w].append(keys)
+        for w, seqs in sent.items():  # a worker's share: the distinct prefixes of what it was sent
+            assert t.size[w] == len({tuple(k[:i]) for k in seqs for i in range(1, len(k) + 1)})
+        for _ in range(200):
+            keys = [rng.randrange(3) for _ in range(rng.randrange(1, 9))]
+            pages, w = t.match(keys)
+            assert pages == max(common(k, keys) for seqs in sent.values() for k in seqs)
+            assert pages == 0 or max(common(k, keys) for k in sent[w]) >= pages
 
 
 class TestEviction:
@@ -111,6 +133,27 @@ class TestEviction:
             r.pick([1, 2, 3], 3, 0.0)
             r.pick([4], 1, 1000.0)
             assert r.tree.size == [4]
+
+    def test_random_trims_leave_every_worker_under_the_cap_and_the_tree_consistent(self):
+        rng = random.Random(11)
+        t = RouterTree(3)
+        for round_ in range(6):
+            for _ in range(80):
+                t.insert([rng.randrange(4) for _ in range(rng.randrange(1, 10))], rng.randrange(3))
+                if rng.random() < 0.3:
+                    t.match([rng.randrange(4) for _ in range(5)])
+            cap = 40 - 5 * round_
+            assert max(t.size) > cap  # there is something to trim
+            t.evict(cap)
+            held, stack = [0, 0, 0], [(c, t.root) for c in t.root.children.values()]
+            while stack:
+                node, parent = stack.pop()
+                assert node.tenants and node.parent is parent
+                assert parent is t.root or set(node.tenants) <= set(parent.tenants)  # a worker holds its path
+                for w in node.tenants:
+                    held[w] += len(node.key)
+                stack += [(c, node) for c in node.children.values()]
+            assert held == t.size and max(t.size) <= cap
 
     def test_a_trimmed_worker_leaves_the_nodes_it_shared(self):
         t = RouterTree(2)
