@@ -1,32 +1,34 @@
 """The SGLang router's cache-aware policy (``sglang_router.launch_router --policy cache_aware``) as sglang-router
 0.3.2 decides, the version InferenceX pins: the router's own approximate tree of what it sent where, and its own
-count of requests in flight, not the engines' caches.
+count of requests in flight, not the engines' caches. Paths are those of sglang-router 0.3.2's source
+distribution on PyPI (the Rust router, ``src/``, and its Python launcher, ``bindings/python/``).
 
-Per request (``src/policies/cache_aware.rs:351-447``, ``select_worker``):
+Per request (``src/policies/cache_aware.rs:351-473``, ``select_worker``):
 
 - The load of a worker is the router's count of its requests in flight: one more when a request is sent, one
-  less when its response ends (``WorkerLoadGuard``, ``src/core/worker.rs:1105-1137``, taken for cache_aware in
+  less when its response ends (``WorkerLoadGuard``, ``src/core/worker.rs:1103-1140``, taken for cache_aware in
   ``src/routers/http/router.rs:294-296``). With ``--dp-aware`` each attention-DP rank is a worker with its own
   count.
 - Imbalanced when ``max - min > balance_abs_threshold`` and ``max > min x balance_rel_threshold`` (lines
-  370-372, over every worker): the least loaded worker takes it (lines 287-347; the first on a tie, as Rust's
+  371-372, over every worker): the least loaded worker takes it (lines 287-347; the first on a tie, as Rust's
   ``min_by_key``).
-- Otherwise the longest prefix of the request's text in the tree (``tree.rs:531-620``): the match rate is the
+- Otherwise the longest prefix of the request's text in the tree (``tree.rs:531-619``): the match rate is the
   matched share of the text (lines 395-401); above ``cache_threshold`` a worker holding the deepest matched node
   takes it, else the least loaded worker (lines 403-416; the 0.3.2 rule: older routers took the worker with the
   smallest tree).
 - Either way the text is inserted into the tree under the chosen worker (lines 321, 420).
 - Every ``eviction_interval_secs`` (0: never) each worker's share of the tree is trimmed to ``max_tree_size``,
-  least recently used leaves first (lines 101-123, ``tree.rs:718-808``).
+  least recently used leaves first (lines 101-123, ``tree.rs:718-821``).
 
 The tree is one radix tree shared by the workers (its *tenants*): a node records which workers sent text through
 it and when (a global epoch counter, ``tree.rs:225``). Inserting stamps the last node with a new epoch and adds
-the worker to the nodes before it at epoch 0 (``tree.rs:362-527``); a match stamps the node it ends on with the
+the worker at epoch 0 to the nodes before it that it is not on yet (``tree.rs:362-527``); a match stamps the node it ends on with the
 epoch only when the epoch is a multiple of 8 (``tree.rs:601-607``). The worker a match picks is the node's cached
 tenant: the worker that created it while it still holds it (``tree.rs:566-599``); when it no longer does the
 router takes whichever tenant its map yields first, here the lowest index (a deterministic stand-in).
 
-Granularity: the router matches characters of the request's text (the chat messages joined); here the text is
+Granularity: the router matches characters of the request's text (the chat messages joined,
+``src/protocols/chat.rs:641``); here the text is
 the request's input page keys, so a match is whole pages and the rate is matched tokens over input tokens (a
 ratio, so close to the character ratio where text and tokens align). A worker's share of the tree is counted in
 tokens, so ``max_tree_size`` (characters to the router) bounds tokens here: a looser cap by the text's
@@ -45,7 +47,9 @@ __all__ = ["CacheAwareOptions", "CacheAwareRouter", "RouterTree"]
 
 @dataclass(frozen=True)
 class CacheAwareOptions:
-    """The policy's flags, with sglang-router 0.3.2's launcher defaults (``router_args.py:33-37``)."""
+    """The policy's flags, with sglang-router 0.3.2's launcher defaults (``bindings/python/src/sglang_router/
+    router_args.py:33-37``; the Rust side's own defaults, ``src/policies/mod.rs:101-111``, are not what a launch
+    gets)."""
 
     cache_threshold: float = 0.3  # --cache-threshold
     balance_abs_threshold: int = 64  # --balance-abs-threshold
