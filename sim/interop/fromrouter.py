@@ -29,8 +29,8 @@ ROUTER_WHY = {
     "a timeout no simulated request reaches",
     "--disable-health-check": "every simulated worker is healthy", "--disable-retries": "no simulated request fails",
 }  # fmt: skip
-# sglang-router 0.3.2's cache_aware options (sglang_router/router_args.py:273-308) -> (cluster field, kind); argparse takes an
-# unambiguous prefix of a flag, as --eviction-interval for --eviction-interval-secs.
+# sglang-router 0.3.2's cache_aware options (sglang_router/router_args.py:273-308) -> (cluster field, kind);
+# argparse takes an unambiguous prefix of a flag, as --eviction-interval for --eviction-interval-secs.
 CACHE_AWARE_FLAGS = {
     "--cache-threshold": ("router_cache_threshold", float),
     "--balance-abs-threshold": ("router_balance_abs_threshold", int),
@@ -70,7 +70,8 @@ def map_router(conv: Conversion, argv: list[str]) -> None:
     hw = conv.scenario.get("hardware", {})
     dp_attention = hw.get("enable_dp_attention") and hw.get("dp_size", 1) > 1
     policies = [(v, t) for f, v, t in flags if f == "--policy"]
-    # argparse keeps the last of a repeated option; none given: the launcher's default (sglang_router/router_args.py:28)
+    # argparse keeps the last of a repeated option; none given: the launcher's default
+    # (sglang_router/router_args.py:28)
     value, text = policies[-1] if policies else ("cache_aware", "--policy cache_aware (the router's default)")
     for _, earlier in policies[:-1]:
         conv.ignored.append(f"{earlier}: overridden by the later {text} (the router takes the last, as argparse does)")
