@@ -21,6 +21,7 @@ from sim.offline.replay import pages_for_bytes
 from sim.scenario.capacity import capacity_sources, host_pages, logged_device_pools, logged_mismatches
 from sim.scenario.precision import precisions, step_backend
 from sim.scenario.schema import Scenario, build_model_spec
+from sim.serve.cacheaware import CacheAwareOptions
 from sim.serve.config import EngineConfig
 
 __all__ = ["NoFullPool", "ServerConfig", "derived_device_pools", "device_pools", "dp_mlp_share", "rank_chunk",
@@ -235,6 +236,13 @@ def _with_origin(sc: Scenario, source: str) -> str:
     return source if origin is None else f"{source}, from {origin}"
 
 
+def _router_options(sc: Scenario) -> CacheAwareOptions:
+    """``cluster.router_*``: sglang_router's cache_aware options (read by ``cluster.router: cache_aware`` only)."""
+    c = sc.cluster
+    return CacheAwareOptions(c.router_cache_threshold, c.router_balance_abs_threshold, c.router_balance_rel_threshold,
+                             c.router_eviction_interval_s, c.router_max_tree_size)  # fmt: skip
+
+
 def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2: int, l2_swa: int | None,
                    share: float) -> EngineConfig:  # fmt: skip
     """The engine's configuration: the resolved pools and budgets, and the scenario's policies as given."""
@@ -243,8 +251,8 @@ def _engine_config(sc: Scenario, model: ModelSpec, l1: int, swa_ratio: float, l2
     dp = sc.hardware.attn_dp_size  # one scheduler, KV pool, tree and host pool per attention-DP rank
     page_bytes = model.bytes_per_page * page / model.page_size
     return EngineConfig(
-        model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, l1_pages=l1, l2_pages=l2,
-        l2_swa_pages=l2_swa,
+        model=model, instances=sc.cluster.instances * dp, router=sc.cluster.router, cache_aware=_router_options(sc),
+        l1_pages=l1, l2_pages=l2, l2_swa_pages=l2_swa,
         write_policy=hc.write_policy, eviction_policy=hc.radix_eviction_policy,
         eviction_config=hc.radix_eviction_policy_config,
         load_back_threshold=hc.load_back_threshold, page_tokens=page,

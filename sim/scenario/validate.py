@@ -10,7 +10,7 @@ from sim.base.text import printable
 from sim.scenario.load import load_scenario
 from sim.scenario.pinned import pinned_lines
 from sim.scenario.resolve import ServerConfig, validated_server
-from sim.scenario.schema import MultiTurnWorkload, Scenario, SyntheticWorkload, TraceWorkload
+from sim.scenario.schema import ClusterConfig, MultiTurnWorkload, Scenario, SyntheticWorkload, TraceWorkload
 
 __all__ = ["validate_file"]
 
@@ -61,7 +61,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), *, check_star
     lines += [f"  workload  {_workload_text(s.workload)}", *(resolved.lines(s) if resolved is not None else []),
               *pinned_lines(s, resolved)]
     lines.append(
-        f"  cluster   {s.cluster.instances} instance(s), {s.cluster.router}, {s.cluster.role}; "
+        f"  cluster   {s.cluster.instances} instance(s), {_router_text(s.cluster)}, {s.cluster.role}; "
         f"hisparse {'on, top_k ' + str(s.hisparse_top_k) if s.hisparse.enabled else 'off'}"
     )
     # names, paths and origins come from the user's files
@@ -104,3 +104,13 @@ def _workload_text(wl: Any) -> str:
         return (f"{wl.kind}, {wl.lanes} lanes over {what}, {wl.benchmark_duration_s:g} s measured, idle cap {cap}, "
                 f"start {wl.trajectory_start_min_ratio:g}-{wl.trajectory_start_max_ratio:g}")  # fmt: skip
     return f"bench_serving {wl.dataset_name}, {len(wl.steps)} step(s), {sum(st.num_prompts for st in wl.steps)} prompts"
+
+
+def _router_text(c: ClusterConfig) -> str:
+    """The router, with cache_aware's options as sglang_router's flags name them."""
+    if c.router != "cache_aware":
+        return c.router
+    trim = (f"trim to {c.router_max_tree_size:,} tokens every {c.router_eviction_interval_s} s"
+            if c.router_eviction_interval_s else "no trim")  # fmt: skip
+    return (f"cache_aware (match > {c.router_cache_threshold:g}; imbalanced past {c.router_balance_abs_threshold} "
+            f"and x{c.router_balance_rel_threshold:g}; {trim})")

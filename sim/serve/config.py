@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from sim.model.pools import ModelSpec
 from sim.model.speculative import SpecDecode
+from sim.serve.cacheaware import CacheAwareOptions
 
 __all__ = ["EngineConfig"]
 
@@ -20,6 +21,7 @@ class EngineConfig:
     model: ModelSpec
     instances: int = 1
     router: str = "round_robin"
+    cache_aware: CacheAwareOptions = CacheAwareOptions()  # router "cache_aware": sglang_router's flags
     l1_pages: int = 1000
     l2_pages: int = 0  # 0: HiCache off (L1 only)
     l2_swa_pages: int | None = None  # V4's SWA host pages (None: l2_pages' SWA share)

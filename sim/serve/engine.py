@@ -39,6 +39,7 @@ from sim.base.collector import cycle_gc_paused
 from sim.model.compute import Roofline
 from sim.model.costs import CostTable
 from sim.model.speculative import backend_prices
+from sim.serve.cacheaware import CacheAwareRouter
 from sim.serve.config import EngineConfig
 from sim.serve.hashring import HashRing, dp_aware_urls, routing_key
 from sim.serve.scheduler.dp import DPController, DPGroup
@@ -76,6 +77,10 @@ class Simulation(RunState):
         self.ring: HashRing | None = None  # cluster.router consistent_hashing: every rank is a worker
         if cfg.router == "consistent_hashing":
             self.ring = HashRing(dp_aware_urls(cfg.instances // dp, dp))
+        self.cache_aware: CacheAwareRouter | None = None  # cluster.router cache_aware: every rank is a worker
+        self.routed: dict[int, int] = {}  # the cache-aware router's requests in flight: id -> worker
+        if cfg.router == "cache_aware":
+            self.cache_aware = CacheAwareRouter(cfg.cache_aware, cfg.instances, cfg.page_tokens)
         self._rr = 0
         self.arrived = 0
         self.client: LanePlayer | None = None  # a client with a report of its own
@@ -87,11 +92,9 @@ class Simulation(RunState):
             return insts[0]
         if self.ring is not None:
             return insts[self.ring.pick(routing_key(req.session, req.rid))]
-        if self.cfg.router == "cache_aware":
-            pt = self.cfg.page_tokens
-            best = max(range(len(insts)), key=lambda i: (insts[i].cache.tree.peek(req.keys, (req.input_len - 1) // pt)[1],
-                                                         -insts[i].load, -i))  # fmt: skip
-            return insts[best]
+        if self.cache_aware is not None:
+            w = self.routed[req.rid] = self.cache_aware.pick(req.keys, req.input_len, self.env.now)
+            return insts[w]
         if self.controllers:  # a server in turn, then its DP controller's pick
             ctl = self.controllers[self._rr % len(self.controllers)]
             self._rr += 1
@@ -110,6 +113,12 @@ class Simulation(RunState):
             return
         inst = self.route(req)
         inst.tokenize(Running(req, inst.idx))
+
+    def finished_one(self, req: Request) -> None:
+        w = self.routed.pop(req.rid, None)
+        if w is not None and self.cache_aware is not None:  # its response closed: one less in flight there
+            self.cache_aware.done(w)
+        super().finished_one(req)
 
     def trace_arrivals(self, requests: Iterable[Request]) -> Generator[simpy.Event, Any, None]:
         env = self.env

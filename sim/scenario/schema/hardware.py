@@ -156,7 +156,28 @@ class ClusterConfig(_Section):
         description="How requests pick an instance. consistent_hashing: sglang_router --policy consistent_hashing "
         "--dp-aware keyed by the session (aiperf's correlation id), as AgentX runs it: every attention-DP rank is a "
         "worker on a hash ring and a session's calls stay on one rank, bypassing scheduler.load_balance_method "
-        "(sim/serve/hashring.py).",
+        "(sim/serve/hashring.py). cache_aware: sglang_router --policy cache_aware --dp-aware, every attention-DP "
+        "rank a worker: the router's own tree of the text it sent where and its count of requests in flight, "
+        "with the router_* options below (sim/serve/cacheaware.py).",
+    )
+    router_cache_threshold: float = Field(
+        0.3, ge=0, le=1, description="sglang_router --cache-threshold (cache_aware): above this share of the "
+        "prompt matched in the router's tree, the worker holding the match takes it; else the least loaded.",
+    )
+    router_balance_abs_threshold: int = Field(
+        64, ge=0, description="sglang_router --balance-abs-threshold (cache_aware): load (requests in flight) is "
+        "imbalanced, and the least loaded worker takes the request, when max - min exceeds this...",
+    )
+    router_balance_rel_threshold: float = Field(
+        1.5, ge=0, description="sglang_router --balance-rel-threshold (cache_aware): ...and max exceeds min times this.",
+    )
+    router_eviction_interval_s: int = Field(
+        60, ge=0, description="sglang_router --eviction-interval-secs (cache_aware): seconds between trims of each "
+        "worker's share of the router's tree to router_max_tree_size; 0 never trims.",
+    )
+    router_max_tree_size: int = Field(
+        2**26, ge=1, description="sglang_router --max-tree-size (cache_aware): what each worker's share of the "
+        "router's tree is trimmed to, least recently used first; characters to the router, tokens here.",
     )
     role: Literal["colocated", "decode"] = Field(
         "colocated", description="colocated prefill+decode, or a PD decode instance (HiSparse)."

@@ -1,7 +1,10 @@
 """An sglang_router command (given with --bench) maps its policy onto cluster.router, as AgentX's B300 recipes
-front a DP-attention server: --policy consistent_hashing --request-id-headers x-correlation-id --dp-aware."""
+front a DP-attention server: --policy consistent_hashing --request-id-headers x-correlation-id --dp-aware; and
+cache_aware's options (sglang-router 0.3.2's router_args.py) onto cluster.router_*."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -58,11 +61,59 @@ def test_an_unlisted_option_is_ignored_as_having_no_effect_on_placement():
     assert f"--log-level debug: {OTHER_WHY}" in conv.ignored
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "cache_aware"])
-def test_the_other_modelled_policies_map_with_or_without_dp_aware(policy):
+def test_round_robin_maps_with_or_without_dp_aware():
     for router in (ROUTER, ROUTER.replace(" --dp-aware", "")):
-        conv = from_sglang(LAUNCH, [router.replace("consistent_hashing", policy)], gpu="B200")
-        assert scenario_from_dict(conv.scenario).cluster.router == policy
+        conv = from_sglang(LAUNCH, [router.replace("consistent_hashing", "round_robin")], gpu="B200")
+        assert scenario_from_dict(conv.scenario).cluster.router == "round_robin"
+
+
+def test_cache_aware_over_dp_ranks_needs_dp_aware():
+    cache_aware = ROUTER.replace("consistent_hashing", "cache_aware")
+    assert scenario_from_dict(from_sglang(LAUNCH, [cache_aware], gpu="B200").scenario).cluster.router == "cache_aware"
+    with pytest.raises(InputError, match="cache_aware without --dp-aware"):
+        from_sglang(LAUNCH, [cache_aware.replace(" --dp-aware", "")], gpu="B200")
+
+
+CACHE_AWARE = ("python -m sglang_router.launch_router --worker-urls http://localhost:8889 --policy cache_aware "
+               "--request-id-headers x-correlation-id --dp-aware")  # InferenceX #2718's router  # fmt: skip
+
+
+@pytest.mark.parametrize(("option", "field", "value"), [
+    ("--cache-threshold 0.5", "router_cache_threshold", 0.5),
+    ("--balance-abs-threshold 32", "router_balance_abs_threshold", 32),
+    ("--balance-rel-threshold=1.0001", "router_balance_rel_threshold", 1.0001),
+    ("--eviction-interval-secs 30", "router_eviction_interval_s", 30),
+    ("--eviction-interval 30", "router_eviction_interval_s", 30),  # argparse's abbreviation of the flag above
+    ("--max-tree-size 1000", "router_max_tree_size", 1000),
+])  # fmt: skip
+def test_each_cache_aware_option_maps_to_its_field_with_the_flag_as_origin(option, field, value):
+    conv = from_sglang(LAUNCH, [f"{CACHE_AWARE} {option}"], gpu="B200")
+    assert getattr(conv.check().cluster, field) == value
+    assert conv.origins[f"cluster.{field}"] == option
+    assert f"{option} -> cluster.{field}: {value}" in conv.mapped
+    assert not any(line.startswith(option) for line in conv.ignored)
+
+
+def test_the_cache_aware_defaults_are_sglang_router_0_3_2s():
+    cluster = from_sglang(LAUNCH, [CACHE_AWARE], gpu="B200").check().cluster
+    assert (cluster.router_cache_threshold, cluster.router_balance_abs_threshold, cluster.router_balance_rel_threshold,
+            cluster.router_eviction_interval_s, cluster.router_max_tree_size) == (0.3, 64, 1.5, 60, 2**26)  # fmt: skip
+
+
+@pytest.mark.parametrize(("option", "says"), [
+    ("--cache-threshold 1.5", "--cache-threshold 1.5: cluster.router_cache_threshold: must be <= 1"),
+    ("--balance-abs-threshold x", "sglang_router --balance-abs-threshold: expected an integer, got 'x'"),
+    ("--max-tree-size 0", "--max-tree-size 0: cluster.router_max_tree_size: must be >= 1"),
+])  # fmt: skip
+def test_a_bad_cache_aware_option_is_refused_naming_the_flag(option, says):
+    with pytest.raises(InputError, match=re.escape(says)):
+        from_sglang(LAUNCH, [f"{CACHE_AWARE} {option}"], gpu="B200").check()
+
+
+def test_a_cache_aware_option_under_another_policy_is_ignored_with_why():
+    conv = from_sglang(LAUNCH, [ROUTER + " --balance-abs-threshold 32"], gpu="B200")
+    assert "--balance-abs-threshold 32: an option of --policy cache_aware only" in conv.ignored
+    assert "router_balance_abs_threshold" not in conv.scenario.get("cluster", {})
 
 
 def test_consistent_hashing_needs_no_dp_aware_without_dp_attention():
@@ -71,10 +122,10 @@ def test_consistent_hashing_needs_no_dp_aware_without_dp_attention():
     assert scenario_from_dict(conv.scenario).cluster.router == "consistent_hashing"
 
 
-def test_without_a_policy_the_router_stays_round_robin_and_says_why():
+def test_without_a_policy_the_router_takes_its_default_cache_aware():
     conv = from_sglang(LAUNCH, [ROUTER.replace(" --policy consistent_hashing", "")], gpu="B200")
-    assert scenario_from_dict(conv.scenario).cluster.router == "round_robin"
-    assert any(line.startswith("sglang_router without --policy") for line in conv.ignored)
+    assert scenario_from_dict(conv.scenario).cluster.router == "cache_aware"
+    assert any(line.startswith("--policy cache_aware (the router's default) --dp-aware") for line in conv.mapped)
 
 
 def test_a_stray_positional_argument_is_refused():
