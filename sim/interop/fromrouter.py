@@ -77,9 +77,13 @@ def map_router(conv: Conversion, argv: list[str]) -> None:
         conv.ignored.append(f"{earlier}: overridden by the later {text} (the router takes the last, as argparse does)")
     if value not in POLICIES:
         raise InputError(f"sglang_router {text}: not modelled (the simulator has {', '.join(POLICIES)})")
-    if value != "round_robin" and dp_attention and not dp_aware:
-        raise InputError(f"sglang_router {text} without --dp-aware on a DP-attention server: modelled with "
-                         "--dp-aware only (each rank a worker of the router)")  # fmt: skip
+    if not dp_aware and dp_attention:  # one worker, the server: its DP controller picks the rank
+        for _, _, written in flags:
+            conv.ignored.append(f"{written}: without --dp-aware the router's only worker is the launch's server")
+        conv.mapped.append("sglang_router without --dp-aware -> cluster.router: round_robin (every request goes to "
+                           "the one server, whose DP controller picks the rank: scheduler.load_balance_method)")  # fmt: skip
+        conv.scenario.setdefault("cluster", {})["router"] = "round_robin"
+        return
     for flag, arg, written in flags:
         if flag in ("--policy", "--dp-aware"):
             continue

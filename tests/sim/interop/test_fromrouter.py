@@ -31,9 +31,13 @@ def test_the_agentx_router_command_maps_to_dp_aware_consistent_hashing():
     assert len(router_lines) == 4 and all(": " in line for line in router_lines)
 
 
-def test_consistent_hashing_over_dp_ranks_needs_dp_aware():
-    with pytest.raises(InputError, match="--dp-aware"):
-        from_sglang(LAUNCH, [ROUTER.replace(" --dp-aware", "")], gpu="B200")
+def test_without_dp_aware_the_router_has_one_worker_and_the_dp_controller_picks_the_rank():
+    for policy in ("consistent_hashing", "cache_aware"):
+        router = ROUTER.replace("consistent_hashing", policy).replace(" --dp-aware", "") + " --balance-abs-threshold 8"
+        conv = from_sglang(LAUNCH, [router], gpu="B200")
+        assert conv.check().cluster.router == "round_robin" and "router_balance_abs_threshold" not in conv.origins
+        assert any(m.startswith("sglang_router without --dp-aware -> cluster.router: round_robin") for m in conv.mapped)
+        assert f"--policy {policy}: without --dp-aware the router's only worker is the launch's server" in conv.ignored
 
 
 def test_an_unmodelled_policy_is_refused_by_name():
@@ -67,11 +71,9 @@ def test_round_robin_maps_with_or_without_dp_aware():
         assert scenario_from_dict(conv.scenario).cluster.router == "round_robin"
 
 
-def test_cache_aware_over_dp_ranks_needs_dp_aware():
+def test_cache_aware_with_dp_aware_routes_over_the_ranks():
     cache_aware = ROUTER.replace("consistent_hashing", "cache_aware")
     assert scenario_from_dict(from_sglang(LAUNCH, [cache_aware], gpu="B200").scenario).cluster.router == "cache_aware"
-    with pytest.raises(InputError, match="cache_aware without --dp-aware"):
-        from_sglang(LAUNCH, [cache_aware.replace(" --dp-aware", "")], gpu="B200")
 
 
 CACHE_AWARE = ("python -m sglang_router.launch_router --worker-urls http://localhost:8889 --policy cache_aware "
@@ -136,7 +138,7 @@ def test_a_stray_positional_argument_is_refused():
 
 @pytest.mark.parametrize(("edit", "says"), [
     (("consistent_hashing", "power_of_two"), "sglang_router --policy power_of_two: not modelled"),
-    ((" --dp-aware", ""), "sglang_router --policy consistent_hashing without --dp-aware"),
+    (("consistent_hashing", "cache_aware --cache-threshold x"), "sglang_router --cache-threshold: expected a number"),
 ])  # fmt: skip
 def test_the_cli_refuses_a_bad_router_command_in_one_line_with_exit_2(tmp_path, capsys, edit, says):
     out = tmp_path / "s.yaml"
