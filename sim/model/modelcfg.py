@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from sim.base.errors import InputError
-from sim.base.inputs import parse_json, read_text
+from sim.base.inputs import file_stamp, parse_json, read_text
 from sim.model.dsa import dsa_layout, is_dsa
 from sim.model.moeweights import MoeLayout
 
-__all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "bundled_configs", "derive", "expert_dtype_of",
-           "is_named", "load_config", "model_spec"]
+__all__ = ["EXPERT_DTYPE_BYTES", "KV_DTYPE_BYTES", "ModelShape", "attention_family", "bundled_configs", "derive",
+           "expert_dtype_of", "is_named", "load_config", "model_spec"]
 
 # SGLang --kv-cache-dtype values and their bytes per element; "auto" is the model's dtype.
 KV_DTYPE_BYTES = {"auto": None, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1,
@@ -98,9 +98,15 @@ def _bundled_name(ref: str) -> str:
     return ref.rsplit("/", 1)[-1].lower() if ref.count("/") == 1 else ref.lower()
 
 
+_LOADED: dict[tuple[str, str], tuple[tuple | None, dict[str, Any], str]] = {}
+"""(ref, the file it names) -> (the file's stamp, config, name): a conversion and a scenario's checks ask for one
+config several times, and it is read again only once its file changed (:func:`load_config`)."""
+
+
 def load_config(ref: str) -> tuple[dict[str, Any], str]:
     """A config by path (a ``config.json`` or a folder holding one), by bundled name, or by a Hugging Face id
-    aiconfigurator-core ships; (config, name)."""
+    aiconfigurator-core ships; (config, name). Read once while its file keeps its size and modification time;
+    each call gets a dict of its own (the values in it are shared: replace them, never change them in place)."""
     from sim.model.aic import model_config_path
 
     path = Path(ref).expanduser()
@@ -109,13 +115,21 @@ def load_config(ref: str) -> tuple[dict[str, Any], str]:
             raise InputError(f"model config {ref!r}: a folder without a config.json")
         path = path / "config.json"
     shipped = model_config_path(ref)
-    if shipped is not None:
-        source = str(shipped)
-        data, name = parse_json(read_text(shipped, "model config.json"), source, what="model config"), ref
-    elif os.path.lexists(path):  # a path the user gave, whatever it is: the input rules say what it may be
-        source = str(path)
-        data = parse_json(read_text(path, "model config.json"), source, what="model config")
-        name = path.parent.name if path.name == "config.json" else path.stem
+    file = shipped if shipped is not None else path if os.path.lexists(path) else None
+    key = (ref, os.path.abspath(file) if file is not None else "")  # "": the bundled config (package data)
+    stamp = file_stamp(file) if file is not None else ()
+    loaded = _LOADED.get(key)
+    if loaded is None or loaded[0] != stamp or stamp is None:
+        loaded = _LOADED[key] = (stamp, *_read_config(ref, file, shipped is not None))
+    return dict(loaded[1]), loaded[2]
+
+
+def _read_config(ref: str, file: Path | None, shipped: bool) -> tuple[dict[str, Any], str]:
+    """:func:`load_config`'s config read from ``file`` (None: the bundled one ``ref`` names), checked."""
+    if file is not None:  # a path the user gave, whatever it is: the input rules say what it may be
+        source = str(file)
+        data = parse_json(read_text(file, "model config.json"), source, what="model config")
+        name = ref if shipped else file.parent.name if file.name == "config.json" else file.stem
     else:
         bundled = resources.files("sim").joinpath("data", "models", f"{_bundled_name(ref)}.json")
         if not bundled.is_file():
@@ -240,6 +254,16 @@ class _Attention:
     catalog: str | None = None
 
 
+def attention_family(cfg: dict[str, Any]) -> str:
+    """``dsv4``, ``dsa``, ``mla`` or ``mha``: the attention the config's fields name, :func:`derive`'s
+    ``family``, told without deriving the rest."""
+    if "compress_ratios" in cfg:
+        return "dsv4"
+    if "kv_lora_rank" in cfg:
+        return "dsa" if is_dsa(cfg) else "mla"
+    return "mha"
+
+
 def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", name: str = "model",
            expert_dtype: str = "auto", fp4_indexer: bool = False, attn_dp_size: int = 1) -> ModelShape:  # fmt: skip
     """The :class:`ModelShape` of a config at ``tp_size`` ranks with KV stored as ``kv_dtype``.
@@ -261,11 +285,12 @@ def derive(cfg: dict[str, Any], *, tp_size: int = 1, kv_dtype: str = "auto", nam
     if _names_v4(cfg) and "compress_ratios" not in cfg:  # SGLang would build V4's model and fail on it
         raise InputError(f"compress_ratios: required field missing (model {name!r}: its architectures or model_type "
                          "name DeepSeek V4, whose model SGLang builds from compress_ratios, models/deepseek_v4.py:1047)")
-    if "compress_ratios" in cfg:  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
+    family = attention_family(cfg)
+    if family == "dsv4":  # DeepSeek V4 / V4.1: multi-pool, mapped to the catalog
         att = _v4_attention(cfg, name, hidden, heads, layers, fp4_indexer)
-    elif "kv_lora_rank" in cfg and is_dsa(cfg):
+    elif family == "dsa":
         att = _dsa_attention(cfg, name, hidden, heads, layers, kv_dtype)
-    elif "kv_lora_rank" in cfg:
+    elif family == "mla":
         att = _mla_attention(cfg, name, hidden, heads, layers, b.kv)
     else:
         att = _mha_attention(cfg, hidden, heads, layers, b.kv, attn_tp)

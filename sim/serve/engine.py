@@ -67,7 +67,8 @@ class Simulation(RunState):
         if dp > 1:  # ranks [s x dp, (s + 1) x dp) are server s's, stepping together
             for s in range(0, cfg.instances, dp):
                 share = 0.0 if backend_prices(roofline, "dp_attention") else cfg.dp_mlp_share
-                group, ranks = DPGroup(self.env, roofline, share), self.instances[s : s + dp]
+                group = DPGroup(self.env, roofline, share, cfg.prefill_decode_interval, cfg.prefill_decode_interval_min_bs)
+                ranks = self.instances[s : s + dp]
                 for inst in ranks:  # one tokenizer manager per server, ahead of its DP controller
                     inst.group, inst.tokenizers = group, ranks[0].tokenizers
                 self.controllers.append(DPController(cfg.load_balance_method, ranks))

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from sim.base.errors import InputError
-from sim.workload.pagekeys import PageRuns
+from sim.workload.pagekeys import PageRuns, check_nesting
 from sim.workload.trajectory import Trajectory, weka_trajectory
 
 __all__ = ["MAX_GENERATED_CALLS", "MAX_WRITTEN_BLOCK_IDS", "generate_sessions", "generated_trajectories"]
@@ -180,9 +180,7 @@ def generated_trajectories(w, rng: np.random.Generator, n: int, page: int) -> li
     """The sessions :func:`generate_sessions` writes (the same draws), as lane trajectories whose page keys are
     made as runs (:class:`PageRuns`) without block ids: a page is kept while every block in it is (the whole
     blocks of the chain's previous input), every page after it is fresh, one key namespace a session."""
-    if page % BLOCK and BLOCK % page:
-        raise InputError(f"hicache.page_size: {page} and the generated sessions' block size {BLOCK}: one must "
-                         "divide the other")  # fmt: skip
+    check_nesting(BLOCK, page, f"hicache.page_size: {page} and the generated sessions' block size {BLOCK}")
 
     def kept(tokens: int) -> int:
         return tokens // BLOCK * BLOCK // page

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.base.errors import InputError
-from sim.workload.pagekeys import PageRuns
+from sim.workload.pagekeys import PageRuns, check_nesting
 from sim.workload.trajectory import Call, PageInterner, Trajectory
 
 __all__ = ["aiperf_trajectories"]
@@ -47,9 +47,7 @@ def aiperf_trajectories(config: str, n: int, seed: int, page: int) -> list[Traje
     cfg = _config(config)
     from aiperf.dataset.agentic_code_gen.session_synthesizer import SessionSynthesizer
 
-    if page % cfg.block_size and cfg.block_size % page:
-        raise InputError(f"{_WHERE}: {config}: block size {cfg.block_size} and hicache.page_size {page}: one must "
-                         "divide the other")  # fmt: skip
+    check_nesting(cfg.block_size, page, f"{_WHERE}: {config}: block size {cfg.block_size} and hicache.page_size {page}")
     interner = PageInterner()
     out = []
     for s in SessionSynthesizer(cfg, seed=seed).synthesize_sessions(n):

@@ -12,7 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import chain
 
-__all__ = ["PageRuns"]
+from sim.base.errors import InputError
+
+__all__ = ["PageRuns", "check_nesting"]
+
+
+def check_nesting(block: int, page: int, what: str, source: str | None = None, line: int | None = None) -> None:
+    """Refuse a trace's block size and a page size neither of which divides the other: a page is then
+    neither whole blocks nor a whole part of one, so no block ids name it. ``what`` names both sizes where the
+    user typed them (the one line's head, before ``: one must divide the other``)."""
+    if page % block and block % page:
+        raise InputError(f"{what}: one must divide the other", source=source, line=line)
 
 
 class PageRuns:

@@ -24,6 +24,7 @@ from sim.base.inputs import (
     num_text,
 )
 from sim.workload import trajectory
+from sim.workload.pagekeys import check_nesting
 from sim.workload.request import Request
 from sim.workload.stream import TraceRequests
 
@@ -34,17 +35,16 @@ _INT = {int}  # the type of every hash id of a good line (JSON gives int, never 
 
 
 def _block_keys(hash_ids: list[int], block: int, page: int, n_tokens: int) -> list:
-    """Whole ``page``-token keys covering the first ``n_tokens`` tokens of a block-hashed input."""
+    """Whole ``page``-token keys covering the first ``n_tokens`` tokens of a block-hashed input (the reader
+    checked that the sizes nest: :func:`check_nesting`)."""
     n_pages = n_tokens // page
     if page == block:
         return hash_ids[:n_pages]
     if block % page == 0:
         per = block // page
         return [(hash_ids[i // per], i % per) for i in range(n_pages)]
-    if page % block == 0:
-        per = page // block
-        return [tuple(hash_ids[i * per : (i + 1) * per]) for i in range(n_pages)]
-    raise InputError(f"page size {page} and block size {block}: one must divide the other")
+    per = page // block
+    return [tuple(hash_ids[i * per : (i + 1) * per]) for i in range(n_pages)]
 
 
 def read_mooncake(path: str | Path, **kwargs) -> list[Request]:
@@ -62,9 +62,7 @@ def iter_mooncake(path: str | Path, *, block_size: int = 512, page_size: int | N
     page = page_size or block_size
     if block_size <= 0 or page <= 0:
         raise InputError("block and page sizes must be > 0", source=str(path))
-    if page % block_size and block_size % page:
-        raise InputError(f"workload.block_size {block_size} and hicache.page_size {page}: one must divide the other",
-                         source=str(path))  # fmt: skip
+    check_nesting(block_size, page, f"workload.block_size {block_size} and hicache.page_size {page}", str(path))
     count, last = 0, 0.0
     for lineno, rec in json_objects(path):
         if max_requests is not None and count >= max_requests:

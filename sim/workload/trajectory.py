@@ -42,7 +42,7 @@ from sim.base.inputs import (
     parse_json,
     read_text,
 )
-from sim.workload.pagekeys import PageRuns
+from sim.workload.pagekeys import PageRuns, check_nesting
 from sim.workload.request import Request
 
 __all__ = ["Call", "PageBudget", "PageInterner", "Subagent", "Trajectory", "WekaCorpus", "iter_bailian",
@@ -62,6 +62,7 @@ class PageInterner:
         self.budget = budget
 
     def pages(self, hash_ids: list[int], block: int, page: int, n_tokens: int) -> list[int]:
+        """The keys of ``n_tokens``' whole pages (the reader checked that the sizes nest: check_nesting)."""
         n_pages = n_tokens // page
         ids, out, prev = self._ids, [], 0
         if page % block == 0:
@@ -70,14 +71,12 @@ class PageInterner:
             for i in range(covered):
                 prev = ids.setdefault((prev, tuple(hash_ids[i * per : (i + 1) * per])), len(ids) + 1)
                 out.append(prev)
-        elif block % page == 0:
+        else:
             per = block // page
             covered = min(n_pages, len(hash_ids) * per)
             for i in range(covered):
                 prev = ids.setdefault((prev, hash_ids[i // per], i % per), len(ids) + 1)
                 out.append(prev)
-        else:
-            raise InputError(f"page size {page} and block size {block}: one must divide the other")
         for _ in range(n_pages - len(out)):
             out.append(self._fresh)
             self._fresh += 1
@@ -227,9 +226,8 @@ def weka_trajectory(rec: dict, page: int, source: str, line: int | None, budget:
     block = where.get(rec, "block_size", int)
     if block <= 0:
         where.fail("block_size", f"must be > 0, got {block}")
-    if page % block and block % page:
-        where.fail("block_size", f"{block} and the scenario's page size {page} (hicache.page_size): one must divide "
-                   "the other")  # fmt: skip
+    check_nesting(block, page, f"block_size: {block} and the scenario's page size {page} (hicache.page_size)",
+                  source, line)  # fmt: skip
     scope = rec.get("hash_id_scope", "local")
     if scope != "local":
         where.fail("hash_id_scope", f"only 'local' is defined (ids namespaced per trajectory), got {scope!r}")
@@ -369,6 +367,8 @@ def iter_bailian(path: str | Path, *, page_size: int, block_size: int = 16, time
     its ``turn``. A ``parent_chat_id`` must name an earlier request (or be -1)."""
     if block_size <= 0 or page_size <= 0:
         raise InputError("block and page sizes must be > 0", source=str(path))
+    check_nesting(block_size, page_size, f"workload.block_size {block_size} and hicache.page_size {page_size}",
+                  str(path))  # fmt: skip
     interner, root_of, count, last = PageInterner(), {}, 0, 0.0
     for lineno, rec in json_objects(Path(path)):
         if max_requests is not None and count >= max_requests:

@@ -20,9 +20,9 @@ __all__ = ["Measured", "MeasuredRequest", "Where", "part_of", "read_measured"]
 
 
 def _one(path: str, text: str) -> Measured | None:
-    """The file's run, or None for a Prometheus snapshot (read with its pair)."""
+    """The file's run from its ``text`` (read once), or None for a Prometheus snapshot (read with its pair)."""
     if Path(path).suffix.lower() == ".csv":
-        return read_aiperf_csv(path)
+        return read_aiperf_csv(path, text)
     if is_prometheus(text):
         return None
     first = next((line for line in text.splitlines() if line.strip()), "")
@@ -34,13 +34,13 @@ def _one(path: str, text: str) -> Measured | None:
     except InputError:
         doc = parse_json(first, path, line=1, what="JSON line (a cut-short export?)")  # JSON lines: the first
     if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) and isinstance(doc.get("metrics"), dict):
-        return read_aiperf_jsonl(path)
+        return read_aiperf_jsonl(path, text)
     if is_inferencex(doc):
         return read_inferencex(path, doc)
     if is_bench_serving(doc):
-        return read_bench_serving(path)
+        return read_bench_serving(path, text)
     if is_multiturn_log(doc):
-        return read_multiturn(path)
+        return read_multiturn(path, text)
     if is_aiperf_json(doc):
         return read_aiperf_json(path, doc)
     raise InputError("a JSON file of no format score reads (aiperf, bench_serving, bench_multiturn, InferenceX)",
@@ -52,14 +52,15 @@ def read_measured(paths: list[str]) -> list[Measured]:
     runs, snapshots = [], []
     for name in paths:
         check_input(name, "measured file")
-        run = _one(name, read_text(name, "measured file"))
+        text = read_text(name, "measured file")
+        run = _one(name, text)
         if run is None:
-            snapshots.append(name)
+            snapshots.append((name, text))
         else:
             runs.append(run)
     if len(snapshots) > 2:
         raise InputError(f"{len(snapshots)} Prometheus snapshots: give one, or two for the window between them",
-                         source=snapshots[2])  # fmt: skip
+                         source=snapshots[2][0])  # fmt: skip
     if snapshots:
         runs.append(read_prometheus(snapshots))
     return runs

@@ -21,7 +21,7 @@ import io
 
 import numpy as np
 
-from sim.base.inputs import parse_json, read_text
+from sim.base.inputs import parse_json
 from sim.interop.measured.run import Measured, MeasuredRequest, Where, field_number
 
 __all__ = ["is_aiperf_json", "read_aiperf_csv", "read_aiperf_json", "read_aiperf_jsonl"]
@@ -96,11 +96,11 @@ def read_aiperf_json(path: str, doc: dict) -> Measured:
     return m
 
 
-def read_aiperf_csv(path: str) -> Measured:
+def read_aiperf_csv(path: str, text: str) -> Measured:
     m = Measured(path, "aiperf")
     by_header = {header: (prefix, stats) for header, prefix, stats in _METRICS.values()}
     heads: list[str] = []
-    for lineno, row in enumerate(csv.reader(io.StringIO(read_text(path, "aiperf CSV export"))), 1):
+    for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
         if not row:
             continue
         if row[0] == "Metric":
@@ -149,11 +149,11 @@ def _value(rec: dict, tag: str, path: str, lineno: int, required: bool = False) 
     return value * _scale(metric.get("unit", ""), Where(path, f"metrics.{tag}.unit", lineno))
 
 
-def read_aiperf_jsonl(path: str) -> Measured:
+def read_aiperf_jsonl(path: str, text: str) -> Measured:
     """A per-request export: the run's figures computed from its requests, and the requests themselves."""
     m = Measured(path, "aiperf")
     rows = []
-    for lineno, line in enumerate(read_text(path, "aiperf per-request export").splitlines(), 1):
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or (rec := _record(path, lineno, line)) is None:
             continue
         meta, where = rec["metadata"], Where(path, "metadata", lineno)

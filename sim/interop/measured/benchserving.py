@@ -11,7 +11,7 @@ tokens by tier.
 
 from __future__ import annotations
 
-from sim.base.inputs import parse_json, read_text
+from sim.base.inputs import parse_json
 from sim.interop.measured.run import Measured, Where, field_number
 
 __all__ = ["is_bench_serving", "read_bench_serving"]
@@ -56,10 +56,10 @@ def _step(m: Measured, step: int, run: dict, where: Where) -> None:
         m.model = (info["model_path"], Where(where.source, "server_info.model_path", where.line))
 
 
-def read_bench_serving(path: str) -> Measured:
+def read_bench_serving(path: str, text: str) -> Measured:
     m = Measured(path, "bench_serving")
     step = 0
-    for lineno, line in enumerate(read_text(path, "bench_serving result file").splitlines(), 1):
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         run = parse_json(line, path, line=lineno, what="JSON line (a cut-short result file?)")

@@ -11,7 +11,7 @@ write a subset (the summary's TTFT, latency and throughput only): what is there 
 
 from __future__ import annotations
 
-from sim.base.inputs import parse_json, read_text
+from sim.base.inputs import parse_json
 from sim.interop.measured.run import Measured, Where, field_number
 
 __all__ = ["is_multiturn_log", "read_multiturn"]
@@ -27,8 +27,8 @@ def is_multiturn_log(doc) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("summary"), dict) and "average_ttft" in doc["summary"]
 
 
-def read_multiturn(path: str) -> Measured:
-    lines = [(n, line) for n, line in enumerate(read_text(path, "bench_multiturn log").splitlines(), 1) if line.strip()]
+def read_multiturn(path: str, text: str) -> Measured:
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if len(lines) != 1:
         raise Where(path, "summary").error(
             f"{len(lines)} runs in this log (auto-run appends one a request rate): keep the line of the run "

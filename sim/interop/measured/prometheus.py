@@ -15,7 +15,6 @@ import math
 import re
 from collections import defaultdict
 
-from sim.base.inputs import read_text
 from sim.interop.measured.run import Measured, Where
 
 __all__ = ["is_prometheus", "read_prometheus"]
@@ -32,13 +31,13 @@ def is_prometheus(text: str) -> bool:
 _MEAN = {"token_usage"}  # a fraction per rank: its mean over the ranks, where counts are summed
 
 
-def _parse(path: str) -> tuple[dict[tuple[str, str], float], str | None]:
+def _parse(path: str, text: str) -> tuple[dict[tuple[str, str], float], str | None]:
     """(metric, cache_source) -> value summed over the other labels (averaged, for :data:`_MEAN`); and the
     model_name label."""
     out: dict[tuple[str, str], float] = defaultdict(float)
     series: dict[tuple[str, str], int] = defaultdict(int)
     model = None
-    for lineno, line in enumerate(read_text(path, "Prometheus /metrics text").splitlines(), 1):
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         match = _LINE.match(line)
@@ -63,10 +62,11 @@ def _parse(path: str) -> tuple[dict[tuple[str, str], float], str | None]:
     return out, model
 
 
-def read_prometheus(paths: list[str]) -> Measured:
-    """One snapshot, or two (earlier first) for the window between them."""
-    later, model = _parse(paths[-1])
-    earlier = _parse(paths[0])[0] if len(paths) == 2 else defaultdict(float)
+def read_prometheus(snapshots: list[tuple[str, str]]) -> Measured:
+    """One snapshot, or two (earlier first) for the window between them: (path, its text) each."""
+    later, model = _parse(*snapshots[-1])
+    earlier = _parse(*snapshots[0])[0] if len(snapshots) == 2 else defaultdict(float)
+    paths = [path for path, _ in snapshots]
     source = " .. ".join(paths)
     m = Measured(source, "prometheus")
     if model:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sim.model.modelcfg import attention_family, load_config
 from sim.scenario.schema.hardware import FP4_INDEXER_GPUS
 from sim.scenario.schema.modelspec import build_model_spec
 from sim.scenario.schema.section import MAX_HISPARSE_IDS, MAX_WORKLOAD_PAGES, _field_error
@@ -90,8 +91,8 @@ def _hisparse_fits(sc: Scenario) -> None:
 
 
 def _is_dsa_model(sc: Scenario) -> bool:
-    shape = sc.model.shape(sc.hardware.tp_size, sc.hardware.attn_dp_size)
-    return shape is not None and shape.family == "dsa"
+    """Told by the config's fields: the scenario's model derived when its sections validated."""
+    return sc.model.config is not None and attention_family(load_config(sc.model.config)[0]) == "dsa"
 
 
 def _fp4_indexer_supported(sc: Scenario) -> None:

@@ -31,8 +31,9 @@ class DPGroup:
     (``dp_attn.py:291``) arms every rank's ``--prefill-decode-interval`` (``managers/scheduler.py:1413-1426``).
     """
 
-    def __init__(self, env: simpy.Environment, backend, mlp_share: float) -> None:
+    def __init__(self, env: simpy.Environment, backend, mlp_share: float, interval: int = 0, min_bs: int = 0) -> None:
         self.env, self.backend, self.mlp_share = env, backend, mlp_share
+        self.interval, self.min_bs = interval, min_bs  # --prefill-decode-interval and its -min-bs (0: SGLang's)
         self.active = 0
         self.joined = 0
         self.plans: list[tuple[float, int]] = []  # (seconds on its own, tokens through the MLP) per joined rank
@@ -78,7 +79,7 @@ class DPGroup:
             self.on_leave()
         return go
 
-    def defers(self, rank: int, decoding: int, cfg) -> bool:
+    def defers(self, rank: int, decoding: int) -> bool:
         """Whether ``rank`` (``decoding`` requests running) defers its prefill this pass under
         ``--prefill-decode-interval``. SGLang arms it on every rank when any rank's pass extends (the gathered
         ``is_extend_in_batch``, ``managers/scheduler.py:1413-1426``) and counts it down a pass at a time on every
@@ -86,9 +87,9 @@ class DPGroup:
         pass; a rank with nothing to decode defers too (it joins the others' decode passes with an IDLE batch),
         unless its running batch is under ``--prefill-decode-interval-min-bs``, which waives the rest of its
         interval."""
-        if self.passes - self.extend_at >= cfg.prefill_decode_interval or rank in self.waived:
+        if self.passes - self.extend_at >= self.interval or rank in self.waived:
             return False
-        if decoding < cfg.prefill_decode_interval_min_bs:
+        if decoding < self.min_bs:
             self.waived.add(rank)
             return False
         return True

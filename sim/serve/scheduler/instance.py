@@ -56,7 +56,8 @@ def first_of(env: simpy.Environment, a: simpy.Event, b: simpy.Event) -> simpy.Ev
 @dataclass(slots=True, init=False)  # its own __init__, compiled: see :mod:`sim.base.compiled`
 class Batch:
     """The next pass: its prefill chunks (``tokens`` over ``chunks`` requests, ``done`` finishing their prompt),
-    whether it decodes and how many rows, whether admission stalled on L1 in forming it."""
+    whether it decodes and how many rows, whether admission stalled on L1 in forming it, and whether
+    ``--prefill-decode-interval`` deferred its prefill (asked once a pass: the answer counts the interval down)."""
 
     tokens: int
     pairs: float
@@ -66,11 +67,13 @@ class Batch:
     blocked: bool
     decode: bool
     n_decode: int
+    deferred: bool
 
     def __init__(self, tokens: int, pairs: float, chunks: int, loads_end: float, done: list[Running],
-                 blocked: bool, decode: bool, n_decode: int) -> None:  # fmt: skip
+                 blocked: bool, decode: bool, n_decode: int, deferred: bool) -> None:  # fmt: skip
         self.tokens, self.pairs, self.chunks, self.loads_end = tokens, pairs, chunks, loads_end
         self.done, self.blocked, self.decode, self.n_decode = done, blocked, decode, n_decode
+        self.deferred = deferred
 
 
 def forward_seconds(sim: RunState, b: Batch, decode_ctx: float) -> float:
@@ -211,16 +214,19 @@ class Instance(InstanceState):
         if group is not None:
             yield from group.enter()
 
-    def get_next_batch_to_run(self, allow_prefill: bool = True) -> Batch | None:
+    def get_next_batch_to_run(self, allow_prefill: bool = True, deferred: bool | None = None) -> Batch | None:
         """Process the acks, re-issue due L3 lookups, then form a prefill batch unless prefill is deferred; a
         decode batch when none forms. None: only L3 reads hold the queue. ``allow_prefill`` False (the prefill
-        delayer's verdict) admits no new request; the requests already prefilling go on."""
+        delayer's verdict) admits no new request; the requests already prefilling go on. ``deferred``: this
+        pass's :meth:`_defer_prefill`, when the delayer has asked it already (None: ask it here)."""
         cfg, ctrl, rb = self.sim.cfg, self.ctrl, self.running_batch
         ctrl.process_acks()
         self.cache.start_iteration()
         if self.sim.storage is not None:
             self.prefetcher.retry_due()
-        if self._defer_prefill():
+        if deferred is None:
+            deferred = self._defer_prefill()
+        if deferred:
             blocked, tokens, pairs, chunks, loads_end = False, 0, 0.0, 0, 0.0
             done: list[Running] = []
         else:
@@ -236,7 +242,8 @@ class Instance(InstanceState):
         # SGLang runs a prefill batch whenever one forms and decodes only when none does; with mixed chunk
         # the decode batch rides along in the prefill's forward (scheduler.py:3992-4005, 4375-4410).
         decode = not tokens or cfg.enable_mixed_chunk
-        return Batch(tokens, pairs, chunks, loads_end, done, blocked, decode, len(rb.decoding) if decode else 0)
+        return Batch(tokens, pairs, chunks, loads_end, done, blocked, decode, len(rb.decoding) if decode else 0,
+                     deferred)  # fmt: skip
 
     def _defer_prefill(self) -> bool:
         """SGLang's ``--prefill-decode-interval``: after a prefill pass, that many decode passes run before the
@@ -244,7 +251,7 @@ class Instance(InstanceState):
         (``_should_defer_prefill``, ``managers/scheduler.py:1400-1426``; under DP attention: :meth:`DPGroup.defers`).
         Alone, with nothing decoding, SGLang's deferred passes are empty loop turns: no time, so no deferral."""
         if self.group is not None:
-            return self.group.defers(self.idx, len(self.running_batch.decoding), self.sim.cfg)
+            return self.group.defers(self.idx, len(self.running_batch.decoding))
         if not self.decodes_owed:
             return False
         decoding = self.running_batch.decoding
@@ -258,7 +265,7 @@ class Instance(InstanceState):
         but decodes to run, up to ``MAX_JUMP_STEPS`` of them go in one timeout, cut short by a wake-up."""
         env, sim, rb, ctrl, group = self.env, self.sim, self.running_batch, self.ctrl, self.group
         tokens, n_decode = b.tokens, b.n_decode
-        dt = forward_seconds(sim, b, rb.decode_ctx) if tokens or n_decode or not self._defer_prefill() else 0.0  # IDLE
+        dt = forward_seconds(sim, b, rb.decode_ctx) if tokens or n_decode or not b.deferred else 0.0  # IDLE
         wait = max(0.0, ctrl.sync_until - t0)  # a write_back eviction's copy (see CacheController.charge_write_back)
         if wait:
             sim.rec.write_back_wait_s += wait

@@ -69,9 +69,9 @@ class PrefillDelayer:
         """``inst``'s next batch, formed once the ranks have negotiated whether it may admit new requests; a pass
         that ``--prefill-decode-interval`` defers forms none and does not negotiate (``scheduler.py:3972-3977``)."""
         if inst._defer_prefill():
-            return inst.get_next_batch_to_run()
+            return inst.get_next_batch_to_run(deferred=True)
         allow = yield from self.negotiate(inst)
-        batch = inst.get_next_batch_to_run(allow)
+        batch = inst.get_next_batch_to_run(allow, deferred=False)
         self.observe(inst, batch)
         return batch
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from sim.base.errors import InputError
-from sim.model.modelcfg import bundled_configs, derive, load_config, model_spec
+from sim.model.modelcfg import attention_family, bundled_configs, derive, load_config, model_spec
 from sim.model.pools import get_model
 
 
@@ -154,3 +155,27 @@ def test_a_hugging_face_id_without_a_shipped_config_says_what_to_do(monkeypatch)
             load_config("deepseek-ai/DeepSeek-V4-Pro")
     finally:
         sim.model.aic.shipped_models.cache_clear()
+
+
+def test_a_config_is_read_once_while_its_file_is_unchanged_and_again_once_it_changes(tmp_path, monkeypatch):
+    import sim.model.modelcfg as modelcfg
+
+    cfg, _ = load_config("qwen3-14b")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    reads = []
+    read = modelcfg._read_config
+    monkeypatch.setattr(modelcfg, "_read_config", lambda *args: reads.append(args) or read(*args))
+    first, _ = load_config(str(path))
+    first["num_hidden_layers"] = 1  # the caller's own dict: the next caller still gets the file's
+    assert load_config(str(path))[0]["num_hidden_layers"] == 40 and len(reads) == 1
+    path.write_text(json.dumps({**cfg, "num_hidden_layers": 20}))  # the same size: the time tells it
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert load_config(str(path))[0]["num_hidden_layers"] == 20 and len(reads) == 2
+
+
+def test_the_attention_family_is_the_derived_shapes():
+    for name in ("qwen3-14b", "deepseek-v3", "deepseek-v3.2", "glm-5.1-fp8", "deepseek-v4-flash"):
+        cfg, _ = load_config(name)
+        assert attention_family(cfg) == derive(cfg, tp_size=8).family

@@ -197,6 +197,13 @@ class TestBailian:
         with pytest.raises(InputError, match=r"b.jsonl:1: turn: missing"):
             read_bailian(path, page_size=256)
 
+    def test_a_block_size_the_page_size_does_not_divide_names_the_file_and_fields_before_any_record(self, tmp_path):
+        path = tmp_path / "b.jsonl"
+        path.write_text("not json\n")  # never read: the sizes are refused first
+        with pytest.raises(InputError, match=r"b.jsonl: workload.block_size 48 and hicache.page_size 64: one must "
+                                             r"divide the other"):  # fmt: skip
+            read_bailian(path, page_size=64, block_size=48)
+
 
 def test_a_timed_bailian_run_hits_what_replay_hits_on_the_same_requests(tmp_path, capsys):
     """The bundled Bailian calls, one at a time (timestamps 1,000 s apart, so no two overlap: fan-out calls

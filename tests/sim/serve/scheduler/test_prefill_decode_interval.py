@@ -5,14 +5,12 @@ rank's interval (the gathered ``is_extend_in_batch``, ``managers/scheduler.py:14
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import simpy
 
 from sim.serve.scheduler.dp import DPGroup
 
-CFG = SimpleNamespace(prefill_decode_interval=3, prefill_decode_interval_min_bs=0)
+INTERVAL = 3  # --prefill-decode-interval; --prefill-decode-interval-min-bs 0 unless a test says
 
 
 def one_pass(group: DPGroup, env: simpy.Environment, extends: tuple[bool, ...]) -> None:
@@ -23,10 +21,10 @@ def one_pass(group: DPGroup, env: simpy.Environment, extends: tuple[bool, ...]) 
     env.run()
 
 
-def deferred_passes(group: DPGroup, env: simpy.Environment, rank: int, decoding: int, cfg=CFG) -> int:
+def deferred_passes(group: DPGroup, env: simpy.Environment, rank: int, decoding: int) -> int:
     """Passes (of two decoding ranks) that ``rank`` defers before it may prefill again."""
     n = 0
-    while group.defers(rank, decoding, cfg):
+    while group.defers(rank, decoding):
         n += 1
         one_pass(group, env, (False, False))
         assert n <= 100
@@ -36,40 +34,39 @@ def deferred_passes(group: DPGroup, env: simpy.Environment, rank: int, decoding:
 class TestTheGroupArmsEveryRank:
     def test_one_ranks_extend_defers_every_rank_for_the_interval(self):
         env = simpy.Environment()
-        group = DPGroup(env, backend=None, mlp_share=0.0)
+        group = DPGroup(env, backend=None, mlp_share=0.0, interval=INTERVAL)
         one_pass(group, env, (True, False))  # rank 0 prefills, rank 1 decodes
-        assert group.defers(0, 4, CFG) and group.defers(1, 4, CFG)
+        assert group.defers(0, 4) and group.defers(1, 4)
         assert deferred_passes(group, env, 1, 4) == 3
-        assert not group.defers(0, 4, CFG)  # both come out in the same pass
+        assert not group.defers(0, 4)  # both come out in the same pass
 
     def test_a_rank_with_nothing_to_decode_defers_too(self):
         env = simpy.Environment()
-        group = DPGroup(env, backend=None, mlp_share=0.0)
+        group = DPGroup(env, backend=None, mlp_share=0.0, interval=INTERVAL)
         one_pass(group, env, (True, False))
         assert deferred_passes(group, env, 0, 0) == 3  # min_bs 0: batch_size() < 0 is never true
 
     def test_min_bs_waives_a_ranks_interval_until_the_next_extend(self):
         env = simpy.Environment()
-        group = DPGroup(env, backend=None, mlp_share=0.0)
-        cfg = SimpleNamespace(prefill_decode_interval=3, prefill_decode_interval_min_bs=2)
+        group = DPGroup(env, backend=None, mlp_share=0.0, interval=INTERVAL, min_bs=2)
         one_pass(group, env, (True, False))
-        assert not group.defers(0, 1, cfg)  # one running: waived
-        assert not group.defers(0, 5, cfg)  # and stays waived for this interval, whatever it runs now
-        assert group.defers(1, 5, cfg)  # the other rank's own count goes on
+        assert not group.defers(0, 1)  # one running: waived
+        assert not group.defers(0, 5)  # and stays waived for this interval, whatever it runs now
+        assert group.defers(1, 5)  # the other rank's own count goes on
         one_pass(group, env, (False, True))
-        assert group.defers(0, 5, cfg)  # the next extend arms it again
+        assert group.defers(0, 5)  # the next extend arms it again
 
     def test_no_extend_no_deferral_and_every_rank_idle_runs_the_interval_out(self):
         env = simpy.Environment()
-        group = DPGroup(env, backend=None, mlp_share=0.0)
+        group = DPGroup(env, backend=None, mlp_share=0.0, interval=INTERVAL)
         one_pass(group, env, (False, False))
-        assert not group.defers(0, 4, CFG)
+        assert not group.defers(0, 4)
         one_pass(group, env, (True, False))
         group.active = 2
         group.leave()
-        assert group.defers(1, 4, CFG)  # one rank still planning
+        assert group.defers(1, 4)  # one rank still planning
         group.leave()
-        assert not group.defers(1, 4, CFG)  # SGLang's idle loop turns count it down at once
+        assert not group.defers(1, 4)  # SGLang's idle loop turns count it down at once
 
 
 @pytest.mark.slow
