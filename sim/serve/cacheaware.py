@@ -42,6 +42,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sim.cache.v4.node import common_pages
+
 __all__ = ["CacheAwareOptions", "CacheAwareRouter", "RouterTree"]
 
 
@@ -64,18 +66,6 @@ class _Node:
     def __init__(self, key: list, parent: _Node | None, tenants: dict[int, int], cached: int | None) -> None:
         self.key, self.parent, self.tenants, self.cached = key, parent, tenants, cached
         self.children: dict = {}
-
-
-def _shared(key: list, keys: Sequence, pos: int) -> int:
-    n = len(key)
-    if key == keys[pos : pos + n]:
-        return n
-    i = 0
-    for a, b in zip(key, keys[pos : pos + n]):
-        if a != b:
-            break
-        i += 1
-    return i
 
 
 class RouterTree:
@@ -103,7 +93,7 @@ class RouterTree:
                 node.children[keys[pos]] = _Node(list(keys[pos:]), node, {w: self._next_epoch()}, w)
                 self.size[w] += n - pos
                 return
-            shared = _shared(child.key, keys, pos)
+            shared = common_pages(child.key, keys, pos)
             if shared < len(child.key):  # split: the matched part becomes a node of its own, same tenants
                 mid = _Node(child.key[:shared], node, dict(child.tenants), child.cached)
                 child.key, child.parent = child.key[shared:], mid
@@ -122,7 +112,7 @@ class RouterTree:
             child = node.children.get(keys[pos])
             if child is None:
                 break
-            shared = _shared(child.key, keys, pos)
+            shared = common_pages(child.key, keys, pos)
             node, pos = child, pos + shared
             if shared < len(child.key):
                 break
