@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sim.hisparse.buffer import (
@@ -147,9 +147,26 @@ def test_fast_lru_matches_the_reference_on_a_realistic_stream():
 
 
 @settings(max_examples=200, deadline=None)
-@given(streams(), st.integers(6, 16), st.integers(1, 8))
-def test_a_larger_lru_buffer_never_misses_more(stream, size, extra):
-    assert total(stream, size + extra, "lru") <= total(stream, size, "lru")
+@given(streams(), st.data())
+def test_a_larger_lru_buffer_never_misses_more_while_both_look_up_every_step(stream, data):
+    """LRU's inclusion, for buffers that both start empty and serve every step by lookup: both smaller than the
+    prompt's kernel length (no preload, no fast path)."""
+    prompt_kernel = (int(stream.seq_len[0]) - 1) // 4
+    assume(prompt_kernel >= 8)
+    big = data.draw(st.integers(7, prompt_kernel - 1))
+    small = data.draw(st.integers(6, big - 1))
+    assert total(stream, big, "lru") <= total(stream, small, "lru")
+
+
+def test_a_larger_buffer_can_miss_more_when_its_fast_path_left_the_lru_order_untouched():
+    """Token 0 is read at step 19: the 8-slot buffer looks it up (it becomes most recent), the 13-slot one is on
+    the fast path (kernel length 13: no lookup, the order untouched, hisparse.cuh:418-440) and keeps slot order.
+    When token 13 is loaded at step 24 the 13-slot buffer evicts slot 0, token 0, and misses it at step 25."""
+    rows = [[]] * 26
+    rows[19], rows[24], rows[25] = [0], [13], [0]
+    stream = stream_of(35, rows)
+    assert run_stream(stream, 8, "lru").misses[24:].tolist() == [1, 0]
+    assert run_stream(stream, 13, "lru").misses[24:].tolist() == [1, 1]
 
 
 @settings(max_examples=200, deadline=None)
