@@ -16,7 +16,8 @@ aiperf's agentic replay (``docs/benchmark-modes/semianalysis-agentx-faq.md`` §2
   group ended waits for it (the join), then for the recorded gap after the group's end.
 - Each lane's first trajectory starts at a point t* drawn uniformly between ``trajectory_start_min_ratio``
   and ``..._max_ratio`` of its recorded span, so lanes are out of phase. The warm-up is aiperf's: the parent call
-  just before t* primes the cache (the snapshot primer), then ``warmup_requests_per_lane`` more parent calls
+  just before t* primes the cache (the snapshot primer; the primers are spread so that every lane's t* would land
+  at one instant, the one recorded furthest before its t* first), then ``warmup_requests_per_lane`` more parent calls
   carry the trajectory on past t* back to back, with no idle wait (InferenceX's aiperf,
   ``benchmarks/benchmark_lib.sh`` ``build_replay_cmd``), at most all but one of its remaining parent calls, and
   every warm-up call asks for one output token (aiperf ``timing/strategies/agentic_replay.py:84, 1703-1707``:
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -56,6 +57,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["LanePlayer", "agentx_report", "format_agentx_report"]
+
+
+class _Start(NamedTuple):
+    """A lane's first trajectory: the recorded time its first measured step's gap counts from, that step, the
+    warm-up calls (the primer first) and the primer's lead before t* (None: nothing to warm)."""
+
+    t_ref: float
+    step: int
+    warm: list[Call]
+    lead: float | None
 
 
 class LanePlayer:
@@ -154,42 +165,44 @@ class LanePlayer:
         return not cut
 
     # ----- lanes -------------------------------------------------------------------------------------
-    def _start_point(self, traj: Trajectory, rng: np.random.Generator) -> tuple[float, int, list[Call]]:
-        """(the recorded time the first measured step's gap counts from, that step, the warm-up calls) for a lane's
-        first trajectory: t* is uniform over the ratios' share of the span of every call's start, its subagents'
-        included (``timing/trajectory_source.py:602-651``); the warm-up is the primer before it and up to
-        ``warmup_requests_per_lane`` parent calls after it, leaving one to measure."""
+    def _start_point(self, traj: Trajectory, rng: np.random.Generator) -> _Start:
+        """Where a lane's first trajectory starts: t* is uniform over the ratios' share of the span of every call's
+        start, its subagents' included (``timing/trajectory_source.py:602-651``); the warm-up is the primer before
+        it and up to ``warmup_requests_per_lane`` parent calls after it, leaving one to measure."""
         times = [c.t for c in traj.calls()]
         t0, t1 = min(times), max(times)
         ratio = rng.uniform(self.w.trajectory_start_min_ratio, self.w.trajectory_start_max_ratio)
         t_star = t0 + ratio * (t1 - t0)
         start = next((i for i, s in enumerate(traj.steps) if s.t >= t_star), len(traj.steps))
         if start == 0:
-            return t_star, 0, []
+            return _Start(t_star, 0, [], None)
         main = traj.main
         before = [c for i, c in main if i < start]
+        lead = t_star - before[-1].t
         after = [(i, c) for i, c in main if i >= start][: self.w.warmup_requests_per_lane]
         after = after[: max(0, len(main) - len(before) - 1)]
         if not after:
-            return t_star, start, before[-1:]
+            return _Start(t_star, start, before[-1:], lead)
         i, last = after[-1]
-        return last.t + (last.api_time or 0.0), i + 1, before[-1:] + [c for _, c in after]
+        return _Start(last.t + (last.api_time or 0.0), i + 1, before[-1:] + [c for _, c in after], lead)
 
-    def _first(self, lane: int, rng: np.random.Generator) -> tuple[Trajectory, tuple[float, int, list[Call]]]:
+    def _first(self, lane: int, rng: np.random.Generator) -> tuple[Trajectory, _Start]:
         traj = self._draw(lane)  # lane l starts with trajectory l
         return traj, self._start_point(traj, rng)
 
-    def _lane(self, traj: Trajectory, plan: tuple[float, int, list[Call]]):
+    def _lane(self, traj: Trajectory, plan: _Start, delay: float):
+        """A lane: its warm-up (the primer ``delay`` after the warm-up began), then its trajectories."""
         env = self.env
-        t_ref, start, warm = plan
         session = self._new_session()
-        for call in warm:
+        if plan.warm and delay > 0:
+            yield env.timeout(delay)
+        for call in plan.warm:
             yield self._send(call, session, -1, output_len=1)
         self._warmed += 1
         if self._warmed == self.w.lanes:
             self._begin()
         yield self._measured
-        played = yield from self._tree(traj, session, start, t_ref)
+        played = yield from self._tree(traj, session, plan.step, plan.t_ref)
         while played and env.now < self.stop_s:
             traj = self._draw(self._cursor)
             self._cursor += 1
@@ -217,7 +230,13 @@ class LanePlayer:
         """The arrival process: every lane, until the duration ends and their trees drain."""
         env, rng = self.env, self.sim.rng
         self.sim.on_finish = self._finished
-        lanes = env.all_of([env.process(self._lane(*self._first(lane, rng))) for lane in range(self.w.lanes)])
+        firsts = [self._first(lane, rng) for lane in range(self.w.lanes)]
+        # aiperf spreads the primers so that every lane's t* lands at one instant: a primer recorded ``lead``
+        # before its t* is sent at ``max lead - lead`` (agentic_replay.py:525-640; it caps a lead at the idle cap,
+        # :475-487, which the capped timeline already keeps every gap under)
+        top = max((p.lead for _, p in firsts if p.lead is not None), default=0.0)
+        lanes = env.all_of([env.process(self._lane(traj, p, top - (p.lead or 0.0))) for traj, p in firsts])
+        del firsts  # a lane holds its trajectory while it plays it, this process not at all
         grace = self.w.warmup_grace_period_s
         yield self._measured if grace is None else self._measured | env.timeout(grace)
         if not self._measured.triggered:  # aiperf cancels the warm-up calls in flight and aborts

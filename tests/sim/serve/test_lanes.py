@@ -98,6 +98,16 @@ class TestPacing:
         assert measured["input_tokens"].iloc[0] == 256 * 8 and set(measured["output_tokens"]) == {50}
         assert measured["arrival_s"].iloc[0] - warm["finish_s"].iloc[-1] == pytest.approx(9.0)
 
+    def test_the_primers_are_spread_so_every_lanes_start_point_lands_at_once(self, tmp_path):
+        # t* = 45 s on both: lane 0's primer (40 s) leads it by 5 s, lane 1's (30 s) by 15; so lane 1's goes first
+        # and lane 0's 15 - 5 = 10 s later.
+        lane0 = [call(10.0 * k, 256 * (k + 1), list(range(4 * (k + 1)))) for k in range(10)]
+        lane1 = [call(30.0 * k, 256 * (k + 1), list(range(4 * (k + 1)))) for k in range(4)]
+        _, df = run_lanes(tmp_path, [lane0, lane1], lanes=2, trajectory_start_min_ratio=0.5,
+                          trajectory_start_max_ratio=0.5)  # fmt: skip
+        primers = df[df["round"] == -1].set_index("input_tokens")["arrival_s"]
+        assert primers[256 * 5] == pytest.approx(10.0) and primers[256 * 2] == 0.0
+
     def test_the_warm_up_leaves_one_parent_call_to_measure(self, tmp_path):
         calls = [call(10.0 * k, 256 * (k + 1), list(range(4 * (k + 1)))) for k in range(4)]
         _, df = run_lanes(tmp_path, [calls], trajectory_start_min_ratio=0.5, trajectory_start_max_ratio=0.5,
