@@ -116,9 +116,10 @@ class Simulation(RunState):
         inst.tokenize(Running(req, inst.idx))
 
     def finished_one(self, req: Request) -> None:
-        w = self.routed.pop(req.rid, None)
-        if w is not None and self.cache_aware is not None:  # its response closed: one less in flight there
-            self.cache_aware.done(w)
+        if self.cache_aware is not None:  # its response closed: one less in flight on its worker
+            w = self.routed.pop(req.rid, None)
+            if w is not None:
+                self.cache_aware.done(w)
         super().finished_one(req)
 
     def trace_arrivals(self, requests: Iterable[Request]) -> Generator[simpy.Event, Any, None]:
